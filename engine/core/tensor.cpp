@@ -1,0 +1,132 @@
+#include "core/tensor.h"
+
+#include <cstring>
+#include <limits>
+
+#include "core/half.h"
+
+namespace qs {
+
+int64_t shapeElementCount(const Shape& shape)
+{
+    int64_t n = 1;
+    for (int64_t d : shape) {
+        if (d < 0)
+            throw Error("negative dimension in shape " + shapeToString(shape));
+        if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
+            throw Error("element count of shape " + shapeToString(shape) + " overflows 64 bits");
+        n *= d;
+    }
+    return n;
+}
+
+std::string shapeToString(const Shape& shape)
+{
+    std::string s = "[";
+    for (size_t i = 0; i < shape.size(); ++i) {
+        if (i)
+            s += ", ";
+        s += std::to_string(shape[i]);
+    }
+    return s + "]";
+}
+
+Shape rowMajorStrides(const Shape& shape)
+{
+    Shape strides(shape.size(), 1);
+    for (size_t i = shape.size(); i-- > 1;)
+        strides[i - 1] = strides[i] * shape[i];
+    return strides;
+}
+
+Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), numel_(shapeElementCount(shape_))
+{
+    const size_t bytes = nbytes();
+    // 64-byte alignment keeps vector loads aligned and rows off shared cache lines.
+    void* p = ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t(64));
+    std::memset(p, 0, bytes);
+    owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t(64)); });
+    data_ = p;
+}
+
+Tensor Tensor::borrow(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner)
+{
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.numel_ = shapeElementCount(t.shape_);
+    t.owner_ = std::move(owner);
+    t.data_ = data;
+    t.borrowed_ = true;
+    return t;
+}
+
+void* Tensor::mutableRawData()
+{
+    if (borrowed_)
+        throw Error("tensor storage is read-only (borrowed from a file or buffer)");
+    return const_cast<void*>(data_);
+}
+
+Tensor Tensor::clone() const
+{
+    Tensor t(dtype_, shape_);
+    if (nbytes())
+        std::memcpy(t.mutableRawData(), data_, nbytes());
+    return t;
+}
+
+Tensor Tensor::reshaped(Shape shape) const
+{
+    if (shapeElementCount(shape) != numel_)
+        throw Error("cannot reshape " + shapeToString(shape_) + " to " + shapeToString(shape));
+    Tensor t = *this;
+    t.shape_ = std::move(shape);
+    return t;
+}
+
+namespace {
+template <class T>
+void convertToFloat(const void* src, float* dst, int64_t n)
+{
+    const T* s = static_cast<const T*>(src);
+    for (int64_t i = 0; i < n; ++i)
+        dst[i] = float(s[i]);
+}
+} // namespace
+
+Tensor Tensor::toFloat32() const
+{
+    if (dtype_ == DType::F32)
+        return *this;
+    Tensor out(DType::F32, shape_);
+    float* dst = out.mutableValues<float>().data();
+    switch (dtype_) {
+    case DType::F16: {
+        const auto* s = static_cast<const uint16_t*>(data_);
+        for (int64_t i = 0; i < numel_; ++i)
+            dst[i] = fp16ToFloat(s[i]);
+        break;
+    }
+    case DType::BF16: {
+        const auto* s = static_cast<const uint16_t*>(data_);
+        for (int64_t i = 0; i < numel_; ++i)
+            dst[i] = bf16ToFloat(s[i]);
+        break;
+    }
+    case DType::F64: convertToFloat<double>(data_, dst, numel_); break;
+    case DType::I8: convertToFloat<int8_t>(data_, dst, numel_); break;
+    case DType::U8: convertToFloat<uint8_t>(data_, dst, numel_); break;
+    case DType::I16: convertToFloat<int16_t>(data_, dst, numel_); break;
+    case DType::U16: convertToFloat<uint16_t>(data_, dst, numel_); break;
+    case DType::I32: convertToFloat<int32_t>(data_, dst, numel_); break;
+    case DType::U32: convertToFloat<uint32_t>(data_, dst, numel_); break;
+    case DType::I64: convertToFloat<int64_t>(data_, dst, numel_); break;
+    case DType::U64: convertToFloat<uint64_t>(data_, dst, numel_); break;
+    case DType::Bool: convertToFloat<uint8_t>(data_, dst, numel_); break;
+    case DType::F32: break;
+    }
+    return out;
+}
+
+} // namespace qs

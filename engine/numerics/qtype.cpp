@@ -1,0 +1,121 @@
+#include "numerics/qtype.h"
+
+#include <array>
+
+#include "core/error.h"
+
+namespace qs {
+namespace {
+
+constexpr QTypeInfo intType(QType t, std::string_view name, int bits)
+{
+    return {t, name, QKind::Integer, bits, true, -(1 << (bits - 1)), (1 << (bits - 1)) - 1,
+            float((1 << (bits - 1)) - 1), 0, t, "signed integer"};
+}
+constexpr QTypeInfo uintType(QType t, std::string_view name, int bits)
+{
+    return {t, name, QKind::Integer, bits, false, 0, (1 << bits) - 1, float((1 << bits) - 1), 0, t,
+            "unsigned integer"};
+}
+
+constexpr std::array<QTypeInfo, 26> kQTypes{{
+    intType(QType::Int1, "int1", 1),
+    intType(QType::Int2, "int2", 2),
+    intType(QType::Int3, "int3", 3),
+    intType(QType::Int4, "int4", 4),
+    intType(QType::Int5, "int5", 5),
+    intType(QType::Int6, "int6", 6),
+    intType(QType::Int7, "int7", 7),
+    intType(QType::Int8, "int8", 8),
+    uintType(QType::UInt1, "uint1", 1),
+    uintType(QType::UInt2, "uint2", 2),
+    uintType(QType::UInt3, "uint3", 3),
+    uintType(QType::UInt4, "uint4", 4),
+    uintType(QType::UInt5, "uint5", 5),
+    uintType(QType::UInt6, "uint6", 6),
+    uintType(QType::UInt7, "uint7", 7),
+    uintType(QType::UInt8, "uint8", 8),
+    {QType::Int16, "int16", QKind::Integer, 16, true, -32768, 32767, 32767.f, 0, QType::Int16, "signed integer"},
+    {QType::Binary, "binary", QKind::Binary, 1, true, -1, 1, 1.f, 0, QType::Binary, "values ±scale"},
+    {QType::Ternary, "ternary", QKind::Ternary, 2, true, -1, 1, 1.f, 0, QType::Ternary, "values −scale, 0, +scale"},
+    {QType::Fp8E4M3, "fp8_e4m3", QKind::Float, 8, true, 0, 0, 448.f, 0, QType::Fp8E4M3,
+     "float8 e4m3fn: max 448, no infinities"},
+    {QType::Fp8E5M2, "fp8_e5m2", QKind::Float, 8, true, 0, 0, 57344.f, 0, QType::Fp8E5M2, "float8 e5m2: max 57344"},
+    {QType::Fp4E2M1, "fp4_e2m1", QKind::Float, 4, true, 0, 0, 6.f, 0, QType::Fp4E2M1,
+     "float4 e2m1: 0, ±0.5, ±1, ±1.5, ±2, ±3, ±4, ±6"},
+    {QType::Nf4, "nf4", QKind::Codebook, 4, true, 0, 0, 1.f, 0, QType::Nf4, "QLoRA 4-bit NormalFloat codebook"},
+    {QType::MxFp8, "mxfp8", QKind::Microscaling, 8, true, 0, 0, 448.f, 32, QType::Fp8E4M3,
+     "OCP MX: 32 e4m3 values sharing an E8M0 scale"},
+    {QType::MxFp4, "mxfp4", QKind::Microscaling, 4, true, 0, 0, 6.f, 32, QType::Fp4E2M1,
+     "OCP MX: 32 e2m1 values sharing an E8M0 scale"},
+    {QType::NvFp4, "nvfp4", QKind::Microscaling, 4, true, 0, 0, 6.f, 16, QType::Fp4E2M1,
+     "16 e2m1 values sharing an e4m3 scale"},
+}};
+
+constexpr bool tableFollowsEnum()
+{
+    for (size_t i = 0; i < kQTypes.size(); ++i)
+        if (static_cast<size_t>(kQTypes[i].type) != i)
+            return false;
+    return kQTypes.size() == static_cast<size_t>(QType::NvFp4) + 1;
+}
+static_assert(tableFollowsEnum(), "kQTypes must list every QType in enum order");
+
+struct Alias {
+    std::string_view alias;
+    QType type;
+};
+constexpr std::array<Alias, 12> kAliases{{
+    {"float8_e4m3fn", QType::Fp8E4M3}, {"float8_e4m3", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},
+    {"fp8", QType::Fp8E4M3},           {"float8_e5m2", QType::Fp8E5M2}, {"e5m2", QType::Fp8E5M2},
+    {"float4_e2m1fn", QType::Fp4E2M1}, {"float4_e2m1", QType::Fp4E2M1}, {"fp4", QType::Fp4E2M1},
+    {"e2m1", QType::Fp4E2M1},          {"mxfp8_e4m3", QType::MxFp8},    {"mxfp4_e2m1", QType::MxFp4},
+}};
+
+} // namespace
+
+std::span<const QTypeInfo> allQTypes() { return kQTypes; }
+
+const QTypeInfo& qtypeInfo(QType t) { return kQTypes[static_cast<size_t>(t)]; }
+
+std::string_view qtypeName(QType t) { return qtypeInfo(t).name; }
+
+std::optional<QType> parseQType(std::string_view name)
+{
+    for (const auto& q : kQTypes)
+        if (q.name == name)
+            return q.type;
+    for (const auto& a : kAliases)
+        if (a.alias == name)
+            return a.type;
+    return std::nullopt;
+}
+
+std::string qtypeNameList()
+{
+    std::string s;
+    for (const auto& q : kQTypes)
+        s += (s.empty() ? "" : ", ") + std::string(q.name);
+    return s;
+}
+
+IntegerGrid integerGrid(QType t, bool narrowRange)
+{
+    const QTypeInfo& q = qtypeInfo(t);
+    if (!isIntegerLike(t))
+        throw Error(std::string(q.name) + " has no integer grid");
+    IntegerGrid g{q.qmin, q.qmax};
+    if (narrowRange && q.kind == QKind::Integer && q.isSigned && q.bits > 1)
+        g.qmin = -q.qmax;
+    return g;
+}
+
+bool isIntegerLike(QType t)
+{
+    const QKind k = qtypeInfo(t).kind;
+    return k == QKind::Integer || k == QKind::Binary || k == QKind::Ternary;
+}
+
+bool isMicroscaling(QType t) { return qtypeInfo(t).kind == QKind::Microscaling; }
+
+} // namespace qs

@@ -1,0 +1,65 @@
+#pragma once
+// Scales and zero points from calibrated ranges (DESIGN.md, "Scales and zero points").
+//   symmetric:  scale = max(|min|, |max|) / bound, zero point 0
+//               bound = qmax + 0.5 for integers (qmax with narrow range),
+//                       the largest finite value for float formats, 1 for nf4,
+//                       1 for binary and ternary-with-narrow-range, 1.5 for ternary.
+//   asymmetric: the range is widened to include 0, scale = (max − min) / (qmax − qmin),
+//               zero_point = clamp(round(qmin − min / scale), qmin, qmax)  (integer types only;
+//               a float, codebook or microscaling type with an asymmetric method is an Error).
+// Never a NaN, Inf or zero scale: a group whose range is zero (all-zero or constant at 0)
+// gets kDegenerateScale; non-finite range bounds are an Error naming the tensor.
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/block_layout.h"
+#include "numerics/qtype.h"
+
+namespace qs {
+
+enum class ScaleRestriction : uint8_t { Float, Pow2, Fp16 };
+std::string_view scaleRestrictionName(ScaleRestriction r); // "float", "pow2", "fp16"
+std::optional<ScaleRestriction> parseScaleRestriction(std::string_view name);
+
+struct ScaleOptions {
+    bool narrowRange = false;                         // integer grid without its most negative code
+    ScaleRestriction restriction = ScaleRestriction::Float; // how the scale itself is represented
+};
+
+// A calibrated range of one group, in the tensor's units.
+struct Range {
+    float min = 0;
+    float max = 0;
+};
+
+// The scale given to a group whose calibrated range is zero.
+inline constexpr float kDegenerateScale = 1.0f;
+
+// The denominator of the symmetric scale for a type.
+float symmetricBound(QType t, bool narrowRange);
+// Applies a scale restriction: pow2 rounds log2 to nearest, fp16 rounds to the
+// nearest fp16 value; both keep the result finite and non-zero.
+float restrictScale(float scale, ScaleRestriction r);
+
+struct QuantParams {
+    QType qtype = QType::Int8;
+    BlockLayout layout;             // which elements share a scale
+    bool symmetric = true;
+    ScaleOptions options;
+    std::vector<float> scales;      // one per group, row-major over layout.gridShape()
+    std::vector<int32_t> zeroPoints; // one per group when asymmetric; empty when symmetric
+    float globalScale = 1.0f;       // nvfp4's per-tensor fp32 scale (the block scales are e4m3 in its units)
+};
+
+// Computes scales and zero points for each group from its range. `tensorName`
+// is used in error messages. Not for microscaling types (their block scales
+// come from the data: see microscalingParams in quant/microscaling.h).
+QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges,
+                                  bool symmetric, const ScaleOptions& options, std::string_view tensorName);
+
+} // namespace qs
