@@ -1,0 +1,135 @@
+// Core: tensors, dtype conversion (fp16/bf16 bit-exact), block layouts and tile sizes.
+#include <QtTest>
+
+#include <bit>
+#include <cmath>
+
+#include "core/block_layout.h"
+#include "core/half.h"
+#include "core/tensor.h"
+
+using namespace qs;
+
+class TestCore : public QObject {
+    Q_OBJECT
+private slots:
+    void fp16RoundTripsEveryCode()
+    {
+        for (uint32_t h = 0; h < 0x10000; ++h) {
+            const float f = fp16ToFloat(uint16_t(h));
+            if (std::isnan(f))
+                continue;
+            QCOMPARE(floatToFp16(f), uint16_t(h));
+        }
+    }
+
+    void fp16RoundsHalfToEven()
+    {
+        // 1 + 2^-11 lies exactly between 1 and 1 + 2^-10: ties go to the even mantissa (1).
+        QCOMPARE(floatToFp16(1.0f + 0x1p-11f), uint16_t(0x3c00));
+        // 1 + 3·2^-11 is between 1+2^-10 (odd) and 1+2^-9 (even): goes up.
+        QCOMPARE(floatToFp16(1.0f + 3 * 0x1p-11f), uint16_t(0x3c02));
+        // Smallest subnormal 2^-24; half of it ties to zero, a bit more rounds up.
+        QCOMPARE(floatToFp16(0x1p-25f), uint16_t(0));
+        QCOMPARE(floatToFp16(0x1.01p-25f), uint16_t(1));
+        QCOMPARE(floatToFp16(65504.f), uint16_t(0x7bff));
+        QCOMPARE(floatToFp16(65519.f), uint16_t(0x7bff));
+        QCOMPARE(floatToFp16(65520.f), uint16_t(0x7c00));
+        QCOMPARE(floatToFp16(-INFINITY), uint16_t(0xfc00));
+        QVERIFY(std::isnan(fp16ToFloat(floatToFp16(NAN))));
+    }
+
+    void fp16MatchesDoubleRoundingOnRandomFloats()
+    {
+        // Reference: the nearest of the two fp16 neighbours, computed in double.
+        uint32_t state = 12345;
+        for (int i = 0; i < 200000; ++i) {
+            state = state * 1664525u + 1013904223u;
+            const float f = std::bit_cast<float>((state & 0x8fffffffu) | 0x30000000u); // |f| in [2^-31, 2^2]
+            const uint16_t h = floatToFp16(f);
+            const double back = fp16ToFloat(h);
+            // Distance from f to a code's value; codes past the ends (NaN patterns) never win.
+            auto distance = [f](uint16_t code) {
+                const double v = fp16ToFloat(code);
+                return std::isnan(v) ? INFINITY : std::abs(v - double(f));
+            };
+            QVERIFY2(distance(h) <= distance(uint16_t(h + 1)) && distance(h) <= distance(uint16_t(h - 1)) &&
+                         distance(h) <= distance(uint16_t(h ^ 0x8000u)),
+                     qPrintable(QString::number(double(f), 'g', 10)));
+        }
+    }
+
+    void bf16RoundsHalfToEven()
+    {
+        QCOMPARE(floatToBf16(1.0f), uint16_t(0x3f80));
+        QCOMPARE(floatToBf16(std::bit_cast<float>(0x3f808000u)), uint16_t(0x3f80)); // tie, even stays
+        QCOMPARE(floatToBf16(std::bit_cast<float>(0x3f818000u)), uint16_t(0x3f82)); // tie, odd goes up
+        QCOMPARE(floatToBf16(std::bit_cast<float>(0x3f808001u)), uint16_t(0x3f81));
+        QVERIFY(std::isnan(bf16ToFloat(floatToBf16(NAN))));
+    }
+
+    void tensorConvertsToFloat32()
+    {
+        const Tensor t = Tensor::fromVector<int16_t>(DType::I16, {2, 2}, {-3, 0, 7, 32767});
+        const Tensor f = t.toFloat32();
+        QCOMPARE(f.dtype(), DType::F32);
+        QCOMPARE(f.values<float>()[3], 32767.f);
+        QCOMPARE(f.values<float>()[0], -3.f);
+    }
+
+    void tensorRejectsBadShapes()
+    {
+        QVERIFY_THROWS_EXCEPTION(Error, Tensor(DType::F32, {2, -1}));
+        QVERIFY_THROWS_EXCEPTION(Error, Tensor(DType::F32, {1LL << 40, 1LL << 40}));
+        const Tensor t(DType::F32, {2, 3});
+        QVERIFY_THROWS_EXCEPTION(Error, t.reshaped({4, 2}));
+        QCOMPARE(t.reshaped({3, 2}).shape(), (Shape{3, 2}));
+    }
+
+    void borrowedTensorsAreReadOnly()
+    {
+        static const float data[2] = {1, 2};
+        Tensor t = Tensor::borrow(DType::F32, {2}, data, nullptr);
+        QVERIFY_THROWS_EXCEPTION(Error, t.mutableRawData());
+        QCOMPARE(t.clone().mutableValues<float>()[1], 2.f);
+    }
+
+    void blockLayoutGroups()
+    {
+        const auto pt = BlockLayout::perTensor({4, 6});
+        QCOMPARE(pt.groupCount(), int64_t(1));
+        QCOMPARE(pt.describe(), std::string("per_tensor"));
+
+        const auto pc = BlockLayout::perChannel({4, 6}, 0);
+        QCOMPARE(pc.gridShape(), (Shape{4, 1}));
+        QCOMPARE(pc.groupOf(7), int64_t(1));
+
+        const auto tl = BlockLayout::tiled({4, 10}, 0, 1, 4); // tiles of 4, 4, 2
+        QCOMPARE(tl.gridShape(), (Shape{4, 3}));
+        QCOMPARE(tl.groupOf(0), int64_t(0));
+        QCOMPARE(tl.groupOf(4), int64_t(1));
+        QCOMPARE(tl.groupOf(9), int64_t(2));
+        QCOMPARE(tl.groupOf(10), int64_t(3));
+        QCOMPARE(tl.groupOf(39), int64_t(11));
+
+        const auto conv = BlockLayout::perChannel({8, 3, 3, 3}, -4);
+        QCOMPARE(conv.groupOf(27), int64_t(1));
+        QVERIFY_THROWS_EXCEPTION(Error, BlockLayout::perChannel({8, 3}, 2));
+        QVERIFY_THROWS_EXCEPTION(Error, BlockLayout::tiled({8, 3}, 1, 1, 2));
+    }
+
+    void tileSizeFractionsMeanTileCounts()
+    {
+        QCOMPARE(resolveTileSize(128, 4096), int64_t(128));
+        QCOMPARE(resolveTileSize(0.25, 4096), int64_t(1024));
+        QCOMPARE(resolveTileSize(0.5, 10), int64_t(5));
+        QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(0.25, 10)); // 4 tiles do not divide 10
+        QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(0.3, 30));  // not 1/n
+        QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(1.5, 30));
+        QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(0, 30));
+        QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(-2, 30));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCore)
+#include "tst_core.moc"
