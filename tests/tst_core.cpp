@@ -47,7 +47,6 @@ private slots:
             state = state * 1664525u + 1013904223u;
             const float f = std::bit_cast<float>((state & 0x8fffffffu) | 0x30000000u); // |f| in [2^-31, 2^2]
             const uint16_t h = floatToFp16(f);
-            const double back = fp16ToFloat(h);
             // Distance from f to a code's value; codes past the ends (NaN patterns) never win.
             auto distance = [f](uint16_t code) {
                 const double v = fp16ToFloat(code);
