@@ -7,8 +7,16 @@
 //   asymmetric: the range is widened to include 0, scale = (max − min) / (qmax − qmin),
 //               zero_point = clamp(round(qmin − min / scale), qmin, qmax)  (integer types only;
 //               a float, codebook or microscaling type with an asymmetric method is an Error).
-// Never a NaN, Inf or zero scale: a group whose range is zero (all-zero or constant at 0)
-// gets kDegenerateScale; non-finite range bounds are an Error naming the tensor.
+//               The zero point is computed after the scale restriction, in float:
+//               zp = clamp(round_half_even(qmin − min / scale), qmin, qmax), so 0 maps to code zp
+//               and fake-quantizes to exactly 0.
+//   unsigned integer types with a symmetric method use [0, absmax]: zero point 0, scale absmax / bound
+//   (negative values clip to 0).
+//   int1 (grid {−1, 0}) uses |qmin| = 1 in place of qmax in its bound.
+// Never a NaN, Inf, zero or subnormal scale: a group whose range is zero (all-zero)
+// gets kDegenerateScale; scales are clamped to float's normal range [FLT_MIN, FLT_MAX]
+// (a range of 1e-45 gets FLT_MIN); non-finite range bounds, or min > max, are an Error
+// naming the tensor and the group index.
 
 #include <cstdint>
 #include <optional>
@@ -42,8 +50,10 @@ inline constexpr float kDegenerateScale = 1.0f;
 
 // The denominator of the symmetric scale for a type.
 float symmetricBound(QType t, bool narrowRange);
-// Applies a scale restriction: pow2 rounds log2 to nearest, fp16 rounds to the
-// nearest fp16 value; both keep the result finite and non-zero.
+// Applies a scale restriction: float keeps the scale (raised to FLT_MIN when
+// smaller); pow2 is 2^round(log2 s) with the exponent clamped to [−126, 127];
+// fp16 is the nearest fp16 value after clamping to fp16's finite, non-zero
+// magnitudes [2^−24, 65504]. Throws Error for a scale that is not finite and positive.
 float restrictScale(float scale, ScaleRestriction r);
 
 struct QuantParams {
