@@ -3,6 +3,7 @@
 // and counter-based: the random draw for element i depends only on (seed, i),
 // so results do not depend on thread count or scheduling.
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -16,5 +17,17 @@ std::optional<Rounding> parseRounding(std::string_view name);
 
 // Uniform draw in [0, 1) for element `index` under `seed` (splitmix64-style hash).
 float stochasticUniform(uint64_t seed, uint64_t index);
+
+// Round half to even, equal to std::nearbyint in the default rounding mode
+// (including the sign of zero), inline so that kernels can use it in their loops.
+// NaN and ±Inf come back unchanged.
+inline float roundHalfEven(float v)
+{
+    if (!(std::fabs(v) < 0x1p23f)) // already an integer, or Inf/NaN
+        return v;
+    // Adding 2^23 leaves no fraction bits: the FPU rounds to an integer, ties to even.
+    const float magic = std::copysign(0x1p23f, v);
+    return std::copysign((v + magic) - magic, v);
+}
 
 } // namespace qs
