@@ -1,0 +1,221 @@
+#include "io/npy.h"
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <memory>
+#include <unistd.h>
+
+#include "core/error.h"
+#include "io/npy_header.h"
+
+namespace qs {
+
+static_assert(std::endian::native == std::endian::little, "the .npy reader assumes a little-endian host");
+
+namespace {
+
+[[noreturn]] void fail(std::string_view fileName, std::string_view what)
+{
+    throw Error(std::string(fileName) + ": " + std::string(what));
+}
+
+void checkDataSize(const NpyHeader& h, uint64_t available, std::string_view fileName)
+{
+    const auto expected = uint64_t(h.dataBytes);
+    if (available < expected)
+        fail(fileName, "truncated: shape " + shapeToString(h.shape) + " of " + std::string(dtypeName(h.dtype)) +
+                           " needs " + std::to_string(expected) + " bytes of data, the file has " +
+                           std::to_string(available));
+    if (available > expected)
+        fail(fileName, std::to_string(available - expected) + " bytes of unexpected data after the " +
+                           std::to_string(expected) + " bytes that shape " + shapeToString(h.shape) + " of " +
+                           std::string(dtypeName(h.dtype)) + " describes");
+}
+
+void byteSwapInPlace(std::byte* data, int64_t count, size_t itemSize)
+{
+    for (int64_t i = 0; i < count; ++i)
+        std::reverse(data + i * int64_t(itemSize), data + (i + 1) * int64_t(itemSize));
+}
+
+// Fortran (column-major) data of `shape` into row-major order. The source is the
+// row-major layout of the reversed shape, so element (i0, …, in−1) lives at
+// Σ i_k · colStride_k with colStride_0 = 1.
+void fortranToRowMajor(const std::byte* src, std::byte* dst, const Shape& shape, size_t itemSize)
+{
+    const size_t rank = shape.size();
+    const int64_t count = shapeElementCount(shape);
+    if (rank < 2 || count == 0) {
+        std::memcpy(dst, src, size_t(count) * itemSize);
+        return;
+    }
+    Shape colStride(rank, 1);
+    for (size_t k = 1; k < rank; ++k)
+        colStride[k] = colStride[k - 1] * shape[k - 1];
+    Shape index(rank, 0);
+    const int64_t inner = shape[rank - 1];
+    const int64_t innerStride = colStride[rank - 1] * int64_t(itemSize);
+    for (int64_t out = 0; out < count; out += inner) {
+        int64_t base = 0;
+        for (size_t k = 0; k + 1 < rank; ++k)
+            base += index[k] * colStride[k];
+        const std::byte* s = src + base * int64_t(itemSize);
+        std::byte* d = dst + out * int64_t(itemSize);
+        for (int64_t j = 0; j < inner; ++j)
+            std::memcpy(d + j * int64_t(itemSize), s + j * innerStride, itemSize);
+        for (size_t k = rank - 1; k-- > 0;) { // advance the outer index, last varying fastest
+            if (++index[k] < shape[k])
+                break;
+            index[k] = 0;
+        }
+    }
+}
+
+// Turns raw file bytes (already checked to be h.dataBytes long) into the tensor's data.
+Tensor decodeData(const NpyHeader& h, const std::byte* raw)
+{
+    Tensor t(h.dtype, h.shape);
+    auto* out = static_cast<std::byte*>(t.mutableRawData());
+    const size_t itemSize = dtypeSize(h.dtype);
+    if (h.fortranOrder)
+        fortranToRowMajor(raw, out, h.shape, itemSize);
+    else if (h.dataBytes)
+        std::memcpy(out, raw, size_t(h.dataBytes));
+    if (h.bigEndian)
+        byteSwapInPlace(out, t.numel(), itemSize);
+    if (h.dtype == DType::Bool) // numpy's bool is one byte 0/1; any other byte reads as true
+        for (auto& v : t.mutableValues<uint8_t>())
+            v = v != 0;
+    return t;
+}
+
+struct FileCloser {
+    void operator()(std::FILE* f) const { std::fclose(f); }
+};
+
+} // namespace
+
+Tensor parseNpy(std::span<const std::byte> bytes, std::string_view name)
+{
+    const NpyHeader h = parseNpyHeader(bytes, name);
+    checkDataSize(h, bytes.size() - h.dataOffset, name);
+    return decodeData(h, bytes.data() + h.dataOffset);
+}
+
+Tensor readNpy(const std::filesystem::path& path)
+{
+    const std::string name = path.string();
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec))
+        fail(name, "is a folder, not an .npy file");
+    std::unique_ptr<std::FILE, FileCloser> file(std::fopen(name.c_str(), "rb"));
+    if (!file)
+        fail(name, std::string("cannot open: ") + std::strerror(errno));
+    const uint64_t fileSize = std::filesystem::file_size(path, ec);
+    if (ec)
+        fail(name, "cannot read its size: " + ec.message());
+
+    std::vector<std::byte> head(std::min<uint64_t>(fileSize, kNpyPreambleBytes));
+    if (std::fread(head.data(), 1, head.size(), file.get()) != head.size())
+        fail(name, "read error in the npy preamble");
+    const size_t dataOffset = npyDataOffset(head, name); // bounded by kNpyMaxHeaderBytes + 12
+    if (dataOffset > fileSize)
+        fail(name, "truncated: the npy header length (" + std::to_string(dataOffset) +
+                       " bytes with preamble) runs past the end of the file (" + std::to_string(fileSize) +
+                       " bytes)");
+    const size_t already = head.size();
+    head.resize(dataOffset);
+    if (std::fread(head.data() + already, 1, dataOffset - already, file.get()) != dataOffset - already)
+        fail(name, "read error in the npy header");
+    const NpyHeader h = parseNpyHeader(head, name);
+    checkDataSize(h, fileSize - dataOffset, name);
+
+    if (!h.fortranOrder) { // read straight into the tensor
+        Tensor t(h.dtype, h.shape);
+        if (h.dataBytes && std::fread(t.mutableRawData(), 1, size_t(h.dataBytes), file.get()) != size_t(h.dataBytes))
+            fail(name, "read error in the array data");
+        if (h.bigEndian)
+            byteSwapInPlace(static_cast<std::byte*>(t.mutableRawData()), t.numel(), dtypeSize(h.dtype));
+        if (h.dtype == DType::Bool)
+            for (auto& v : t.mutableValues<uint8_t>())
+                v = v != 0;
+        return t;
+    }
+    std::vector<std::byte> raw(size_t(h.dataBytes));
+    if (!raw.empty() && std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
+        fail(name, "read error in the array data");
+    return decodeData(h, raw.data());
+}
+
+std::vector<std::byte> encodeNpy(const Tensor& tensor)
+{
+    std::string header = npyHeaderText(tensor.dtype(), tensor.shape(), 10);
+    unsigned char major = 1;
+    if (header.size() > 0xffff) {
+        major = 2;
+        header = npyHeaderText(tensor.dtype(), tensor.shape(), 12);
+    }
+    const size_t preamble = major == 1 ? 10 : 12;
+    std::vector<std::byte> out(preamble + header.size() + tensor.nbytes());
+    const unsigned char magic[8] = {0x93, 'N', 'U', 'M', 'P', 'Y', major, 0};
+    std::memcpy(out.data(), magic, sizeof magic);
+    for (size_t i = 0; i < preamble - 8; ++i)
+        out[8 + i] = std::byte((header.size() >> (8 * i)) & 0xff);
+    std::memcpy(out.data() + preamble, header.data(), header.size());
+    if (tensor.nbytes())
+        std::memcpy(out.data() + preamble + header.size(), tensor.rawData(), tensor.nbytes());
+    return out;
+}
+
+void writeNpy(const std::filesystem::path& path, const Tensor& tensor)
+{
+    const std::string name = path.string();
+    const std::vector<std::byte> bytes = [&] {
+        try {
+            return encodeNpy(tensor);
+        } catch (const Error& e) {
+            fail(name, e.what());
+        }
+    }();
+    const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+    std::string leaf = "."; // hidden, and unique through mkstemp's XXXXXX
+    leaf += path.filename().string();
+    leaf += ".tmp-XXXXXX";
+    std::string temp = (folder / leaf).string();
+    const int fd = ::mkstemp(temp.data());
+    if (fd < 0)
+        fail(name, std::string("cannot create a temporary file in its folder: ") + std::strerror(errno));
+    auto abandon = [&](const std::string& why) {
+        ::close(fd);
+        ::unlink(temp.c_str());
+        fail(name, why);
+    };
+    size_t written = 0;
+    while (written < bytes.size()) {
+        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            abandon(std::string("write failed: ") + std::strerror(errno));
+        written += size_t(n);
+    }
+    // mkstemp creates 0600; a saved array is an ordinary, readable file.
+    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0)
+        abandon(std::string("cannot finish the temporary file: ") + std::strerror(errno));
+    if (::close(fd) != 0) {
+        ::unlink(temp.c_str());
+        fail(name, std::string("write failed: ") + std::strerror(errno));
+    }
+    if (::rename(temp.c_str(), name.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(temp.c_str());
+        fail(name, std::string("cannot rename the temporary file into place: ") + std::strerror(err));
+    }
+}
+
+} // namespace qs
