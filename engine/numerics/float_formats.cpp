@@ -38,12 +38,13 @@ struct SmallFloat {
             return uint8_t(std::bit_cast<uint32_t>(units + 0x1p23f) - std::bit_cast<uint32_t>(0x1p23f));
         }
         // Normal: round the float mantissa to M bits, ties to even; a carry moves
-        // into the exponent field, which is what rounding up to the next binade means.
+        // into the exponent field, which is what rounding up to the next binade
+        // means. a <= max here, so the result never passes MaxCode: every value
+        // that would round above max was saturated above.
         constexpr int shift = 23 - M;
         const uint32_t u = std::bit_cast<uint32_t>(a);
         const uint32_t r = u + ((1u << (shift - 1)) - 1u) + ((u >> shift) & 1u);
-        const uint32_t code = (r >> shift) - (uint32_t(127 - Bias) << M);
-        return uint8_t(std::min<uint32_t>(code, MaxCode)); // rounding past max saturates
+        return uint8_t((r >> shift) - (uint32_t(127 - Bias) << M));
     }
 
     static uint8_t encode(float x, uint8_t nanCode)

@@ -10,6 +10,7 @@ namespace qs {
 
 const std::array<float, 16>& nf4Codebook();
 // Nearest codebook entry (ties go to the entry of smaller magnitude); saturates.
+// NaN encodes as 7, the exact zero (callers reject NaN before encoding).
 uint8_t encodeNf4(float x);
 float decodeNf4(uint8_t code);
 
