@@ -275,6 +275,7 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
         }
         const QType t = params.qtype;
         const bool integerLike = isIntegerLike(t);
+        const bool codebook = qtypeInfo(t).kind == QKind::Codebook;
         const IntegerGrid ig = integerLike ? integerGrid(t, params.options.narrowRange) : IntegerGrid{0, 0};
         bad = plan.parallelRuns([&](int64_t start, int64_t n, int64_t group, auto pe, auto hz) {
             const float* s = plan.scales(group);
@@ -284,7 +285,9 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
                 const float g = stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed,
                                                              start + j, badRun);
                 const float sj = s[pe() ? j : 0];
-                o[start + j] = integerLike ? float(int32_t(g) - int32_t(hz() ? z[pe() ? j : 0] : 0.0f)) * sj : g * sj;
+                o[start + j] = integerLike ? float(int32_t(g) - int32_t(hz() ? z[pe() ? j : 0] : 0.0f)) * sj
+                               : codebook  ? (g + 0.0f) * sj // nf4 has only +0
+                                           : g * sj;
             }
             return badRun != 0;
         });

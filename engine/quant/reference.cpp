@@ -33,6 +33,8 @@ float valueOfGridValue(const GroupQuant& gq, float g)
 {
     if (isIntegerLike(gq.qtype))
         return float(int32_t(g) - gq.zeroPoint) * gq.scale;
+    if (qtypeInfo(gq.qtype).kind == QKind::Codebook)
+        return (g + 0.0f) * gq.scale; // nf4's zero entry is +0: stochastic rounding may hand back v = −0
     return g * gq.scale;
 }
 
