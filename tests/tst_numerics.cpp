@@ -29,9 +29,9 @@ namespace {
 struct FormatSpec {
     const char* name;
     int expBits, manBits, bias;
-    uint8_t maxCode;                       // largest finite magnitude code
-    std::function<bool(uint8_t)> isNaN;    // per magnitude code
-    std::function<bool(uint8_t)> isInf;    // per magnitude code
+    uint8_t maxCode;                    // largest finite magnitude code
+    std::function<bool(uint8_t)> isNaN; // per magnitude code
+    std::function<bool(uint8_t)> isInf; // per magnitude code
     std::function<uint8_t(float)> encode;
     std::function<float(uint8_t)> decode;
     uint8_t signBit() const { return uint8_t(1u << (expBits + manBits)); }
@@ -50,18 +50,26 @@ double specValue(const FormatSpec& f, uint8_t code)
 
 FormatSpec e4m3()
 {
-    return {"fp8_e4m3", 4, 3, 7, 0x7e, [](uint8_t m) { return m == 0x7f; }, [](uint8_t) { return false; },
-            encodeFp8E4M3, decodeFp8E4M3};
+    return {
+        "fp8_e4m3",   4, 3, 7, 0x7e, [](uint8_t m) { return m == 0x7f; }, [](uint8_t) { return false; }, encodeFp8E4M3,
+        decodeFp8E4M3};
 }
 FormatSpec e5m2()
 {
-    return {"fp8_e5m2", 5, 2, 15, 0x7b, [](uint8_t m) { return m > 0x7c; }, [](uint8_t m) { return m == 0x7c; },
-            encodeFp8E5M2, decodeFp8E5M2};
+    return {"fp8_e5m2",
+            5,
+            2,
+            15,
+            0x7b,
+            [](uint8_t m) { return m > 0x7c; },
+            [](uint8_t m) { return m == 0x7c; },
+            encodeFp8E5M2,
+            decodeFp8E5M2};
 }
 FormatSpec e2m1()
 {
-    return {"fp4_e2m1", 2, 1, 1, 0x07, [](uint8_t) { return false; }, [](uint8_t) { return false; },
-            encodeFp4E2M1, decodeFp4E2M1};
+    return {"fp4_e2m1",   2, 1, 1, 0x07, [](uint8_t) { return false; }, [](uint8_t) { return false; }, encodeFp4E2M1,
+            decodeFp4E2M1};
 }
 
 struct CodeValue {
@@ -132,9 +140,9 @@ std::vector<float> sweepInputs(const FormatSpec& f)
     }
     const float maxF = float(maxValue);
     const float halfStepAboveMax = float(maxValue + (maxValue - magnitudes[magnitudes.size() - 2]) / 2);
-    for (float v : {maxF, std::nextafter(maxF, INFINITY), maxF * 1.0001f, halfStepAboveMax,
-                    std::nextafter(halfStepAboveMax, INFINITY), maxF * 2, 1e30f, FLT_MAX, 0x1p-149f, 1e-40f,
-                    FLT_MIN, 0.0f}) {
+    for (float v :
+         {maxF, std::nextafter(maxF, INFINITY), maxF * 1.0001f, halfStepAboveMax,
+          std::nextafter(halfStepAboveMax, INFINITY), maxF * 2, 1e30f, FLT_MAX, 0x1p-149f, 1e-40f, FLT_MIN, 0.0f}) {
         in.push_back(v);
         in.push_back(-v);
     }
@@ -148,7 +156,10 @@ std::vector<float> sweepInputs(const FormatSpec& f)
     return in;
 }
 
-QString hex(uint32_t code) { return QStringLiteral("0x%1").arg(code, 2, 16, QLatin1Char('0')); }
+QString hex(uint32_t code)
+{
+    return QStringLiteral("0x%1").arg(code, 2, 16, QLatin1Char('0'));
+}
 
 const std::array<double, 16> kNf4Expected{
     -1.0,
@@ -262,10 +273,7 @@ private slots:
         QCOMPARE(encodeFp4E2M1(NAN), uint8_t(0x0));
     }
 
-    void floatEncodersPickNearestCodeTiesToEven_data()
-    {
-        floatFormatsDecodeEveryCodeAndReencodeIt_data();
-    }
+    void floatEncodersPickNearestCodeTiesToEven_data() { floatFormatsDecodeEveryCodeAndReencodeIt_data(); }
     void floatEncodersPickNearestCodeTiesToEven()
     {
         QFETCH(int, format);
@@ -342,7 +350,7 @@ private slots:
         for (float x : inputs)
             QVERIFY2(encodeNf4(x) == reference(x), qPrintable(QString::number(double(x), 'g', 10)));
         // Midpoints that are exact floats: the tie goes to the entry nearer zero.
-        QCOMPARE(encodeNf4(-0.4599952697753906f), uint8_t(3));  // between codes 2 and 3
+        QCOMPARE(encodeNf4(-0.4599952697753906f), uint8_t(3));   // between codes 2 and 3
         QCOMPARE(encodeNf4(-0.045525018125772476f), uint8_t(7)); // between codes 6 and 7
         QCOMPARE(encodeNf4(0.03979014977812767f), uint8_t(7));   // between codes 7 and 8
         QCOMPARE(encodeNf4(0.6427869200706482f), uint8_t(13));   // between codes 13 and 14
@@ -365,7 +373,8 @@ private slots:
                                 std::nextafter(0.5f, 1.f), std::nextafter(-0.5f, -1.f), 0x1p-140f})
                     inputs.push_back(v);
                 for (float v : inputs) {
-                    const double expected = std::clamp(roundHalfEvenReference(double(v)), double(g.qmin), double(g.qmax));
+                    const double expected =
+                        std::clamp(roundHalfEvenReference(double(v)), double(g.qmin), double(g.qmax));
                     const float got = nearestGridValue(q.type, g, v);
                     if (double(got) != expected)
                         QFAIL(qPrintable(QStringLiteral("%1 narrow=%2: v=%3 gave %4, expected %5")
@@ -658,8 +667,8 @@ private slots:
             QCOMPARE(qtypeInfo(q.type).type, q.type);
         }
         const std::pair<const char*, QType> aliases[] = {
-            {"float8_e4m3fn", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},  {"fp8", QType::Fp8E4M3},
-            {"float8_e5m2", QType::Fp8E5M2},   {"e5m2", QType::Fp8E5M2},  {"fp4", QType::Fp4E2M1},
+            {"float8_e4m3fn", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},     {"fp8", QType::Fp8E4M3},
+            {"float8_e5m2", QType::Fp8E5M2},   {"e5m2", QType::Fp8E5M2},     {"fp4", QType::Fp4E2M1},
             {"float4_e2m1fn", QType::Fp4E2M1}, {"mxfp4_e2m1", QType::MxFp4}, {"mxfp8_e4m3", QType::MxFp8},
         };
         for (const auto& [alias, type] : aliases)

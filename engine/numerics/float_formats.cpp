@@ -10,8 +10,7 @@ namespace {
 
 // A sign-magnitude float format with `E` exponent bits, `M` mantissa bits and
 // exponent bias `Bias`, whose largest finite magnitude code is `MaxCode`.
-template <int E, int M, int Bias, uint8_t MaxCode>
-struct SmallFloat {
+template <int E, int M, int Bias, uint8_t MaxCode> struct SmallFloat {
     static constexpr uint8_t kSign = uint8_t(1u << (E + M));
     static constexpr float pow2(int e) { return e >= 0 ? float(1ull << e) : 1.0f / float(1ull << -e); }
     static constexpr float kMinNormal = pow2(1 - Bias);
@@ -62,7 +61,10 @@ using E2M1 = SmallFloat<2, 1, 1, 0x07>;
 
 } // namespace
 
-uint8_t encodeFp8E4M3(float x) { return E4M3::encode(x, 0x7f); }
+uint8_t encodeFp8E4M3(float x)
+{
+    return E4M3::encode(x, 0x7f);
+}
 
 float decodeFp8E4M3(uint8_t code)
 {
@@ -73,7 +75,10 @@ float decodeFp8E4M3(uint8_t code)
     return (code & 0x80) ? -a : a;
 }
 
-uint8_t encodeFp8E5M2(float x) { return E5M2::encode(x, 0x7e); }
+uint8_t encodeFp8E5M2(float x)
+{
+    return E5M2::encode(x, 0x7e);
+}
 
 float decodeFp8E5M2(uint8_t code)
 {
@@ -100,7 +105,10 @@ float decodeFp4E2M1(uint8_t code)
     return (code & 0x8) ? -a : a;
 }
 
-uint8_t encodeE8M0(int exponent) { return uint8_t(std::clamp(exponent, -127, 127) + 127); }
+uint8_t encodeE8M0(int exponent)
+{
+    return uint8_t(std::clamp(exponent, -127, 127) + 127);
+}
 
 float decodeE8M0(uint8_t code)
 {

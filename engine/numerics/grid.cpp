@@ -14,7 +14,10 @@ namespace {
 
 // The element format that carries the values: microscaling types round their
 // elements like the element type (the block scale is the caller's business).
-QType valueType(QType t) { return qtypeInfo(t).element; }
+QType valueType(QType t)
+{
+    return qtypeInfo(t).element;
+}
 
 uint8_t encodeFloat(QType t, float v)
 {
@@ -41,10 +44,16 @@ float decodeFloat(QType t, uint8_t code)
 }
 
 // Sign bit of a float format's code.
-uint8_t floatSignBit(QType t) { return t == QType::Fp4E2M1 ? 0x8 : 0x80; }
+uint8_t floatSignBit(QType t)
+{
+    return t == QType::Fp4E2M1 ? 0x8 : 0x80;
+}
 
 // Returns hi with probability (v − lo) / (hi − lo): exactly when u < that ratio.
-float pickNeighbour(float lo, float hi, float v, float u) { return u < (v - lo) / (hi - lo) ? hi : lo; }
+float pickNeighbour(float lo, float hi, float v, float u)
+{
+    return u < (v - lo) / (hi - lo) ? hi : lo;
+}
 
 float stochasticFloat(QType t, float v, float u)
 {

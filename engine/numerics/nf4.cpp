@@ -37,7 +37,10 @@ constexpr std::array<double, 15> kMidpoints = midpoints();
 
 } // namespace
 
-const std::array<float, 16>& nf4Codebook() { return kNf4; }
+const std::array<float, 16>& nf4Codebook()
+{
+    return kNf4;
+}
 
 uint8_t encodeNf4(float x)
 {
@@ -56,6 +59,9 @@ uint8_t encodeNf4(float x)
     return code;
 }
 
-float decodeNf4(uint8_t code) { return kNf4[code & 0xf]; }
+float decodeNf4(uint8_t code)
+{
+    return kNf4[code & 0xf];
+}
 
 } // namespace qs

@@ -64,8 +64,8 @@ void unpackCodes(std::span<const uint8_t> packed, int bits, std::span<uint8_t> o
     const size_t perByte = size_t(codesPerByte(bits));
     const size_t needed = packedByteCount(out.size(), bits);
     if (packed.size() < needed)
-        throw Error("unpacking " + std::to_string(out.size()) + " codes of " + std::to_string(bits) +
-                    " bits needs " + std::to_string(needed) + " bytes, got " + std::to_string(packed.size()));
+        throw Error("unpacking " + std::to_string(out.size()) + " codes of " + std::to_string(bits) + " bits needs " +
+                    std::to_string(needed) + " bytes, got " + std::to_string(packed.size()));
     const unsigned mask = (1u << bits) - 1u;
     for (size_t i = 0; i < out.size(); ++i)
         out[i] = uint8_t((packed[i / perByte] >> ((i % perByte) * size_t(bits))) & mask);
