@@ -83,10 +83,18 @@ std::string BlockLayout::describe() const
         return "per_tensor";
     std::string perIndex, tiles;
     for (size_t i = 0; i < shape.size(); ++i) {
-        if (block[i] == 1 && shape[i] > 1)
-            perIndex += (perIndex.empty() ? "" : ",") + std::to_string(i);
-        else if (block[i] < shape[i])
-            tiles += (tiles.empty() ? "" : ", ") + ("axis " + std::to_string(i) + " size " + std::to_string(block[i]));
+        if (block[i] == 1 && shape[i] > 1) {
+            if (!perIndex.empty())
+                perIndex += ',';
+            perIndex += std::to_string(i);
+        } else if (block[i] < shape[i]) {
+            if (!tiles.empty())
+                tiles += ", ";
+            tiles += "axis ";
+            tiles += std::to_string(i);
+            tiles += " size ";
+            tiles += std::to_string(block[i]);
+        }
     }
     if (tiles.empty())
         return "per_channel(axis=" + perIndex + ")";
