@@ -1,0 +1,151 @@
+#include "rules/rule.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/error.h"
+#include "rules/regex_syntax.h"
+
+namespace qs {
+
+namespace {
+
+struct GranularityName {
+    Granularity granularity;
+    std::string_view name;
+};
+constexpr std::array<GranularityName, 2> kGranularities{{
+    {Granularity::PerTensor, "per_tensor"},
+    {Granularity::PerChannel, "per_channel"},
+}};
+constexpr std::array<Granularity, 2> kGranularityValues{Granularity::PerTensor, Granularity::PerChannel};
+
+// Whether a method's symmetry (as resolved against the rule's override) can be
+// used with a type: only integer grids have zero points.
+void checkZeroPoint(size_t index, std::string_view methodField, const CalibrationMethod& method, bool symmetric,
+                    QType type, std::string_view typeField)
+{
+    if (symmetric || qtypeInfo(type).kind == QKind::Integer)
+        return;
+    throwRuleError(index, methodField,
+                   "calibration method '" + method.toString() + "' is asymmetric, but " + std::string(typeField) +
+                       " " + std::string(qtypeName(type)) +
+                       " has no zero point; use a symmetric method (absmax, rms, percentile ...) or an integer type");
+}
+
+// The symmetry a method takes under the rule's `symmetric` override, with the
+// method's refusal reported against the rule.
+bool resolvedSymmetry(size_t index, const CalibrationMethod& method, std::optional<bool> symmetric,
+                      std::string_view methodField)
+{
+    try {
+        return method.resolveSymmetric(symmetric);
+    } catch (const Error& e) {
+        throwRuleError(index, "symmetric", std::string(e.what()) + " (" + std::string(methodField) + ")");
+    }
+}
+
+} // namespace
+
+void throwRuleError(size_t index, std::string_view field, const std::string& what)
+{
+    throw Error("rule " + std::to_string(index) + ", field \"" + std::string(field) + "\": " + what);
+}
+
+std::string_view granularityName(Granularity g)
+{
+    for (const auto& e : kGranularities)
+        if (e.granularity == g)
+            return e.name;
+    return "per_tensor";
+}
+
+std::optional<Granularity> parseGranularity(std::string_view name)
+{
+    for (const auto& e : kGranularities)
+        if (e.name == name)
+            return e.granularity;
+    return std::nullopt;
+}
+
+std::span<const Granularity> allGranularities() { return kGranularityValues; }
+
+ModulePathPattern::ModulePathPattern() : ModulePathPattern(".*") {}
+
+ModulePathPattern::ModulePathPattern(std::string text) : text_(std::move(text))
+{
+    // The scanner speaks first: it gives positions, refuses nesting deep enough to
+    // exhaust std::regex's recursive compiler, and tst_rules checks it never
+    // rejects a pattern std::regex accepts. std::regex has the last word.
+    if (const auto syntax = findRegexSyntaxError(text_))
+        throw Error("invalid regex \"" + text_ + "\": " + syntax->message);
+    try {
+        regex_ = std::make_shared<const std::regex>(text_, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+        throw Error("invalid regex \"" + text_ + "\": " + e.what());
+    }
+}
+
+bool ModulePathPattern::matches(std::string_view modulePath) const
+{
+    return std::regex_match(modulePath.begin(), modulePath.end(), *regex_);
+}
+
+bool QuantizationRule::listsOpType(std::string_view opType) const
+{
+    return opTypes.empty() || std::find(opTypes.begin(), opTypes.end(), opType) != opTypes.end();
+}
+
+void QuantizationRule::validate(size_t index) const
+{
+    for (const auto& op : opTypes)
+        if (op.empty())
+            throwRuleError(index, "op_types", "an op type is an empty string; list names such as \"Conv\" or \"MatMul\"");
+
+    if (tileSize) {
+        const double t = *tileSize;
+        if (!std::isfinite(t) || t <= 0)
+            throwRuleError(index, "tile_size", "must be greater than 0, got " + std::to_string(t) +
+                                                   "; use a tile length such as 128, or 0.25 for 4 tiles");
+        if (t >= 1 && (t != std::floor(t) || t > 0x1p31))
+            throwRuleError(index, "tile_size",
+                           std::to_string(t) + " must be a whole tile length (1 to 2^31) when it is 1 or more");
+        if (t < 1) {
+            const double count = 1.0 / t;
+            if (std::abs(count - std::round(count)) > 1e-6 * count)
+                throwRuleError(index, "tile_size",
+                               std::to_string(t) + " below 1 must be 1/n for a whole tile count n (0.5, 0.25, ...)");
+        }
+    }
+
+    for (size_t i = 0; i < actBatchAxes.size(); ++i)
+        for (size_t j = 0; j < i; ++j)
+            if (actBatchAxes[i] == actBatchAxes[j])
+                throwRuleError(index, "act_batch_axes", "axis " + std::to_string(actBatchAxes[i]) + " is listed twice");
+
+    if (roundingSeed != 0 && rounding != Rounding::Stochastic)
+        throwRuleError(index, "rounding_seed", "only stochastic rounding uses a seed; set \"rounding\": \"stochastic\" "
+                                               "or remove rounding_seed");
+
+    if (weightQType) {
+        const bool sym = resolvedSymmetry(index, weightCalibration, symmetric, "weight_calibration");
+        checkZeroPoint(index, "weight_calibration", weightCalibration, sym, *weightQType, "weight_qtype");
+    }
+    if (actQType) {
+        if (actCalibration) {
+            const bool sym = resolvedSymmetry(index, *actCalibration, symmetric, "act_calibration");
+            checkZeroPoint(index, "act_calibration", *actCalibration, sym, *actQType, "act_qtype");
+        } else if (symmetric) {
+            // The mode picks the method (absmax in PTQ, minmax in ODML); one of them
+            // always refuses an explicit symmetry, so the rule must name the method.
+            throwRuleError(index, "symmetric",
+                           "act_calibration is not set, so the mode picks it (absmax in PTQ, minmax in ODML) and "
+                           "one of them cannot be made " +
+                               std::string(*symmetric ? "symmetric" : "asymmetric") +
+                               "; set act_calibration to the method you want");
+        }
+    }
+}
+
+} // namespace qs

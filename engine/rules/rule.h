@@ -1,0 +1,102 @@
+#pragma once
+// One quantization rule (DESIGN.md, "Rules"), after Qwix's QuantizationRule: a
+// small value type whose fields say how the layers it matches are quantized.
+// Rules come from JSON through ruleFromJson (rules/schema.h), which validates
+// every field once; a rule built in code is checked with validate().
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "calib/method.h"
+#include "numerics/qtype.h"
+#include "numerics/rounding.h"
+#include "quant/scale.h"
+
+namespace qs {
+
+// Which weight elements share a scale. Activations always use one scale per tensor.
+enum class Granularity : uint8_t { PerTensor, PerChannel };
+std::string_view granularityName(Granularity g); // "per_tensor", "per_channel"
+std::optional<Granularity> parseGranularity(std::string_view name);
+std::span<const Granularity> allGranularities();
+
+// A rule's module_path: the regex text and its std::regex, compiled once when
+// the pattern is set. Matching is a full match (std::regex_match): "conv1"
+// matches the path "conv1" but not "layer1/conv1"; write ".*conv1" for that.
+class ModulePathPattern {
+public:
+    // ".*": every path.
+    ModulePathPattern();
+    // Compiles `text` as an ECMAScript regex; throws Error `invalid regex "...": <what> at position N`.
+    explicit ModulePathPattern(std::string text);
+
+    const std::string& text() const { return text_; }
+    bool matches(std::string_view modulePath) const;
+
+    bool operator==(const ModulePathPattern& other) const { return text_ == other.text_; }
+
+private:
+    std::string text_;
+    std::shared_ptr<const std::regex> regex_; // shared by copies: rules are copied, patterns never change
+};
+
+struct QuantizationRule {
+    ModulePathPattern modulePath;                  // regex matched against the whole module path; default ".*"
+    std::vector<std::string> opTypes;              // op types the rule applies to (e.g. "Conv"); default empty = all
+    std::optional<QType> weightQType;              // type of the weights; default null = weights stay float
+    std::optional<QType> actQType;                 // type of the input activations; default null = stay float
+    CalibrationMethod weightCalibration;           // how the weight range is found; default absmax
+    std::optional<CalibrationMethod> actCalibration; // activation range method; default null = the mode decides
+                                                   // (absmax in PTQ, minmax in ODML); see actMethod()
+    Granularity granularity = Granularity::PerChannel; // weight scales per output channel or one per tensor;
+                                                   // default per_channel
+    std::optional<double> tileSize;                // sub-channel tiles along the contraction axis: an integer >= 1
+                                                   // is the tile length, a value < 1 is 1/tile_count; default null
+    bool actStaticScale = false;                   // activations use a scale calibrated ahead of time (static range)
+                                                   // rather than one computed per batch; default false
+    std::vector<int> actBatchAxes{0};              // activation axes reduced before averaging over batches;
+                                                   // default [0]
+    bool narrowRange = false;                      // integer grid without its most negative code (int8: ±127);
+                                                   // default false
+    std::optional<bool> symmetric;                 // override of the method's symmetry (percentile, mse, entropy
+                                                   // only); default null = the method decides
+    ScaleRestriction scaleRestriction = ScaleRestriction::Float; // float, pow2 or fp16 scales; default float
+    Rounding rounding = Rounding::Nearest;         // nearest (half to even) or stochastic; default nearest
+    uint64_t roundingSeed = 0;                     // seed of stochastic rounding, so a run can be repeated;
+                                                   // default 0; only with rounding = stochastic
+
+    // Checks the combinations the fields cannot check alone (a symmetric override
+    // the method refuses, an asymmetric method on a type without zero points, a
+    // tile_size that is not n or 1/n, a seed without stochastic rounding ...).
+    // Throws Error `rule <index>, field "<name>": <what to set>`.
+    void validate(size_t index) const;
+
+    // The activation calibration under a mode whose default is `modeDefault`
+    // (absmax for PTQ, minmax for ODML).
+    CalibrationMethod actMethod(const CalibrationMethod& modeDefault) const
+    {
+        return actCalibration.value_or(modeDefault);
+    }
+    // Whether the rule matches a layer: the module path fully matches and the op
+    // type is listed (or the list is empty).
+    bool matchesPath(std::string_view path) const { return modulePath.matches(path); }
+    bool listsOpType(std::string_view opType) const;
+    bool matches(std::string_view path, std::string_view opType) const
+    {
+        return listsOpType(opType) && matchesPath(path);
+    }
+
+    bool operator==(const QuantizationRule&) const = default;
+};
+
+// Throws Error `rule <index>, field "<field>": <what>`, the one shape of a rule error.
+[[noreturn]] void throwRuleError(size_t index, std::string_view field, const std::string& what);
+
+} // namespace qs
