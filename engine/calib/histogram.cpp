@@ -1,0 +1,315 @@
+#include "calib/histogram.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+#include <tbb/blocked_range.h>
+#include <tbb/combinable.h>
+#include <tbb/parallel_for.h>
+
+#include "core/error.h"
+
+namespace qs {
+
+namespace {
+
+constexpr int64_t kChunk = int64_t(1) << 16;
+
+// Runs body(begin, end, counters) over chunks of [0, n) in parallel, each thread
+// counting into its own `bins` counters of type T, and returns their sums.
+template <class T, class Body>
+std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
+{
+    tbb::combinable<std::vector<T>> local([bins] { return std::vector<T>(bins, 0); });
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
+        body(r.begin(), r.end(), local.local().data());
+    });
+    std::vector<int64_t> total(bins, 0);
+    local.combine_each([&](const std::vector<T>& c) {
+        for (size_t i = 0; i < bins; ++i)
+            total[i] += int64_t(c[i]);
+    });
+    return total;
+}
+
+// 32-bit counters while no counter can overflow, 64-bit beyond.
+template <class Body>
+std::vector<int64_t> count(int64_t n, size_t bins, Body&& body)
+{
+    if (n < (int64_t(1) << 32))
+        return countInParallel<uint32_t>(n, bins, body);
+    return countInParallel<int64_t>(n, bins, body);
+}
+
+// Adds `copies` interleaved sub-histograms of `bins` counters each into one.
+std::vector<int64_t> foldCopies(const std::vector<int64_t>& c, size_t bins, size_t copies)
+{
+    std::vector<int64_t> out(bins, 0);
+    for (size_t k = 0; k < copies; ++k)
+        for (size_t b = 0; b < bins; ++b)
+            out[b] += c[k * bins + b];
+    return out;
+}
+
+// Float bit patterns mapped to unsigned keys that sort like the values (of |x|
+// for magnitudes). −0 sorts just below +0, which does not change any value.
+uint32_t keyOf(float v, HistogramOf what)
+{
+    const uint32_t bits = std::bit_cast<uint32_t>(v);
+    if (what == HistogramOf::Magnitudes)
+        return bits & 0x7fffffffu;
+    return (bits & 0x80000000u) ? ~bits : (bits | 0x80000000u);
+}
+
+float valueOfKey(uint32_t key, HistogramOf what)
+{
+    if (what == HistogramOf::Magnitudes)
+        return std::bit_cast<float>(key);
+    return std::bit_cast<float>((key & 0x80000000u) ? (key & 0x7fffffffu) : ~key);
+}
+
+// The bucket holding the element of rank `rank` in counts, and how many elements lie below it.
+std::pair<size_t, int64_t> bucketOfRank(const std::vector<int64_t>& counts, int64_t rank)
+{
+    int64_t below = 0;
+    for (size_t b = 0; b < counts.size(); ++b) {
+        if (rank < below + counts[b])
+            return {b, below};
+        below += counts[b];
+    }
+    throw Error("percentile: rank " + std::to_string(rank) + " beyond the data");
+}
+
+double interpolate(double a, double b, double t)
+{
+    // NumPy's _lerp for float32 data: the difference is a float32, the rest double.
+    const double d = double(float(b - a));
+    return t < 0.5 ? a + d * t : b - d * (1 - t);
+}
+
+} // namespace
+
+int64_t Histogram::total() const
+{
+    int64_t n = 0;
+    for (int64_t c : counts)
+        n += c;
+    return n;
+}
+
+HistogramBinning::HistogramBinning(float lo_, float hi_, size_t bins)
+    : lo(lo_), scale(hi_ > lo_ ? float(bins) / (hi_ - lo_) : 0.0f), last(int32_t(bins) - 1)
+{
+}
+
+Histogram buildHistogram(std::span<const float> x, HistogramOf what, float lo, float hi, size_t bins)
+{
+    if (bins < 1 || bins > (size_t(1) << 24))
+        throw Error("histogram: " + std::to_string(bins) + " bins; expected 1 to 16777216");
+    const HistogramBinning bin(lo, hi, bins);
+    const bool magnitudes = what == HistogramOf::Magnitudes;
+    Histogram h;
+    h.lo = lo;
+    h.hi = hi;
+    // Bin indices are computed a block at a time (this vectorises), then counted
+    // into four interleaved copies so that equal neighbours do not wait on each
+    // other's increments.
+    h.counts = foldCopies(count(int64_t(x.size()), 4 * bins, [&](int64_t begin, int64_t end, auto* c) {
+        constexpr int64_t block = 256;
+        int32_t idx[block];
+        for (int64_t i = begin; i < end; i += block) {
+            const int64_t m = std::min(block, end - i);
+            const float* p = x.data() + i;
+            if (magnitudes)
+                for (int64_t k = 0; k < m; ++k)
+                    idx[k] = bin(std::abs(p[k]));
+            else
+                for (int64_t k = 0; k < m; ++k)
+                    idx[k] = bin(p[k]);
+            int64_t k = 0;
+            for (; k + 4 <= m; k += 4) {
+                ++c[size_t(idx[k])];
+                ++c[bins + size_t(idx[k + 1])];
+                ++c[2 * bins + size_t(idx[k + 2])];
+                ++c[3 * bins + size_t(idx[k + 3])];
+            }
+            for (; k < m; ++k)
+                ++c[size_t(idx[k])];
+        }
+    }), bins, 4);
+    return h;
+}
+
+double exactPercentile(std::span<const float> x, HistogramOf what, double p)
+{
+    const int64_t n = int64_t(x.size());
+    if (n == 0)
+        throw Error("percentile of an empty tensor");
+    if (!(p >= 0 && p <= 100))
+        throw Error("percentile " + std::to_string(p) + " is outside [0, 100]");
+    const double rank = (p / 100.0) * double(n - 1);
+    const int64_t k = std::min<int64_t>(int64_t(std::floor(rank)), n - 1);
+    const int64_t k1 = std::min(k + 1, n - 1);
+    const double t = rank - double(k);
+
+    if (n <= (int64_t(1) << 15)) {
+        std::vector<float> v(x.begin(), x.end());
+        if (what == HistogramOf::Magnitudes)
+            for (float& e : v)
+                e = std::abs(e);
+        std::nth_element(v.begin(), v.begin() + k, v.end());
+        const float a = v[size_t(k)];
+        const float b = k1 > k ? *std::min_element(v.begin() + k1, v.end()) : a;
+        return interpolate(a, b, t);
+    }
+
+    // Pass 1: the top 16 bits of the keys; pass 2: the low 16 bits of the keys
+    // in the (at most two) buckets that hold ranks k and k + 1.
+    const std::vector<int64_t> top = foldCopies(count(n, 2 * 65536, [&](int64_t begin, int64_t end, auto* c) {
+        constexpr int64_t block = 256;
+        uint32_t idx[block];
+        for (int64_t i = begin; i < end; i += block) {
+            const int64_t m = std::min(block, end - i);
+            for (int64_t k = 0; k < m; ++k)
+                idx[k] = keyOf(x[size_t(i + k)], what) >> 16;
+            int64_t k = 0;
+            for (; k + 2 <= m; k += 2) {
+                ++c[idx[k]];
+                ++c[65536 + idx[k + 1]];
+            }
+            for (; k < m; ++k)
+                ++c[idx[k]];
+        }
+    }), 65536, 2);
+    const auto [bucketA, belowA] = bucketOfRank(top, k);
+    const auto [bucketB, belowB] = bucketOfRank(top, k1);
+    const std::vector<int64_t> low =
+        count(n, 2 * 65536, [&, bucketA = uint32_t(bucketA), bucketB = uint32_t(bucketB)](int64_t begin, int64_t end,
+                                                                                             auto* c) {
+            for (int64_t i = begin; i < end; ++i) {
+                const uint32_t key = keyOf(x[size_t(i)], what);
+                if ((key >> 16) == bucketA)
+                    ++c[key & 0xffffu];
+                else if ((key >> 16) == bucketB)
+                    ++c[65536 + (key & 0xffffu)];
+            }
+        });
+    const std::vector<int64_t> lowA(low.begin(), low.begin() + 65536);
+    const std::vector<int64_t> lowB(low.begin() + 65536, low.end());
+    const uint32_t keyA = uint32_t(bucketA << 16) | uint32_t(bucketOfRank(lowA, k - belowA).first);
+    const uint32_t keyB = bucketB == bucketA ? uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowA, k1 - belowA).first)
+                                             : uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowB, k1 - belowB).first);
+    return interpolate(valueOfKey(keyA, what), valueOfKey(keyB, what), t);
+}
+
+GrowingHistogram::GrowingHistogram(int binsPerSide) : binsPerSide_(binsPerSide)
+{
+    if (binsPerSide < 1 || binsPerSide > (1 << 22))
+        throw Error("growing histogram: " + std::to_string(binsPerSide) + " bins per side; expected 1 to 4194304");
+    counts_.assign(2 * size_t(binsPerSide), 0);
+}
+
+double GrowingHistogram::binWidth() const { return std::ldexp(1.0, exponent_); }
+
+int64_t GrowingHistogram::binOf(float v, int exponent, int binsPerSide)
+{
+    const double u = double(v) * std::ldexp(1.0, -exponent);
+    return v >= 0 ? binsPerSide + int64_t(u) : binsPerSide - 1 - int64_t(-u);
+}
+
+int GrowingHistogram::exponentFor(double magnitude, int binsPerSide)
+{
+    if (!(magnitude > 0))
+        return -160; // any width holds zeros; start below every float so the first real data sets it
+    int e = std::ilogb(magnitude) - std::ilogb(double(binsPerSide));
+    while (std::ldexp(double(binsPerSide), e) <= magnitude)
+        ++e;
+    while (std::ldexp(double(binsPerSide), e - 1) > magnitude)
+        --e;
+    return e;
+}
+
+void GrowingHistogram::growTo(int exponent)
+{
+    const int shift = exponent - exponent_;
+    std::vector<int64_t> merged(counts_.size(), 0);
+    const int64_t B = binsPerSide_;
+    for (int64_t j = 0; j < B; ++j) {
+        const int64_t to = shift >= 62 ? 0 : (j >> shift);
+        merged[size_t(B + to)] += counts_[size_t(B + j)];
+        merged[size_t(B - 1 - to)] += counts_[size_t(B - 1 - j)];
+    }
+    counts_ = std::move(merged);
+    exponent_ = exponent;
+}
+
+void GrowingHistogram::add(std::span<const float> x)
+{
+    if (x.empty())
+        return;
+    float absMax = 0;
+    for (float v : x)
+        absMax = std::max(absMax, std::abs(v));
+    if (!std::isfinite(absMax))
+        throw Error("growing histogram: the batch holds NaN or Inf");
+    const int needed = exponentFor(absMax, binsPerSide_);
+    if (total_ == 0)
+        exponent_ = needed;
+    else if (needed > exponent_)
+        growTo(needed);
+    const int e = exponent_, B = binsPerSide_;
+    const std::vector<int64_t> add =
+        count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
+            for (int64_t i = begin; i < end; ++i)
+                ++c[size_t(binOf(x[size_t(i)], e, B))];
+        });
+    for (size_t i = 0; i < counts_.size(); ++i)
+        counts_[i] += add[i];
+    total_ += int64_t(x.size());
+}
+
+Histogram GrowingHistogram::values() const
+{
+    return Histogram{-range(), range(), counts_};
+}
+
+Histogram GrowingHistogram::magnitudes() const
+{
+    const size_t B = size_t(binsPerSide_);
+    Histogram h{0, range(), std::vector<int64_t>(B, 0)};
+    for (size_t j = 0; j < B; ++j)
+        h.counts[j] = counts_[B + j] + counts_[B - 1 - j];
+    return h;
+}
+
+nlohmann::json GrowingHistogram::toJson() const
+{
+    return {{"bins_per_side", binsPerSide_}, {"exponent", exponent_}, {"total", total_}, {"counts", counts_}};
+}
+
+GrowingHistogram GrowingHistogram::fromJson(const nlohmann::json& j)
+{
+    try {
+        GrowingHistogram h(j.at("bins_per_side").get<int>());
+        h.exponent_ = j.at("exponent").get<int>();
+        h.total_ = j.at("total").get<int64_t>();
+        h.counts_ = j.at("counts").get<std::vector<int64_t>>();
+        int64_t sum = 0;
+        for (int64_t c : h.counts_) {
+            if (c < 0)
+                throw Error("a negative count");
+            sum += c;
+        }
+        if (h.counts_.size() != 2 * size_t(h.binsPerSide_) || sum != h.total_)
+            throw Error("counts do not match bins_per_side and total");
+        return h;
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("growing histogram JSON: ") + e.what());
+    } catch (const Error& e) {
+        throw Error(std::string("growing histogram JSON: ") + e.what());
+    }
+}
+
+} // namespace qs

@@ -1,0 +1,235 @@
+#include "calib/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <Eigen/Core>
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include "calib/group_runs.h"
+#include "core/error.h"
+
+namespace qs {
+
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+struct Summary {
+    float min = kInf;
+    float max = -kInf;
+    double sumSquares = 0;
+    float probe = 0; // sum of (v − v): NaN as soon as a NaN or an Inf was seen
+
+    void merge(const Summary& o)
+    {
+        min = std::min(min, o.min);
+        max = std::max(max, o.max);
+        sumSquares += o.sumSquares;
+        probe += o.probe;
+    }
+};
+
+// One contiguous run, spread over 16 independent lanes (Eigen packets) so that
+// nothing is reassociated: the result does not depend on the machine.
+template <bool SumSquares>
+Summary summarize(const float* p, int64_t n)
+{
+    constexpr int W = 16;
+    using Lanes = Eigen::Array<float, W, 1>;
+    using WideLanes = Eigen::Array<double, W, 1>;
+    Summary s;
+    int64_t i = 0;
+    if (n >= W) {
+        Lanes mn = Lanes::Constant(kInf), mx = Lanes::Constant(-kInf), probe = Lanes::Zero();
+        WideLanes ss = WideLanes::Zero();
+        for (; i + W <= n; i += W) {
+            const Eigen::Map<const Lanes> v(p + i);
+            mn = mn.min(v);
+            mx = mx.max(v);
+            probe += v - v;
+            if constexpr (SumSquares)
+                ss += v.template cast<double>().square();
+        }
+        s.min = mn.minCoeff();
+        s.max = mx.maxCoeff();
+        s.probe = probe.sum();
+        if constexpr (SumSquares)
+            s.sumSquares = ss.sum();
+    }
+    for (; i < n; ++i) {
+        const float v = p[i];
+        s.min = v < s.min ? v : s.min;
+        s.max = v > s.max ? v : s.max;
+        s.probe += v - v;
+        if constexpr (SumSquares)
+            s.sumSquares += double(v) * double(v);
+    }
+    return s;
+}
+
+Summary summarize(const float* p, int64_t n, bool sumSquares)
+{
+    return sumSquares ? summarize<true>(p, n) : summarize<false>(p, n);
+}
+
+// A group that is one long span: fixed pieces summarised in parallel and merged
+// in order, so the sum of squares does not depend on the thread count.
+Summary summarizeSpan(const float* p, int64_t n, bool sumSquares)
+{
+    constexpr int64_t piece = int64_t(1) << 18;
+    if (n <= 2 * piece)
+        return summarize(p, n, sumSquares);
+    const int64_t pieces = (n + piece - 1) / piece;
+    std::vector<Summary> parts(static_cast<size_t>(pieces));
+    tbb::parallel_for(int64_t(0), pieces, [&](int64_t k) {
+        parts[size_t(k)] = summarize(p + k * piece, std::min(piece, n - k * piece), sumSquares);
+    });
+    Summary s;
+    for (const Summary& part : parts)
+        s.merge(part);
+    return s;
+}
+
+// Per-group accumulators of one block of rows.
+struct Partial {
+    std::vector<float> min, max;
+    std::vector<double> sumSquares;
+    float probe = 0;
+
+    explicit Partial(int64_t groups, bool withSumSquares)
+        : min(size_t(groups), kInf), max(size_t(groups), -kInf), sumSquares(withSumSquares ? size_t(groups) : 0, 0.0)
+    {
+    }
+};
+
+// Rows [r0, r1) of a layout whose groups are interleaved in memory.
+void accumulateRows(const float* x, const GroupRuns& runs, int64_t r0, int64_t r1, Partial& out, bool withSumSquares)
+{
+    for (int64_t r = r0; r < r1; ++r) {
+        const float* __restrict row = x + r * runs.rowLength;
+        const int64_t base = runs.rowGroup(r);
+        if (runs.runLength == 1) {
+            // Each element is its own group within the row: element-wise updates vectorise.
+            float* __restrict mn = out.min.data() + base;
+            float* __restrict mx = out.max.data() + base;
+            for (int64_t k = 0; k < runs.rowLength; ++k) {
+                const float v = row[k];
+                mn[k] = v < mn[k] ? v : mn[k];
+                mx[k] = v > mx[k] ? v : mx[k];
+            }
+            if (withSumSquares) {
+                double* __restrict ss = out.sumSquares.data() + base;
+                for (int64_t k = 0; k < runs.rowLength; ++k)
+                    ss[k] += double(row[k]) * double(row[k]);
+            }
+            out.probe += summarize<false>(row, runs.rowLength).probe;
+            continue;
+        }
+        for (int64_t k = 0; k < runs.runsPerRow; ++k) {
+            const int64_t begin = k * runs.runLength;
+            const Summary s = summarize(row + begin, std::min(runs.runLength, runs.rowLength - begin), withSumSquares);
+            const size_t g = size_t(base + k);
+            out.min[g] = std::min(out.min[g], s.min);
+            out.max[g] = std::max(out.max[g], s.max);
+            if (withSumSquares)
+                out.sumSquares[g] += s.sumSquares;
+            out.probe += s.probe;
+        }
+    }
+}
+
+} // namespace
+
+float GroupStatistics::rms(size_t g) const
+{
+    return count[g] == 0 ? 0.0f : float(std::sqrt(sumSquares[g] / double(count[g])));
+}
+
+GroupStatistics groupStatistics(std::span<const float> x, const BlockLayout& layout, std::string_view tensorName,
+                                bool withSumSquares)
+{
+    const GroupRuns runs(layout);
+    if (int64_t(x.size()) != runs.elements)
+        throw Error("tensor '" + std::string(tensorName) + "': " + std::to_string(x.size()) +
+                    " values do not fill the shape " + shapeToString(layout.shape));
+    GroupStatistics st;
+    st.count = runs.groupSizes();
+    const size_t groups = size_t(runs.groups);
+    st.min.assign(groups, kInf);
+    st.max.assign(groups, -kInf);
+    st.sumSquares.assign(withSumSquares ? groups : 0, 0.0);
+    float probe = 0;
+
+    if (runs.elements == 0) {
+    } else if (runs.groupMajor()) {
+        std::vector<int64_t> offsets(groups + 1, 0);
+        for (size_t g = 0; g < groups; ++g)
+            offsets[g + 1] = offsets[g] + st.count[g];
+        std::vector<float> probes(groups, 0.0f);
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, groups), [&](const tbb::blocked_range<size_t>& r) {
+            for (size_t g = r.begin(); g != r.end(); ++g) {
+                const Summary s = summarizeSpan(x.data() + offsets[g], st.count[g], withSumSquares);
+                st.min[g] = s.min;
+                st.max[g] = s.max;
+                if (withSumSquares)
+                    st.sumSquares[g] = s.sumSquares;
+                probes[g] = s.probe;
+            }
+        });
+        for (float p : probes)
+            probe += p;
+    } else {
+        // Interleaved groups: a fixed number of row blocks (it depends on the
+        // shape, never on the thread count) each fill their own accumulators,
+        // merged in order afterwards.
+        const int64_t budget = std::max<int64_t>(1, (int64_t(1) << 24) / std::max<int64_t>(runs.groups, 1));
+        const int64_t blocks = std::clamp<int64_t>(std::min<int64_t>(runs.rows, 64), 1, budget);
+        std::vector<Partial> partials;
+        partials.reserve(size_t(blocks));
+        for (int64_t b = 0; b < blocks; ++b)
+            partials.emplace_back(runs.groups, withSumSquares);
+        tbb::parallel_for(int64_t(0), blocks, [&](int64_t b) {
+            accumulateRows(x.data(), runs, runs.rows * b / blocks, runs.rows * (b + 1) / blocks, partials[size_t(b)],
+                           withSumSquares);
+        });
+        tbb::parallel_for(tbb::blocked_range<size_t>(0, groups), [&](const tbb::blocked_range<size_t>& r) {
+            for (const Partial& p : partials)
+                for (size_t g = r.begin(); g != r.end(); ++g) {
+                    st.min[g] = std::min(st.min[g], p.min[g]);
+                    st.max[g] = std::max(st.max[g], p.max[g]);
+                    if (withSumSquares)
+                        st.sumSquares[g] += p.sumSquares[g];
+                }
+        });
+        for (const Partial& p : partials)
+            probe += p.probe;
+    }
+    if (std::isnan(probe))
+        checkFinite(x, layout.shape, tensorName);
+    for (size_t g = 0; g < groups; ++g)
+        if (st.count[g] == 0)
+            st.min[g] = st.max[g] = 0;
+    return st;
+}
+
+void checkFinite(std::span<const float> x, const Shape& shape, std::string_view tensorName)
+{
+    const auto bad = std::find_if(x.begin(), x.end(), [](float v) { return !std::isfinite(v); });
+    if (bad == x.end())
+        return;
+    int64_t flat = bad - x.begin();
+    const int64_t index = flat;
+    std::string position;
+    for (size_t i = shape.size(); i-- > 0;) {
+        const int64_t d = std::max<int64_t>(shape[i], 1);
+        position = std::to_string(flat % d) + (position.empty() ? "" : ", ") + position;
+        flat /= d;
+    }
+    throw Error("tensor '" + std::string(tensorName) + "' contains " + (std::isnan(*bad) ? "NaN" : "Inf") +
+                " at flat index " + std::to_string(index) + " (element [" + position + "])");
+}
+
+} // namespace qs
