@@ -1,0 +1,110 @@
+#include "calib/calibrate.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include <tbb/parallel_for.h>
+
+#include "calib/clipping.h"
+#include "calib/group_runs.h"
+#include "calib/histogram.h"
+#include "calib/statistics.h"
+#include "core/error.h"
+
+namespace qs {
+
+namespace {
+
+Range symmetricRange(double magnitude)
+{
+    const float a = float(magnitude);
+    return {-a, a};
+}
+
+// The methods that look at every value of a group, one group at a time.
+Range rangeOfGroup(std::span<const float> v, float min, float max, const CalibrationMethod& m,
+                   const CalibrationTarget& target, bool symmetric, std::string_view tensorName)
+{
+    if (v.empty())
+        return {0, 0};
+    const float absMax = std::max(-min, max);
+    const size_t bins = size_t(target.histogramBins);
+    switch (m.kind) {
+    case CalibrationKind::Percentile:
+        if (symmetric)
+            return symmetricRange(exactPercentile(v, HistogramOf::Magnitudes, m.percentile));
+        return {float(exactPercentile(v, HistogramOf::Values, 100.0 - m.percentile)),
+                float(exactPercentile(v, HistogramOf::Values, m.percentile))};
+    case CalibrationKind::Mse: {
+        const ClippingTarget ct{target.qtype, target.options, symmetric};
+        if (int64_t(v.size()) <= kMseExactLimit)
+            return mseRangeOfValues(v, min, max, ct, tensorName);
+        const Histogram h = symmetric ? buildHistogram(v, HistogramOf::Values, -absMax, absMax, bins)
+                                      : buildHistogram(v, HistogramOf::Values, min, max, bins);
+        return mseRangeOfHistogram(h, min, max, ct, tensorName);
+    }
+    case CalibrationKind::Entropy: {
+        const int levels = entropyLevels(target.qtype, symmetric, target.options.narrowRange);
+        if (symmetric)
+            return entropyRange(buildHistogram(v, HistogramOf::Magnitudes, 0, absMax, bins), true, levels);
+        return entropyRange(buildHistogram(v, HistogramOf::Values, std::min(min, 0.0f), std::max(max, 0.0f), bins),
+                            false, levels);
+    }
+    default:
+        break;
+    }
+    throw Error("calibration method '" + m.toString() + "' does not look at the values one group at a time");
+}
+
+} // namespace
+
+bool calibrationSymmetric(const CalibrationMethod& m, const CalibrationTarget& target)
+{
+    return m.resolveSymmetric(target.symmetric);
+}
+
+std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
+                                   const CalibrationTarget& target, std::string_view tensorName)
+{
+    if (isMicroscaling(target.qtype))
+        throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(target.qtype)) +
+                    " computes its own block scales from the data; calibration method '" + m.toString() +
+                    "' does not apply to it");
+    if (target.histogramBins < 1)
+        throw Error("tensor '" + std::string(tensorName) + "': histogram bins must be at least 1, got " +
+                    std::to_string(target.histogramBins));
+    const bool symmetric = calibrationSymmetric(m, target);
+    const GroupStatistics st = groupStatistics(x, layout, tensorName, m.kind == CalibrationKind::Rms);
+    const size_t groups = st.count.size();
+    std::vector<Range> ranges(groups);
+    const double s = m.factor;
+    switch (m.kind) {
+    case CalibrationKind::AbsMax:
+        for (size_t g = 0; g < groups; ++g)
+            ranges[g] = symmetricRange(s * double(st.absMax(g)));
+        return ranges;
+    case CalibrationKind::MinMax:
+        for (size_t g = 0; g < groups; ++g)
+            ranges[g] = {float(s * double(st.min[g])), float(s * double(st.max[g]))};
+        return ranges;
+    case CalibrationKind::Rms:
+        for (size_t g = 0; g < groups; ++g)
+            ranges[g] = symmetricRange(
+                st.count[g] == 0 ? 0.0 : s * std::sqrt(st.sumSquares[g] / double(st.count[g])));
+        return ranges;
+    case CalibrationKind::Fixed:
+        std::fill(ranges.begin(), ranges.end(), Range{float(m.fixedMin), float(m.fixedMax)});
+        return ranges;
+    case CalibrationKind::Percentile:
+    case CalibrationKind::Mse:
+    case CalibrationKind::Entropy:
+        break;
+    }
+    const GroupMajorValues values(x, layout);
+    tbb::parallel_for(size_t(0), groups, [&](size_t g) {
+        ranges[g] = rangeOfGroup(values.group(int64_t(g)), st.min[g], st.max[g], m, target, symmetric, tensorName);
+    });
+    return ranges;
+}
+
+} // namespace qs

@@ -1,0 +1,47 @@
+#pragma once
+// From data and a calibration method to one range per group: the entry point
+// the session, the CLI and the analysis views call for weights (observers in
+// calib/observer.h do the same for activations seen batch by batch).
+//
+//   absmax,s      ±s·absmax                minmax,s   [s·min, s·max]
+//   rms,s         ±s·sqrt(mean(x²))        fixed,a,b  [a, b] for every group
+//   percentile,p  symmetric: ±P_p(|x|); two-sided: [P_(100−p)(x), P_p(x)], P exact as np.percentile
+//   mse           the clipping search of calib/clipping.h on the group's values when it has at
+//                 most kMseExactLimit elements, else on a histogram of x over [−absmax, absmax]
+//                 (two-sided: [min, max]) with histogramBins bins — bin centres stand for their
+//                 elements, so the result is exact at the histogram's resolution
+//   entropy       TensorRT's KL search (calib/clipping.h) on a histogram of |x| over [0, absmax]
+//                 (two-sided: x over [min(min, 0), max(max, 0)]) with histogramBins bins
+// Ranges are computed in double and rounded to float. An empty group gets [0, 0].
+// Microscaling qtypes compute their own block scales: calibrating them is an Error.
+
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "calib/method.h"
+#include "core/block_layout.h"
+#include "quant/scale.h"
+
+namespace qs {
+
+inline constexpr int64_t kMseExactLimit = 4096;
+
+struct CalibrationTarget {
+    QType qtype = QType::Int8;         // the type the ranges are for (mse and entropy depend on it)
+    ScaleOptions options;              // narrow range and scale restriction, as the quantizer will use them
+    std::optional<bool> symmetric;     // a rule's `symmetric` field; unset = the method decides
+    int histogramBins = 2048;          // bins of the mse and entropy histograms
+};
+
+// One range per group of `layout` (row-major over its grid) for the values x
+// (row-major, layout.shape). Throws Error naming `tensorName` for NaN/Inf data,
+// a microscaling qtype, or a symmetry the method cannot honour.
+std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
+                                   const CalibrationTarget& target, std::string_view tensorName);
+
+// The symmetry calibrateRanges used (what quantParamsFromRanges needs next).
+bool calibrationSymmetric(const CalibrationMethod& m, const CalibrationTarget& target);
+
+} // namespace qs

@@ -1,0 +1,61 @@
+#pragma once
+// Searches for a clipping range: the MSE search and TensorRT's entropy (KL
+// divergence) calibration. Both return the chosen range of one group.
+//
+// MSE: candidates are kMseCandidates ranges, i = 1..kMseCandidates, α = i / kMseCandidates:
+//   symmetric  ±α·absmax;   two-sided  [α·min, α·max] (min and max scaled jointly).
+// Each candidate's scale and zero point come from quantParamsFromRanges (the
+// real scale rule, with the target's options) and its error is
+//   Σ (x − referenceFakeQuantizeValue(x))²   in double,
+// over the values in order, or over a histogram's bins with each bin centre
+// standing for its count of elements. The first candidate with the smallest
+// error wins (ties go to the narrower range).
+//
+// Entropy (TensorRT): a histogram H of |x| over [0, absmax] (symmetric) or of x
+// over [min(min, 0), max(max, 0)] (two-sided), B bins, L levels (entropyLevels).
+// For each kept width i = L..B bins (symmetric: bins [0, i); two-sided: the
+// window [a, a + i) with a = round(z·(B − i)/B), z the fractional bin of zero,
+// so the window shrinks towards zero proportionally on both sides):
+//   P = H on the window, the mass outside folded into the window's end bin(s);
+//   Q = H on the window merged into L levels (i / L bins each, the last level
+//       takes the remainder), each level's count spread evenly over the bins of
+//       that level where P is non-zero (zero bins of P stay zero in Q);
+//   KL(P/ΣP ‖ Q/ΣQ) = Σ p·ln(p/q) over p > 0, +∞ if some p > 0 has q = 0.
+// The smallest divergence wins (ties: the narrowest window); the range is the
+// window's edges. When L >= B the whole histogram range is returned.
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "calib/histogram.h"
+#include "quant/scale.h"
+
+namespace qs {
+
+inline constexpr int kMseCandidates = 200;
+
+struct ClippingTarget {
+    QType qtype = QType::Int8;
+    ScaleOptions options;
+    bool symmetric = true;
+};
+
+// MSE search on the values of one group whose min and max are given.
+Range mseRangeOfValues(std::span<const float> x, float min, float max, const ClippingTarget& target,
+                       std::string_view tensorName);
+// MSE search on a histogram of x (not |x|) of one group.
+Range mseRangeOfHistogram(const Histogram& h, float min, float max, const ClippingTarget& target,
+                          std::string_view tensorName);
+
+// Quantization levels the entropy search merges into: symmetric — positive levels
+// (signed integers −qmin of the grid: 128 for int8, 127 with narrow range; unsigned qmax + 1; binary and ternary 1;
+// float formats and nf4 the count of their positive finite values: e4m3fn 126,
+// e5m2 123, e2m1 7, nf4 8); two-sided — all levels (integers qmax − qmin + 1:
+// 256 for int8; binary 2, ternary 3; float formats and nf4 their finite values).
+int entropyLevels(QType t, bool symmetric, bool narrowRange);
+
+// Entropy search on a histogram of |x| (symmetric: h.lo must be 0) or of x (two-sided).
+Range entropyRange(const Histogram& h, bool symmetric, int levels);
+
+} // namespace qs
