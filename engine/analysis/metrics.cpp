@@ -1,0 +1,76 @@
+#include "analysis/metrics.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include <tbb/parallel_for.h>
+
+#include "calib/group_runs.h"
+#include "core/error.h"
+
+namespace qs {
+namespace {
+
+// Fixed chunks: the partial sums, and so the rounding of their total, are the
+// same for any thread count.
+constexpr int64_t kChunk = 1 << 16;
+
+int64_t chunkCount(int64_t n) { return (n + kChunk - 1) / kChunk; }
+
+} // namespace
+
+ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized)
+{
+    if (original.size() != quantized.size())
+        throw Error("errorMetrics: " + std::to_string(original.size()) + " original values against " +
+                    std::to_string(quantized.size()) + " quantized ones");
+    const auto n = int64_t(original.size());
+    std::vector<double> signal(size_t(chunkCount(n))), noise(signal.size());
+    tbb::parallel_for(int64_t(0), chunkCount(n), [&](int64_t c) {
+        double s = 0, e = 0;
+        for (int64_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i) {
+            const double x = original[size_t(i)];
+            const double d = x - double(quantized[size_t(i)]);
+            s += x * x;
+            e += d * d;
+        }
+        signal[size_t(c)] = s;
+        noise[size_t(c)] = e;
+    });
+    double s = 0, e = 0;
+    for (size_t c = 0; c < signal.size(); ++c) {
+        s += signal[c];
+        e += noise[c];
+    }
+    ErrorMetrics m;
+    m.mse = n ? e / double(n) : 0.0;
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    m.sqnrDb = e == 0 ? inf : (s == 0 ? -inf : 10.0 * std::log10(s / e));
+    return m;
+}
+
+double fractionClipped(std::span<const float> x, const BlockLayout& layout, std::span<const Range> ranges)
+{
+    const GroupRuns runs(layout);
+    if (int64_t(x.size()) != runs.elements || int64_t(ranges.size()) != runs.groups)
+        throw Error("fractionClipped: " + std::to_string(x.size()) + " values and " + std::to_string(ranges.size()) +
+                    " ranges for layout " + layout.describe() + " of shape " + shapeToString(layout.shape));
+    const int64_t n = runs.elements;
+    std::vector<int64_t> clipped(size_t(chunkCount(n)));
+    tbb::parallel_for(int64_t(0), chunkCount(n), [&](int64_t c) {
+        int64_t count = 0;
+        runs.forEachPiece(c * kChunk, std::min(n, (c + 1) * kChunk), [&](int64_t g, int64_t begin, int64_t end) {
+            const Range r = ranges[size_t(g)];
+            for (int64_t i = begin; i < end; ++i)
+                count += (x[size_t(i)] < r.min) | (x[size_t(i)] > r.max);
+        });
+        clipped[size_t(c)] = count;
+    });
+    int64_t total = 0;
+    for (int64_t c : clipped)
+        total += c;
+    return n ? double(total) / double(n) : 0.0;
+}
+
+} // namespace qs

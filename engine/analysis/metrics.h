@@ -1,0 +1,31 @@
+#pragma once
+// Error metrics of a quantized tensor against its float original.
+//   mse              Σ(x − x̂)² / n
+//   sqnr_db          10·log10(Σx² / Σ(x − x̂)²); +∞ when x̂ equals x, −∞ when x is all
+//                    zero and x̂ is not
+//   fraction_clipped elements outside their group's calibrated range [min, max],
+//                    divided by n
+// Sums are accumulated in double, in parallel over fixed chunks combined in a
+// fixed order, so results do not depend on the thread count.
+
+#include <span>
+
+#include "core/block_layout.h"
+#include "quant/scale.h"
+
+namespace qs {
+
+struct ErrorMetrics {
+    double mse = 0;
+    double sqnrDb = 0;
+    double fractionClipped = 0;
+};
+
+// MSE and SQNR of `quantized` against `original` (same length).
+ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized);
+
+// The fraction of elements of x (row-major over layout.shape) outside the range
+// of their group; ranges has one entry per group of the layout.
+double fractionClipped(std::span<const float> x, const BlockLayout& layout, std::span<const Range> ranges);
+
+} // namespace qs
