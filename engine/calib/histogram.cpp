@@ -204,6 +204,21 @@ double exactPercentile(std::span<const float> x, HistogramOf what, double p)
     return interpolate(valueOfKey(keyA, what), valueOfKey(keyB, what), t);
 }
 
+double histogramPercentile(const Histogram& h, double p)
+{
+    const int64_t n = h.total();
+    if (n == 0)
+        throw Error("percentile of an empty histogram");
+    const double rank = (std::clamp(p, 0.0, 100.0) / 100.0) * double(n - 1);
+    const int64_t k = std::min<int64_t>(int64_t(std::floor(rank)), n - 1);
+    const double width = (h.hi - h.lo) / double(h.bins());
+    const auto valueOfRank = [&](int64_t r) {
+        const auto [bin, below] = bucketOfRank(h.counts, r);
+        return h.lo + width * (double(bin) + (double(r - below) + 0.5) / double(h.counts[bin]));
+    };
+    return interpolate(valueOfRank(k), valueOfRank(std::min(k + 1, n - 1)), rank - double(k));
+}
+
 GrowingHistogram::GrowingHistogram(int binsPerSide) : binsPerSide_(binsPerSide)
 {
     if (binsPerSide < 1 || binsPerSide > (1 << 22))

@@ -64,6 +64,11 @@ Histogram buildHistogram(std::span<const float> x, HistogramOf what, float lo, f
 // the data), no sort. x must be finite and non-empty; p in [0, 100].
 double exactPercentile(std::span<const float> x, HistogramOf what, double p);
 
+// The percentile p of the values a histogram counts, np.percentile-style (linear
+// interpolation at rank (p/100)·(n−1)), where the c elements of a bin are taken to
+// sit at its lo + (j + 0.5)·width/c, j = 0..c−1: exact only up to the bin width.
+double histogramPercentile(const Histogram& h, double p);
+
 class GrowingHistogram {
 public:
     explicit GrowingHistogram(int binsPerSide = 2048);
