@@ -24,12 +24,18 @@ std::string cell(std::string_view text)
 std::string_view kindName(QKind k)
 {
     switch (k) {
-    case QKind::Integer: return "integer";
-    case QKind::Binary: return "binary";
-    case QKind::Ternary: return "ternary";
-    case QKind::Float: return "float";
-    case QKind::Codebook: return "codebook";
-    case QKind::Microscaling: return "microscaling";
+    case QKind::Integer:
+        return "integer";
+    case QKind::Binary:
+        return "binary";
+    case QKind::Ternary:
+        return "ternary";
+    case QKind::Float:
+        return "float";
+    case QKind::Codebook:
+        return "codebook";
+    case QKind::Microscaling:
+        return "microscaling";
     }
     return "";
 }

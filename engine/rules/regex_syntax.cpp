@@ -8,17 +8,29 @@ namespace qs {
 namespace {
 
 // Messages count positions from 1, as an editor's column does.
-std::string at(size_t offset) { return "position " + std::to_string(offset + 1); }
+std::string at(size_t offset)
+{
+    return "position " + std::to_string(offset + 1);
+}
 
-bool isHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-bool isDigit(char c) { return c >= '0' && c <= '9'; }
+bool isHex(char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+bool isDigit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 // Thrown inside the scanner only; findRegexSyntaxError turns it into a value.
 struct Found {
     RegexSyntaxError error;
 };
 
-[[noreturn]] void found(size_t offset, std::string message) { throw Found{{offset, std::move(message)}}; }
+[[noreturn]] void found(size_t offset, std::string message)
+{
+    throw Found{{offset, std::move(message)}};
+}
 
 class Scanner {
 public:
@@ -67,7 +79,7 @@ public:
             }
         }
         if (!groups_.empty())
-            found(p_.size(), "missing ')' for the '(' at " + at(groups_.back().offset));
+            found(groups_.back().offset, "missing ')' for the '(' at " + at(groups_.back().offset));
     }
 
 private:
@@ -88,10 +100,11 @@ private:
     void quantifier(size_t offset, const std::string& text)
     {
         if (prev_ == Prev::Nothing)
-            found(offset, "nothing to repeat before '" + text + "' at " + at(offset) +
-                              "; escape it as '\\" + text.substr(0, 1) + "' to match it literally");
+            found(offset, "nothing to repeat before '" + text + "' at " + at(offset) + "; escape it as '\\" +
+                              text.substr(0, 1) + "' to match it literally");
         if (prev_ == Prev::Assertion)
-            found(offset, "'" + text + "' at " + at(offset) + " repeats an anchor or assertion, which cannot be repeated");
+            found(offset,
+                  "'" + text + "' at " + at(offset) + " repeats an anchor or assertion, which cannot be repeated");
     }
 
     void openGroup()
@@ -101,7 +114,8 @@ private:
         if (i_ + 1 < p_.size() && p_[i_ + 1] == '?') {
             const char kind = i_ + 2 < p_.size() ? p_[i_ + 2] : '\0';
             if (kind != ':' && kind != '=' && kind != '!')
-                found(start, "'(?' at " + at(start) + " must be followed by ':', '=' or '!' ((?:...), (?=...), (?!...))");
+                found(start,
+                      "'(?' at " + at(start) + " must be followed by ':', '=' or '!' ((?:...), (?=...), (?!...))");
             g.lookahead = kind != ':';
             i_ += 3;
         } else {
@@ -242,8 +256,8 @@ private:
                                           at(lhs.offset) + "; put '-' first or last to match it literally");
                 const Item rhs = item(start);
                 if (rhs.isClass)
-                    found(rhs.offset, "the range at " + at(dash) + " ends with a character class at " +
-                                          at(rhs.offset) + "; put '-' first or last to match it literally");
+                    found(rhs.offset, "the range at " + at(dash) + " ends with a character class at " + at(rhs.offset) +
+                                          "; put '-' first or last to match it literally");
                 if (lhs.value > rhs.value)
                     found(lhs.offset, "range '" + std::string(p_.substr(lhs.offset, i_ - lhs.offset)) + "' at " +
                                           at(lhs.offset) + " is inverted: its start comes after its end");
@@ -265,9 +279,9 @@ private:
             const std::string_view name = p_.substr(i_ + 2, end - (i_ + 2));
             i_ = end + 2;
             if (kind == ':') {
-                static constexpr std::array<std::string_view, 15> kClasses{
-                    "alnum", "alpha", "blank", "cntrl", "digit", "graph", "lower", "print",
-                    "punct", "space", "upper", "xdigit", "d",     "s",     "w"};
+                static constexpr std::array<std::string_view, 15> kClasses{"alnum", "alpha",  "blank", "cntrl", "digit",
+                                                                           "graph", "lower",  "print", "punct", "space",
+                                                                           "upper", "xdigit", "d",     "s",     "w"};
                 if (std::find(kClasses.begin(), kClasses.end(), name) == kClasses.end())
                     found(start, "unknown character class '[:" + std::string(name) + ":]' at " + at(start) +
                                      "; use one of alnum, alpha, blank, cntrl, digit, graph, lower, print, punct, "
@@ -288,7 +302,12 @@ private:
             found(start, "trailing '\\' at " + at(start) + " inside the '[' at " + at(bracketStart));
         const char e = p_[i_ + 1];
         switch (e) {
-        case 'd': case 'D': case 's': case 'S': case 'w': case 'W':
+        case 'd':
+        case 'D':
+        case 's':
+        case 'S':
+        case 'w':
+        case 'W':
             i_ += 2;
             return {start, true, 0};
         case 'x':
@@ -303,13 +322,27 @@ private:
                 found(start, "'\\c' at " + at(start) + " needs a control letter after it (\\cA ... \\cZ)");
             i_ += 3;
             return {start, false, static_cast<char>(p_[start + 2] % 32)};
-        case 'b': i_ += 2; return {start, false, '\b'};
-        case 'n': i_ += 2; return {start, false, '\n'};
-        case 'r': i_ += 2; return {start, false, '\r'};
-        case 't': i_ += 2; return {start, false, '\t'};
-        case 'f': i_ += 2; return {start, false, '\f'};
-        case 'v': i_ += 2; return {start, false, '\v'};
-        case '0': i_ += 2; return {start, false, '\0'};
+        case 'b':
+            i_ += 2;
+            return {start, false, '\b'};
+        case 'n':
+            i_ += 2;
+            return {start, false, '\n'};
+        case 'r':
+            i_ += 2;
+            return {start, false, '\r'};
+        case 't':
+            i_ += 2;
+            return {start, false, '\t'};
+        case 'f':
+            i_ += 2;
+            return {start, false, '\f'};
+        case 'v':
+            i_ += 2;
+            return {start, false, '\v'};
+        case '0':
+            i_ += 2;
+            return {start, false, '\0'};
         default:
             if (e >= '1' && e <= '9')
                 found(start, "back-reference '\\" + std::string(1, e) + "' at " + at(start) +

@@ -13,7 +13,7 @@
 namespace qs {
 
 struct RegexSyntaxError {
-    size_t offset = 0;   // 0-based byte offset of the offending character (pattern length: at the end)
+    size_t offset = 0;   // 0-based byte offset of the character the message is about (an unclosed "(" ...)
     std::string message; // what is wrong, naming the 1-based position ("missing ')' for the '(' at position 6")
 };
 

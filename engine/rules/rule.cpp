@@ -29,8 +29,8 @@ void checkZeroPoint(size_t index, std::string_view methodField, const Calibratio
     if (symmetric || qtypeInfo(type).kind == QKind::Integer)
         return;
     throwRuleError(index, methodField,
-                   "calibration method '" + method.toString() + "' is asymmetric, but " + std::string(typeField) +
-                       " " + std::string(qtypeName(type)) +
+                   "calibration method '" + method.toString() + "' is asymmetric, but " + std::string(typeField) + " " +
+                       std::string(qtypeName(type)) +
                        " has no zero point; use a symmetric method (absmax, rms, percentile ...) or an integer type");
 }
 
@@ -42,7 +42,7 @@ bool resolvedSymmetry(size_t index, const CalibrationMethod& method, std::option
     try {
         return method.resolveSymmetric(symmetric);
     } catch (const Error& e) {
-        throwRuleError(index, "symmetric", std::string(e.what()) + " (" + std::string(methodField) + ")");
+        throwRuleError(index, "symmetric", "for " + std::string(methodField) + ", " + e.what());
     }
 }
 
@@ -69,7 +69,10 @@ std::optional<Granularity> parseGranularity(std::string_view name)
     return std::nullopt;
 }
 
-std::span<const Granularity> allGranularities() { return kGranularityValues; }
+std::span<const Granularity> allGranularities()
+{
+    return kGranularityValues;
+}
 
 ModulePathPattern::ModulePathPattern() : ModulePathPattern(".*") {}
 
@@ -101,13 +104,15 @@ void QuantizationRule::validate(size_t index) const
 {
     for (const auto& op : opTypes)
         if (op.empty())
-            throwRuleError(index, "op_types", "an op type is an empty string; list names such as \"Conv\" or \"MatMul\"");
+            throwRuleError(index, "op_types",
+                           "an op type is an empty string; list names such as \"Conv\" or \"MatMul\"");
 
     if (tileSize) {
         const double t = *tileSize;
         if (!std::isfinite(t) || t <= 0)
-            throwRuleError(index, "tile_size", "must be greater than 0, got " + std::to_string(t) +
-                                                   "; use a tile length such as 128, or 0.25 for 4 tiles");
+            throwRuleError(index, "tile_size",
+                           "must be greater than 0, got " + std::to_string(t) +
+                               "; use a tile length such as 128, or 0.25 for 4 tiles");
         if (t >= 1 && (t != std::floor(t) || t > 0x1p31))
             throwRuleError(index, "tile_size",
                            std::to_string(t) + " must be a whole tile length (1 to 2^31) when it is 1 or more");
@@ -125,8 +130,9 @@ void QuantizationRule::validate(size_t index) const
                 throwRuleError(index, "act_batch_axes", "axis " + std::to_string(actBatchAxes[i]) + " is listed twice");
 
     if (roundingSeed != 0 && rounding != Rounding::Stochastic)
-        throwRuleError(index, "rounding_seed", "only stochastic rounding uses a seed; set \"rounding\": \"stochastic\" "
-                                               "or remove rounding_seed");
+        throwRuleError(index, "rounding_seed",
+                       "only stochastic rounding uses a seed; set \"rounding\": \"stochastic\" "
+                       "or remove rounding_seed");
 
     if (weightQType) {
         const bool sym = resolvedSymmetry(index, weightCalibration, symmetric, "weight_calibration");

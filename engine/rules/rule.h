@@ -48,29 +48,37 @@ private:
 };
 
 struct QuantizationRule {
-    ModulePathPattern modulePath;                  // regex matched against the whole module path; default ".*"
-    std::vector<std::string> opTypes;              // op types the rule applies to (e.g. "Conv"); default empty = all
-    std::optional<QType> weightQType;              // type of the weights; default null = weights stay float
-    std::optional<QType> actQType;                 // type of the input activations; default null = stay float
-    CalibrationMethod weightCalibration;           // how the weight range is found; default absmax
-    std::optional<CalibrationMethod> actCalibration; // activation range method; default null = the mode decides
-                                                   // (absmax in PTQ, minmax in ODML); see actMethod()
-    Granularity granularity = Granularity::PerChannel; // weight scales per output channel or one per tensor;
-                                                   // default per_channel
-    std::optional<double> tileSize;                // sub-channel tiles along the contraction axis: an integer >= 1
-                                                   // is the tile length, a value < 1 is 1/tile_count; default null
-    bool actStaticScale = false;                   // activations use a scale calibrated ahead of time (static range)
-                                                   // rather than one computed per batch; default false
-    std::vector<int> actBatchAxes{0};              // activation axes reduced before averaging over batches;
-                                                   // default [0]
-    bool narrowRange = false;                      // integer grid without its most negative code (int8: ±127);
-                                                   // default false
-    std::optional<bool> symmetric;                 // override of the method's symmetry (percentile, mse, entropy
-                                                   // only); default null = the method decides
-    ScaleRestriction scaleRestriction = ScaleRestriction::Float; // float, pow2 or fp16 scales; default float
-    Rounding rounding = Rounding::Nearest;         // nearest (half to even) or stochastic; default nearest
-    uint64_t roundingSeed = 0;                     // seed of stochastic rounding, so a run can be repeated;
-                                                   // default 0; only with rounding = stochastic
+    // Regex matched against the whole module path. Default ".*".
+    ModulePathPattern modulePath;
+    // Op types the rule applies to, e.g. "Conv". Default empty: every op type.
+    std::vector<std::string> opTypes;
+    // Type of the layer's weights. Default null: weights stay float.
+    std::optional<QType> weightQType;
+    // Type of the layer's input activations. Default null: activations stay float.
+    std::optional<QType> actQType;
+    // How the weight range is found. Default absmax.
+    CalibrationMethod weightCalibration;
+    // How the activation range is found. Default null: the mode decides (absmax in PTQ, minmax in ODML).
+    std::optional<CalibrationMethod> actCalibration;
+    // Weight scales per output channel or one per tensor. Default per_channel.
+    Granularity granularity = Granularity::PerChannel;
+    // Sub-channel tiles along the contraction axis: an integer >= 1 is the tile length,
+    // a value < 1 is 1/tile_count (resolveTileSize). Default null: no tiles.
+    std::optional<double> tileSize;
+    // Activations use a range calibrated ahead of time instead of one per batch. Default false.
+    bool actStaticScale = false;
+    // Activation axes reduced before statistics are averaged over batches. Default [0].
+    std::vector<int> actBatchAxes{0};
+    // Integer grid without its most negative code (int8 in [-127, 127]). Default false.
+    bool narrowRange = false;
+    // Symmetric or two-sided variant of percentile, mse, entropy. Default null: the method decides.
+    std::optional<bool> symmetric;
+    // How scales are represented: float, pow2 or fp16. Default float.
+    ScaleRestriction scaleRestriction = ScaleRestriction::Float;
+    // Round half to even, or seeded stochastic rounding. Default nearest.
+    Rounding rounding = Rounding::Nearest;
+    // Seed of stochastic rounding, so a run can be repeated (only with stochastic). Default 0.
+    uint64_t roundingSeed = 0;
 
     // Checks the combinations the fields cannot check alone (a symmetric override
     // the method refuses, an asymmetric method on a type without zero points, a

@@ -98,7 +98,8 @@ RuleSet RuleSet::fromJson(std::string_view text, std::string_view sourceName)
 {
     const Json root = parseRuleFile(text, sourceName);
     if (!root.is_object())
-        fail(sourceName, std::string("expected a JSON object {\"version\": 1, \"rules\": [...]}, got ") + root.type_name());
+        fail(sourceName,
+             std::string("expected a JSON object {\"version\": 1, \"rules\": [...]}, got ") + root.type_name());
     for (const auto& [key, value] : root.items())
         if (key != "version" && key != "rules")
             fail(sourceName, "unknown key \"" + key + "\" at the top level; a rule file has \"version\" and \"rules\"");

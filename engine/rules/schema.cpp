@@ -136,7 +136,10 @@ Enum enumValue(const Json& v, std::optional<Enum> (*parse)(std::string_view), st
     throw Error("unknown value \"" + name + "\"; expected one of " + joined(names()));
 }
 
-void readModulePath(QuantizationRule& r, const Json& v) { r.modulePath = ModulePathPattern(stringValue(v)); }
+void readModulePath(QuantizationRule& r, const Json& v)
+{
+    r.modulePath = ModulePathPattern(stringValue(v));
+}
 void writeModulePath(const QuantizationRule& r, Json& o)
 {
     if (!(r.modulePath == ModulePathPattern()))
@@ -160,12 +163,27 @@ void writeOpTypes(const QuantizationRule& r, Json& o)
         o["op_types"] = r.opTypes;
 }
 
-void readWeightQType(QuantizationRule& r, const Json& v) { r.weightQType = qtypeValue(v); }
-void writeWeightQType(const QuantizationRule& r, Json& o) { writeQType(o, "weight_qtype", r.weightQType); }
-void readActQType(QuantizationRule& r, const Json& v) { r.actQType = qtypeValue(v); }
-void writeActQType(const QuantizationRule& r, Json& o) { writeQType(o, "act_qtype", r.actQType); }
+void readWeightQType(QuantizationRule& r, const Json& v)
+{
+    r.weightQType = qtypeValue(v);
+}
+void writeWeightQType(const QuantizationRule& r, Json& o)
+{
+    writeQType(o, "weight_qtype", r.weightQType);
+}
+void readActQType(QuantizationRule& r, const Json& v)
+{
+    r.actQType = qtypeValue(v);
+}
+void writeActQType(const QuantizationRule& r, Json& o)
+{
+    writeQType(o, "act_qtype", r.actQType);
+}
 
-void readWeightCalibration(QuantizationRule& r, const Json& v) { r.weightCalibration = methodValue(v); }
+void readWeightCalibration(QuantizationRule& r, const Json& v)
+{
+    r.weightCalibration = methodValue(v);
+}
 void writeWeightCalibration(const QuantizationRule& r, Json& o)
 {
     if (!(r.weightCalibration == CalibrationMethod{}))
@@ -182,7 +200,10 @@ void writeActCalibration(const QuantizationRule& r, Json& o)
         o["act_calibration"] = r.actCalibration->toString();
 }
 
-void readGranularity(QuantizationRule& r, const Json& v) { r.granularity = enumValue(v, parseGranularity, granularityNames); }
+void readGranularity(QuantizationRule& r, const Json& v)
+{
+    r.granularity = enumValue(v, parseGranularity, granularityNames);
+}
 void writeGranularity(const QuantizationRule& r, Json& o)
 {
     if (r.granularity != QuantizationRule{}.granularity)
@@ -210,7 +231,10 @@ void writeTileSize(const QuantizationRule& r, Json& o)
         o["tile_size"] = t;
 }
 
-void readActStaticScale(QuantizationRule& r, const Json& v) { r.actStaticScale = boolValue(v); }
+void readActStaticScale(QuantizationRule& r, const Json& v)
+{
+    r.actStaticScale = boolValue(v);
+}
 void writeActStaticScale(const QuantizationRule& r, Json& o)
 {
     if (r.actStaticScale)
@@ -238,7 +262,10 @@ void writeActBatchAxes(const QuantizationRule& r, Json& o)
         o["act_batch_axes"] = r.actBatchAxes;
 }
 
-void readNarrowRange(QuantizationRule& r, const Json& v) { r.narrowRange = boolValue(v); }
+void readNarrowRange(QuantizationRule& r, const Json& v)
+{
+    r.narrowRange = boolValue(v);
+}
 void writeNarrowRange(const QuantizationRule& r, Json& o)
 {
     if (r.narrowRange)
@@ -265,7 +292,10 @@ void writeScaleRestriction(const QuantizationRule& r, Json& o)
         o["scale_restriction"] = std::string(scaleRestrictionName(r.scaleRestriction));
 }
 
-void readRounding(QuantizationRule& r, const Json& v) { r.rounding = enumValue(v, parseRounding, roundingNames); }
+void readRounding(QuantizationRule& r, const Json& v)
+{
+    r.rounding = enumValue(v, parseRounding, roundingNames);
+}
 void writeRounding(const QuantizationRule& r, Json& o)
 {
     if (r.rounding != Rounding::Nearest)
@@ -286,7 +316,10 @@ void writeRoundingSeed(const QuantizationRule& r, Json& o)
         o["rounding_seed"] = r.roundingSeed;
 }
 
-std::vector<std::string> none() { return {}; }
+std::vector<std::string> none()
+{
+    return {};
+}
 
 const std::array<RuleField, 15> kFields{{
     {"module_path", "string (regex)", "`.*`",
@@ -296,8 +329,8 @@ const std::array<RuleField, 15> kFields{{
      none, readOpTypes, writeOpTypes},
     {"weight_qtype", "string or null", "`null` (weights stay float)", "quantized type of the layer's weights",
      qtypeNames, readWeightQType, writeWeightQType},
-    {"act_qtype", "string or null", "`null` (activations stay float)", "quantized type of the layer's input activations",
-     qtypeNames, readActQType, writeActQType},
+    {"act_qtype", "string or null", "`null` (activations stay float)",
+     "quantized type of the layer's input activations", qtypeNames, readActQType, writeActQType},
     {"weight_calibration", "string", "`absmax`", "calibration method that finds the weight range", calibrationSyntaxes,
      readWeightCalibration, writeWeightCalibration},
     {"act_calibration", "string or null", "`null`: `absmax` in PTQ, `minmax` in ODML",
@@ -321,8 +354,9 @@ const std::array<RuleField, 15> kFields{{
      "asks `percentile`, `mse` or `entropy` for the symmetric (`true`) or two-sided (`false`) variant; other methods "
      "accept only their own symmetry",
      none, readSymmetric, writeSymmetric},
-    {"scale_restriction", "string", "`float`", "how scales are represented: any float, a power of two, or an fp16 value",
-     restrictionNames, readScaleRestriction, writeScaleRestriction},
+    {"scale_restriction", "string", "`float`",
+     "how scales are represented: any float, a power of two, or an fp16 value", restrictionNames, readScaleRestriction,
+     writeScaleRestriction},
     {"rounding", "string", "`nearest`", "round half to even, or seeded stochastic rounding", roundingNames,
      readRounding, writeRounding},
     {"rounding_seed", "non-negative integer", "`0`",
@@ -357,7 +391,10 @@ std::string fieldNames()
 
 } // namespace
 
-std::span<const RuleField> ruleFields() { return kFields; }
+std::span<const RuleField> ruleFields()
+{
+    return kFields;
+}
 
 const RuleField* findRuleField(std::string_view name)
 {
@@ -370,8 +407,9 @@ const RuleField* findRuleField(std::string_view name)
 QuantizationRule ruleFromJson(const Json& object, size_t index)
 {
     if (!object.is_object())
-        throw Error("rule " + std::to_string(index) + ": expected an object such as {\"module_path\": \".*\", "
-                                                      "\"weight_qtype\": \"int8\"}, got " +
+        throw Error("rule " + std::to_string(index) +
+                    ": expected an object such as {\"module_path\": \".*\", "
+                    "\"weight_qtype\": \"int8\"}, got " +
                     shown(object));
     QuantizationRule rule;
     for (const auto& [key, value] : object.items()) {
