@@ -118,10 +118,18 @@ private slots:
         QCOMPARE(QString::fromStdString(e[1].text), QStringLiteral("rule 1: op_types [Gemm] does not list Conv"));
         QCOMPARE(QString::fromStdString(e[3].text),
                  QStringLiteral("rule 3: matches, but rule 2 comes first and applies"));
-        // A path mismatch is reported even when the op type is not listed either.
-        QCOMPARE(set.explain("head/x", "Conv")[1].verdict, RuleVerdict::OpTypeNotListed);
-        QCOMPARE(set.explain("z", "Conv")[1].verdict, RuleVerdict::OpTypeNotListed);
-        QCOMPARE(set.explain("z", "Conv")[2].verdict, RuleVerdict::PathMismatch);
+        // The first rule applies even to paths a later rule also matches; rules after it are shadowed.
+        const auto head = set.explain("head/x", "Gemm");
+        QCOMPARE(head[0].verdict, RuleVerdict::Applies);
+        QCOMPARE(head[1].verdict, RuleVerdict::Shadowed);
+        QCOMPARE(head[1].shadowedBy, std::optional<size_t>(0));
+        // A path mismatch is what is reported when the op type is not listed either.
+        const RuleSet both = rules(R"([{"module_path": "a", "op_types": ["Gemm"]}])");
+        QCOMPARE(both.explain("b", "Conv")[0].verdict, RuleVerdict::PathMismatch);
+        QCOMPARE(both.explain("a", "Conv")[0].verdict, RuleVerdict::OpTypeNotListed);
+        QCOMPARE(both.explain("a", "Gemm")[0].verdict, RuleVerdict::Applies);
+        QCOMPARE(QString::fromStdString(both.explain("a", "Gemm")[0].text),
+                 QStringLiteral("rule 0: applies: module_path \"a\" matches \"a\" and op_types lists Gemm"));
         // explain and firstMatch agree.
         for (const char* path : {"head/a", "layer1/conv", "x/conv", "other"})
             for (const char* op : {"Conv", "Gemm"}) {
