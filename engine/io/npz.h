@@ -1,0 +1,63 @@
+#pragma once
+// NumPy .npz archives (np.savez, np.savez_compressed): a zip archive whose
+// `NAME.npy` members are arrays named NAME.
+//
+// open() reads the zip directory (io/zip_archive.h validates it) and the .npy
+// header of every array (for a deflated member only the header's bytes are
+// inflated), so names, dtypes and shapes are known without touching the data.
+// read() loads one array: a stored, little-endian, C-order member whose data
+// is aligned in memory is borrowed from the mapping (zero copy, after its
+// CRC-32 is checked); anything else (deflated, big-endian, Fortran order,
+// misaligned, bool) becomes an owned tensor, inflated straight into it where
+// the layout allows. Members not ending in `.npy` are listed, not loaded.
+//
+// Errors are qs::Error naming the archive, the member and the field or offset.
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/tensor.h"
+#include "io/npy_header.h"
+#include "io/zip_archive.h"
+
+namespace qs {
+
+struct NpzArray {
+    std::string name;     // member name without ".npy"
+    NpyHeader header;     // dtype, shape, byte order, Fortran order, data offset within the member
+    size_t entry = 0;     // index into the archive's entries()
+    bool compressed = false;
+};
+
+class NpzFile {
+public:
+    static NpzFile open(const std::filesystem::path& path);
+
+    const std::filesystem::path& path() const { return archive_.path(); }
+    // In archive order.
+    const std::vector<NpzArray>& arrays() const { return arrays_; }
+    // nullptr when absent.
+    const NpzArray* find(std::string_view name) const;
+    // Members that are not .npy arrays.
+    const std::vector<std::string>& otherMembers() const { return otherMembers_; }
+
+    // Loads an array (see above). The name form throws an Error naming the
+    // archive when there is no such array.
+    Tensor read(const NpzArray& array) const;
+    Tensor read(std::string_view name) const;
+
+    const ZipArchive& archive() const { return archive_; }
+
+private:
+    explicit NpzFile(ZipArchive archive) : archive_(std::move(archive)) {}
+
+    ZipArchive archive_;
+    std::vector<NpzArray> arrays_;
+    std::unordered_map<std::string, size_t> byName_;
+    std::vector<std::string> otherMembers_;
+};
+
+} // namespace qs

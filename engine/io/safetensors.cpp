@@ -1,0 +1,492 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace qs {
+
+static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+[[noreturn]] void fail(const std::filesystem::path& file, const std::string& what)
+{
+    throw Error(file.string() + ": " + what);
+}
+
+struct DtypeName {
+    std::string_view name;
+    DType dtype;
+};
+// The dtypes of the format this reader knows; F8 codes are kept as bytes.
+constexpr std::array<DtypeName, 15> kDtypes{{
+    {"F64", DType::F64},
+    {"F32", DType::F32},
+    {"F16", DType::F16},
+    {"BF16", DType::BF16},
+    {"I64", DType::I64},
+    {"I32", DType::I32},
+    {"I16", DType::I16},
+    {"I8", DType::I8},
+    {"U64", DType::U64},
+    {"U32", DType::U32},
+    {"U16", DType::U16},
+    {"U8", DType::U8},
+    {"BOOL", DType::Bool},
+    {"F8_E4M3", DType::U8},
+    {"F8_E5M2", DType::U8},
+}};
+
+std::optional<DType> dtypeOfName(std::string_view name)
+{
+    for (const auto& d : kDtypes)
+        if (d.name == name)
+            return d.dtype;
+    return std::nullopt;
+}
+
+std::string fileDtypeName(DType dtype)
+{
+    for (const auto& d : kDtypes)
+        if (d.dtype == dtype)
+            return std::string(d.name);
+    return {};
+}
+
+std::string knownDtypeList()
+{
+    std::string s;
+    for (const auto& d : kDtypes)
+        s += (s.empty() ? "" : ", ") + std::string(d.name);
+    return s;
+}
+
+// Parses the header JSON. The callback refuses duplicate keys (nlohmann would
+// silently keep the last) and nesting deeper than the format uses.
+Json parseHeaderJson(std::string_view text, const std::filesystem::path& file, uint64_t fileOffset)
+{
+    std::vector<std::set<std::string>> keysAtDepth;
+    auto callback = [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
+        using E = nlohmann::json::parse_event_t;
+        if (depth > 3)
+            fail(file, "header JSON nests deeper than safetensors allows");
+        if (event == E::object_start) {
+            if (keysAtDepth.size() <= size_t(depth))
+                keysAtDepth.resize(size_t(depth) + 1);
+            keysAtDepth[size_t(depth)].clear();
+        } else if (event == E::key && depth >= 1) {
+            const std::string key = parsed.get<std::string>();
+            if (!keysAtDepth[size_t(depth - 1)].insert(key).second)
+                fail(file, "header JSON has the key \"" + key + "\" twice in one object");
+        }
+        return true;
+    };
+    try {
+        return Json::parse(text.begin(), text.end(), callback);
+    } catch (const nlohmann::json::parse_error& e) {
+        // e.byte counts from 1 within the header text.
+        const uint64_t at = fileOffset + (e.byte > 0 ? e.byte - 1 : 0);
+        fail(file, "header is not valid JSON (at byte offset " + std::to_string(at) + "): " + e.what());
+    }
+}
+
+uint64_t nonNegativeInteger(const Json& v, const std::string& what, const std::filesystem::path& file)
+{
+    if (v.is_number_unsigned())
+        return v.get<uint64_t>();
+    if (v.is_number_integer() && v.get<int64_t>() >= 0)
+        return uint64_t(v.get<int64_t>());
+    fail(file, what + " must be a non-negative integer, found " + v.dump());
+}
+
+std::map<std::string, std::string> stringMap(const Json& v, const std::string& what, const std::filesystem::path& file)
+{
+    if (!v.is_object())
+        fail(file, what + " must be an object of strings, found " + std::string(v.type_name()));
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : v.items()) {
+        if (!value.is_string())
+            fail(file, what + " entry \"" + key + "\" must be a string, found " + std::string(value.type_name()));
+        out.emplace(key, value.get<std::string>());
+    }
+    return out;
+}
+
+SafetensorsEntry parseEntry(const std::string& name, const Json& v, const std::filesystem::path& file)
+{
+    const std::string where = "tensor \"" + name + "\"";
+    if (!v.is_object())
+        fail(file, where + " must be an object with dtype, shape and data_offsets");
+    for (const auto& [key, value] : v.items())
+        if (key != "dtype" && key != "shape" && key != "data_offsets")
+            fail(file, where + " has an unknown field \"" + key + "\" (expected only dtype, shape, data_offsets)");
+    for (const char* key : {"dtype", "shape", "data_offsets"})
+        if (!v.contains(key))
+            fail(file, where + " has no field \"" + std::string(key) + "\"");
+
+    SafetensorsEntry e;
+    e.name = name;
+    const Json& dtype = v["dtype"];
+    if (!dtype.is_string())
+        fail(file, where + " field dtype must be a string, found " + dtype.dump());
+    e.sourceDtype = dtype.get<std::string>();
+    const auto d = dtypeOfName(e.sourceDtype);
+    if (!d)
+        fail(file, where + " has unknown dtype \"" + e.sourceDtype + "\" (known: " + knownDtypeList() + ")");
+    e.dtype = *d;
+
+    const Json& shape = v["shape"];
+    if (!shape.is_array())
+        fail(file, where + " field shape must be an array of integers, found " + shape.dump());
+    for (size_t i = 0; i < shape.size(); ++i) {
+        const uint64_t dim = nonNegativeInteger(shape[i], where + " shape[" + std::to_string(i) + "]", file);
+        if (dim > uint64_t(std::numeric_limits<int64_t>::max()))
+            fail(file, where + " shape[" + std::to_string(i) + "] is too large");
+        e.shape.push_back(int64_t(dim));
+    }
+
+    const Json& offsets = v["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2)
+        fail(file, where + " field data_offsets must be [begin, end], found " + offsets.dump());
+    e.begin = nonNegativeInteger(offsets[0], where + " data_offsets[0]", file);
+    e.end = nonNegativeInteger(offsets[1], where + " data_offsets[1]", file);
+    if (e.begin > e.end)
+        fail(file, where + " data_offsets begin " + std::to_string(e.begin) + " is after end " +
+                       std::to_string(e.end));
+
+    int64_t count = 0;
+    try {
+        count = shapeElementCount(e.shape);
+    } catch (const Error& err) {
+        fail(file, where + ": " + err.what());
+    }
+    const uint64_t item = dtypeSize(e.dtype);
+    if (uint64_t(count) > std::numeric_limits<uint64_t>::max() / item)
+        fail(file, where + " shape " + shapeToString(e.shape) + " has a byte size that overflows 64 bits");
+    const uint64_t bytes = uint64_t(count) * item;
+    if (bytes != e.end - e.begin)
+        fail(file, where + " shape " + shapeToString(e.shape) + " of " + e.sourceDtype + " needs " +
+                       std::to_string(bytes) + " bytes but data_offsets [" + std::to_string(e.begin) + ", " +
+                       std::to_string(e.end) + "] hold " + std::to_string(e.end - e.begin));
+    return e;
+}
+
+// Reads and validates one data file; appends its entries (with `file` = index).
+SafetensorsFile::Shard readShard(const std::filesystem::path& path, size_t index,
+                                 std::vector<SafetensorsEntry>& entries)
+{
+    SafetensorsFile::Shard shard;
+    shard.mapping = MappedFile::open(path);
+    const auto bytes = shard.mapping->bytes();
+    if (bytes.size() < 8)
+        fail(path, "truncated: " + std::to_string(bytes.size()) +
+                       " bytes, too short for the 8-byte header length of a safetensors file");
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);
+    if (n > kSafetensorsMaxHeaderBytes)
+        fail(path, "header length " + std::to_string(n) + " (at byte offset 0) exceeds the limit of " +
+                       std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");
+    if (n > bytes.size() - 8)
+        fail(path, "header length " + std::to_string(n) + " (at byte offset 0) runs past the end of the file (" +
+                       std::to_string(bytes.size()) + " bytes)");
+    shard.dataOffset = 8 + n;
+    const uint64_t dataSize = bytes.size() - shard.dataOffset;
+
+    const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, size_t(n));
+    const Json header = parseHeaderJson(text, path, 8);
+    if (!header.is_object())
+        fail(path, "header must be a JSON object, found " + std::string(header.type_name()));
+
+    const size_t first = entries.size();
+    for (const auto& [key, value] : header.items()) {
+        if (key == "__metadata__") {
+            shard.metadata = stringMap(value, "__metadata__", path);
+            continue;
+        }
+        SafetensorsEntry e = parseEntry(key, value, path);
+        if (e.end > dataSize)
+            fail(path, "tensor \"" + key + "\" data_offsets end " + std::to_string(e.end) +
+                           " is past the end of the data section (" + std::to_string(dataSize) + " bytes)");
+        e.file = index;
+        entries.push_back(std::move(e));
+    }
+
+    // The ranges, in data order, must tile [0, dataSize) exactly.
+    std::vector<const SafetensorsEntry*> order;
+    for (size_t i = first; i < entries.size(); ++i)
+        order.push_back(&entries[i]);
+    std::sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
+        return a->begin != b->begin ? a->begin < b->begin : a->end < b->end;
+    });
+    uint64_t covered = 0;
+    const SafetensorsEntry* previous = nullptr;
+    for (const auto* e : order) {
+        if (e->begin < covered)
+            fail(path, "tensor \"" + e->name + "\" data_offsets [" + std::to_string(e->begin) + ", " +
+                           std::to_string(e->end) + "] overlap tensor \"" + previous->name + "\" ending at " +
+                           std::to_string(covered));
+        if (e->begin > covered)
+            fail(path, "the data section has a gap of " + std::to_string(e->begin - covered) +
+                           " bytes at data offset " + std::to_string(covered) + " (before tensor \"" + e->name +
+                           "\"); every byte must belong to a tensor");
+        covered = e->end;
+        previous = e;
+    }
+    if (covered != dataSize)
+        fail(path, "the data section has " + std::to_string(dataSize - covered) +
+                       " bytes after the last tensor (from data offset " + std::to_string(covered) +
+                       "); every byte must belong to a tensor");
+    return shard;
+}
+
+// A shard path from weight_map: relative, inside the index's folder.
+std::filesystem::path shardPath(const std::string& relative, const std::filesystem::path& index)
+{
+    const std::filesystem::path rel(relative);
+    if (relative.empty() || rel.is_absolute() || rel.has_root_name() || rel.has_root_directory())
+        fail(index, "weight_map shard path \"" + relative + "\" must be a relative path inside the index's folder");
+    for (const auto& part : rel)
+        if (part == "..")
+            fail(index, "weight_map shard path \"" + relative + "\" may not contain '..'");
+    return index.parent_path() / rel;
+}
+
+std::map<std::string, std::string> indexMetadata(const Json& v, const std::filesystem::path& index)
+{
+    if (!v.is_object())
+        fail(index, "metadata must be an object, found " + std::string(v.type_name()));
+    std::map<std::string, std::string> out;
+    for (const auto& [key, value] : v.items())
+        out.emplace(key, value.is_string() ? value.get<std::string>() : value.dump());
+    return out;
+}
+
+bool endsWith(std::string_view s, std::string_view suffix)
+{
+    return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+} // namespace
+
+SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path)
+{
+    SafetensorsFile f;
+    f.path_ = path;
+    if (!endsWith(path.filename().string(), ".index.json")) {
+        f.shards_.push_back(readShard(path, 0, f.entries_));
+        f.metadata_ = f.shards_[0].metadata;
+    } else {
+        f.sharded_ = true;
+        const auto mapping = MappedFile::open(path);
+        const auto bytes = mapping->bytes();
+        if (bytes.size() > kSafetensorsMaxHeaderBytes)
+            fail(path, "index of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
+                           std::to_string(kSafetensorsMaxHeaderBytes));
+        const Json index = parseHeaderJson({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path, 0);
+        if (!index.is_object() || !index.contains("weight_map"))
+            fail(path, "a safetensors index must be a JSON object with a \"weight_map\"");
+        if (index.contains("metadata"))
+            f.metadata_ = indexMetadata(index["metadata"], path);
+        const std::map<std::string, std::string> weightMap = stringMap(index["weight_map"], "weight_map", path);
+
+        std::map<std::string, std::vector<std::string>> tensorsOfShard; // name order of shards
+        for (const auto& [tensor, shard] : weightMap)
+            tensorsOfShard[shard].push_back(tensor);
+        for (const auto& [relative, mapped] : tensorsOfShard) {
+            const size_t first = f.entries_.size();
+            const auto shardFile = shardPath(relative, path);
+            try {
+                f.shards_.push_back(readShard(shardFile, f.shards_.size(), f.entries_));
+            } catch (const Error& e) {
+                fail(path, std::string("shard \"") + relative + "\": " + e.what());
+            }
+            std::set<std::string_view> inShard;
+            for (size_t i = first; i < f.entries_.size(); ++i) {
+                const std::string& name = f.entries_[i].name;
+                inShard.insert(name);
+                const auto it = weightMap.find(name);
+                if (it == weightMap.end())
+                    fail(path, "tensor \"" + name + "\" of shard \"" + relative + "\" is not in weight_map");
+                if (it->second != relative)
+                    fail(path, "tensor \"" + name + "\" is in shard \"" + relative + "\" but weight_map puts it in \"" +
+                                   it->second + "\"");
+            }
+            for (const std::string& name : mapped)
+                if (!inShard.count(name))
+                    fail(path, "weight_map puts tensor \"" + name + "\" in shard \"" + relative +
+                                   "\", which does not contain it");
+        }
+    }
+    for (size_t i = 0; i < f.entries_.size(); ++i)
+        if (!f.byName_.emplace(f.entries_[i].name, i).second)
+            fail(path, "tensor \"" + f.entries_[i].name + "\" appears twice");
+    return f;
+}
+
+std::vector<std::filesystem::path> SafetensorsFile::files() const
+{
+    std::vector<std::filesystem::path> out;
+    for (const auto& s : shards_)
+        out.push_back(s.mapping->path());
+    return out;
+}
+
+const SafetensorsEntry* SafetensorsFile::find(std::string_view name) const
+{
+    const auto it = byName_.find(std::string(name));
+    return it == byName_.end() ? nullptr : &entries_[it->second];
+}
+
+Tensor SafetensorsFile::tensor(std::string_view name) const
+{
+    const SafetensorsEntry* e = find(name);
+    if (!e)
+        fail(path_, "has no tensor \"" + std::string(name) + "\"");
+    return tensor(*e);
+}
+
+Tensor SafetensorsFile::tensor(const SafetensorsEntry& e) const
+{
+    const Shard& shard = shards_.at(e.file);
+    const std::byte* p = shard.mapping->data() + shard.dataOffset + e.begin;
+    const size_t bytes = size_t(e.end - e.begin);
+    const bool aligned = reinterpret_cast<uintptr_t>(p) % dtypeSize(e.dtype) == 0;
+    const bool cleanBools =
+        e.dtype != DType::Bool || std::all_of(p, p + bytes, [](std::byte b) { return b <= std::byte{1}; });
+    if (bytes == 0 || (aligned && cleanBools))
+        return Tensor::borrow(e.dtype, e.shape, bytes ? p : nullptr, shard.mapping);
+    Tensor t(e.dtype, e.shape);
+    std::memcpy(t.mutableRawData(), p, bytes);
+    if (e.dtype == DType::Bool)
+        for (auto& v : t.mutableValues<uint8_t>())
+            v = v != 0;
+    return t;
+}
+
+namespace {
+
+// A temporary file beside `path`, renamed over it by commit(); removed if
+// abandoned (by an Error or by destruction without commit()).
+class AtomicFile {
+public:
+    explicit AtomicFile(const std::filesystem::path& path) : path_(path)
+    {
+        const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
+        std::string leaf = "."; // hidden, made unique by mkstemp's XXXXXX
+        leaf += path.filename().string();
+        leaf += ".tmp-XXXXXX";
+        temp_ = (folder / leaf).string();
+        fd_ = ::mkstemp(temp_.data());
+        if (fd_ < 0)
+            fail(path_, std::string("cannot create a temporary file in its folder: ") + std::strerror(errno));
+    }
+    ~AtomicFile()
+    {
+        if (fd_ >= 0) {
+            ::close(fd_);
+            ::unlink(temp_.c_str());
+        }
+    }
+    AtomicFile(const AtomicFile&) = delete;
+    AtomicFile& operator=(const AtomicFile&) = delete;
+
+    void write(const void* data, size_t size)
+    {
+        auto* p = static_cast<const char*>(data);
+        while (size) {
+            const ssize_t n = ::write(fd_, p, size);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0)
+                fail(path_, std::string("write failed: ") + std::strerror(errno));
+            p += n;
+            size -= size_t(n);
+        }
+    }
+    void commit()
+    {
+        // mkstemp creates 0600; a checkpoint is an ordinary, readable file.
+        if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0)
+            fail(path_, std::string("cannot finish the temporary file: ") + std::strerror(errno));
+        const int fd = fd_;
+        fd_ = -1;
+        if (::close(fd) != 0 || ::rename(temp_.c_str(), path_.c_str()) != 0) {
+            const int err = errno;
+            ::unlink(temp_.c_str());
+            fail(path_, std::string("cannot put the written file into place: ") + std::strerror(err));
+        }
+    }
+
+private:
+    std::filesystem::path path_;
+    std::string temp_;
+    int fd_ = -1;
+};
+
+} // namespace
+
+void writeSafetensors(const std::filesystem::path& path, const std::vector<SafetensorsTensor>& tensors,
+                      const std::map<std::string, std::string>& metadata)
+{
+    std::vector<std::string> dtypes;
+    std::set<std::string_view> names;
+    for (const auto& t : tensors) {
+        if (t.name.empty() || t.name == "__metadata__")
+            fail(path, "cannot write a tensor named \"" + t.name + "\"");
+        if (!names.insert(t.name).second)
+            fail(path, "tensor \"" + t.name + "\" is given twice");
+        std::string dtype = t.dtype.empty() ? fileDtypeName(t.tensor.dtype()) : t.dtype;
+        const auto stored = dtypeOfName(dtype);
+        if (!stored || *stored != t.tensor.dtype())
+            fail(path, "tensor \"" + t.name + "\" of " + std::string(dtypeName(t.tensor.dtype())) +
+                           " cannot be written as safetensors dtype \"" + dtype + "\"");
+        dtypes.push_back(std::move(dtype));
+    }
+    // Data by decreasing item size keeps every offset a multiple of its item size.
+    std::vector<size_t> dataOrder(tensors.size());
+    for (size_t i = 0; i < dataOrder.size(); ++i)
+        dataOrder[i] = i;
+    std::stable_sort(dataOrder.begin(), dataOrder.end(), [&](size_t a, size_t b) {
+        return dtypeSize(tensors[a].tensor.dtype()) > dtypeSize(tensors[b].tensor.dtype());
+    });
+    std::vector<std::array<uint64_t, 2>> offsets(tensors.size());
+    uint64_t offset = 0;
+    for (size_t i : dataOrder) {
+        offsets[i] = {offset, offset + tensors[i].tensor.nbytes()};
+        offset += tensors[i].tensor.nbytes();
+    }
+
+    Json header = Json::object();
+    if (!metadata.empty())
+        header["__metadata__"] = metadata;
+    for (size_t i = 0; i < tensors.size(); ++i)
+        header[tensors[i].name] = {{"dtype", dtypes[i]},
+                                   {"shape", tensors[i].tensor.shape()},
+                                   {"data_offsets", {offsets[i][0], offsets[i][1]}}};
+    std::string text = header.dump();
+    text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+    const uint64_t n = text.size();
+
+    AtomicFile out(path);
+    out.write(&n, 8);
+    out.write(text.data(), text.size());
+    for (size_t i : dataOrder)
+        out.write(tensors[i].tensor.rawData(), tensors[i].tensor.nbytes());
+    out.commit();
+}
+
+} // namespace qs
