@@ -17,7 +17,7 @@ namespace qs {
 // Adding and subtracting 1.5·2^23 rounds a float with |v| < 2^22 to an integer,
 // half to even, in the default rounding mode; unlike nearbyint it vectorizes
 // without SSE4.1. The result is never −0.
-inline float roundHalfEvenSmall(float v)
+[[gnu::always_inline]] inline float roundHalfEvenSmall(float v)
 {
     constexpr float kMagic = 0x1.8p23f;
     return (v + kMagic) - kMagic;
@@ -25,16 +25,20 @@ inline float roundHalfEvenSmall(float v)
 
 // Integer and ternary grids: clamp, then round (the same as rounding then
 // clamping, since the bounds are integers; clamping first keeps |v| < 2^22).
+// Codes: numerics' codeOfGridValue for a grid value g, computed inline.
 struct IntegerFastGrid {
     static constexpr bool kAddsZeroPoint = true;
     float qmin, qmax;
-    float operator()(float v) const { return roundHalfEvenSmall(std::min(std::max(v, qmin), qmax)); }
+    uint32_t codeMask; // (1 << bits) − 1: two's complement within the type's bits
+    [[gnu::always_inline]] float operator()(float v) const { return roundHalfEvenSmall(std::min(std::max(v, qmin), qmax)); }
+    [[gnu::always_inline]] uint32_t code(float g) const { return uint32_t(int32_t(g)) & codeMask; }
 };
 
 // {−1, +1}: zero goes to +1.
 struct BinaryFastGrid {
     static constexpr bool kAddsZeroPoint = true;
-    float operator()(float v) const { return v >= 0 ? 1.0f : -1.0f; }
+    [[gnu::always_inline]] float operator()(float v) const { return v >= 0 ? 1.0f : -1.0f; }
+    [[gnu::always_inline]] uint32_t code(float g) const { return g < 0 ? 0u : 1u; }
 };
 
 // A small float format (e4m3fn, e5m2, e2m1), saturating, round to nearest
@@ -47,17 +51,30 @@ struct FloatFastGrid {
     float maxFinite;
     uint32_t minNormalExponent; // biased float exponent of the format's smallest normal
     uint32_t mantissaBits;
+    uint32_t signBit;           // of the format's code
 
     static FloatFastGrid of(QType element)
     {
         switch (element) {
-        case QType::Fp8E4M3: return {448.0f, 127 - 6, 3};
-        case QType::Fp8E5M2: return {57344.0f, 127 - 14, 2};
-        default: return {6.0f, 127, 1}; // Fp4E2M1
+        case QType::Fp8E4M3: return {448.0f, 127 - 6, 3, 0x80};
+        case QType::Fp8E5M2: return {57344.0f, 127 - 14, 2, 0x80};
+        default: return {6.0f, 127, 1, 0x8}; // Fp4E2M1
         }
     }
 
-    float operator()(float v) const
+    // The bit pattern of a grid value g (finite, on the grid): past the subnormal
+    // range each binade holds 2^mantissaBits codes, and within its binade g is an
+    // integer number of quanta (which carries into the exponent field by itself).
+    [[gnu::always_inline]] uint32_t code(float g) const
+    {
+        const float a = std::fabs(g);
+        const uint32_t e = std::max(std::bit_cast<uint32_t>(a) >> 23, minNormalExponent);
+        const float inverse = std::bit_cast<float>((254 - e + mantissaBits) << 23);
+        const uint32_t magnitude = ((e - minNormalExponent) << mantissaBits) + uint32_t(int32_t(a * inverse));
+        return magnitude | ((std::bit_cast<uint32_t>(g) >> 31) * signBit);
+    }
+
+    [[gnu::always_inline]] float operator()(float v) const
     {
         const float a = std::min(std::fabs(v), maxFinite);
         const uint32_t e = std::max(std::bit_cast<uint32_t>(a) >> 23, minNormalExponent);
@@ -78,12 +95,22 @@ struct Nf4FastGrid {
 
     static const Nf4FastGrid& instance();
 
-    float operator()(float v) const
+    [[gnu::always_inline]] float operator()(float v) const
     {
         float g = values[0];
+#pragma GCC unroll 15
         for (int k = 0; k < 15; ++k)
             g = v >= thresholds[size_t(k)] ? values[size_t(k) + 1] : g;
         return g;
+    }
+    // The index of codebook value g: the thresholds lie strictly above the entry below them.
+    [[gnu::always_inline]] uint32_t code(float g) const
+    {
+        uint32_t index = 0;
+#pragma GCC unroll 15
+        for (int k = 0; k < 15; ++k)
+            index += g >= thresholds[size_t(k)] ? 1u : 0u;
+        return index;
     }
 };
 

@@ -1,6 +1,7 @@
 #include "quant/kernels.h"
 
 #include <atomic>
+#include <bit>
 #include <cfloat>
 #include <cmath>
 #include <cstring>
@@ -53,9 +54,19 @@ struct LoadF32 {
     using In = float;
     static float get(float x) { return x; }
 };
+// fp16ToFloat without branches, so that the loops vectorize: placing the 15
+// fp16 bits at the top of a float's and scaling by 2^112 re-biases the exponent
+// and turns fp16 subnormals into exact float normals; Inf/NaN are selected
+// apart. The tests hold it to core/half.h bit for bit through the reference.
 struct LoadF16 {
     using In = uint16_t;
-    static float get(uint16_t h) { return fp16ToFloat(h); }
+    [[gnu::always_inline]] static float get(uint16_t h)
+    {
+        const uint32_t magnitude = uint32_t(h & 0x7fffu) << 13;
+        const uint32_t finite = std::bit_cast<uint32_t>(std::bit_cast<float>(magnitude) * 0x1p112f);
+        const uint32_t bits = magnitude >= (0x7c00u << 13) ? magnitude | 0x7f800000u : finite;
+        return std::bit_cast<float>(bits | (uint32_t(h & 0x8000u) << 16));
+    }
 };
 struct LoadBf16 {
     using In = uint16_t;
@@ -83,7 +94,7 @@ void withFastGrid(const QuantParams& p, Fn&& fn)
     case QKind::Integer:
     case QKind::Ternary: {
         const IntegerGrid g = integerGrid(p.qtype, p.options.narrowRange);
-        fn(IntegerFastGrid{float(g.qmin), float(g.qmax)});
+        fn(IntegerFastGrid{float(g.qmin), float(g.qmax), uint32_t((uint64_t(1) << q.bits) - 1)});
         return;
     }
     case QKind::Binary: fn(BinaryFastGrid{}); return;
@@ -139,9 +150,18 @@ struct Plan {
     }
 };
 
+// The inner loops get an AVX2 clone next to the baseline one, picked at load
+// time; both do the same IEEE operations (no FMA contraction), so the same bits.
+// QUANTSCOPE_NO_TARGET_CLONES builds only the baseline (to test it on an AVX2 machine).
+#ifdef QUANTSCOPE_NO_TARGET_CLONES
+#define QS_VECTOR_CLONES
+#else
+#define QS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+
 // One run of fake quantization with round-to-nearest. Returns whether an input was not finite.
 template <class Grid, class Load, bool PerElement, bool HasZp>
-bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, float* __restrict out, int64_t n,
+QS_VECTOR_CLONES bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, float* __restrict out, int64_t n,
                     const float* __restrict s, const float* __restrict z)
 {
     const Grid grid = gridRef;
@@ -157,6 +177,26 @@ bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, 
             out[j] = (grid(xv / sj + zj) - zj) * sj;
         else
             out[j] = grid(xv / sj) * sj;
+    }
+    return bad != 0;
+}
+
+// One run of codes with round-to-nearest. Returns whether an input was not finite.
+template <class Grid, class Load, bool PerElement, bool HasZp, class Code>
+QS_VECTOR_CLONES bool quantizeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x,
+                                         Code* __restrict out, int64_t n, const float* __restrict s,
+                                         const float* __restrict z)
+{
+    const Grid grid = gridRef;
+    const float s0 = s[0];
+    const float z0 = HasZp ? z[0] : 0.0f;
+    int bad = 0;
+    for (int64_t j = 0; j < n; ++j) {
+        const float xv = Load::get(x[j]);
+        bad |= int(!(std::fabs(xv) <= FLT_MAX));
+        const float sj = PerElement ? s[j] : s0;
+        const float zj = HasZp ? (PerElement ? z[j] : z0) : 0.0f;
+        out[j] = Code(grid.code(grid(Grid::kAddsZeroPoint ? xv / sj + zj : xv / sj)));
     }
     return bad != 0;
 }
@@ -314,8 +354,6 @@ Tensor quantize(const Tensor& input, const QuantParams& params, Rounding roundin
         return out;
     const Plan plan(params, input.numel());
     const QType t = params.qtype;
-    const bool integer = qtypeInfo(t).kind == QKind::Integer;
-    const uint32_t mask = codeMask(t);
     const bool integerLike = isIntegerLike(t);
     const IntegerGrid ig = integerLike ? integerGrid(t, params.options.narrowRange) : IntegerGrid{0, 0};
     bool bad = false;
@@ -323,33 +361,24 @@ Tensor quantize(const Tensor& input, const QuantParams& params, Rounding roundin
         using L = decltype(load);
         using Code = std::remove_pointer_t<decltype(codes)>;
         const auto* x = static_cast<const typename L::In*>(input.rawData());
-        auto toCode = [&](float g) {
-            return Code(integer ? uint32_t(int32_t(g)) & mask : codeOfGridValue(t, g));
-        };
-        withFastGrid(params, [&](const auto& gridRef) {
-            using G = std::decay_t<decltype(gridRef)>;
-            bad = plan.parallelRuns([&](int64_t start, int64_t n, int64_t group, auto pe, auto hz) {
-                const G grid = gridRef;
-                const float* s = plan.scales(group);
-                const float* z = plan.zps(group);
-                int badRun = 0;
-                for (int64_t j = 0; j < n; ++j) {
-                    float g;
-                    if (rounding == Rounding::Stochastic) {
-                        g = stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed, start + j,
-                                                           badRun);
-                    } else {
-                        const float xv = L::get(x[start + j]);
-                        badRun |= int(!(std::fabs(xv) <= FLT_MAX));
-                        float v = xv / s[pe() ? j : 0];
-                        if constexpr (G::kAddsZeroPoint)
-                            v += hz() ? z[pe() ? j : 0] : 0.0f;
-                        g = grid(v);
-                    }
-                    codes[start + j] = toCode(g);
-                }
-                return badRun != 0;
+        if (rounding == Rounding::Nearest) {
+            withFastGrid(params, [&](const auto& grid) {
+                using G = std::decay_t<decltype(grid)>;
+                bad = plan.parallelRuns([&](int64_t start, int64_t n, int64_t group, auto pe, auto hz) {
+                    return quantizeRunNearest<G, L, pe(), hz(), Code>(grid, x + start, codes + start, n,
+                                                                      plan.scales(group), plan.zps(group));
+                });
             });
+            return;
+        }
+        bad = plan.parallelRuns([&](int64_t start, int64_t n, int64_t group, auto pe, auto hz) {
+            const float* s = plan.scales(group);
+            const float* z = plan.zps(group);
+            int badRun = 0;
+            for (int64_t j = 0; j < n; ++j)
+                codes[start + j] = Code(codeOfGridValue(
+                    t, stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed, start + j, badRun)));
+            return badRun != 0;
         });
     };
     withInputType(input.dtype(), [&](auto load) {
