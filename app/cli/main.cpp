@@ -1,12 +1,95 @@
+// quantscope-cli: dispatches to one command and maps its outcome to an exit
+// status: 0 success, 1 a user error (one line on stderr), 2 bad usage.
 #include <cstdio>
-#include <cstring>
+#include <exception>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "cli/commands.h"
+#include "core/error.h"
+
+using namespace qs::cli;
+
+namespace {
+
+const std::vector<Command>& commands()
+{
+    static const std::vector<Command> list{fakeQuantCommand(), compareMethodsCommand(), benchCommand()};
+    return list;
+}
+
+std::string programHelp()
+{
+    std::string text = "usage: quantscope-cli --version\n";
+    for (const Command& c : commands())
+        text += "       quantscope-cli " + c.spec.synopsis + "\n";
+    text += "\nCommands:\n";
+    for (const Command& c : commands())
+        text += "  " + c.spec.name + std::string(18 - c.spec.name.size(), ' ') + c.spec.summary + "\n";
+    text += "\nRun 'quantscope-cli COMMAND --help' for a command's options.\n"
+            "Exit status: 0 success, 1 a user error (bad file, value or tensor), 2 bad usage.\n";
+    return text;
+}
+
+// Keeps a user-error message on one line.
+std::string oneLine(std::string s)
+{
+    for (char& c : s)
+        if (c == '\n' || c == '\r')
+            c = ' ';
+    return s;
+}
+
+} // namespace
+
+namespace qs::cli {
+const std::vector<Command>& allCommands() { return commands(); }
+} // namespace qs::cli
 
 int main(int argc, char** argv)
 {
-    if (argc == 2 && std::strcmp(argv[1], "--version") == 0) {
-        std::printf("quantscope-cli %s\n", QUANTSCOPE_VERSION);
-        return 0;
+    const std::vector<std::string> args(argv + 1, argv + argc);
+    if (args.empty()) {
+        std::fputs(programHelp().c_str(), stderr);
+        return kExitUsage;
     }
-    std::fprintf(stderr, "usage: quantscope-cli --version\n");
-    return 2;
+    if (args[0] == "--version") {
+        std::printf("quantscope-cli %s\n", QUANTSCOPE_VERSION);
+        return kExitOk;
+    }
+    if (args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+        std::fputs(programHelp().c_str(), stdout);
+        return kExitOk;
+    }
+    const Command* command = nullptr;
+    for (const Command& c : commands())
+        if (c.spec.name == args[0])
+            command = &c;
+    if (!command) {
+        std::fprintf(stderr, "quantscope-cli: unknown command '%s'\nusage: quantscope-cli --version | %s",
+                     args[0].c_str(), "COMMAND [OPTIONS] (see 'quantscope-cli --help')\n");
+        return kExitUsage;
+    }
+    try {
+        const Arguments parsed(command->spec, std::span(args).subspan(1));
+        if (parsed.helpRequested()) {
+            std::fputs(helpText(command->spec).c_str(), stdout);
+            return kExitOk;
+        }
+        return command->run(parsed);
+    } catch (const UsageError& e) {
+        std::fprintf(stderr, "quantscope-cli %s: %s\nusage: quantscope-cli %s\n", command->spec.name.c_str(),
+                     e.what(), command->spec.synopsis.c_str());
+        return kExitUsage;
+    } catch (const qs::Error& e) {
+        std::fprintf(stderr, "quantscope-cli %s: error: %s\n", command->spec.name.c_str(), oneLine(e.what()).c_str());
+        return kExitUserError;
+    } catch (const std::bad_alloc&) {
+        std::fprintf(stderr, "quantscope-cli %s: error: out of memory\n", command->spec.name.c_str());
+        return kExitUserError;
+    } catch (const std::exception& e) { // a library's error about the user's input (a path, a number)
+        std::fprintf(stderr, "quantscope-cli %s: error: %s\n", command->spec.name.c_str(), oneLine(e.what()).c_str());
+        return kExitUserError;
+    }
 }

@@ -1,0 +1,78 @@
+#include "analysis/tensor_quantization.h"
+
+#include "calib/calibrate.h"
+#include "core/error.h"
+#include "numerics/qtype.h"
+#include "quant/microscaling.h"
+
+namespace qs {
+namespace {
+
+TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
+{
+    const QTypeInfo& info = qtypeInfo(spec.qtype);
+    if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
+        throw Error("tensor '" + std::string(tensorName) + "': " + std::string(info.name) +
+                    " computes its block scales from each block's absmax (OCP MX / nvfp4); the method must be "
+                    "absmax, not '" + spec.method.toString() + "'");
+    TensorQuantization q;
+    q.params = microscalingParams(x, spec.qtype, -1, tensorName);
+    const float elementMax = qtypeInfo(info.element).maxFinite;
+    q.ranges.reserve(q.params.scales.size());
+    for (float s : q.params.scales)
+        q.ranges.push_back({-s * elementMax, s * elementMax});
+    return q;
+}
+
+} // namespace
+
+BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec)
+{
+    if (spec.granularity == Granularity::PerTensor) {
+        if (spec.tileSize)
+            throw Error("a tile size needs per_channel granularity (tiles are cut within each channel)");
+        return BlockLayout::perTensor(shape);
+    }
+    const int rank = int(shape.size());
+    const int axis = normalizeAxis(spec.axis, rank, "channel axis");
+    if (!spec.tileSize)
+        return BlockLayout::perChannel(shape, axis);
+    if (axis == rank - 1)
+        throw Error("tiles split the last axis, so the channel axis must be another one (got axis " +
+                    std::to_string(spec.axis) + " of shape " + shapeToString(shape) + ")");
+    const int64_t tile = resolveTileSize(*spec.tileSize, shape.back());
+    return BlockLayout::tiled(shape, axis, rank - 1, tile);
+}
+
+TensorQuantization computeQuantization(const Tensor& input, const QuantizationSpec& spec, std::string_view tensorName)
+{
+    const Tensor x = input.dtype() == DType::F32 || input.dtype() == DType::F16 || input.dtype() == DType::BF16
+                         ? input
+                         : input.toFloat32();
+    if (isMicroscaling(spec.qtype))
+        return microscalingQuantization(x, spec, tensorName);
+
+    const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
+    const bool symmetric = calibrationSymmetric(spec.method, target); // throws when the method cannot honour it
+    const QTypeInfo& info = qtypeInfo(spec.qtype);
+    if (!symmetric && info.kind != QKind::Integer)
+        throw Error("tensor '" + std::string(tensorName) + "': method '" + spec.method.toString() +
+                    "' is asymmetric but " + std::string(info.name) +
+                    " has no zero point; use a symmetric method (absmax, rms, percentile, mse, entropy)");
+
+    const Tensor xf = x.toFloat32();
+    const BlockLayout layout = layoutFor(xf.shape(), spec);
+    TensorQuantization q;
+    q.ranges = calibrateRanges(xf.values<float>(), layout, spec.method, target, tensorName);
+    q.params = quantParamsFromRanges(spec.qtype, layout, q.ranges, symmetric, spec.options, tensorName);
+    // The range the quantizer clips to: symmetric ±absmax ([0, absmax] for unsigned
+    // types); asymmetric the calibrated range widened to include 0, as the scale is.
+    const bool isUnsigned = info.kind == QKind::Integer && !info.isSigned;
+    for (Range& r : q.ranges) {
+        const float a = std::max(-r.min, r.max);
+        r = symmetric ? Range{isUnsigned ? 0.f : -a, a} : Range{std::min(r.min, 0.f), std::max(r.max, 0.f)};
+    }
+    return q;
+}
+
+} // namespace qs

@@ -1,0 +1,52 @@
+#pragma once
+// Quantizing one tensor the way a rule would, end to end: a qtype, a
+// calibration method string, a granularity and scale options give the groups'
+// calibrated ranges (calib) and from them the QuantParams (quant); the
+// microscaling types compute their own block scales from the data instead.
+// What `quantscope-cli fake-quant` and `compare-methods` run on an .npy.
+// Granularity and tile size mean what a rule's `granularity` and `tile_size` mean.
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "calib/method.h"
+#include "core/tensor.h"
+#include "quant/scale.h"
+#include "rules/rule.h"
+
+namespace qs {
+
+struct QuantizationSpec {
+    QType qtype = QType::Int8;                      // the quantized type
+    CalibrationMethod method;                       // how each group's range is found (default absmax)
+    Granularity granularity = Granularity::PerChannel; // per_tensor or per_channel, as in a rule
+    int axis = 0;                                   // the channel axis (negative counts from the end)
+    std::optional<double> tileSize;                 // per_channel only: also split the last axis into
+                                                    // tiles of this many elements (a rule's tile_size;
+                                                    // a value in (0, 1) means 1/tile_count)
+    std::optional<bool> symmetric;                  // overrides the method's symmetry when it allows
+    ScaleOptions options;                           // narrow range, scale restriction
+};
+
+// The groups of a tensor of `shape` under the spec's granularity (not for
+// microscaling types: their blocks are fixed by the type). Throws Error for an
+// axis out of range or a tile size the last axis cannot take.
+BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec);
+
+struct TensorQuantization {
+    QuantParams params;
+    // Per group, the range outside of which values clip: the calibrated range
+    // (symmetric methods: ±absmax; unsigned types with a symmetric method: [0, absmax]);
+    // microscaling blocks: ±scale · the element format's largest value.
+    std::vector<Range> ranges;
+};
+
+// Calibrates and computes the quantization parameters of `x` (float32, float16
+// or bfloat16; other dtypes are converted to float32 first). Throws Error naming
+// `tensorName` for a NaN/Inf, a method the qtype cannot use (an asymmetric method
+// on a float or codebook type), or a microscaling type with a method other than absmax.
+TensorQuantization computeQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName);
+
+} // namespace qs

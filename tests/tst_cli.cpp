@@ -1,0 +1,326 @@
+// quantscope-cli, run as a user runs it (QProcess): exit statuses, one-line
+// errors naming the file, fake-quant equal to the engine bit for bit,
+// compare-methods JSON, bench JSON.
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "analysis/method_comparison.h"
+#include "analysis/tensor_quantization.h"
+#include "io/npy.h"
+#include "quant/kernels.h"
+
+using namespace qs;
+
+namespace {
+
+struct Run {
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run runCli(const QStringList& args)
+{
+    QProcess p;
+    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
+    Run r;
+    if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit)
+        return r; // a crash or a signal is never an answer: exitCode stays -1
+    r.exitCode = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+// Weight-like data with the cases kernels get wrong: a zero channel, a constant
+// channel, outliers, values on rounding ties, tiny and negative-only channels.
+Tensor adversarialWeights(int64_t channels, int64_t width, uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    Tensor t(DType::F32, {channels, width});
+    auto v = t.mutableValues<float>();
+    for (int64_t c = 0; c < channels; ++c) {
+        const float spread = std::exp2(float(c % 9) - 4.f);
+        for (int64_t i = 0; i < width; ++i) {
+            float x = normal(rng) * spread;
+            switch (c % 6) {
+            case 0: x = 0.f; break;                                         // all zero
+            case 1: x = 0.375f; break;                                      // constant
+            case 2: x = (i % 17 == 0) ? x * 40.f : x; break;                // outliers
+            case 3: x = float(int(i % 255) - 127) / 127.f * 0.5f; break;    // on the int8 grid and its ties
+            case 4: x = -std::abs(x) * 1e-20f; break;                       // tiny, one-signed
+            default: break;
+            }
+            v[size_t(c * width + i)] = x;
+        }
+    }
+    return t;
+}
+
+QString writeTemp(const QTemporaryDir& dir, const QString& name, const Tensor& t)
+{
+    const QString path = dir.path() + "/" + name;
+    writeNpy(path.toStdString(), t);
+    return path;
+}
+
+void expectUserError(const QStringList& args, const QString& mustContain)
+{
+    const Run r = runCli(args);
+    QVERIFY2(r.exitCode == 1, qPrintable(args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
+    QVERIFY2(r.err.contains(mustContain.toUtf8()), r.err.constData());
+    QCOMPARE(r.err.count('\n'), 1); // one line
+    QVERIFY(r.out.isEmpty());
+}
+
+} // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void versionAndHelp()
+    {
+        Run r = runCli({"--version"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.startsWith("quantscope-cli " QUANTSCOPE_VERSION));
+        for (const char* command : {"fake-quant", "compare-methods", "bench"}) {
+            r = runCli({command, "--help"});
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY(r.out.startsWith(QByteArray("usage: quantscope-cli ") + command));
+        }
+        r = runCli({"--help"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY(r.out.contains("compare-methods"));
+    }
+
+    void badUsageExitsTwo_data()
+    {
+        QTest::addColumn<QStringList>("args");
+        const QString npy = QStringLiteral(QUANTSCOPE_TEST_DATA "/npy/f4_le_c_v1.npy");
+        QTest::newRow("no arguments") << QStringList{};
+        QTest::newRow("unknown command") << QStringList{"frobnicate"};
+        QTest::newRow("unknown option") << QStringList{"bench", "--sise", "4096"};
+        QTest::newRow("missing value") << QStringList{"fake-quant", "--npy", npy, "--qtype", "int8", "--method",
+                                                      "absmax", "--out"};
+        QTest::newRow("value swallowed by option")
+            << QStringList{"fake-quant", "--npy", "--qtype", "int8", "--method", "absmax", "--out", "o.npy"};
+        QTest::newRow("missing required option") << QStringList{"fake-quant", "--npy", npy, "--qtype", "int8",
+                                                                "--out", "o.npy"};
+        QTest::newRow("bad choice") << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8",
+                                                   "--granularity", "per_row"};
+        QTest::newRow("not a number") << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8", "--axis",
+                                                     "one"};
+        QTest::newRow("repeated option") << QStringList{"bench", "--json", "--json"};
+        QTest::newRow("stray argument") << QStringList{"bench", "extra"};
+        QTest::newRow("size not a multiple of 4096") << QStringList{"bench", "--size", "5000"};
+        QTest::newRow("tile without tile granularity")
+            << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8", "--tile", "64"};
+        QTest::newRow("npy and model") << QStringList{"compare-methods", "m.onnx", "--npy", npy, "--qtype", "int8"};
+    }
+
+    void badUsageExitsTwo()
+    {
+        QFETCH(QStringList, args);
+        const Run r = runCli(args);
+        QCOMPARE(r.exitCode, 2);
+        QVERIFY2(r.err.contains("usage: quantscope-cli"), r.err.constData());
+    }
+
+    void userErrorsExitOneNamingTheFile()
+    {
+        QTemporaryDir dir;
+        const QString good = writeTemp(dir, "w.npy", adversarialWeights(4, 64, 1));
+        const QString missing = dir.path() + "/missing.npy";
+        const QString corrupt = dir.path() + "/corrupt.npy";
+        QFile f(corrupt);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("\x93NUMPY\x01\x00\x20\x00{'descr': '<f4', 'shape': (4,)}");
+        f.close();
+        const QStringList options{"--qtype", "int8", "--method", "absmax", "--out", dir.path() + "/o.npy"};
+        expectUserError(QStringList{"fake-quant", "--npy", missing} + options, missing);
+        expectUserError(QStringList{"fake-quant", "--npy", corrupt} + options, corrupt);
+        expectUserError({"compare-methods", "--npy", corrupt, "--qtype", "int8"}, corrupt);
+        // An unknown qtype lists the valid ones.
+        const Run r = runCli({"fake-quant", "--npy", good, "--qtype", "int9", "--method", "absmax", "--out", "o.npy"});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY(r.err.contains("'int9'") && r.err.contains("int8") && r.err.contains("nf4") && r.err.contains("mxfp4"));
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "percentile,120", "--out",
+                         dir.path() + "/o.npy"},
+                        "percentile,120");
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "rms", "--out",
+                         dir.path() + "/o.npy"},
+                        "--method");
+        // What the data cannot take names the file: an axis out of range, an asymmetric method on fp8.
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "absmax", "--axis", "5", "--out",
+                         dir.path() + "/o.npy"},
+                        good);
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "fp8_e4m3", "--method", "minmax", "--out",
+                         dir.path() + "/o.npy"},
+                        good);
+        // An output folder that does not exist: the output file is named, nothing is written.
+        const QString badOut = dir.path() + "/no/such/o.npy";
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "absmax", "--out", badOut}, badOut);
+        QVERIFY(!QFile::exists(badOut));
+        expectUserError({"compare-methods", "model.onnx", "--tensor", "w", "--qtype", "int8"}, "model.onnx");
+    }
+
+    void fakeQuantEqualsTheEngine_data()
+    {
+        QTest::addColumn<QStringList>("options");
+        QTest::newRow("int8 absmax per_channel") << QStringList{"--qtype", "int8", "--method", "absmax"};
+        QTest::newRow("int8 absmax narrow per_tensor")
+            << QStringList{"--qtype", "int8", "--method", "absmax", "--narrow-range", "--granularity", "per_tensor"};
+        QTest::newRow("uint8 minmax") << QStringList{"--qtype", "uint8", "--method", "minmax"};
+        QTest::newRow("int4 minmax tile 64")
+            << QStringList{"--qtype", "int4", "--method", "minmax", "--granularity", "tile", "--tile", "64"};
+        QTest::newRow("int4 mse two-sided pow2")
+            << QStringList{"--qtype", "int4", "--method", "mse", "--symmetric", "false", "--scale-restriction", "pow2"};
+        QTest::newRow("int8 percentile axis -1")
+            << QStringList{"--qtype", "int8", "--method", "percentile,99.9", "--axis", "-1"};
+        QTest::newRow("nf4 entropy tile") << QStringList{"--qtype", "nf4", "--method", "entropy", "--granularity",
+                                                         "tile", "--tile", "0.25"};
+        QTest::newRow("fp8 rms fp16 scale")
+            << QStringList{"--qtype", "fp8_e4m3", "--method", "rms,3", "--scale-restriction", "fp16"};
+        QTest::newRow("ternary fixed") << QStringList{"--qtype", "ternary", "--method", "fixed,-1,1"};
+        QTest::newRow("int4 stochastic")
+            << QStringList{"--qtype", "int4", "--method", "absmax", "--rounding", "stochastic", "--seed", "42"};
+        QTest::newRow("mxfp4") << QStringList{"--qtype", "mxfp4", "--method", "absmax"};
+        QTest::newRow("nvfp4") << QStringList{"--qtype", "nvfp4", "--method", "absmax"};
+    }
+
+    void fakeQuantEqualsTheEngine()
+    {
+        QFETCH(QStringList, options);
+        QTemporaryDir dir;
+        const Tensor x = adversarialWeights(12, 256, 7);
+        const QString in = writeTemp(dir, "w.npy", x);
+        const QString out = dir.path() + "/fq.npy";
+        const Run r = runCli(QStringList{"fake-quant", "--npy", in, "--out", out} + options);
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(r.out.contains("sqnr"));
+
+        // The same through the engine, in process.
+        auto option = [&](const QString& name) {
+            const qsizetype i = options.indexOf(name);
+            return i < 0 ? std::optional<std::string>() : std::optional(options[i + 1].toStdString());
+        };
+        QuantizationSpec spec;
+        spec.qtype = *parseQType(*option("--qtype"));
+        spec.method = CalibrationMethod::parse(*option("--method"));
+        spec.granularity = option("--granularity") == "per_tensor" ? Granularity::PerTensor : Granularity::PerChannel;
+        if (option("--granularity") == "tile")
+            spec.tileSize = std::stod(option("--tile").value_or("128"));
+        spec.axis = std::stoi(option("--axis").value_or("0"));
+        spec.options.narrowRange = options.contains("--narrow-range");
+        if (option("--symmetric"))
+            spec.symmetric = option("--symmetric") == "true";
+        spec.options.restriction = *parseScaleRestriction(option("--scale-restriction").value_or("float"));
+        const Rounding rounding = *parseRounding(option("--rounding").value_or("nearest"));
+        const uint64_t seed = std::stoull(option("--seed").value_or("0"));
+        const TensorQuantization q = computeQuantization(x, spec, in.toStdString());
+        const Tensor expected = fakeQuantize(x, q.params, rounding, seed, in.toStdString());
+
+        const Tensor got = readNpy(out.toStdString());
+        QCOMPARE(got.dtype(), DType::F32);
+        QCOMPARE(got.shape(), x.shape());
+        QVERIFY(std::memcmp(got.rawData(), expected.rawData(), expected.nbytes()) == 0);
+        // And it did quantize: far fewer distinct values than the input, none NaN.
+        QSet<float> distinct;
+        for (float v : got.values<float>()) {
+            QVERIFY(std::isfinite(v));
+            distinct.insert(v);
+        }
+        QVERIFY(distinct.size() < 12 * 256 / 2);
+    }
+
+    void compareMethodsJson()
+    {
+        QTemporaryDir dir;
+        const Tensor x = adversarialWeights(6, 512, 3);
+        const QString in = writeTemp(dir, "w.npy", x);
+        struct Case {
+            QStringList args;
+            int methods, skipped, groups;
+        };
+        const std::vector<Case> cases{
+            {{"--qtype", "int8"}, 7, 0, 6},
+            {{"--qtype", "int4", "--granularity", "per_tensor"}, 7, 0, 1},
+            {{"--qtype", "fp8_e4m3", "--granularity", "tile", "--tile", "128"}, 6, 1, 24},
+            {{"--qtype", "mxfp4"}, 1, 0, 6 * 16},
+        };
+        for (const Case& c : cases) {
+            const Run r = runCli(QStringList{"compare-methods", "--npy", in, "--json"} + c.args);
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            QJsonParseError error;
+            const QJsonObject root = QJsonDocument::fromJson(r.out, &error).object();
+            QVERIFY2(error.error == QJsonParseError::NoError, qPrintable(error.errorString()));
+            QCOMPARE(root["file"].toString(), in);
+            const QJsonArray methods = root["methods"].toArray();
+            QCOMPARE(methods.size(), c.methods);
+            QCOMPARE(root["skipped"].toArray().size(), c.skipped);
+            double previous = -1;
+            for (const QJsonValue& v : methods) {
+                const QJsonObject m = v.toObject();
+                for (const char* field : {"method", "range", "scales", "mse", "sqnr_db", "fraction_clipped"})
+                    QVERIFY2(m.contains(field), field);
+                QVERIFY(m["mse"].toDouble() >= previous); // best first
+                previous = m["mse"].toDouble();
+                const double clipped = m["fraction_clipped"].toDouble();
+                QVERIFY(clipped >= 0 && clipped <= 1);
+                const int groups = c.groups == 1 ? 1 : int(m["scales"].toArray().size());
+                QCOMPARE(groups, c.groups);
+                if (c.groups > 1)
+                    QCOMPARE(m["range"].toObject()["min"].toArray().size(), c.groups);
+                else
+                    QVERIFY(m["range"].toObject()["max"].isDouble());
+            }
+        }
+        // The figures are the engine's: the best int8 method and its MSE, exactly.
+        QuantizationSpec spec;
+        const std::vector<MethodResult> engine = compareMethods(x, spec, in.toStdString());
+        const Run r = runCli({"compare-methods", "--npy", in, "--qtype", "int8", "--json"});
+        const QJsonObject best = QJsonDocument::fromJson(r.out).object()["methods"].toArray()[0].toObject();
+        QCOMPARE(best["method"].toString().toStdString(), engine.front().method);
+        QCOMPARE(best["mse"].toDouble(), engine.front().metrics.mse);
+        // The table lists the same methods, best first, and notes skipped ones.
+        const Run table = runCli({"compare-methods", "--npy", in, "--qtype", "nf4"});
+        QCOMPARE(table.exitCode, 0);
+        QVERIFY(table.out.contains("skipped minmax"));
+        QVERIFY(table.out.contains("SQNR dB"));
+    }
+
+    void benchJson()
+    {
+        const Run r = runCli({"bench", "--size", "65536", "--threads", "2", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY(r.err.isEmpty()); // no progress when stderr is not a terminal
+        const QJsonObject root = QJsonDocument::fromJson(r.out).object();
+        QCOMPARE(root["elements"].toInteger(), 65536);
+        QCOMPARE(root["threads"].toInteger(), 2);
+        const QStringList expected{"copy",
+                                   "absmax_per_channel",
+                                   "minmax_per_channel",
+                                   "percentile",
+                                   "histogram_2048",
+                                   "fake_quant_int8_per_channel",
+                                   "fake_quant_int4_tile128",
+                                   "fake_quant_nf4",
+                                   "fake_quant_fp8_e4m3"};
+        const QJsonArray results = root["results"].toArray();
+        QCOMPARE(results.size(), expected.size());
+        for (qsizetype i = 0; i < results.size(); ++i) {
+            const QJsonObject o = results[i].toObject();
+            QCOMPARE(o["name"].toString(), expected[i]);
+            for (const char* field : {"seconds", "gbps", "ratio_to_copy"})
+                QVERIFY2(o[field].toDouble() > 0, field);
+        }
+        QCOMPARE(results[0].toObject()["ratio_to_copy"].toDouble(), 1.0);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCli)
+#include "tst_cli.moc"
