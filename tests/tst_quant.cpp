@@ -48,7 +48,10 @@ std::vector<Range> rangesOf(const Tensor& t, const BlockLayout& layout)
 }
 
 // |y − x| <= s/2, up to the float rounding of x / s and of q · s (a few ulps of x).
-bool withinHalfStep(float y, float x, float s) { return std::abs(y - x) <= s / 2 + 4 * FLT_EPSILON * std::abs(x); }
+bool withinHalfStep(float y, float x, float s)
+{
+    return std::abs(y - x) <= s / 2 + 4 * FLT_EPSILON * std::abs(x);
+}
 
 enum class Data { Normal, HeavyTailed, Adversarial };
 
@@ -78,11 +81,21 @@ std::vector<float> adversarialData(const QuantParams& p, uint32_t seed)
         const GroupQuant gq = groupQuant(p, p.layout.groupOf(int64_t(i)));
         float v = 0; // in code units, before the zero point
         switch (rng() % 10) {
-        case 0: v = std::floor(std::uniform_real_distribution<float>(bottom, top)(rng)) + 0.5f; break;
-        case 1: v = top; break;
-        case 2: v = bottom; break;
-        case 3: v = top * (1 + 0x1p-20f) + 0.5f; break;
-        case 4: v = bottom * (1 + 0x1p-20f) - 0.5f; break;
+        case 0:
+            v = std::floor(std::uniform_real_distribution<float>(bottom, top)(rng)) + 0.5f;
+            break;
+        case 1:
+            v = top;
+            break;
+        case 2:
+            v = bottom;
+            break;
+        case 3:
+            v = top * (1 + 0x1p-20f) + 0.5f;
+            break;
+        case 4:
+            v = bottom * (1 + 0x1p-20f) - 0.5f;
+            break;
         case 5: { // midpoint between two neighbouring codes of a float format or nf4
             if (integerLike) {
                 v = float(int32_t(rng() % uint32_t(grid.qmax - grid.qmin + 1)) + grid.qmin) + 0.5f;
@@ -96,9 +109,15 @@ std::vector<float> adversarialData(const QuantParams& p, uint32_t seed)
             v = (gridValueOfCode(q.element, c) + gridValueOfCode(q.element, c + 1)) / 2 * (rng() % 2 ? 1.0f : -1.0f);
             break;
         }
-        case 6: out[i] = std::bit_cast<float>(uint32_t(rng() % 0x7fffff + 1) | (rng() % 2 ? 0x80000000u : 0)); continue;
-        case 7: out[i] = rng() % 2 ? 0.0f : -0.0f; continue;
-        default: v = std::uniform_real_distribution<float>(bottom, top)(rng); break;
+        case 6:
+            out[i] = std::bit_cast<float>(uint32_t(rng() % 0x7fffff + 1) | (rng() % 2 ? 0x80000000u : 0));
+            continue;
+        case 7:
+            out[i] = rng() % 2 ? 0.0f : -0.0f;
+            continue;
+        default:
+            v = std::uniform_real_distribution<float>(bottom, top)(rng);
+            break;
         }
         out[i] = (v - float(gq.zeroPoint)) * gq.scale;
     }
@@ -118,7 +137,8 @@ bool sameBits(const Tensor& a, const Tensor& b, QString& where)
         if (std::memcmp(pa + size_t(i) * size, pb + size_t(i) * size, size) != 0) {
             where = QString("element %1").arg(i);
             if (a.dtype() == DType::F32)
-                where += QString(": %1 vs %2").arg(double(a.values<float>()[size_t(i)]), 0, 'g', 9)
+                where += QString(": %1 vs %2")
+                             .arg(double(a.values<float>()[size_t(i)]), 0, 'g', 9)
                              .arg(double(b.values<float>()[size_t(i)]), 0, 'g', 9);
             return false;
         }
@@ -157,7 +177,8 @@ void checkFastAgainstReference(const Tensor& input, const QuantParams& p, const 
         QVERIFY2(sameBits(back, referenceDequantize(codes, p), where), qPrintable(label + " dequantize: " + where));
         QVERIFY2(sameBits(back, fake, where), qPrintable(label + " dequantize(quantize(x)) vs fake-quant: " + where));
         const Tensor packed = quantizePacked(input, p, rounding, 42);
-        QVERIFY2(sameBits(dequantizePacked(packed, p), fake, where), qPrintable(label + " packed round trip: " + where));
+        QVERIFY2(sameBits(dequantizePacked(packed, p), fake, where),
+                 qPrintable(label + " packed round trip: " + where));
     }
 }
 
@@ -176,8 +197,8 @@ private slots:
             for (float s : p.scales)
                 QVERIFY(std::isnormal(s));
             // Zeros stay zero; the constants come back within half a step.
-            const Tensor x = Tensor::fromVector<float>(DType::F32, {3, 4},
-                                                       {0, 0, -0.0f, 0, 2.5f, 2.5f, 2.5f, 2.5f, -0.75f, -0.75f, -0.75f, -0.75f});
+            const Tensor x = Tensor::fromVector<float>(
+                DType::F32, {3, 4}, {0, 0, -0.0f, 0, 2.5f, 2.5f, 2.5f, 2.5f, -0.75f, -0.75f, -0.75f, -0.75f});
             const Tensor fq = fakeQuantize(x, p);
             const auto y = fq.values<float>();
             QCOMPARE(y[0], 0.0f);
@@ -221,7 +242,8 @@ private slots:
         const BlockLayout layout = BlockLayout::perTensor({4});
         const QuantParams wide = quantParamsFromRanges(QType::Int8, layout, std::vector<Range>{{-2, 2}}, true, {}, "w");
         QCOMPARE(wide.scales[0], 2.0f / 127.5f);
-        const QuantParams p = quantParamsFromRanges(QType::Int8, layout, std::vector<Range>{{-2, 2}}, true, {true}, "w");
+        const QuantParams p =
+            quantParamsFromRanges(QType::Int8, layout, std::vector<Range>{{-2, 2}}, true, {true}, "w");
         QCOMPARE(p.scales[0], 2.0f / 127.0f);
         const Tensor x = Tensor::fromVector<float>(DType::F32, {4}, {-2.0f, -5.0f, 2.0f, 0.5f});
         const Tensor q = quantize(x, p);
@@ -233,9 +255,9 @@ private slots:
 
     void scaleRestrictions()
     {
-        QCOMPARE(restrictScale(3.0f, ScaleRestriction::Pow2), 4.0f);    // log2 3 = 1.58
-        QCOMPARE(restrictScale(2.8f, ScaleRestriction::Pow2), 2.0f);    // log2 2.8 = 1.49
-        QCOMPARE(restrictScale(2.83f, ScaleRestriction::Pow2), 4.0f);   // just above 2^1.5
+        QCOMPARE(restrictScale(3.0f, ScaleRestriction::Pow2), 4.0f);  // log2 3 = 1.58
+        QCOMPARE(restrictScale(2.8f, ScaleRestriction::Pow2), 2.0f);  // log2 2.8 = 1.49
+        QCOMPARE(restrictScale(2.83f, ScaleRestriction::Pow2), 4.0f); // just above 2^1.5
         QCOMPARE(restrictScale(0.3f, ScaleRestriction::Pow2), 0.25f);
         QCOMPARE(restrictScale(1e-44f, ScaleRestriction::Pow2), FLT_MIN);
         QCOMPARE(restrictScale(FLT_MAX, ScaleRestriction::Pow2), 0x1p127f);
@@ -248,9 +270,9 @@ private slots:
         QVERIFY(parseScaleRestriction("pow2") == ScaleRestriction::Pow2);
         QVERIFY(!parseScaleRestriction("pow3"));
         // Restricted scales are what the params hold, and zero stays exact with them.
-        const QuantParams p = quantParamsFromRanges(QType::UInt8, BlockLayout::perTensor({1}),
-                                                    std::vector<Range>{{-0.3f, 2.9f}}, false,
-                                                    {false, ScaleRestriction::Pow2}, "w");
+        const QuantParams p =
+            quantParamsFromRanges(QType::UInt8, BlockLayout::perTensor({1}), std::vector<Range>{{-0.3f, 2.9f}}, false,
+                                  {false, ScaleRestriction::Pow2}, "w");
         QCOMPARE(p.scales[0], 0.015625f); // 3.2 / 255 = 0.01255 → 2^-6
         QCOMPARE(fakeQuantize(Tensor::fromVector<float>(DType::F32, {1}, {0.0f}), p).values<float>()[0], 0.0f);
     }
@@ -323,7 +345,9 @@ private slots:
                             if (!symmetric && (q.kind != QKind::Integer))
                                 continue;
                             const uint32_t seed = uint32_t(q.type) * 131 + uint32_t(data);
-                            Tensor x = makeInput(dtype, layout.shape, randomData(data == Data::Normal ? Data::Normal : Data::HeavyTailed, n, seed));
+                            Tensor x =
+                                makeInput(dtype, layout.shape,
+                                          randomData(data == Data::Normal ? Data::Normal : Data::HeavyTailed, n, seed));
                             const int axis = layout.shape.size() == 3 ? 2 : 0;
                             auto paramsFor = [&](const Tensor& t) {
                                 if (mx)
@@ -337,10 +361,11 @@ private slots:
                                 if (mx)
                                     p = paramsFor(x);
                             }
-                            checkFastAgainstReference(x, p, QString("%1 %2 %3 data %4 %5")
-                                                                .arg(q.name.data(), lc.name, dtypeName(dtype).data())
-                                                                .arg(int(data))
-                                                                .arg(symmetric ? "symmetric" : "asymmetric"));
+                            checkFastAgainstReference(x, p,
+                                                      QString("%1 %2 %3 data %4 %5")
+                                                          .arg(q.name.data(), lc.name, dtypeName(dtype).data())
+                                                          .arg(int(data))
+                                                          .arg(symmetric ? "symmetric" : "asymmetric"));
                             if (QTest::currentTestFailed())
                                 return;
                         }
@@ -420,7 +445,10 @@ private slots:
             for (uint32_t c = 0; c < 0x7f; ++c)
                 found |= std::abs(decodeFp8E4M3(uint8_t(c)) - target) == best &&
                          p.scales[g] == decodeFp8E4M3(uint8_t(c)) * p.globalScale;
-            QVERIFY2(found, qPrintable(QString("block %1: scale %2 for target %3").arg(g).arg(double(p.scales[g])).arg(double(target))));
+            QVERIFY2(
+                found,
+                qPrintable(
+                    QString("block %1: scale %2 for target %3").arg(g).arg(double(p.scales[g])).arg(double(target))));
         }
         const float top = *std::max_element(p.scales.begin(), p.scales.end());
         QCOMPARE(top, 448.0f * p.globalScale);
@@ -453,7 +481,8 @@ private slots:
         for (float y : fq.values<float>())
             sum += y;
         QVERIFY(std::abs(sum / 100000 - 0.3) < 0.01);
-        QVERIFY(!sameBitsFor(fakeQuantize(x, p, Rounding::Stochastic, 9), fakeQuantize(x, p, Rounding::Stochastic, 10)));
+        QVERIFY(
+            !sameBitsFor(fakeQuantize(x, p, Rounding::Stochastic, 9), fakeQuantize(x, p, Rounding::Stochastic, 10)));
     }
 
     void parallelEqualsSingleThread()

@@ -30,7 +30,10 @@ struct IntegerFastGrid {
     static constexpr bool kAddsZeroPoint = true;
     float qmin, qmax;
     uint32_t codeMask; // (1 << bits) − 1: two's complement within the type's bits
-    [[gnu::always_inline]] float operator()(float v) const { return roundHalfEvenSmall(std::min(std::max(v, qmin), qmax)); }
+    [[gnu::always_inline]] float operator()(float v) const
+    {
+        return roundHalfEvenSmall(std::min(std::max(v, qmin), qmax));
+    }
     [[gnu::always_inline]] uint32_t code(float g) const { return uint32_t(int32_t(g)) & codeMask; }
 };
 
@@ -51,14 +54,17 @@ struct FloatFastGrid {
     float maxFinite;
     uint32_t minNormalExponent; // biased float exponent of the format's smallest normal
     uint32_t mantissaBits;
-    uint32_t signBit;           // of the format's code
+    uint32_t signBit; // of the format's code
 
     static FloatFastGrid of(QType element)
     {
         switch (element) {
-        case QType::Fp8E4M3: return {448.0f, 127 - 6, 3, 0x80};
-        case QType::Fp8E5M2: return {57344.0f, 127 - 14, 2, 0x80};
-        default: return {6.0f, 127, 1, 0x8}; // Fp4E2M1
+        case QType::Fp8E4M3:
+            return {448.0f, 127 - 6, 3, 0x80};
+        case QType::Fp8E5M2:
+            return {57344.0f, 127 - 14, 2, 0x80};
+        default:
+            return {6.0f, 127, 1, 0x8}; // Fp4E2M1
         }
     }
 

@@ -31,7 +31,9 @@ const Nf4FastGrid& Nf4FastGrid::instance()
             const int32_t b = std::bit_cast<int32_t>(f);
             return b < 0 ? -(b & 0x7fffffff) : b;
         };
-        auto fromOrdered = [](int32_t o) { return o < 0 ? std::bit_cast<float>(-o | int32_t(0x80000000)) : std::bit_cast<float>(o); };
+        auto fromOrdered = [](int32_t o) {
+            return o < 0 ? std::bit_cast<float>(-o | int32_t(0x80000000)) : std::bit_cast<float>(o);
+        };
         for (size_t k = 0; k < 15; ++k) {
             // The smallest float in (values[k], values[k+1]] that encodes above k.
             int32_t lo = toOrdered(g.values[k]), hi = toOrdered(g.values[k + 1]);
@@ -73,21 +75,25 @@ struct LoadBf16 {
     static float get(uint16_t h) { return bf16ToFloat(h); }
 };
 
-template <class Fn>
-void withInputType(DType t, Fn&& fn)
+template <class Fn> void withInputType(DType t, Fn&& fn)
 {
     switch (t) {
-    case DType::F32: fn(LoadF32{}); return;
-    case DType::F16: fn(LoadF16{}); return;
-    case DType::BF16: fn(LoadBf16{}); return;
+    case DType::F32:
+        fn(LoadF32{});
+        return;
+    case DType::F16:
+        fn(LoadF16{});
+        return;
+    case DType::BF16:
+        fn(LoadBf16{});
+        return;
     default:
         throw Error("quantization input must be float32, float16 or bfloat16, got " + std::string(dtypeName(t)));
     }
 }
 
 // Calls fn with the fast grid of the params' type.
-template <class Fn>
-void withFastGrid(const QuantParams& p, Fn&& fn)
+template <class Fn> void withFastGrid(const QuantParams& p, Fn&& fn)
 {
     const QTypeInfo& q = qtypeInfo(p.qtype);
     switch (q.kind) {
@@ -97,10 +103,16 @@ void withFastGrid(const QuantParams& p, Fn&& fn)
         fn(IntegerFastGrid{float(g.qmin), float(g.qmax), uint32_t((uint64_t(1) << q.bits) - 1)});
         return;
     }
-    case QKind::Binary: fn(BinaryFastGrid{}); return;
+    case QKind::Binary:
+        fn(BinaryFastGrid{});
+        return;
     case QKind::Float:
-    case QKind::Microscaling: fn(FloatFastGrid::of(q.element)); return;
-    case QKind::Codebook: fn(Nf4FastGrid::instance()); return;
+    case QKind::Microscaling:
+        fn(FloatFastGrid::of(q.element));
+        return;
+    case QKind::Codebook:
+        fn(Nf4FastGrid::instance());
+        return;
     }
 }
 
@@ -120,8 +132,7 @@ struct Plan {
     const float* zps(int64_t group) const { return zeroPoints.empty() ? nullptr : zeroPoints.data() + group; }
 
     // Runs body(begin, end) over chunks in parallel; returns true if any returned true.
-    template <class Body>
-    bool parallelChunks(Body&& body) const
+    template <class Body> bool parallelChunks(Body&& body) const
     {
         std::atomic<bool> any{false};
         tbb::parallel_for(tbb::blocked_range<int64_t>(0, numel, kGrain), [&](const tbb::blocked_range<int64_t>& r) {
@@ -131,8 +142,7 @@ struct Plan {
         return any.load();
     }
     // Calls fn(flatStart, count, group, perElement, hasZp) per run, as compile-time flags.
-    template <class Fn>
-    bool parallelRuns(Fn&& fn) const
+    template <class Fn> bool parallelRuns(Fn&& fn) const
     {
         return parallelChunks([&](int64_t begin, int64_t end) {
             bool bad = false;
@@ -161,8 +171,8 @@ struct Plan {
 
 // One run of fake quantization with round-to-nearest. Returns whether an input was not finite.
 template <class Grid, class Load, bool PerElement, bool HasZp>
-QS_VECTOR_CLONES bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, float* __restrict out, int64_t n,
-                    const float* __restrict s, const float* __restrict z)
+QS_VECTOR_CLONES bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, float* __restrict out,
+                                     int64_t n, const float* __restrict s, const float* __restrict z)
 {
     const Grid grid = gridRef;
     const float s0 = s[0];
@@ -236,14 +246,16 @@ float stochasticGrid(QType t, IntegerGrid grid, bool integerLike, typename Load:
                 ") is " + (std::isnan(x) ? "NaN" : "infinite") + "; quantization needs finite values");
 }
 
-uint32_t codeMask(QType t) { return uint32_t((uint64_t(1) << qtypeInfo(t).bits) - 1); }
+uint32_t codeMask(QType t)
+{
+    return uint32_t((uint64_t(1) << qtypeInfo(t).bits) - 1);
+}
 
 void checkCodes(const Tensor& codes, const QuantParams& params)
 {
     if (codes.dtype() != codeDType(params.qtype))
         throw Error("codes of " + std::string(qtypeName(params.qtype)) + " must be " +
-                    std::string(dtypeName(codeDType(params.qtype))) + ", got " +
-                    std::string(dtypeName(codes.dtype())));
+                    std::string(dtypeName(codeDType(params.qtype))) + ", got " + std::string(dtypeName(codes.dtype())));
 }
 
 } // namespace
@@ -251,9 +263,12 @@ void checkCodes(const Tensor& codes, const QuantParams& params)
 DType codeDType(QType t)
 {
     switch (t) {
-    case QType::Int8: return DType::I8;
-    case QType::Int16: return DType::I16;
-    default: return DType::U8;
+    case QType::Int8:
+        return DType::I8;
+    case QType::Int16:
+        return DType::I16;
+    default:
+        return DType::U8;
     }
 }
 
@@ -308,7 +323,7 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
                 using G = std::decay_t<decltype(grid)>;
                 bad = plan.parallelRuns([&](int64_t start, int64_t n, int64_t group, auto pe, auto hz) {
                     return fakeRunNearest<G, L, pe(), hz()>(grid, x + start, o + start, n, plan.scales(group),
-                                                             plan.zps(group));
+                                                            plan.zps(group));
                 });
             });
             return;
@@ -322,8 +337,8 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
             const float* z = plan.zps(group);
             int badRun = 0;
             for (int64_t j = 0; j < n; ++j) {
-                const float g = stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed,
-                                                             start + j, badRun);
+                const float g =
+                    stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed, start + j, badRun);
                 const float sj = s[pe() ? j : 0];
                 o[start + j] = integerLike ? float(int32_t(g) - int32_t(hz() ? z[pe() ? j : 0] : 0.0f)) * sj
                                : codebook  ? (g + 0.0f) * sj // nf4 has only +0
@@ -376,16 +391,23 @@ Tensor quantize(const Tensor& input, const QuantParams& params, Rounding roundin
             const float* z = plan.zps(group);
             int badRun = 0;
             for (int64_t j = 0; j < n; ++j)
-                codes[start + j] = Code(codeOfGridValue(
-                    t, stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j, seed, start + j, badRun)));
+                codes[start + j] =
+                    Code(codeOfGridValue(t, stochasticGrid<L, pe(), hz()>(t, ig, integerLike, x[start + j], s, z, j,
+                                                                          seed, start + j, badRun)));
             return badRun != 0;
         });
     };
     withInputType(input.dtype(), [&](auto load) {
         switch (codeType) {
-        case DType::I8: run(load, out.mutableValues<int8_t>().data()); break;
-        case DType::I16: run(load, out.mutableValues<int16_t>().data()); break;
-        default: run(load, out.mutableValues<uint8_t>().data()); break;
+        case DType::I8:
+            run(load, out.mutableValues<int8_t>().data());
+            break;
+        case DType::I16:
+            run(load, out.mutableValues<int16_t>().data());
+            break;
+        default:
+            run(load, out.mutableValues<uint8_t>().data());
+            break;
         }
     });
     if (bad)
@@ -429,9 +451,9 @@ Tensor dequantize(const Tensor& codes, const QuantParams& params)
             for (int64_t j = 0; j < n; ++j) {
                 const uint32_t code = uint32_t(c[start + j]);
                 badRun |= int(invalid[code & 0xff]);
-                const float g = !integer   ? table[code & mask]
-                                : shift    ? float(int32_t(code << shift) >> shift)
-                                           : float(code & mask);
+                const float g = !integer ? table[code & mask]
+                                : shift  ? float(int32_t(code << shift) >> shift)
+                                         : float(code & mask);
                 const float zj = hz() ? z[pe() ? j : 0] : 0.0f;
                 o[start + j] = (addsZp ? g - zj : g) * s[pe() ? j : 0];
             }
@@ -439,9 +461,15 @@ Tensor dequantize(const Tensor& codes, const QuantParams& params)
         });
     };
     switch (codes.dtype()) {
-    case DType::I8: run(codes.values<int8_t>().data()); break;
-    case DType::I16: run(codes.values<int16_t>().data()); break;
-    default: run(codes.values<uint8_t>().data()); break;
+    case DType::I8:
+        run(codes.values<int8_t>().data());
+        break;
+    case DType::I16:
+        run(codes.values<int16_t>().data());
+        break;
+    default:
+        run(codes.values<uint8_t>().data());
+        break;
     }
     if (bad) // only uint8 codes reach the table, so the first invalid one is found there
         for (const uint8_t c : codes.values<uint8_t>())

@@ -58,8 +58,7 @@ public:
     // Calls run(flatStart, count, group) for every run of elements in
     // [begin, end) sharing one group; with perElementGroups(), element j of a
     // run is in group `group + j`.
-    template <class Run>
-    void forEachRun(int64_t begin, int64_t end, Run&& run) const
+    template <class Run> void forEachRun(int64_t begin, int64_t end, Run&& run) const
     {
         int64_t pos = begin;
         while (pos < end) {

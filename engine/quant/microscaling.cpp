@@ -69,11 +69,18 @@ QuantParams microscalingParams(const Tensor& input, QType t, int axis, std::stri
         maxBits[size_t(g)].store(0, std::memory_order_relaxed);
     const int64_t n = input.numel();
     switch (input.dtype()) {
-    case DType::F32: blockAbsMaxes(input.values<float>().data(), walk, n, maxBits.get(), [](float x) { return x; }); break;
-    case DType::F16: blockAbsMaxes(input.values<uint16_t>().data(), walk, n, maxBits.get(), fp16ToFloat); break;
-    case DType::BF16: blockAbsMaxes(input.values<uint16_t>().data(), walk, n, maxBits.get(), bf16ToFloat); break;
+    case DType::F32:
+        blockAbsMaxes(input.values<float>().data(), walk, n, maxBits.get(), [](float x) { return x; });
+        break;
+    case DType::F16:
+        blockAbsMaxes(input.values<uint16_t>().data(), walk, n, maxBits.get(), fp16ToFloat);
+        break;
+    case DType::BF16:
+        blockAbsMaxes(input.values<uint16_t>().data(), walk, n, maxBits.get(), bf16ToFloat);
+        break;
     default:
-        throw Error("tensor '" + std::string(tensorName) + "': microscaling needs float32, float16 or bfloat16 data, got " +
+        throw Error("tensor '" + std::string(tensorName) +
+                    "': microscaling needs float32, float16 or bfloat16 data, got " +
                     std::string(dtypeName(input.dtype())));
     }
 

@@ -12,10 +12,15 @@ namespace {
 float inputValue(const Tensor& t, int64_t i)
 {
     switch (t.dtype()) {
-    case DType::F32: return t.values<float>()[size_t(i)];
-    case DType::F16: return fp16ToFloat(t.values<uint16_t>()[size_t(i)]);
-    case DType::BF16: return bf16ToFloat(t.values<uint16_t>()[size_t(i)]);
-    default: throw Error("quantization input must be float32, float16 or bfloat16, got " + std::string(dtypeName(t.dtype())));
+    case DType::F32:
+        return t.values<float>()[size_t(i)];
+    case DType::F16:
+        return fp16ToFloat(t.values<uint16_t>()[size_t(i)]);
+    case DType::BF16:
+        return bf16ToFloat(t.values<uint16_t>()[size_t(i)]);
+    default:
+        throw Error("quantization input must be float32, float16 or bfloat16, got " +
+                    std::string(dtypeName(t.dtype())));
     }
 }
 
@@ -26,7 +31,10 @@ void checkFinite(float x, int64_t i, std::string_view what)
                     (std::isnan(x) ? "NaN" : "infinite") + "; quantization needs finite values");
 }
 
-uint32_t codeMask(QType t) { return uint32_t((uint64_t(1) << qtypeInfo(t).bits) - 1); }
+uint32_t codeMask(QType t)
+{
+    return uint32_t((uint64_t(1) << qtypeInfo(t).bits) - 1);
+}
 
 // The fake-quantized value of grid value g.
 float valueOfGridValue(const GroupQuant& gq, float g)
@@ -91,9 +99,15 @@ Tensor referenceQuantize(const Tensor& input, const QuantParams& params, Roundin
         const float u = rounding == Rounding::Stochastic ? stochasticUniform(seed, uint64_t(i)) : 0.0f;
         const uint32_t code = codeOfGridValue(params.qtype, referenceGridValue(gq, x, rounding, u));
         switch (codeType) {
-        case DType::I8: out.mutableValues<int8_t>()[size_t(i)] = int8_t(uint8_t(code)); break;
-        case DType::I16: out.mutableValues<int16_t>()[size_t(i)] = int16_t(uint16_t(code)); break;
-        default: out.mutableValues<uint8_t>()[size_t(i)] = uint8_t(code); break;
+        case DType::I8:
+            out.mutableValues<int8_t>()[size_t(i)] = int8_t(uint8_t(code));
+            break;
+        case DType::I16:
+            out.mutableValues<int16_t>()[size_t(i)] = int16_t(uint16_t(code));
+            break;
+        default:
+            out.mutableValues<uint8_t>()[size_t(i)] = uint8_t(code);
+            break;
         }
     }
     return out;
@@ -110,9 +124,15 @@ Tensor referenceDequantize(const Tensor& codes, const QuantParams& params)
     for (int64_t i = 0; i < codes.numel(); ++i) {
         uint32_t code = 0;
         switch (codes.dtype()) {
-        case DType::I8: code = uint8_t(codes.values<int8_t>()[size_t(i)]); break;
-        case DType::I16: code = uint16_t(codes.values<int16_t>()[size_t(i)]); break;
-        default: code = codes.values<uint8_t>()[size_t(i)]; break;
+        case DType::I8:
+            code = uint8_t(codes.values<int8_t>()[size_t(i)]);
+            break;
+        case DType::I16:
+            code = uint16_t(codes.values<int16_t>()[size_t(i)]);
+            break;
+        default:
+            code = codes.values<uint8_t>()[size_t(i)];
+            break;
         }
         const GroupQuant gq = groupQuant(params, params.layout.groupOf(i));
         o[size_t(i)] = valueOfGridValue(gq, gridValueOfCode(params.qtype, code & codeMask(params.qtype)));

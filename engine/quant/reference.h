@@ -17,7 +17,10 @@
 
 namespace qs {
 
-// The quantization of one group: what the per-element formula needs.
+// The quantization of one group: what the per-element formula needs. Callers
+// that have no QuantParams (an MSE search over candidate scales) fill it
+// directly: grid = integerGrid(t, narrowRange) for integer-like types, {0, 0}
+// otherwise; zeroPoint 0 when symmetric.
 struct GroupQuant {
     QType qtype = QType::Int8;
     IntegerGrid grid{-128, 127}; // integer-like types only

@@ -27,7 +27,10 @@ constexpr float kFp16Largest = 65504.f;
 
 // Brings a positive scale computed in double into float's normal range, so that
 // neither a tiny range (1e-45) nor a huge one (±FLT_MAX) yields 0, a subnormal or Inf.
-float clampToNormalFloat(double s) { return float(std::clamp(s, double(FLT_MIN), double(FLT_MAX))); }
+float clampToNormalFloat(double s)
+{
+    return float(std::clamp(s, double(FLT_MIN), double(FLT_MAX)));
+}
 
 std::string groupName(std::string_view tensorName, size_t group)
 {
@@ -61,11 +64,15 @@ float symmetricBound(QType t, bool narrowRange)
         const float top = float(q.qmax > 0 ? q.qmax : -q.qmin);
         return narrowRange ? top : top + 0.5f;
     }
-    case QKind::Binary: return 1.0f;
-    case QKind::Ternary: return narrowRange ? 1.0f : 1.5f;
+    case QKind::Binary:
+        return 1.0f;
+    case QKind::Ternary:
+        return narrowRange ? 1.0f : 1.5f;
     case QKind::Float:
-    case QKind::Microscaling: return q.maxFinite;
-    case QKind::Codebook: return 1.0f;
+    case QKind::Microscaling:
+        return q.maxFinite;
+    case QKind::Codebook:
+        return 1.0f;
     }
     return 1.0f;
 }
@@ -75,7 +82,8 @@ float restrictScale(float scale, ScaleRestriction r)
     if (!(scale > 0) || !std::isfinite(scale))
         throw Error("a scale must be finite and positive, got " + std::to_string(scale));
     switch (r) {
-    case ScaleRestriction::Float: return std::max(scale, FLT_MIN);
+    case ScaleRestriction::Float:
+        return std::max(scale, FLT_MIN);
     case ScaleRestriction::Pow2: {
         // Rounded in double: log2 of a float is exact enough there that the
         // halfway point 2^(k+0.5) is decided correctly.
@@ -88,8 +96,8 @@ float restrictScale(float scale, ScaleRestriction r)
     return scale;
 }
 
-QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges,
-                                  bool symmetric, const ScaleOptions& options, std::string_view tensorName)
+QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges, bool symmetric,
+                                  const ScaleOptions& options, std::string_view tensorName)
 {
     const QTypeInfo& q = qtypeInfo(t);
     if (q.kind == QKind::Microscaling)

@@ -35,7 +35,7 @@ std::string_view scaleRestrictionName(ScaleRestriction r); // "float", "pow2", "
 std::optional<ScaleRestriction> parseScaleRestriction(std::string_view name);
 
 struct ScaleOptions {
-    bool narrowRange = false;                         // integer grid without its most negative code
+    bool narrowRange = false;                               // integer grid without its most negative code
     ScaleRestriction restriction = ScaleRestriction::Float; // how the scale itself is represented
 };
 
@@ -58,18 +58,18 @@ float restrictScale(float scale, ScaleRestriction r);
 
 struct QuantParams {
     QType qtype = QType::Int8;
-    BlockLayout layout;             // which elements share a scale
+    BlockLayout layout; // which elements share a scale
     bool symmetric = true;
     ScaleOptions options;
-    std::vector<float> scales;      // one per group, row-major over layout.gridShape()
+    std::vector<float> scales;       // one per group, row-major over layout.gridShape()
     std::vector<int32_t> zeroPoints; // one per group when asymmetric; empty when symmetric
-    float globalScale = 1.0f;       // nvfp4's per-tensor fp32 scale (the block scales are e4m3 in its units)
+    float globalScale = 1.0f;        // nvfp4's per-tensor fp32 scale (the block scales are e4m3 in its units)
 };
 
 // Computes scales and zero points for each group from its range. `tensorName`
 // is used in error messages. Not for microscaling types (their block scales
 // come from the data: see microscalingParams in quant/microscaling.h).
-QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges,
-                                  bool symmetric, const ScaleOptions& options, std::string_view tensorName);
+QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges, bool symmetric,
+                                  const ScaleOptions& options, std::string_view tensorName);
 
 } // namespace qs
