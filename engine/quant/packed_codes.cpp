@@ -1,10 +1,10 @@
+// The packed variants of quantize/dequantize: the codes of kernels.cpp laid out
+// as numerics/packing.h writes them down (int16 as two little-endian bytes).
+#include "quant/kernels.h"
+
 #include <cstdint>
 
 #include "numerics/packing.h"
-#include "quant/kernels.h"
-
-// The packed variants of quantize/dequantize: the codes of kernels.cpp laid out
-// as numerics/packing.h writes them down (int16 as two little-endian bytes).
 
 namespace qs {
 
