@@ -1,0 +1,30 @@
+#pragma once
+// A quantizable layer: an op with a weight tensor, as rules see it and as the
+// quantizer needs it (which tensor, which axis holds the output channels, which
+// axes are contracted).
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace qs {
+
+struct QuantizableLayer {
+    std::string modulePath;  // unique, `/`-separated, what rule regexes match (DESIGN.md "Module paths")
+    std::string opType;      // "Conv", "ConvTranspose", "Gemm", "MatMul", "Gather"; checkpoints: "Linear", "Embedding", "Conv"
+    std::optional<size_t> node; // index into Model::nodes; none for weights-only models
+    std::optional<size_t> weightInput; // which node input is the weight; none for weights-only models
+    std::string weightName;  // the initializer holding the weight
+    Shape weightShape;
+    DType weightDType = DType::F32;
+    int64_t parameterCount = 0;       // elements of the weight
+    int channelAxis = 0;              // the output-channel axis of the weight (per-channel scales run along it)
+    std::vector<int> contractionAxes; // axes summed over by the op (sub-channel tiles run along the first)
+    int64_t groups = 1;               // Conv/ConvTranspose `group`; 1 otherwise
+};
+
+} // namespace qs

@@ -1,0 +1,81 @@
+#include "graph/model.h"
+
+#include <algorithm>
+
+namespace qs {
+
+std::string Dim::toString() const
+{
+    if (size)
+        return std::to_string(*size);
+    return symbol.empty() ? "?" : symbol;
+}
+
+std::string ValueInfo::toString() const
+{
+    std::string text = typeName.empty() ? "?" : typeName;
+    if (!shape)
+        return dtype ? text + "[?]" : text;
+    text += '[';
+    for (size_t i = 0; i < shape->size(); ++i) {
+        if (i)
+            text += ", ";
+        text += (*shape)[i].toString();
+    }
+    return text + ']';
+}
+
+const Attribute* Node::attribute(std::string_view attributeName) const
+{
+    for (const Attribute& a : attributes)
+        if (a.name == attributeName)
+            return &a;
+    return nullptr;
+}
+
+int64_t Node::intAttribute(std::string_view attributeName, int64_t fallback) const
+{
+    const Attribute* a = attribute(attributeName);
+    if (!a)
+        return fallback;
+    if (a->kind != Attribute::Kind::Int)
+        throw Error("node '" + name + "' (" + opType + "): attribute '" + std::string(attributeName) +
+                    "' should be an integer");
+    return a->i;
+}
+
+void Model::addInitializer(std::string name, qs::Tensor tensor)
+{
+    if (initializerIndex_.contains(name))
+        throw Error(sourcePath.string() + ": initializer '" + name + "' is defined twice");
+    initializerIndex_.emplace(name, initializers_.size());
+    initializers_.push_back({std::move(name), std::move(tensor)});
+}
+
+const qs::Tensor* Model::initializer(std::string_view name) const
+{
+    const auto it = initializerIndex_.find(std::string(name));
+    return it == initializerIndex_.end() ? nullptr : &initializers_[it->second].tensor;
+}
+
+std::vector<OpTypeUse> Model::opTypes() const
+{
+    std::map<std::pair<std::string, std::string>, size_t> counts;
+    for (const Node& n : nodes)
+        ++counts[{n.domain, n.opType}];
+    std::vector<OpTypeUse> uses;
+    uses.reserve(counts.size());
+    for (const auto& [key, count] : counts)
+        uses.push_back({key.first, key.second, count});
+    return uses;
+}
+
+int64_t Model::parameterCount() const
+{
+    int64_t total = 0;
+    for (const NamedTensor& t : initializers_)
+        total += t.tensor.numel();
+    return total;
+}
+
+} // namespace qs
