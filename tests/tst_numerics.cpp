@@ -596,6 +596,13 @@ private slots:
         QVERIFY(std::signbit(stochasticGridValue(QType::Fp8E4M3, {}, -0.f, 0.3f)));
     }
 
+    void stochasticNf4ReturnsOnlyCodebookValues()
+    {
+        // The nf4 table holds +0 only: a −0 input must not come back as −0.
+        QVERIFY(!std::signbit(stochasticGridValue(QType::Nf4, {}, -0.f, 0.7f)));
+        QCOMPARE(stochasticGridValue(QType::Nf4, {}, -0.f, 0.7f), nearestGridValue(QType::Nf4, {}, -0.f));
+    }
+
     void roundHalfEvenMatchesNearbyint()
     {
         uint32_t state = 99;

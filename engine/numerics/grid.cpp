@@ -88,7 +88,7 @@ float stochasticNf4(float v, float u)
         return book.back();
     const auto upper = std::lower_bound(book.begin(), book.end(), v); // first entry >= v
     if (*upper == v)
-        return v;
+        return *upper; // the codebook's own value: −0 input gives the table's +0
     return pickNeighbour(*(upper - 1), *upper, v, u);
 }
 
