@@ -1,0 +1,245 @@
+// .npz archives: what np.savez and np.savez_compressed write (every dtype and
+// layout numpy uses) read back equal to numpy's own .npy, zip64 archives,
+// listing without inflating, streaming an entry in pieces, and a corpus of
+// malformed zips (bad end record, truncated directory, CRC mismatch, deflate
+// bombs, encryption, zip64 damage, overlapping entries ...) each rejected with
+// the archive and the entry or offset named. Random truncations and byte
+// flips must end in an Error or correct data, never a crash.
+#include <QtTest>
+
+#include <cstring>
+#include <fstream>
+#include <random>
+
+#include "io/npy.h"
+#include "io/npz.h"
+#include "io/zip_archive.h"
+
+using namespace qs;
+
+namespace {
+
+const QString kPython = QStringLiteral("/usr/bin/python3");
+const QString kArchives = QStringLiteral(QUANTSCOPE_TEST_DATA "/archives");
+
+bool runGenerator(const QString& script, const QString& outDir)
+{
+    QProcess p;
+    p.setProcessChannelMode(QProcess::ForwardedChannels);
+    p.start(kPython, {kArchives + "/" + script, outDir});
+    return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+void writeFile(const std::string& path, const std::string& bytes)
+{
+    // A new file rather than a truncated one: ext4 flushes a file truncated to zero, which is slow.
+    std::filesystem::remove(path);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+std::string readFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+QByteArray bytesOf(const Tensor& t)
+{
+    return QByteArray(static_cast<const char*>(t.rawData()), qsizetype(t.nbytes()));
+}
+
+void openAndReadAll(const std::filesystem::path& path)
+{
+    const NpzFile f = NpzFile::open(path);
+    for (const auto& a : f.arrays())
+        QCOMPARE(f.read(a).shape(), a.header.shape);
+}
+
+const QStringList kArrays{"x", "labels", "mask", "big_endian", "fortran", "half_scalar", "empty", "u8", "big", "zeros"};
+
+} // namespace
+
+class TestNpz : public QObject {
+    Q_OBJECT
+private:
+    QTemporaryDir dir_;
+    QString valid_;
+
+    std::string validPath(const QString& name) const { return (valid_ + "/" + name).toStdString(); }
+
+    // Every array of `file` equals numpy's .npy of it.
+    void compareWithNumpy(const QString& file, bool compressed)
+    {
+        const NpzFile f = NpzFile::open(validPath(file));
+        QStringList names;
+        for (const auto& a : f.arrays())
+            names << QString::fromStdString(a.name);
+        QCOMPARE(names, kArrays);
+        QVERIFY(f.otherMembers().empty());
+        int borrowed = 0;
+        for (const auto& a : f.arrays()) {
+            QCOMPARE(a.compressed, compressed);
+            const Tensor t = f.read(a);
+            const Tensor ref = readNpy(validPath("npz.ref/" + QString::fromStdString(a.name) + ".npy"));
+            QCOMPARE(t.dtype(), ref.dtype());
+            QCOMPARE(t.shape(), ref.shape());
+            QVERIFY2(bytesOf(t) == bytesOf(ref), a.name.c_str());
+            if (t.isBorrowed()) { // only stored, native-layout, aligned data is borrowed
+                ++borrowed;
+                QVERIFY(!compressed && !a.header.bigEndian && !a.header.fortranOrder);
+                QCOMPARE(reinterpret_cast<uintptr_t>(t.rawData()) % dtypeSize(t.dtype()), uintptr_t(0));
+                const auto* base = f.archive().mapping()->data();
+                QVERIFY(static_cast<const std::byte*>(t.rawData()) >= base &&
+                        static_cast<const std::byte*>(t.rawData()) + t.nbytes() <= base + f.archive().mapping()->size());
+            }
+        }
+        if (!compressed)
+            QVERIFY(borrowed >= 1); // u8 data is aligned wherever it lands
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(dir_.isValid());
+        valid_ = dir_.path() + "/valid";
+        if (!runGenerator("make_valid_archives.py", valid_))
+            QSKIP("/usr/bin/python3 with numpy is needed to generate the fixtures");
+    }
+
+    void savezMatchesNumpy() { compareWithNumpy("plain.npz", false); }
+    void savezCompressedMatchesNumpy() { compareWithNumpy("compressed.npz", true); }
+
+    void listingReadsHeadersOnly()
+    {
+        // y's header is intact but its deflate data is corrupt past the header: listing succeeds,
+        // reading fails. A reader that inflated everything on open would fail on open.
+        const std::string npy = readFile(validPath("npz.ref/big.npy"));
+        const NpzFile good = NpzFile::open(validPath("compressed.npz"));
+        const NpzArray* big = good.find("big");
+        QVERIFY(big);
+        QCOMPARE(big->header.shape, (Shape{1000, 64}));
+        QCOMPARE(big->header.dtype, DType::F32);
+
+        const ZipEntry& entry = good.archive().entries()[big->entry];
+        std::string archive = readFile(validPath("compressed.npz"));
+        // Flip bits near the end of big's compressed data: its header (first bytes) still inflates.
+        archive[size_t(entry.dataOffset + entry.compressedSize - 100)] ^= 0x5a;
+        const std::string path = (dir_.path() + "/late_damage.npz").toStdString();
+        writeFile(path, archive);
+        const NpzFile damaged = NpzFile::open(path);
+        QCOMPARE(damaged.find("big")->header.shape, (Shape{1000, 64}));
+        QCOMPARE(bytesOf(damaged.read("x")), bytesOf(readNpy(validPath("npz.ref/x.npy"))));
+        try {
+            damaged.read("big");
+            QFAIL("damaged array read");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("entry \"big.npy\""), e.what());
+        }
+    }
+
+    void streamsAnEntryInPieces()
+    {
+        const NpzFile f = NpzFile::open(validPath("compressed.npz"));
+        for (const char* name : {"big", "zeros", "labels"}) {
+            const ZipEntry& entry = f.archive().entries()[f.find(name)->entry];
+            std::vector<std::byte> whole(entry.uncompressedSize);
+            ZipEntryReader(f.archive(), entry).read(whole);
+            std::mt19937 rng(3);
+            ZipEntryReader reader(f.archive(), entry);
+            std::vector<std::byte> pieces(whole.size());
+            while (reader.position() < reader.size()) {
+                const size_t n = std::min<size_t>(reader.size() - reader.position(), 1 + rng() % 5000);
+                reader.read(std::span(pieces).subspan(size_t(reader.position()), n));
+            }
+            QVERIFY(pieces == whole);
+            std::byte one[1];
+            QVERIFY_THROWS_EXCEPTION(Error, reader.read(one));
+            const std::string npy = readFile(validPath("npz.ref/" + QString(name) + ".npy"));
+            QVERIFY(std::memcmp(whole.data(), npy.data(), npy.size()) == 0 && npy.size() == whole.size());
+        }
+    }
+
+    void zip64Archives()
+    {
+        const NpzFile z = NpzFile::open(validPath("zipfile_zip64.npz"));
+        QCOMPARE(z.arrays().size(), size_t(2));
+        QCOMPARE(z.otherMembers(), std::vector<std::string>{"README.txt"});
+        QCOMPARE(bytesOf(z.read("x")), bytesOf(readNpy(validPath("npz.ref/x.npy"))));
+        QCOMPARE(bytesOf(z.read("labels")), bytesOf(readNpy(validPath("npz.ref/labels.npy"))));
+
+        const NpzFile e = NpzFile::open(validPath("zip64_end.npz"));
+        QCOMPARE(e.arrays().size(), size_t(2));
+        QVERIFY(!e.find("x")->compressed);
+        QVERIFY(e.find("big")->compressed);
+        QCOMPARE(bytesOf(e.read("x")), bytesOf(readNpy(validPath("npz.ref/x.npy"))));
+        QCOMPARE(bytesOf(e.read("big")), bytesOf(readNpy(validPath("npz.ref/big.npy"))));
+    }
+
+    void missingArrayNamesTheArchive()
+    {
+        const NpzFile f = NpzFile::open(validPath("plain.npz"));
+        QVERIFY(f.find("nope") == nullptr);
+        try {
+            f.read("nope");
+            QFAIL("absent array read");
+        } catch (const Error& e) {
+            QVERIFY(QString(e.what()).contains("plain.npz") && QString(e.what()).contains("\"nope\""));
+        }
+    }
+
+    void hostileArchivesAreRejectedWithTheirNames()
+    {
+        const QString corpus = kArchives + "/hostile/npz";
+        QFile manifestFile(corpus + "/manifest.json");
+        QVERIFY(manifestFile.open(QIODevice::ReadOnly));
+        const QJsonArray manifest = QJsonDocument::fromJson(manifestFile.readAll()).array();
+        QVERIFY(manifest.size() >= 30);
+        for (const QJsonValue& item : manifest) {
+            const QString file = corpus + "/" + item["file"].toString();
+            try {
+                openAndReadAll(file.toStdString());
+                QFAIL(qPrintable(file + " was accepted"));
+            } catch (const Error& e) {
+                const QString msg = e.what();
+                QVERIFY2(msg.contains(file), qPrintable(msg));
+                for (const QJsonValue& phrase : item["expect"].toArray())
+                    QVERIFY2(msg.contains(phrase.toString()), qPrintable(msg + "\n  lacks: " + phrase.toString()));
+            }
+        }
+    }
+
+    void truncationsAndByteFlipsNeverCrash()
+    {
+        // A small archive of both kinds of entry, written by numpy.
+        const std::string source = readFile(validPath("zipfile_zip64.npz"));
+        const std::string path = (dir_.path() + "/mutant.npz").toStdString();
+        for (size_t n = 0; n < source.size(); ++n) {
+            writeFile(path, source.substr(0, n));
+            QVERIFY_THROWS_EXCEPTION(Error, openAndReadAll(path));
+        }
+        const QByteArray x = bytesOf(readNpy(validPath("npz.ref/x.npy")));
+        std::mt19937 rng(5);
+        int rejected = 0;
+        for (int i = 0; i < 3000; ++i) {
+            std::string mutant = source;
+            for (int flips = 1 + int(rng() % 3); flips > 0; --flips)
+                mutant[rng() % mutant.size()] = char(rng());
+            writeFile(path, mutant);
+            try {
+                const NpzFile f = NpzFile::open(path);
+                for (const auto& a : f.arrays()) {
+                    const Tensor t = f.read(a);
+                    if (a.name == "x" && t.shape() == Shape{3, 5} && t.dtype() == DType::F32)
+                        QVERIFY(bytesOf(t) == x); // CRC-32 guards the data
+                }
+            } catch (const Error& e) {
+                ++rejected;
+                QVERIFY(QString(e.what()).contains(QString::fromStdString(path)));
+            }
+        }
+        QVERIFY(rejected > 1000);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestNpz)
+#include "tst_npz.moc"
