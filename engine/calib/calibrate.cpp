@@ -89,8 +89,7 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
         return ranges;
     case CalibrationKind::Rms:
         for (size_t g = 0; g < groups; ++g)
-            ranges[g] = symmetricRange(
-                st.count[g] == 0 ? 0.0 : s * std::sqrt(st.sumSquares[g] / double(st.count[g])));
+            ranges[g] = symmetricRange(st.count[g] == 0 ? 0.0 : s * std::sqrt(st.sumSquares[g] / double(st.count[g])));
         return ranges;
     case CalibrationKind::Fixed:
         std::fill(ranges.begin(), ranges.end(), Range{float(m.fixedMin), float(m.fixedMax)});

@@ -29,10 +29,10 @@ namespace qs {
 inline constexpr int64_t kMseExactLimit = 4096;
 
 struct CalibrationTarget {
-    QType qtype = QType::Int8;         // the type the ranges are for (mse and entropy depend on it)
-    ScaleOptions options;              // narrow range and scale restriction, as the quantizer will use them
-    std::optional<bool> symmetric;     // a rule's `symmetric` field; unset = the method decides
-    int histogramBins = 2048;          // bins of the mse and entropy histograms
+    QType qtype = QType::Int8;     // the type the ranges are for (mse and entropy depend on it)
+    ScaleOptions options;          // narrow range and scale restriction, as the quantizer will use them
+    std::optional<bool> symmetric; // a rule's `symmetric` field; unset = the method decides
+    int histogramBins = 2048;      // bins of the mse and entropy histograms
 };
 
 // One range per group of `layout` (row-major over its grid) for the values x

@@ -32,8 +32,7 @@ public:
     bool groupMajor() const { return isRowMajorGroups_; }
 
     // Calls f(group, begin, end) for each piece of a run inside the flat range [begin, end).
-    template <class F>
-    void forEachPiece(int64_t begin, int64_t end, F&& f) const
+    template <class F> void forEachPiece(int64_t begin, int64_t end, F&& f) const
     {
         while (begin < end) {
             const int64_t row = begin / rowLength, offset = begin - row * rowLength;

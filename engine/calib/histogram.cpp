@@ -19,13 +19,11 @@ constexpr int64_t kChunk = int64_t(1) << 16;
 
 // Runs body(begin, end, counters) over chunks of [0, n) in parallel, each thread
 // counting into its own `bins` counters of type T, and returns their sums.
-template <class T, class Body>
-std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
+template <class T, class Body> std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
 {
     tbb::combinable<std::vector<T>> local([bins] { return std::vector<T>(bins, 0); });
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
-        body(r.begin(), r.end(), local.local().data());
-    });
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk),
+                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), local.local().data()); });
     std::vector<int64_t> total(bins, 0);
     local.combine_each([&](const std::vector<T>& c) {
         for (size_t i = 0; i < bins; ++i)
@@ -35,8 +33,7 @@ std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
 }
 
 // 32-bit counters while no counter can overflow, 64-bit beyond.
-template <class Body>
-std::vector<int64_t> count(int64_t n, size_t bins, Body&& body)
+template <class Body> std::vector<int64_t> count(int64_t n, size_t bins, Body&& body)
 {
     if (n < (int64_t(1) << 32))
         return countInParallel<uint32_t>(n, bins, body);
@@ -116,29 +113,31 @@ Histogram buildHistogram(std::span<const float> x, HistogramOf what, float lo, f
     // Bin indices are computed a block at a time (this vectorises), then counted
     // into four interleaved copies so that equal neighbours do not wait on each
     // other's increments.
-    h.counts = foldCopies(count(int64_t(x.size()), 4 * bins, [&](int64_t begin, int64_t end, auto* c) {
-        constexpr int64_t block = 256;
-        int32_t idx[block];
-        for (int64_t i = begin; i < end; i += block) {
-            const int64_t m = std::min(block, end - i);
-            const float* p = x.data() + i;
-            if (magnitudes)
-                for (int64_t k = 0; k < m; ++k)
-                    idx[k] = bin(std::abs(p[k]));
-            else
-                for (int64_t k = 0; k < m; ++k)
-                    idx[k] = bin(p[k]);
-            int64_t k = 0;
-            for (; k + 4 <= m; k += 4) {
-                ++c[size_t(idx[k])];
-                ++c[bins + size_t(idx[k + 1])];
-                ++c[2 * bins + size_t(idx[k + 2])];
-                ++c[3 * bins + size_t(idx[k + 3])];
-            }
-            for (; k < m; ++k)
-                ++c[size_t(idx[k])];
-        }
-    }), bins, 4);
+    h.counts = foldCopies(count(int64_t(x.size()), 4 * bins,
+                                [&](int64_t begin, int64_t end, auto* c) {
+                                    constexpr int64_t block = 256;
+                                    int32_t idx[block];
+                                    for (int64_t i = begin; i < end; i += block) {
+                                        const int64_t m = std::min(block, end - i);
+                                        const float* p = x.data() + i;
+                                        if (magnitudes)
+                                            for (int64_t k = 0; k < m; ++k)
+                                                idx[k] = bin(std::abs(p[k]));
+                                        else
+                                            for (int64_t k = 0; k < m; ++k)
+                                                idx[k] = bin(p[k]);
+                                        int64_t k = 0;
+                                        for (; k + 4 <= m; k += 4) {
+                                            ++c[size_t(idx[k])];
+                                            ++c[bins + size_t(idx[k + 1])];
+                                            ++c[2 * bins + size_t(idx[k + 2])];
+                                            ++c[3 * bins + size_t(idx[k + 3])];
+                                        }
+                                        for (; k < m; ++k)
+                                            ++c[size_t(idx[k])];
+                                    }
+                                }),
+                          bins, 4);
     return h;
 }
 
@@ -167,40 +166,43 @@ double exactPercentile(std::span<const float> x, HistogramOf what, double p)
 
     // Pass 1: the top 16 bits of the keys; pass 2: the low 16 bits of the keys
     // in the (at most two) buckets that hold ranks k and k + 1.
-    const std::vector<int64_t> top = foldCopies(count(n, 2 * 65536, [&](int64_t begin, int64_t end, auto* c) {
-        constexpr int64_t block = 256;
-        uint32_t idx[block];
-        for (int64_t i = begin; i < end; i += block) {
-            const int64_t m = std::min(block, end - i);
-            for (int64_t k = 0; k < m; ++k)
-                idx[k] = keyOf(x[size_t(i + k)], what) >> 16;
-            int64_t k = 0;
-            for (; k + 2 <= m; k += 2) {
-                ++c[idx[k]];
-                ++c[65536 + idx[k + 1]];
-            }
-            for (; k < m; ++k)
-                ++c[idx[k]];
-        }
-    }), 65536, 2);
+    const std::vector<int64_t> top = foldCopies(count(n, 2 * 65536,
+                                                      [&](int64_t begin, int64_t end, auto* c) {
+                                                          constexpr int64_t block = 256;
+                                                          uint32_t idx[block];
+                                                          for (int64_t i = begin; i < end; i += block) {
+                                                              const int64_t m = std::min(block, end - i);
+                                                              for (int64_t k = 0; k < m; ++k)
+                                                                  idx[k] = keyOf(x[size_t(i + k)], what) >> 16;
+                                                              int64_t k = 0;
+                                                              for (; k + 2 <= m; k += 2) {
+                                                                  ++c[idx[k]];
+                                                                  ++c[65536 + idx[k + 1]];
+                                                              }
+                                                              for (; k < m; ++k)
+                                                                  ++c[idx[k]];
+                                                          }
+                                                      }),
+                                                65536, 2);
     const auto [bucketA, belowA] = bucketOfRank(top, k);
     const auto [bucketB, belowB] = bucketOfRank(top, k1);
     const std::vector<int64_t> low =
-        count(n, 2 * 65536, [&, bucketA = uint32_t(bucketA), bucketB = uint32_t(bucketB)](int64_t begin, int64_t end,
-                                                                                             auto* c) {
-            for (int64_t i = begin; i < end; ++i) {
-                const uint32_t key = keyOf(x[size_t(i)], what);
-                if ((key >> 16) == bucketA)
-                    ++c[key & 0xffffu];
-                else if ((key >> 16) == bucketB)
-                    ++c[65536 + (key & 0xffffu)];
-            }
-        });
+        count(n, 2 * 65536,
+              [&, bucketA = uint32_t(bucketA), bucketB = uint32_t(bucketB)](int64_t begin, int64_t end, auto* c) {
+                  for (int64_t i = begin; i < end; ++i) {
+                      const uint32_t key = keyOf(x[size_t(i)], what);
+                      if ((key >> 16) == bucketA)
+                          ++c[key & 0xffffu];
+                      else if ((key >> 16) == bucketB)
+                          ++c[65536 + (key & 0xffffu)];
+                  }
+              });
     const std::vector<int64_t> lowA(low.begin(), low.begin() + 65536);
     const std::vector<int64_t> lowB(low.begin() + 65536, low.end());
     const uint32_t keyA = uint32_t(bucketA << 16) | uint32_t(bucketOfRank(lowA, k - belowA).first);
-    const uint32_t keyB = bucketB == bucketA ? uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowA, k1 - belowA).first)
-                                             : uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowB, k1 - belowB).first);
+    const uint32_t keyB = bucketB == bucketA
+                              ? uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowA, k1 - belowA).first)
+                              : uint32_t(bucketB << 16) | uint32_t(bucketOfRank(lowB, k1 - belowB).first);
     return interpolate(valueOfKey(keyA, what), valueOfKey(keyB, what), t);
 }
 
@@ -226,7 +228,10 @@ GrowingHistogram::GrowingHistogram(int binsPerSide) : binsPerSide_(binsPerSide)
     counts_.assign(2 * size_t(binsPerSide), 0);
 }
 
-double GrowingHistogram::binWidth() const { return std::ldexp(1.0, exponent_); }
+double GrowingHistogram::binWidth() const
+{
+    return std::ldexp(1.0, exponent_);
+}
 
 int64_t GrowingHistogram::binOf(float v, int exponent, int binsPerSide)
 {
@@ -275,11 +280,10 @@ void GrowingHistogram::add(std::span<const float> x)
     else if (needed > exponent_)
         growTo(needed);
     const int e = exponent_, B = binsPerSide_;
-    const std::vector<int64_t> add =
-        count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
-            for (int64_t i = begin; i < end; ++i)
-                ++c[size_t(binOf(x[size_t(i)], e, B))];
-        });
+    const std::vector<int64_t> add = count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
+        for (int64_t i = begin; i < end; ++i)
+            ++c[size_t(binOf(x[size_t(i)], e, B))];
+    });
     for (size_t i = 0; i < counts_.size(); ++i)
         counts_[i] += add[i];
     total_ += int64_t(x.size());

@@ -81,7 +81,7 @@ public:
     int64_t total() const { return total_; }
     int exponent() const { return exponent_; } // the bin width is 2^exponent
     double binWidth() const;
-    double range() const { return binWidth() * binsPerSide_; } // the histogram covers [−range, range)
+    double range() const { return binWidth() * binsPerSide_; }     // the histogram covers [−range, range)
     const std::vector<int64_t>& counts() const { return counts_; } // 2·binsPerSide, from −range up
 
     // The counts as a Histogram over [−range, range).

@@ -67,7 +67,10 @@ std::string shortest(double v)
 
 } // namespace
 
-std::span<const CalibrationKindInfo> allCalibrationKinds() { return kKinds; }
+std::span<const CalibrationKindInfo> allCalibrationKinds()
+{
+    return kKinds;
+}
 
 const CalibrationKindInfo& calibrationKindInfo(CalibrationKind k)
 {

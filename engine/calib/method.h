@@ -22,9 +22,9 @@ enum class CalibrationKind : uint8_t { AbsMax, MinMax, Rms, Fixed, Percentile, M
 
 struct CalibrationKindInfo {
     CalibrationKind kind;
-    std::string_view name;     // "absmax"
-    std::string_view syntax;   // "absmax[,s]"
-    std::string_view summary;  // one line for tooltips and docs
+    std::string_view name;    // "absmax"
+    std::string_view syntax;  // "absmax[,s]"
+    std::string_view summary; // one line for tooltips and docs
 };
 // The single table of methods, in the order the GUI and docs list them.
 std::span<const CalibrationKindInfo> allCalibrationKinds();

@@ -125,7 +125,8 @@ void Observer::observe(std::span<const float> x, const Shape& shape)
         runningMax_[g] = std::max(runningMax_[g], hi[g]);
     }
     if (!histograms_.empty()) {
-        const GroupMajorValues values(x, channel < 0 ? BlockLayout::perTensor(shape) : BlockLayout::perChannel(shape, channel));
+        const GroupMajorValues values(x, channel < 0 ? BlockLayout::perTensor(shape)
+                                                     : BlockLayout::perChannel(shape, channel));
         for (size_t g = 0; g < size_t(groups); ++g)
             histograms_[g].add(values.group(int64_t(g)));
     }

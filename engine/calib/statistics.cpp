@@ -34,8 +34,7 @@ struct Summary {
 
 // One contiguous run, spread over 16 independent lanes (Eigen packets) so that
 // nothing is reassociated: the result does not depend on the machine.
-template <bool SumSquares>
-Summary summarize(const float* p, int64_t n)
+template <bool SumSquares> Summary summarize(const float* p, int64_t n)
 {
     constexpr int W = 16;
     using Lanes = Eigen::Array<float, W, 1>;
