@@ -67,6 +67,10 @@ std::vector<BlockLayout> layoutsFor(const Shape& s)
     if (s.size() >= 2) {
         l.push_back(BlockLayout::tiled(s, 0, int(s.size()) - 1, 8));  // ragged last tile when shape % 8 != 0
         l.push_back(BlockLayout::tiled(s, -1, int(s.size()) - 1, 5)); // tiles without a channel axis
+        BlockLayout boxes{s, s};                                      // ragged boxes on every axis
+        for (size_t i = 0; i < s.size(); ++i)
+            boxes.block[i] = std::max<int64_t>(1, s[i] / 2 - 1);
+        l.push_back(boxes);
     }
     return l;
 }
@@ -548,6 +552,9 @@ private slots:
                 ++scratch[size_t(GrowingHistogram::binOf(v, h.exponent(), 256))];
             QCOMPARE(h.counts(), scratch);
         }
+        const std::vector<float> withNan{1.0f, NAN, 2.0f};
+        QVERIFY_THROWS_WITH(h.add(withNan), "NaN");
+        QCOMPARE(h.total(), int64_t(all.size()));
         const GrowingHistogram back = GrowingHistogram::fromJson(h.toJson());
         QCOMPARE(back.counts(), h.counts());
         QCOMPARE(back.exponent(), h.exponent());

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
@@ -270,9 +271,13 @@ void GrowingHistogram::add(std::span<const float> x)
     if (x.empty())
         return;
     float absMax = 0;
-    for (float v : x)
-        absMax = std::max(absMax, std::abs(v));
-    if (!std::isfinite(absMax))
+    bool finite = true;
+    for (float v : x) {
+        const float a = std::abs(v);
+        absMax = a > absMax ? a : absMax;
+        finite &= a <= std::numeric_limits<float>::max(); // false for NaN too
+    }
+    if (!finite)
         throw Error("growing histogram: the batch holds NaN or Inf");
     const int needed = exponentFor(absMax, binsPerSide_);
     if (total_ == 0)

@@ -104,29 +104,43 @@ struct Partial {
     }
 };
 
+// Rows [r0, r1) of a layout where every element of a row is its own group
+// (per-channel on the last axis, ...). Columns are taken a slice at a time over
+// all rows so that the slice's accumulators stay in L1; the updates are
+// element-wise and vectorise.
+void accumulateColumns(const float* x, const GroupRuns& runs, int64_t r0, int64_t r1, Partial& out, bool withSumSquares)
+{
+    constexpr int64_t slice = 512;
+    std::vector<int64_t> bases(size_t(r1 - r0));
+    for (int64_t r = r0; r < r1; ++r)
+        bases[size_t(r - r0)] = runs.rowGroup(r);
+    for (int64_t c0 = 0; c0 < runs.rowLength; c0 += slice) {
+        const Eigen::Index w = Eigen::Index(std::min(slice, runs.rowLength - c0));
+        for (int64_t r = r0; r < r1; ++r) {
+            const int64_t base = bases[size_t(r - r0)] + c0;
+            const Eigen::Map<const Eigen::ArrayXf> v(x + r * runs.rowLength + c0, w);
+            Eigen::Map<Eigen::ArrayXf> mn(out.min.data() + base, w), mx(out.max.data() + base, w);
+            mn = mn.min(v);
+            mx = mx.max(v);
+            if (withSumSquares) {
+                Eigen::Map<Eigen::ArrayXd> ss(out.sumSquares.data() + base, w);
+                ss += v.cast<double>().square();
+            }
+            out.probe += (v - v).sum();
+        }
+    }
+}
+
 // Rows [r0, r1) of a layout whose groups are interleaved in memory.
 void accumulateRows(const float* x, const GroupRuns& runs, int64_t r0, int64_t r1, Partial& out, bool withSumSquares)
 {
+    if (runs.runLength == 1) {
+        accumulateColumns(x, runs, r0, r1, out, withSumSquares);
+        return;
+    }
     for (int64_t r = r0; r < r1; ++r) {
         const float* __restrict row = x + r * runs.rowLength;
         const int64_t base = runs.rowGroup(r);
-        if (runs.runLength == 1) {
-            // Each element is its own group within the row: element-wise updates vectorise.
-            float* __restrict mn = out.min.data() + base;
-            float* __restrict mx = out.max.data() + base;
-            for (int64_t k = 0; k < runs.rowLength; ++k) {
-                const float v = row[k];
-                mn[k] = v < mn[k] ? v : mn[k];
-                mx[k] = v > mx[k] ? v : mx[k];
-            }
-            if (withSumSquares) {
-                double* __restrict ss = out.sumSquares.data() + base;
-                for (int64_t k = 0; k < runs.rowLength; ++k)
-                    ss[k] += double(row[k]) * double(row[k]);
-            }
-            out.probe += summarize<false>(row, runs.rowLength).probe;
-            continue;
-        }
         for (int64_t k = 0; k < runs.runsPerRow; ++k) {
             const int64_t begin = k * runs.runLength;
             const Summary s = summarize(row + begin, std::min(runs.runLength, runs.rowLength - begin), withSumSquares);
