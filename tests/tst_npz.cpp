@@ -90,7 +90,8 @@ private:
                 QCOMPARE(reinterpret_cast<uintptr_t>(t.rawData()) % dtypeSize(t.dtype()), uintptr_t(0));
                 const auto* base = f.archive().mapping()->data();
                 QVERIFY(static_cast<const std::byte*>(t.rawData()) >= base &&
-                        static_cast<const std::byte*>(t.rawData()) + t.nbytes() <= base + f.archive().mapping()->size());
+                        static_cast<const std::byte*>(t.rawData()) + t.nbytes() <=
+                            base + f.archive().mapping()->size());
             }
         }
         if (!compressed)
@@ -156,6 +157,33 @@ private slots:
             QVERIFY_THROWS_EXCEPTION(Error, reader.read(one));
             const std::string npy = readFile(validPath("npz.ref/" + QString(name) + ".npy"));
             QVERIFY(std::memcmp(whole.data(), npy.data(), npy.size()) == 0 && npy.size() == whole.size());
+        }
+    }
+
+    void streamsRowsInBatches()
+    {
+        std::mt19937 rng(9);
+        for (const char* file : {"plain.npz", "compressed.npz"}) {
+            const NpzFile f = NpzFile::open(validPath(file));
+            for (const auto& a : f.arrays()) {
+                if (a.header.shape.empty()) {
+                    QVERIFY_THROWS_EXCEPTION(Error, NpzRowReader(f, a));
+                    continue;
+                }
+                const QByteArray whole = bytesOf(f.read(a));
+                NpzRowReader rows(f, a);
+                QCOMPARE(rows.rowCount(), a.header.shape[0]);
+                QByteArray streamed;
+                while (rows.position() < rows.rowCount()) {
+                    const Tensor batch = rows.next(1 + int64_t(rng() % 300));
+                    QCOMPARE(batch.dtype(), a.header.dtype);
+                    QCOMPARE(Shape(batch.shape().begin() + 1, batch.shape().end()),
+                             Shape(a.header.shape.begin() + 1, a.header.shape.end()));
+                    streamed += bytesOf(batch);
+                }
+                QCOMPARE(rows.next(4).dim(0), int64_t(0));
+                QVERIFY2(streamed == whole, a.name.c_str());
+            }
         }
     }
 

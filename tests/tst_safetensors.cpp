@@ -128,8 +128,11 @@ private slots:
     void readsEveryDtypeZeroCopy()
     {
         const SafetensorsFile f = SafetensorsFile::open(validPath("all_dtypes.safetensors"));
-        const QStringList names{"f64",  "i64", "u64", "model.layers.0.q_proj.weight", "scalar", "i32",
-                                "u32",  "f16", "bf16", "i16", "u16", "i8", "u8", "flags", "fp8", "fp8b", "empty"};
+        const QStringList names{"f64",    "i64",   "u64", "model.layers.0.q_proj.weight",
+                                "scalar", "i32",   "u32", "f16",
+                                "bf16",   "i16",   "u16", "i8",
+                                "u8",     "flags", "fp8", "fp8b",
+                                "empty"};
         QCOMPARE(f.entries().size(), size_t(names.size()));
         QVERIFY(!f.isSharded());
         QCOMPARE(f.metadata().at("format"), std::string("pt"));
@@ -208,8 +211,9 @@ private slots:
                                      "model.norm.weight"}));
         QCOMPARE(f.metadata().at("total_size"), std::string("212"));
         QCOMPARE(f.fileMetadata(1).at("format"), std::string("pt"));
-        const QStringList refs{"model-00001-of-00002.safetensors.ref/0.npy", "model-00001-of-00002.safetensors.ref/1.npy",
-                               "model-00002-of-00002.safetensors.ref/0.npy", "model-00002-of-00002.safetensors.ref/1.npy"};
+        const QStringList refs{
+            "model-00001-of-00002.safetensors.ref/0.npy", "model-00001-of-00002.safetensors.ref/1.npy",
+            "model-00002-of-00002.safetensors.ref/0.npy", "model-00002-of-00002.safetensors.ref/1.npy"};
         for (int i = 0; i < refs.size(); ++i) {
             const Tensor t = f.tensor(f.entries()[size_t(i)]);
             QCOMPARE(bytesOf(t), bytesOf(readNpy(validPath("sharded/" + refs[i]))));
@@ -220,8 +224,8 @@ private slots:
     void writerRoundTripsRandomTensors()
     {
         std::mt19937 rng(7);
-        const DType dtypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8, DType::U8,
-                                DType::I16, DType::U16, DType::I32, DType::U32, DType::I64, DType::U64};
+        const DType dtypes[] = {DType::F32, DType::F16, DType::BF16, DType::F64, DType::I8,  DType::U8,
+                                DType::I16, DType::U16, DType::I32,  DType::U32, DType::I64, DType::U64};
         for (int round = 0; round < 20; ++round) {
             std::vector<SafetensorsTensor> tensors;
             const int count = 1 + int(rng() % 12);

@@ -30,8 +30,8 @@ NpyHeader readMemberHeader(const ZipArchive& archive, const ZipEntry& entry, con
     const size_t dataOffset = npyDataOffset(head, member); // bounded by kNpyMaxHeaderBytes
     if (dataOffset > entry.uncompressedSize)
         throw Error(member + ": truncated: the npy header length (" + std::to_string(dataOffset) +
-                    " bytes with preamble) runs past the end of the member (" +
-                    std::to_string(entry.uncompressedSize) + " bytes)");
+                    " bytes with preamble) runs past the end of the member (" + std::to_string(entry.uncompressedSize) +
+                    " bytes)");
     const size_t already = head.size();
     head.resize(dataOffset);
     reader.read(std::span(head).subspan(already));
@@ -111,6 +111,49 @@ Tensor NpzFile::read(const NpzArray& array) const
     bytes.resize(size_t(e.uncompressedSize));
     reader.read(std::span(bytes).subspan(h.dataOffset));
     return parseNpy(bytes, member);
+}
+
+NpzRowReader::NpzRowReader(const NpzFile& file, const NpzArray& array) : file_(file), array_(array)
+{
+    const NpyHeader& h = array_.header;
+    const ZipEntry& entry = file_.archive().entries().at(array_.entry);
+    if (h.shape.empty())
+        throw Error(file_.archive().describe(entry) + ": a 0-d array has no rows to stream");
+    rowBytes_ = h.shape[0] ? h.dataBytes / h.shape[0] : 0;
+    if (!h.fortranOrder) {
+        reader_ = std::make_unique<ZipEntryReader>(file_.archive(), entry);
+        reader_->skip(h.dataOffset);
+    }
+}
+
+Tensor NpzRowReader::next(int64_t count)
+{
+    const NpyHeader& h = array_.header;
+    if (count < 0)
+        throw Error(file_.path().string() + ": array \"" + array_.name + "\": cannot read a negative number of rows");
+    const int64_t n = std::min(count, rowCount() - position_);
+    Shape shape = h.shape;
+    shape[0] = n;
+    Tensor rows(h.dtype, shape);
+    auto* out = static_cast<std::byte*>(rows.mutableRawData());
+    const size_t bytes = size_t(n * rowBytes_);
+    if (h.fortranOrder) {
+        if (!whole_)
+            whole_ = file_.read(array_);
+        if (bytes)
+            std::memcpy(out, static_cast<const std::byte*>(whole_->rawData()) + position_ * rowBytes_, bytes);
+    } else {
+        reader_->read({out, bytes});
+        const size_t item = dtypeSize(h.dtype);
+        if (h.bigEndian)
+            for (size_t i = 0; i < bytes; i += item)
+                std::reverse(out + i, out + i + item);
+        if (h.dtype == DType::Bool)
+            for (auto& v : rows.mutableValues<uint8_t>())
+                v = v != 0;
+    }
+    position_ += n;
+    return rows;
 }
 
 } // namespace qs

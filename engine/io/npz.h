@@ -14,6 +14,8 @@
 // Errors are qs::Error naming the archive, the member and the field or offset.
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -26,9 +28,9 @@
 namespace qs {
 
 struct NpzArray {
-    std::string name;     // member name without ".npy"
-    NpyHeader header;     // dtype, shape, byte order, Fortran order, data offset within the member
-    size_t entry = 0;     // index into the archive's entries()
+    std::string name; // member name without ".npy"
+    NpyHeader header; // dtype, shape, byte order, Fortran order, data offset within the member
+    size_t entry = 0; // index into the archive's entries()
     bool compressed = false;
 };
 
@@ -58,6 +60,31 @@ private:
     std::vector<NpzArray> arrays_;
     std::unordered_map<std::string, size_t> byName_;
     std::vector<std::string> otherMembers_;
+};
+
+// Reads an array's rows (slices along axis 0) front to back without loading
+// the whole array: what a data source batching a large compressed .npz needs.
+// Rows come out in native layout (byte-swapped, bools 0/1). A Fortran-order
+// array has no contiguous rows, so it is read whole on the first call and
+// sliced. The NpzFile must outlive the reader.
+class NpzRowReader {
+public:
+    // A 0-d array has no rows: Error.
+    NpzRowReader(const NpzFile& file, const NpzArray& array);
+
+    int64_t rowCount() const { return array_.header.shape.at(0); }
+    // Rows delivered so far.
+    int64_t position() const { return position_; }
+    // The next min(count, rows left) rows, shape [n, dims…]; zero rows at the end.
+    Tensor next(int64_t count);
+
+private:
+    const NpzFile& file_;
+    NpzArray array_;
+    std::unique_ptr<ZipEntryReader> reader_; // C order: positioned at the next row
+    std::optional<Tensor> whole_;            // Fortran order: the array, once read
+    int64_t rowBytes_ = 0;
+    int64_t position_ = 0;
 };
 
 } // namespace qs

@@ -165,8 +165,7 @@ SafetensorsEntry parseEntry(const std::string& name, const Json& v, const std::f
     e.begin = nonNegativeInteger(offsets[0], where + " data_offsets[0]", file);
     e.end = nonNegativeInteger(offsets[1], where + " data_offsets[1]", file);
     if (e.begin > e.end)
-        fail(file, where + " data_offsets begin " + std::to_string(e.begin) + " is after end " +
-                       std::to_string(e.end));
+        fail(file, where + " data_offsets begin " + std::to_string(e.begin) + " is after end " + std::to_string(e.end));
 
     int64_t count = 0;
     try {

@@ -78,8 +78,7 @@ void readZip64Extra(const std::byte* extra, size_t length, Zip64Values values, c
                 if (!target)
                     return;
                 if (used + bytes > size)
-                    throw Error(what + ": zip64 extra field of " + std::to_string(size) + " bytes lacks the " +
-                                field);
+                    throw Error(what + ": zip64 extra field of " + std::to_string(size) + " bytes lacks the " + field);
                 *target = bytes == 8 ? z.u64(used) : z.u32(used);
                 used += bytes;
             };
@@ -190,7 +189,8 @@ ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move
         uint32_t startDisk = c.u16(34);
         e.localHeaderOffset = c.u32(42);
         if (cdEnd - at - kCentralBytes < nameLength + extraLength + commentLength)
-            fail(where + ": name, extra field and comment (" + std::to_string(nameLength + extraLength + commentLength) +
+            fail(where + ": name, extra field and comment (" +
+                 std::to_string(nameLength + extraLength + commentLength) +
                  " bytes) run past the end of the central directory");
         e.name.assign(reinterpret_cast<const char*>(base + at + kCentralBytes), size_t(nameLength));
         const std::string entry = archive + ": entry \"" + e.name + "\"";
@@ -207,7 +207,8 @@ ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move
         if (e.name.empty())
             fail(where + " has an empty name");
         if (startDisk != 0)
-            throw Error(entry + ": starts on disk " + std::to_string(startDisk) + " (split archives are not supported)");
+            throw Error(entry + ": starts on disk " + std::to_string(startDisk) +
+                        " (split archives are not supported)");
         if (e.flags & (kFlagEncrypted | kFlagStrongEncryption))
             throw Error(entry + " is encrypted (general purpose flags " + hex(e.flags) +
                         "); encrypted archives are not supported");
@@ -252,8 +253,8 @@ ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move
         if (localName != e.name)
             throw Error(entry + ": local header at offset " + std::to_string(lh) + " names \"" +
                         std::string(localName) + "\" instead");
-        if (method != e.method || (flags & (kFlagEncrypted | kFlagDataDescriptor)) !=
-                                      (e.flags & (kFlagEncrypted | kFlagDataDescriptor)))
+        if (method != e.method ||
+            (flags & (kFlagEncrypted | kFlagDataDescriptor)) != (e.flags & (kFlagEncrypted | kFlagDataDescriptor)))
             throw Error(entry + ": local header at offset " + std::to_string(lh) +
                         " disagrees with the central directory on method or flags");
         if (!(e.flags & kFlagDataDescriptor)) {
@@ -344,6 +345,16 @@ void ZipEntryReader::read(std::span<std::byte> out)
         finish();
 }
 
+void ZipEntryReader::skip(uint64_t count)
+{
+    std::byte scratch[4096];
+    while (count) {
+        const size_t n = size_t(std::min<uint64_t>(count, sizeof scratch));
+        read({scratch, n});
+        count -= n;
+    }
+}
+
 void ZipEntryReader::inflateInto(std::span<std::byte> out)
 {
     z_stream& z = *stream_;
@@ -373,7 +384,8 @@ void ZipEntryReader::inflateInto(std::span<std::byte> out)
                         std::to_string(produced) + " of " + std::to_string(entry_.uncompressedSize) + " bytes)");
         else if (ret != Z_OK && ret != Z_BUF_ERROR)
             throw Error(archive_.describe(entry_) + ": corrupt deflate data near compressed offset " +
-                        std::to_string(consumed_ - z.avail_in) + ": " + (z.msg ? z.msg : "zlib error " + std::to_string(ret)));
+                        std::to_string(consumed_ - z.avail_in) + ": " +
+                        (z.msg ? z.msg : "zlib error " + std::to_string(ret)));
     }
 }
 

@@ -79,6 +79,8 @@ public:
 
     // Fills `out` with the next out.size() bytes; asking for more than remain is an Error.
     void read(std::span<std::byte> out);
+    // Reads and drops the next `count` bytes (an .npy header before the rows).
+    void skip(uint64_t count);
     uint64_t position() const { return position_; }
     uint64_t size() const { return entry_.uncompressedSize; }
 
