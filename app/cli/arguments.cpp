@@ -24,11 +24,15 @@ std::string helpText(const CommandSpec& spec)
     std::vector<std::pair<std::string, std::string>> rows;
     for (const OptionSpec& o : spec.options) {
         std::string left = o.name;
-        if (!o.valueName.empty())
-            left += " " + o.valueName;
+        if (!o.valueName.empty()) {
+            left += ' ';
+            left += o.valueName;
+        }
         std::string right = o.help;
-        if (!o.choices.empty())
-            right += " (" + joined(o.choices, ", ") + ")";
+        if (!o.choices.empty()) {
+            right += ' ';
+            right += joined(o.choices, "|");
+        }
         if (o.required)
             right += " [required]";
         rows.emplace_back(left, right);
