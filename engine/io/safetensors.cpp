@@ -198,7 +198,10 @@ SafetensorsFile::Shard readShard(const std::filesystem::path& path, size_t index
     std::memcpy(&n, bytes.data(), 8);
     if (n > kSafetensorsMaxHeaderBytes)
         fail(path, "header length " + std::to_string(n) + " (at byte offset 0) exceeds the limit of " +
-                       std::to_string(kSafetensorsMaxHeaderBytes) + " bytes");
+                       std::to_string(kSafetensorsMaxHeaderBytes) + " bytes" +
+                       (bytes[0] == std::byte{'{'} ? " (the file looks like JSON; a sharded checkpoint's index must be "
+                                                     "named *.index.json)"
+                                                   : ""));
     if (n > bytes.size() - 8)
         fail(path, "header length " + std::to_string(n) + " (at byte offset 0) runs past the end of the file (" +
                        std::to_string(bytes.size()) + " bytes)");

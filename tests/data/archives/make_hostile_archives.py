@@ -36,6 +36,7 @@ SAFETENSORS = [
     ("short_length.safetensors", b"\x10\x00\x00", ["too short for the 8-byte header length"]),
     ("header_past_eof.safetensors", st(header_length=4096), ["header length 4096", "runs past the end"]),
     ("huge_header.safetensors", st(header_length=1 << 40), ["header length 1099511627776", "exceeds the limit"]),
+    ("index_not_named_index.safetensors", b'{"weight_map": {"a": "s1.safetensors"}}', ["looks like JSON", ".index.json"]),
     ("invalid_json.safetensors", st(header_text='{"a": {"dtype": "F32", "shape": [2, 3],,}}', data=F32_6),
      ["not valid JSON", "byte offset 47"]),
     ("invalid_utf8.safetensors", st(header_text=b'{"\xff\xfe": {"dtype": "F32"}}', data=b""),

@@ -3,6 +3,7 @@ expected contents beside them as .npy files (raw codes for BF16 and F8).
 
 usage: /usr/bin/python3 make_valid_archives.py OUTDIR
 """
+import io
 import json
 import os
 import sys
@@ -96,9 +97,25 @@ def main(out):
                 np.lib.format.write_array(f, arrays[name])
         z.writestr("README.txt", "not an array")
 
+    # Written to a pipe-like stream: sizes and CRC in data descriptors after the data (flag bit 3).
+    class Unseekable(io.RawIOBase):
+        def __init__(self, f):
+            self.f = f
+
+        def writable(self):
+            return True
+
+        def write(self, b):
+            return self.f.write(b)
+
+    with open(os.path.join(out, "streamed.npz"), "wb") as raw:
+        with zipfile.ZipFile(Unseekable(raw), "w", zipfile.ZIP_DEFLATED) as z:
+            for name in ("x", "mask"):
+                with z.open(name + ".npy", "w") as f:
+                    np.lib.format.write_array(f, arrays[name])
+
     # A full zip64 archive (end record, locator, zip64 central entries), stored and deflated.
     def npy_bytes(a):
-        import io
         b = io.BytesIO()
         np.save(b, a)
         return b.getvalue()
