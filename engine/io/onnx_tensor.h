@@ -1,0 +1,52 @@
+#pragma once
+// Internal to the ONNX loader: onnx::TensorProto -> qs::Tensor, including
+// external data. Included only by the loader's sources (it needs the ONNX
+// protobuf headers, which the io library links privately).
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include <onnx/onnx_pb.h>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace qs {
+
+// Reads the tensors of one model. Data stored in the protobuf (raw_data and the
+// wide typed fields) is borrowed from the message, which the tensor keeps alive
+// through `owner`; narrow types in int32_data (f16, bf16, int8 ...) are
+// converted into owned storage. External data is mapped, each file once, and
+// borrowed from the mapping; a tensor whose offset is not aligned to its element
+// size is copied instead (reading it in place would be a misaligned access).
+class OnnxTensorReader {
+public:
+    // `sourceName` prefixes every error. External data is resolved inside
+    // `folder`; an empty folder refuses external data.
+    OnnxTensorReader(std::string sourceName, std::filesystem::path folder, std::shared_ptr<const void> owner);
+
+    // `what` names the tensor in errors, e.g. "initializer 'conv.weight'".
+    // `borrow` = false copies into owned storage (attribute tensors).
+    Tensor read(const onnx::TensorProto& proto, const std::string& what, bool borrow = true);
+
+private:
+    [[noreturn]] void fail(const std::string& what, const std::string& problem) const;
+    Tensor readExternal(const onnx::TensorProto& proto, const std::string& what, DType dtype, const Shape& shape,
+                        int64_t numel);
+    std::shared_ptr<const MappedFile> externalFile(const std::string& location, const std::string& what);
+
+    std::string sourceName_;
+    std::filesystem::path folder_;
+    std::shared_ptr<const void> owner_;
+    std::map<std::filesystem::path, std::shared_ptr<const MappedFile>> mapped_;
+};
+
+// The ONNX element type's name ("float32", "string", "float8e4m3fn", ...).
+std::string onnxElementTypeName(int32_t elemType);
+// The DType of an ONNX element type, or none (string, complex, float8, int4 ...).
+std::optional<DType> dtypeOfOnnxElementType(int32_t elemType);
+
+} // namespace qs
