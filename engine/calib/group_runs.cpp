@@ -7,6 +7,8 @@ GroupRuns::GroupRuns(const BlockLayout& layout)
     const Shape& shape = layout.shape;
     const Shape grid = layout.gridShape();
     elements = shapeElementCount(shape);
+    shape_ = shape;
+    block_ = layout.block;
     groups = layout.groupCount();
     // The split axis is the last one whose block does not cover it; everything
     // after it is inside every run.
@@ -53,15 +55,19 @@ int64_t GroupRuns::rowGroup(int64_t row) const
 
 std::vector<int64_t> GroupRuns::groupSizes() const
 {
-    std::vector<int64_t> sizes(size_t(groups), 0);
+    // A group's size is the product over axes of its extent along each axis
+    // (block, or what is left at a ragged end): walk the grid in row-major order.
+    std::vector<int64_t> sizes(size_t(groups), elements == 0 ? 0 : 1);
     if (elements == 0)
         return sizes;
-    // Runs are few compared to elements except for layouts of tiny runs; count
-    // them row by row.
-    for (int64_t r = 0; r < rows; ++r) {
-        const int64_t base = rowGroup(r);
-        for (int64_t k = 0; k < runsPerRow; ++k)
-            sizes[size_t(base + k)] += std::min(runLength, rowLength - k * runLength);
+    int64_t inner = 1; // groups per step of the current axis
+    for (size_t i = shape_.size(); i-- > 0;) {
+        const int64_t cells = (shape_[i] + block_[i] - 1) / block_[i];
+        for (int64_t g = 0; g < groups; ++g) {
+            const int64_t idx = (g / inner) % cells;
+            sizes[size_t(g)] *= std::min(block_[i], shape_[i] - idx * block_[i]);
+        }
+        inner *= cells;
     }
     return sizes;
 }

@@ -48,6 +48,7 @@ public:
     std::vector<int64_t> groupSizes() const;
 
 private:
+    Shape shape_, block_;
     Shape outerShape_, outerBlock_, outerGroupStride_;
     bool isRowMajorGroups_ = false;
 };

@@ -21,7 +21,7 @@ struct Summary {
     float min = kInf;
     float max = -kInf;
     double sumSquares = 0;
-    float probe = 0; // sum of (v − v): NaN as soon as a NaN or an Inf was seen
+    float probe = 0; // sum of v·0: NaN as soon as a NaN or an Inf was seen
 
     void merge(const Summary& o)
     {
@@ -32,9 +32,9 @@ struct Summary {
     }
 };
 
-// One contiguous run, spread over 16 independent lanes (Eigen packets) so that
-// nothing is reassociated: the result does not depend on the machine.
-template <bool SumSquares> Summary summarize(const float* p, int64_t n)
+// A short run: 16 independent lanes (Eigen packets), nothing reassociated, so
+// the result does not depend on the machine. v·0 is NaN exactly for NaN and Inf.
+template <bool SumSquares> Summary summarizeLanes(const float* p, int64_t n)
 {
     constexpr int W = 16;
     using Lanes = Eigen::Array<float, W, 1>;
@@ -48,7 +48,7 @@ template <bool SumSquares> Summary summarize(const float* p, int64_t n)
             const Eigen::Map<const Lanes> v(p + i);
             mn = mn.min(v);
             mx = mx.max(v);
-            probe += v - v;
+            probe += v * 0.0f;
             if constexpr (SumSquares)
                 ss += v.template cast<double>().square();
         }
@@ -62,9 +62,54 @@ template <bool SumSquares> Summary summarize(const float* p, int64_t n)
         const float v = p[i];
         s.min = v < s.min ? v : s.min;
         s.max = v > s.max ? v : s.max;
-        s.probe += v - v;
+        s.probe += v * 0.0f;
         if constexpr (SumSquares)
             s.sumSquares += double(v) * double(v);
+    }
+    return s;
+}
+
+// One contiguous run. A long run is read as four quarters at once — four
+// independent memory streams keep more loads in flight than one — folded
+// element-wise over W lanes, then into per-lane accumulators; every loop is
+// element-wise, so it vectorises without reassociating anything.
+template <bool SumSquares> Summary summarize(const float* __restrict p, int64_t n)
+{
+    constexpr int64_t W = 64;
+    if (n < 64 * W)
+        return summarizeLanes<SumSquares>(p, n);
+    const int64_t quarter = n / 4 / W * W;
+    float mn[W], mx[W], probe[W];
+    double ss[W];
+    for (int64_t k = 0; k < W; ++k) {
+        mn[k] = kInf;
+        mx[k] = -kInf;
+        probe[k] = 0;
+        ss[k] = 0;
+    }
+    for (int64_t i = 0; i < quarter; i += W) {
+        const float* __restrict a = p + i;
+        const float* __restrict b = a + quarter;
+        const float* __restrict c = b + quarter;
+        const float* __restrict d = c + quarter;
+        for (int64_t k = 0; k < W; ++k) {
+            const float lo = std::min(std::min(a[k], b[k]), std::min(c[k], d[k]));
+            const float hi = std::max(std::max(a[k], b[k]), std::max(c[k], d[k]));
+            mn[k] = lo < mn[k] ? lo : mn[k];
+            mx[k] = hi > mx[k] ? hi : mx[k];
+            probe[k] += (a[k] * 0.0f + b[k] * 0.0f) + (c[k] * 0.0f + d[k] * 0.0f);
+        }
+        if constexpr (SumSquares)
+            for (int64_t k = 0; k < W; ++k)
+                ss[k] += (double(a[k]) * double(a[k]) + double(b[k]) * double(b[k])) +
+                         (double(c[k]) * double(c[k]) + double(d[k]) * double(d[k]));
+    }
+    Summary s = summarizeLanes<SumSquares>(p + 4 * quarter, n - 4 * quarter);
+    for (int64_t k = 0; k < W; ++k) {
+        s.min = std::min(s.min, mn[k]);
+        s.max = std::max(s.max, mx[k]);
+        s.probe += probe[k];
+        s.sumSquares += ss[k];
     }
     return s;
 }
@@ -105,30 +150,57 @@ struct Partial {
 };
 
 // Rows [r0, r1) of a layout where every element of a row is its own group
-// (per-channel on the last axis, ...). Columns are taken a slice at a time over
-// all rows so that the slice's accumulators stay in L1; the updates are
-// element-wise and vectorise.
+// (per-channel on the last axis, ...). Columns are taken a slice at a time so
+// that the slice's accumulators stay in L1, and up to four rows that share
+// their groups are folded before touching the accumulators. The loops are
+// element-wise and vectorise; v·0 is NaN exactly for NaN and Inf.
 void accumulateColumns(const float* x, const GroupRuns& runs, int64_t r0, int64_t r1, Partial& out, bool withSumSquares)
 {
-    constexpr int64_t slice = 512;
+    constexpr int64_t slice = 1024;
     std::vector<int64_t> bases(size_t(r1 - r0));
     for (int64_t r = r0; r < r1; ++r)
         bases[size_t(r - r0)] = runs.rowGroup(r);
+    float probe[slice] = {};
     for (int64_t c0 = 0; c0 < runs.rowLength; c0 += slice) {
-        const Eigen::Index w = Eigen::Index(std::min(slice, runs.rowLength - c0));
-        for (int64_t r = r0; r < r1; ++r) {
-            const int64_t base = bases[size_t(r - r0)] + c0;
-            const Eigen::Map<const Eigen::ArrayXf> v(x + r * runs.rowLength + c0, w);
-            Eigen::Map<Eigen::ArrayXf> mn(out.min.data() + base, w), mx(out.max.data() + base, w);
-            mn = mn.min(v);
-            mx = mx.max(v);
-            if (withSumSquares) {
-                Eigen::Map<Eigen::ArrayXd> ss(out.sumSquares.data() + base, w);
-                ss += v.cast<double>().square();
+        const int64_t w = std::min(slice, runs.rowLength - c0);
+        for (int64_t r = r0; r < r1;) {
+            const int64_t base = bases[size_t(r - r0)];
+            float* __restrict mn = out.min.data() + base + c0;
+            float* __restrict mx = out.max.data() + base + c0;
+            double* __restrict ss = withSumSquares ? out.sumSquares.data() + base + c0 : nullptr;
+            const float* __restrict a = x + r * runs.rowLength + c0;
+            if (r + 4 <= r1 && bases[size_t(r + 3 - r0)] == base && bases[size_t(r + 1 - r0)] == base &&
+                bases[size_t(r + 2 - r0)] == base) {
+                const float* __restrict b = a + runs.rowLength;
+                const float* __restrict c = b + runs.rowLength;
+                const float* __restrict d = c + runs.rowLength;
+                for (int64_t k = 0; k < w; ++k) {
+                    const float lo = std::min(std::min(a[k], b[k]), std::min(c[k], d[k]));
+                    const float hi = std::max(std::max(a[k], b[k]), std::max(c[k], d[k]));
+                    mn[k] = lo < mn[k] ? lo : mn[k];
+                    mx[k] = hi > mx[k] ? hi : mx[k];
+                    probe[k] += (a[k] * 0.0f + b[k] * 0.0f) + (c[k] * 0.0f + d[k] * 0.0f);
+                }
+                if (ss)
+                    for (int64_t k = 0; k < w; ++k)
+                        ss[k] += (double(a[k]) * double(a[k]) + double(b[k]) * double(b[k])) +
+                                 (double(c[k]) * double(c[k]) + double(d[k]) * double(d[k]));
+                r += 4;
+                continue;
             }
-            out.probe += (v - v).sum();
+            for (int64_t k = 0; k < w; ++k) {
+                mn[k] = a[k] < mn[k] ? a[k] : mn[k];
+                mx[k] = a[k] > mx[k] ? a[k] : mx[k];
+                probe[k] += a[k] * 0.0f;
+            }
+            if (ss)
+                for (int64_t k = 0; k < w; ++k)
+                    ss[k] += double(a[k]) * double(a[k]);
+            ++r;
         }
     }
+    for (float p : probe)
+        out.probe += p;
 }
 
 // Rows [r0, r1) of a layout whose groups are interleaved in memory.
