@@ -10,7 +10,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include "io/checkpoint_model.h"
 #include "io/hdf5_file.h"
+#include "io/keras_model.h"
+#include "io/safetensors.h"
 #include "io/npy.h"
 
 using namespace qs;
@@ -49,6 +52,30 @@ std::string capturedStderr(F&& call)
     close(fd);
     unlink(name);
     return text;
+}
+
+const QuantizableLayer* layerAt(const Model& m, const std::string& path)
+{
+    for (const QuantizableLayer& l : m.layers)
+        if (l.modulePath == path)
+            return &l;
+    return nullptr;
+}
+
+const Node* nodeProducing(const Model& m, const std::string& value)
+{
+    for (const Node& n : m.nodes)
+        if (!n.outputs.empty() && n.outputs[0] == value)
+            return &n;
+    return nullptr;
+}
+
+QStringList opSequence(const Model& m)
+{
+    QStringList ops;
+    for (const Node& n : m.nodes)
+        ops << QString::fromStdString(n.opType);
+    return ops;
 }
 
 bool sameBytes(const Tensor& a, const Tensor& b)
@@ -182,6 +209,188 @@ private slots:
         QVERIFY2(text.contains("/text") && text.contains("string"), qPrintable(text));
         const QString absent = errorOf([&] { f.read("nope"); });
         QVERIFY2(absent.contains("/nope") && absent.contains("no such dataset"), qPrintable(absent));
+    }
+
+    void kerasSequentialBecomesAGraph()
+    {
+        const Model m = loadCheckpointModel(file("keras_sequential.h5"));
+        QCOMPARE(m.format, std::string("keras-h5"));
+        QVERIFY2(!m.weightsOnly, m.warnings.empty() ? "" : m.warnings[0].c_str());
+        QCOMPARE(m.producer, std::string("keras 2.13.1"));
+        // Every stored variable is an initializer, bit for bit.
+        QVERIFY(sameBytes(*m.initializer("conv2d/kernel:0"), npy("sequential_conv2d_kernel.npy")));
+        QVERIFY(sameBytes(*m.initializer("separable_conv2d/pointwise_kernel:0"),
+                          npy("sequential_separable_conv2d_pointwise_kernel.npy")));
+        QVERIFY(sameBytes(*m.initializer("batch_normalization/moving_variance:0"),
+                          npy("sequential_batch_normalization_moving_variance.npy")));
+
+        // Layers in file order with Keras kernel layouts.
+        QStringList paths;
+        for (const QuantizableLayer& l : m.layers)
+            paths << QString::fromStdString(l.modulePath);
+        QCOMPARE(paths, (QStringList{"conv2d", "depthwise_conv2d", "separable_conv2d/depthwise",
+                                     "separable_conv2d/pointwise", "conv2d_1", "dense"}));
+        const QuantizableLayer* conv = layerAt(m, "conv2d");
+        QCOMPARE(conv->opType, std::string("Conv"));
+        QCOMPARE(conv->weightShape, (Shape{3, 3, 3, 4}));
+        QCOMPARE(conv->channelAxis, 3);
+        QCOMPARE(conv->contractionAxes, std::vector<int>{2});
+        const QuantizableLayer* dw = layerAt(m, "depthwise_conv2d");
+        QCOMPARE(dw->channelAxis, 2);
+        QCOMPARE(dw->contractionAxes, (std::vector<int>{0, 1}));
+        QCOMPARE(dw->groups, int64_t(4));
+        const QuantizableLayer* dense = layerAt(m, "dense");
+        QCOMPARE(dense->opType, std::string("MatMul"));
+        QCOMPARE(dense->channelAxis, 1);
+        QCOMPARE(dense->contractionAxes, std::vector<int>{0});
+        QCOMPARE(dense->parameterCount, int64_t(800));
+
+        // Each layer points at the node that consumes its kernel.
+        for (const QuantizableLayer& l : m.layers) {
+            QVERIFY2(l.node && l.weightInput, l.modulePath.c_str());
+            const Node& n = m.nodes[*l.node];
+            QCOMPARE(n.opType, l.opType);
+            const std::string& in = n.inputs[*l.weightInput];
+            // A Keras conv kernel reaches the Conv through Transpose (and Reshape for depthwise).
+            std::string source = in;
+            for (const Node* p = nodeProducing(m, source); p; p = nodeProducing(m, source))
+                source = p->inputs[0];
+            QCOMPARE(source, l.weightName);
+        }
+        const Node& convNode = m.nodes[*conv->node];
+        const Node* perm = nodeProducing(m, convNode.inputs[1]);
+        QVERIFY(perm && perm->opType == "Transpose");
+        QCOMPARE(perm->attribute("perm")->ints, (std::vector<int64_t>{3, 2, 0, 1}));
+
+        // NHWC input transposed once before the first conv and back once before Flatten.
+        QCOMPARE(m.inputs.size(), size_t(1));
+        QCOMPARE(m.inputs[0].toString(), std::string("float32[batch, 8, 8, 3]"));
+        QCOMPARE(opSequence(m),
+                 (QStringList{"Transpose", "Transpose", "Conv", "BatchNormalization", "Relu",
+                              "Transpose", "Reshape", "Conv", "Relu",
+                              "Transpose", "Reshape", "Conv", "Transpose", "Conv",
+                              "MaxPool", "Transpose", "Conv", "Relu", "Transpose", "Flatten", "MatMul", "Add", "Softmax"}));
+        QCOMPARE(m.outputs.size(), size_t(1));
+        QCOMPARE(m.outputs[0].toString(), std::string("float32[batch, 10]"));
+        QCOMPARE(m.opsetImports.at(""), int64_t(17));
+        const Node* pool = nullptr;
+        for (const Node& n : m.nodes)
+            if (n.opType == "MaxPool")
+                pool = &n;
+        QCOMPARE(pool->attribute("strides")->ints, (std::vector<int64_t>{2, 2}));
+    }
+
+    void kerasFunctionalBecomesAGraph()
+    {
+        const Model m = loadKerasModel(Hdf5File::open(file("keras_functional.h5")));
+        QVERIFY2(!m.weightsOnly, m.warnings.empty() ? "" : m.warnings[0].c_str());
+        QCOMPARE(m.inputs[0].toString(), std::string("int32[batch, 6]"));
+        QCOMPARE(opSequence(m), (QStringList{"Gather", "MatMul", "Add", "Relu", "Add",
+                                             "LayerNormalization", "Transpose", "Transpose", "Conv", "Tanh",
+                                             "Transpose", "Reshape", "MatMul", "Add"}));
+        const QuantizableLayer* embedding = layerAt(m, "embedding");
+        QCOMPARE(embedding->opType, std::string("Gather"));
+        QCOMPARE(embedding->channelAxis, 0);
+        QCOMPARE(*embedding->weightInput, size_t(0));
+        const QuantizableLayer* conv1d = layerAt(m, "conv1d");
+        QCOMPARE(conv1d->weightShape, (Shape{3, 8, 4}));
+        QCOMPARE(conv1d->channelAxis, 2);
+        QCOMPARE(conv1d->contractionAxes, std::vector<int>{1});
+        // The residual Add reads the embedding and the dense output.
+        const Node* add = nodeProducing(m, "add/Add");
+        QVERIFY(add);
+        QCOMPARE(add->inputs, (std::vector<std::string>{"embedding/Gather", "dense/Relu"}));
+        // conv1d output [batch, 4, 4] flattened by Reshape to 16, then logits.
+        QCOMPARE(m.outputs[0].toString(), std::string("float32[batch, 3]"));
+        const Node* conv = nodeProducing(m, "conv1d/Conv");
+        QCOMPARE(conv->attribute("pads")->ints, (std::vector<int64_t>{0, 0}));
+    }
+
+    void kerasUnsupportedConfigIsWeightsOnlyWithAWarning()
+    {
+        const Model m = loadCheckpointModel(file("keras_attention.h5"));
+        QVERIFY(m.weightsOnly);
+        QVERIFY(m.nodes.empty());
+        QCOMPARE(m.warnings.size(), size_t(1));
+        QVERIFY2(m.warnings[0].find("'mha' (MultiHeadAttention)") != std::string::npos, m.warnings[0].c_str());
+        QStringList paths;
+        for (const QuantizableLayer& l : m.layers)
+            paths << QString::fromStdString(l.modulePath);
+        QCOMPARE(paths, (QStringList{"mha/query", "mha/key", "mha/value", "mha/attention_output", "head/inner"}));
+        const QuantizableLayer* out = layerAt(m, "mha/attention_output");
+        QCOMPARE(out->weightShape, (Shape{2, 4, 8}));
+        QCOMPARE(out->contractionAxes, (std::vector<int>{0, 1}));
+        QCOMPARE(layerAt(m, "mha/query")->channelAxis, 2);
+        QVERIFY(!out->node);
+        QVERIFY(m.initializer("head/inner/kernel:0"));
+        QVERIFY(m.initializer("mha/query/bias:0"));
+    }
+
+    void kerasHostileFilesNameFileAndObject_data()
+    {
+        QTest::addColumn<QString>("name");
+        QTest::addColumn<QStringList>("expected");
+        QTest::newRow("not JSON") << "bad_json.h5" << QStringList{"model_config", "not valid JSON"};
+        QTest::newRow("kernel shape") << "bad_shape.h5"
+                                      << QStringList{"/model_weights/conv2d/conv2d/kernel:0", "[5, 5, 3, 4]",
+                                                     "expected [3, 3, ?, 4]"};
+        QTest::newRow("missing layer") << "missing_layer.h5"
+                                       << QStringList{"/model_weights/dense", "listed in layer_names"};
+        QTest::newRow("missing variable") << "missing_weight.h5"
+                                          << QStringList{"/model_weights/conv2d/conv2d/bias:0", "missing"};
+        QTest::newRow("truncated") << "truncated.h5" << QStringList{"truncated"};
+    }
+
+    void kerasHostileFilesNameFileAndObject()
+    {
+        QFETCH(QString, name);
+        QFETCH(QStringList, expected);
+        QString message;
+        const std::string printed = capturedStderr(
+            [&] { message = errorOf([&] { loadCheckpointModel(file(name.toUtf8().constData())); }); });
+        QVERIFY2(message.startsWith(QString::fromStdString(file(name.toUtf8().constData()))), qPrintable(message));
+        for (const QString& part : expected)
+            QVERIFY2(message.contains(part), qPrintable(message));
+        QVERIFY2(printed.empty(), printed.c_str());
+    }
+
+    void genericHdf5IsWeightsOnlyOfItsFloatDatasets()
+    {
+        const Model m = loadCheckpointModel(file("generic.h5"));
+        QCOMPARE(m.format, std::string("hdf5"));
+        QVERIFY(m.weightsOnly);
+        QStringList names;
+        for (const NamedTensor& t : m.initializers())
+            names << QString::fromStdString(t.name);
+        QCOMPARE(names, (QStringList{"be_f32", "empty", "encoder/layer0/bias", "encoder/layer0/weight", "f16", "f64",
+                                     "gzip", "scalar"}));
+        const QuantizableLayer* layer = layerAt(m, "encoder/layer0");
+        QVERIFY(layer);
+        QCOMPARE(layer->weightName, std::string("encoder/layer0/weight"));
+        QCOMPARE(layer->opType, std::string("Linear"));
+        QCOMPARE(m.warnings.size(), size_t(1));
+        for (const char* left : {"/huge", "/text", "/i32", "/records", "/null"})
+            QVERIFY2(m.warnings[0].find(left) != std::string::npos, left);
+    }
+
+    void safetensorsAndNpzAreWeightsOnlyModels()
+    {
+        const std::string path = (dir_ + "/tiny.safetensors").toStdString();
+        writeSafetensors(path, {{"model.layers.0.q_proj.weight", Tensor(DType::F32, {4, 3}), {}},
+                                {"model.layers.0.q_proj.bias", Tensor(DType::F32, {4}), {}},
+                                {"model.embed_tokens.weight", Tensor(DType::F16, {10, 4}), {}}},
+                         {{"format", "pt"}});
+        const Model m = loadCheckpointModel(path);
+        QCOMPARE(m.format, std::string("safetensors"));
+        QVERIFY(m.weightsOnly);
+        QCOMPARE(m.metadata.at("format"), std::string("pt"));
+        QCOMPARE(m.initializers().size(), size_t(3));
+        QCOMPARE(m.layers.size(), size_t(2));
+        QCOMPARE(layerAt(m, "model/layers/0/q_proj")->opType, std::string("Linear"));
+        QCOMPARE(layerAt(m, "model/embed_tokens")->opType, std::string("Embedding"));
+
+        const QString unknown = errorOf([&] { loadCheckpointModel((dir_ + "/model.bin").toStdString()); });
+        QVERIFY2(unknown.contains("model.bin") && unknown.contains("unknown checkpoint format"), qPrintable(unknown));
     }
 
     void hostileFilesNameTheFileAndPrintNothing()

@@ -523,9 +523,13 @@ std::optional<std::vector<std::string>> Hdf5File::stringsAttribute(std::string_v
     const Id space(attr.valid() ? H5Aget_space(attr.get()) : -1, H5Sclose);
     if (!type.valid() || !space.valid())
         failLibrary(path_, where, "cannot open the attribute");
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    // An empty list has no element type to speak of: h5py stores Python's []
+    // (Keras's weight_names of a layer without weights) as float64.
+    if (H5Tget_class(type.get()) != H5T_STRING && n == 0 && H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE)
+        return std::vector<std::string>{};
     if (H5Tget_class(type.get()) != H5T_STRING)
         fail(path_, where, "expected a string attribute, found " + chooseType(type.get()).words);
-    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
     if (n < 0 || n > (1 << 24))
         fail(path_, where, "holds " + std::to_string(n) + " strings (at most 2^24 accepted)");
 

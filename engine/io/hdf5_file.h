@@ -79,7 +79,8 @@ public:
     std::vector<std::string> attributeNames(std::string_view objectPath) const;
     // A string attribute (fixed- or variable-length, ASCII or UTF-8; trailing
     // NULs of fixed-length strings removed), as a list: a scalar attribute
-    // gives one string. Empty optional when the object has no such attribute;
+    // gives one string; an empty array of any type gives none (h5py stores
+    // an empty Python list as float64). Empty optional when the object has no such attribute;
     // an Error when it exists but does not hold strings.
     std::optional<std::vector<std::string>> stringsAttribute(std::string_view objectPath,
                                                              std::string_view name) const;
