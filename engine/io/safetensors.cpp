@@ -101,6 +101,8 @@ Json parseHeaderJson(std::string_view text, const std::filesystem::path& file, u
         // e.byte counts from 1 within the header text.
         const uint64_t at = fileOffset + (e.byte > 0 ? e.byte - 1 : 0);
         fail(file, "header is not valid JSON (at byte offset " + std::to_string(at) + "): " + e.what());
+    } catch (const nlohmann::json::exception& e) { // e.g. a number too large for a double
+        fail(file, std::string("header JSON cannot be read: ") + e.what());
     }
 }
 

@@ -55,6 +55,9 @@ SAFETENSORS = [
     ("negative_dim.safetensors", st(header_text=header_with(
         {"a": {"dtype": "F32", "shape": [-2, 3], "data_offsets": [0, 24]}}), data=F32_6),
      ['tensor "a" shape[0]', "non-negative integer"]),
+    ("number_overflow.safetensors", st(header_text='{"a": {"dtype": "F32", "shape": [1E999], '
+                                                   '"data_offsets": [0, 24]}}', data=F32_6),
+     ["header JSON cannot be read", "number overflow"]),
     ("float_dim.safetensors", st(header_text=header_with(
         {"a": {"dtype": "F32", "shape": [2.0, 3], "data_offsets": [0, 24]}}), data=F32_6),
      ['tensor "a" shape[0]', "non-negative integer"]),
