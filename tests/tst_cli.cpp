@@ -7,6 +7,8 @@
 #include <cstring>
 #include <random>
 
+#include <tbb/global_control.h>
+
 #include "analysis/method_comparison.h"
 #include "analysis/tensor_quantization.h"
 #include "io/npy.h"
@@ -291,6 +293,53 @@ private slots:
         QCOMPARE(table.exitCode, 0);
         QVERIFY(table.out.contains("skipped minmax"));
         QVERIFY(table.out.contains("SQNR dB"));
+    }
+
+    // The metrics compare-methods prints, against plain loops (analysis/metrics.h).
+    void metricsMatchScalarReference()
+    {
+        const Tensor x = adversarialWeights(24, 300, 11);
+        const auto xs = x.values<float>();
+        std::mt19937 rng(5);
+        std::vector<float> q(xs.begin(), xs.end());
+        for (float& v : q)
+            v += std::uniform_real_distribution<float>(-1e-3f, 1e-3f)(rng);
+        double signal = 0, noise = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+            signal += double(xs[i]) * xs[i];
+            noise += (double(xs[i]) - q[i]) * (double(xs[i]) - q[i]);
+        }
+        const ErrorMetrics m = errorMetrics(xs, q);
+        QVERIFY(std::abs(m.mse - noise / double(xs.size())) <= 1e-12 * m.mse);
+        QVERIFY(std::abs(m.sqnrDb - 10 * std::log10(signal / noise)) < 1e-9);
+        QVERIFY(std::isinf(errorMetrics(xs, xs).sqnrDb) && errorMetrics(xs, xs).sqnrDb > 0);
+        QCOMPARE(errorMetrics(xs, xs).mse, 0.0);
+
+        // Clipping over a tiled layout with random ranges: count with groupOf, element by element.
+        const BlockLayout layout = BlockLayout::tiled(x.shape(), 0, 1, 64);
+        std::vector<Range> ranges(size_t(layout.groupCount()));
+        for (Range& r : ranges) {
+            const float a = std::uniform_real_distribution<float>(0.f, 2.f)(rng);
+            r = {-a, a * 0.5f};
+        }
+        int64_t clipped = 0;
+        for (size_t i = 0; i < xs.size(); ++i) {
+            const Range r = ranges[size_t(layout.groupOf(int64_t(i)))];
+            clipped += xs[i] < r.min || xs[i] > r.max;
+        }
+        QVERIFY(clipped > 0);
+        QCOMPARE(fractionClipped(xs, layout, ranges), double(clipped) / double(xs.size()));
+
+        // Independent of the thread count, to the last bit.
+        const Tensor big = adversarialWeights(64, 4096, 12);
+        std::vector<float> bigQ(big.values<float>().begin(), big.values<float>().end());
+        for (float& v : bigQ)
+            v *= 1.001f;
+        const ErrorMetrics parallel = errorMetrics(big.values<float>(), bigQ);
+        tbb::global_control one(tbb::global_control::max_allowed_parallelism, 1);
+        const ErrorMetrics serial = errorMetrics(big.values<float>(), bigQ);
+        QCOMPARE(parallel.mse, serial.mse);
+        QCOMPARE(parallel.sqnrDb, serial.sqnrDb);
     }
 
     void benchJson()
