@@ -23,8 +23,17 @@ constexpr int64_t kChunk = int64_t(1) << 16;
 template <class T, class Body> std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
 {
     tbb::combinable<std::vector<T>> local([bins] { return std::vector<T>(bins, 0); });
-    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk),
-                      [&](const tbb::blocked_range<int64_t>& r) { body(r.begin(), r.end(), local.local().data()); });
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
+        // The chunk is read as four interleaved streams (quarters, a block of
+        // each in turn): more loads in flight than a single stream keeps.
+        constexpr int64_t block = 256;
+        T* c = local.local().data();
+        const int64_t quarter = (r.end() - r.begin()) / 4 / block * block;
+        for (int64_t j = 0; j < quarter; j += block)
+            for (int64_t q = 0; q < 4; ++q)
+                body(r.begin() + q * quarter + j, r.begin() + q * quarter + j + block, c);
+        body(r.begin() + 4 * quarter, r.end(), c);
+    });
     std::vector<int64_t> total(bins, 0);
     local.combine_each([&](const std::vector<T>& c) {
         for (size_t i = 0; i < bins; ++i)
@@ -190,12 +199,25 @@ double exactPercentile(std::span<const float> x, HistogramOf what, double p)
     const std::vector<int64_t> low =
         count(n, 2 * 65536,
               [&, bucketA = uint32_t(bucketA), bucketB = uint32_t(bucketB)](int64_t begin, int64_t end, auto* c) {
-                  for (int64_t i = begin; i < end; ++i) {
-                      const uint32_t key = keyOf(x[size_t(i)], what);
-                      if ((key >> 16) == bucketA)
-                          ++c[key & 0xffffu];
-                      else if ((key >> 16) == bucketB)
-                          ++c[65536 + (key & 0xffffu)];
+                  // Few elements fall in the two buckets: test a block at a time
+                  // (vectorised) and only walk the blocks that hold one.
+                  constexpr int64_t block = 256;
+                  uint32_t keys[block];
+                  for (int64_t i = begin; i < end; i += block) {
+                      const int64_t m = std::min(block, end - i);
+                      uint32_t hit = 0;
+                      for (int64_t k = 0; k < m; ++k) {
+                          keys[k] = keyOf(x[size_t(i + k)], what);
+                          hit |= uint32_t((keys[k] >> 16) == bucketA) | uint32_t((keys[k] >> 16) == bucketB);
+                      }
+                      if (!hit)
+                          continue;
+                      for (int64_t k = 0; k < m; ++k) {
+                          if ((keys[k] >> 16) == bucketA)
+                              ++c[keys[k] & 0xffffu];
+                          else if ((keys[k] >> 16) == bucketB)
+                              ++c[65536 + (keys[k] & 0xffffu)];
+                      }
                   }
               });
     const std::vector<int64_t> lowA(low.begin(), low.begin() + 65536);
