@@ -13,8 +13,8 @@
 #include "io/checkpoint_model.h"
 #include "io/hdf5_file.h"
 #include "io/keras_model.h"
-#include "io/safetensors.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
 
 using namespace qs;
 
@@ -23,8 +23,7 @@ namespace {
 const QString kPython = QStringLiteral("/usr/bin/python3");
 
 // Runs `call` with stderr redirected; returns what was written to it.
-template <class F>
-std::string capturedStderr(F&& call)
+template <class F> std::string capturedStderr(F&& call)
 {
     std::fflush(stderr);
     char name[] = "/tmp/tst_hdf5_stderr_XXXXXX";
@@ -80,8 +79,7 @@ QStringList opSequence(const Model& m)
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
-    return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-           std::memcmp(a.rawData(), b.rawData(), a.nbytes()) == 0;
+    return a.dtype() == b.dtype() && a.shape() == b.shape() && std::memcmp(a.rawData(), b.rawData(), a.nbytes()) == 0;
 }
 
 } // namespace
@@ -95,8 +93,7 @@ private:
     Tensor npy(const QString& name) const { return readNpy((dir_ + "/" + name).toStdString()); }
 
     // The Error message open() or `call` throws; fails the test when none is.
-    template <class F>
-    QString errorOf(F&& call)
+    template <class F> QString errorOf(F&& call)
     {
         try {
             call();
@@ -115,7 +112,7 @@ private slots:
         p.start(kPython, {QStringLiteral(QUANTSCOPE_TEST_DATA "/hdf5/make_hdf5_fixtures.py"), dir_});
         QVERIFY(p.waitForFinished(120000));
         QVERIFY2(p.exitCode() == 0, qPrintable("fixture generation failed (python3-h5py installed?): " +
-                                                QString::fromLocal8Bit(p.readAllStandardError())));
+                                               QString::fromLocal8Bit(p.readAllStandardError())));
     }
 
     void treeListsDatasetsAndGroupsInNameOrder()
@@ -126,10 +123,21 @@ private slots:
             paths << QString::fromStdString(d.path);
         // The hard link encoder/again -> encoder is listed once; soft and
         // external links are not followed.
-        const QStringList expected{"/be_f32", "/empty",   "/encoder/layer0/bias", "/encoder/layer0/weight",
-                                   "/f16",    "/f64",     "/flags",               "/gzip",
-                                   "/huge",   "/i32",     "/null",                "/records",
-                                   "/scalar", "/text",    "/u8"};
+        const QStringList expected{"/be_f32",
+                                   "/empty",
+                                   "/encoder/layer0/bias",
+                                   "/encoder/layer0/weight",
+                                   "/f16",
+                                   "/f64",
+                                   "/flags",
+                                   "/gzip",
+                                   "/huge",
+                                   "/i32",
+                                   "/null",
+                                   "/records",
+                                   "/scalar",
+                                   "/text",
+                                   "/u8"};
         QCOMPARE(paths, expected);
         QCOMPARE(f.groups(), (std::vector<std::string>{"/", "/encoder", "/encoder/layer0"}));
         QVERIFY(f.isGroup("encoder/layer0/"));
@@ -203,8 +211,7 @@ private slots:
         const Hdf5File f = Hdf5File::open(file("generic.h5"));
         // 4 TiB declared by a chunked dataset that stores nothing.
         const QString huge = errorOf([&] { f.read("huge"); });
-        QVERIFY2(huge.contains("generic.h5") && huge.contains("/huge") && huge.contains("expansion"),
-                 qPrintable(huge));
+        QVERIFY2(huge.contains("generic.h5") && huge.contains("/huge") && huge.contains("expansion"), qPrintable(huge));
         const QString text = errorOf([&] { f.read("text"); });
         QVERIFY2(text.contains("/text") && text.contains("string"), qPrintable(text));
         const QString absent = errorOf([&] { f.read("nope"); });
@@ -265,11 +272,12 @@ private slots:
         // NHWC input transposed once before the first conv and back once before Flatten.
         QCOMPARE(m.inputs.size(), size_t(1));
         QCOMPARE(m.inputs[0].toString(), std::string("float32[batch, 8, 8, 3]"));
-        QCOMPARE(opSequence(m),
-                 (QStringList{"Transpose", "Transpose", "Conv", "BatchNormalization", "Relu",
-                              "Transpose", "Reshape", "Conv", "Relu",
-                              "Transpose", "Reshape", "Conv", "Transpose", "Conv",
-                              "MaxPool", "Transpose", "Conv", "Relu", "Transpose", "Flatten", "MatMul", "Add", "Softmax"}));
+        QCOMPARE(opSequence(m), (QStringList{"Transpose", "Transpose", "Conv",      "BatchNormalization",
+                                             "Relu",      "Transpose", "Reshape",   "Conv",
+                                             "Relu",      "Transpose", "Reshape",   "Conv",
+                                             "Transpose", "Conv",      "MaxPool",   "Transpose",
+                                             "Conv",      "Relu",      "Transpose", "Flatten",
+                                             "MatMul",    "Add",       "Softmax"}));
         QCOMPARE(m.outputs.size(), size_t(1));
         QCOMPARE(m.outputs[0].toString(), std::string("float32[batch, 10]"));
         QCOMPARE(m.opsetImports.at(""), int64_t(17));
@@ -285,9 +293,9 @@ private slots:
         const Model m = loadKerasModel(Hdf5File::open(file("keras_functional.h5")));
         QVERIFY2(!m.weightsOnly, m.warnings.empty() ? "" : m.warnings[0].c_str());
         QCOMPARE(m.inputs[0].toString(), std::string("int32[batch, 6]"));
-        QCOMPARE(opSequence(m), (QStringList{"Gather", "MatMul", "Add", "Relu", "Add",
-                                             "LayerNormalization", "Transpose", "Transpose", "Conv", "Tanh",
-                                             "Transpose", "Reshape", "MatMul", "Add"}));
+        QCOMPARE(opSequence(m),
+                 (QStringList{"Gather", "MatMul", "Add", "Relu", "Add", "LayerNormalization", "Transpose", "Transpose",
+                              "Conv", "Tanh", "Transpose", "Reshape", "MatMul", "Add"}));
         const QuantizableLayer* embedding = layerAt(m, "embedding");
         QCOMPARE(embedding->opType, std::string("Gather"));
         QCOMPARE(embedding->channelAxis, 0);
@@ -336,8 +344,8 @@ private slots:
                                                      "expected [3, 3, ?, 4]"};
         QTest::newRow("missing layer") << "missing_layer.h5"
                                        << QStringList{"/model_weights/dense", "listed in layer_names"};
-        QTest::newRow("missing variable") << "missing_weight.h5"
-                                          << QStringList{"/model_weights/conv2d/conv2d/bias:0", "missing"};
+        QTest::newRow("missing variable")
+            << "missing_weight.h5" << QStringList{"/model_weights/conv2d/conv2d/bias:0", "missing"};
         QTest::newRow("truncated") << "truncated.h5" << QStringList{"truncated"};
     }
 
@@ -346,8 +354,8 @@ private slots:
         QFETCH(QString, name);
         QFETCH(QStringList, expected);
         QString message;
-        const std::string printed = capturedStderr(
-            [&] { message = errorOf([&] { loadCheckpointModel(file(name.toUtf8().constData())); }); });
+        const std::string printed =
+            capturedStderr([&] { message = errorOf([&] { loadCheckpointModel(file(name.toUtf8().constData())); }); });
         QVERIFY2(message.startsWith(QString::fromStdString(file(name.toUtf8().constData()))), qPrintable(message));
         for (const QString& part : expected)
             QVERIFY2(message.contains(part), qPrintable(message));
@@ -376,9 +384,10 @@ private slots:
     void safetensorsAndNpzAreWeightsOnlyModels()
     {
         const std::string path = (dir_ + "/tiny.safetensors").toStdString();
-        writeSafetensors(path, {{"model.layers.0.q_proj.weight", Tensor(DType::F32, {4, 3}), {}},
-                                {"model.layers.0.q_proj.bias", Tensor(DType::F32, {4}), {}},
-                                {"model.embed_tokens.weight", Tensor(DType::F16, {10, 4}), {}}},
+        writeSafetensors(path,
+                         {{"model.layers.0.q_proj.weight", Tensor(DType::F32, {4, 3}), {}},
+                          {"model.layers.0.q_proj.bias", Tensor(DType::F32, {4}), {}},
+                          {"model.embed_tokens.weight", Tensor(DType::F16, {10, 4}), {}}},
                          {{"format", "pt"}});
         const Model m = loadCheckpointModel(path);
         QCOMPARE(m.format, std::string("safetensors"));

@@ -134,11 +134,16 @@ TypeChoice chooseType(hid_t type)
         const bool isSigned = H5Tget_sign(type) == H5T_SGN_2;
         const std::string words = (isSigned ? "int" : "uint") + bits + orderName(type);
         switch (size) {
-        case 1: return {isSigned ? DType::I8 : DType::U8, {}, words};
-        case 2: return {isSigned ? DType::I16 : DType::U16, {}, words};
-        case 4: return {isSigned ? DType::I32 : DType::U32, {}, words};
-        case 8: return {isSigned ? DType::I64 : DType::U64, {}, words};
-        default: return {std::nullopt, "integers of " + std::to_string(size) + " bytes are not supported", words};
+        case 1:
+            return {isSigned ? DType::I8 : DType::U8, {}, words};
+        case 2:
+            return {isSigned ? DType::I16 : DType::U16, {}, words};
+        case 4:
+            return {isSigned ? DType::I32 : DType::U32, {}, words};
+        case 8:
+            return {isSigned ? DType::I64 : DType::U64, {}, words};
+        default:
+            return {std::nullopt, "integers of " + std::to_string(size) + " bytes are not supported", words};
         }
     }
     case H5T_FLOAT: {
@@ -170,33 +175,53 @@ TypeChoice chooseType(hid_t type)
         }
         return {std::nullopt, "enumerations are not numeric tensors", "enum"};
     }
-    case H5T_STRING: return {std::nullopt, "strings are not numeric tensors", "string"};
-    case H5T_COMPOUND: return {std::nullopt, "compound (record) types are not supported", "compound"};
-    case H5T_REFERENCE: return {std::nullopt, "object references are not numeric tensors", "reference"};
-    case H5T_VLEN: return {std::nullopt, "variable-length sequences are not supported", "variable-length"};
-    case H5T_ARRAY: return {std::nullopt, "array element types are not supported", "array"};
-    case H5T_OPAQUE: return {std::nullopt, "opaque data is not a numeric tensor", "opaque"};
-    case H5T_BITFIELD: return {std::nullopt, "bit fields are not supported", "bitfield"};
-    default: return {std::nullopt, "the element type is not supported", "unknown"};
+    case H5T_STRING:
+        return {std::nullopt, "strings are not numeric tensors", "string"};
+    case H5T_COMPOUND:
+        return {std::nullopt, "compound (record) types are not supported", "compound"};
+    case H5T_REFERENCE:
+        return {std::nullopt, "object references are not numeric tensors", "reference"};
+    case H5T_VLEN:
+        return {std::nullopt, "variable-length sequences are not supported", "variable-length"};
+    case H5T_ARRAY:
+        return {std::nullopt, "array element types are not supported", "array"};
+    case H5T_OPAQUE:
+        return {std::nullopt, "opaque data is not a numeric tensor", "opaque"};
+    case H5T_BITFIELD:
+        return {std::nullopt, "bit fields are not supported", "bitfield"};
+    default:
+        return {std::nullopt, "the element type is not supported", "unknown"};
     }
 }
 
 hid_t memoryType(DType dtype, hid_t fileType)
 {
     switch (dtype) {
-    case DType::I8: return H5Tcopy(H5T_NATIVE_INT8);
-    case DType::U8: return H5Tcopy(H5T_NATIVE_UINT8);
-    case DType::I16: return H5Tcopy(H5T_NATIVE_INT16);
-    case DType::U16: return H5Tcopy(H5T_NATIVE_UINT16);
-    case DType::I32: return H5Tcopy(H5T_NATIVE_INT32);
-    case DType::U32: return H5Tcopy(H5T_NATIVE_UINT32);
-    case DType::I64: return H5Tcopy(H5T_NATIVE_INT64);
-    case DType::U64: return H5Tcopy(H5T_NATIVE_UINT64);
-    case DType::F32: return H5Tcopy(H5T_NATIVE_FLOAT);
-    case DType::F64: return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case DType::I8:
+        return H5Tcopy(H5T_NATIVE_INT8);
+    case DType::U8:
+        return H5Tcopy(H5T_NATIVE_UINT8);
+    case DType::I16:
+        return H5Tcopy(H5T_NATIVE_INT16);
+    case DType::U16:
+        return H5Tcopy(H5T_NATIVE_UINT16);
+    case DType::I32:
+        return H5Tcopy(H5T_NATIVE_INT32);
+    case DType::U32:
+        return H5Tcopy(H5T_NATIVE_UINT32);
+    case DType::I64:
+        return H5Tcopy(H5T_NATIVE_INT64);
+    case DType::U64:
+        return H5Tcopy(H5T_NATIVE_UINT64);
+    case DType::F32:
+        return H5Tcopy(H5T_NATIVE_FLOAT);
+    case DType::F64:
+        return H5Tcopy(H5T_NATIVE_DOUBLE);
     case DType::F16:
-    case DType::BF16: return halfMemoryType(dtype);
-    case DType::Bool: return H5Tget_native_type(fileType, H5T_DIR_ASCEND);
+    case DType::BF16:
+        return halfMemoryType(dtype);
+    case DType::Bool:
+        return H5Tget_native_type(fileType, H5T_DIR_ASCEND);
     }
     return -1;
 }
@@ -294,9 +319,14 @@ struct Walker {
             if (!visited.insert(identity(object.get(), child)).second)
                 continue;
             switch (H5Iget_type(object.get())) {
-            case H5I_GROUP: walkGroup(object.get(), child, depth + 1); break;
-            case H5I_DATASET: datasets.push_back(describe(object.get(), child)); break;
-            default: break; // named datatypes
+            case H5I_GROUP:
+                walkGroup(object.get(), child, depth + 1);
+                break;
+            case H5I_DATASET:
+                datasets.push_back(describe(object.get(), child));
+                break;
+            default:
+                break; // named datatypes
             }
         }
     }
@@ -341,16 +371,17 @@ struct Walker {
         const std::optional<uint64_t> memoryBytes =
             count && choice.dtype ? checkedProduct(*count, dtypeSize(*choice.dtype)) : fileBytes;
         if (!fileBytes || !memoryBytes)
-            fail(file, path, "shape " + shapeToString(d.shape) + " of " + std::to_string(fileItem) +
-                                 "-byte elements overflows 2^63 bytes");
+            fail(file, path,
+                 "shape " + shapeToString(d.shape) + " of " + std::to_string(fileItem) +
+                     "-byte elements overflows 2^63 bytes");
 
         d.storedBytes = H5Dget_storage_size(dataset);
         if (!choice.dtype) {
             d.skipReason = choice.skipReason;
             return d;
         }
-        const std::string declared = "shape " + shapeToString(d.shape) + " of " + d.fileType + " needs " +
-                                     std::to_string(*fileBytes) + " bytes";
+        const std::string declared =
+            "shape " + shapeToString(d.shape) + " of " + d.fileType + " needs " + std::to_string(*fileBytes) + " bytes";
         const int externalFiles = H5Pget_external_count(plist.get());
         const H5D_layout_t layout = H5Pget_layout(plist.get());
         if (externalFiles != 0)
@@ -368,8 +399,8 @@ struct Walker {
             d.skipReason = declared + " but " + std::to_string(d.storedBytes) + " are stored";
         } else if (*memoryBytes > kHdf5SmallDatasetBytes &&
                    (d.storedBytes == 0 || *memoryBytes / d.storedBytes >= kHdf5MaxExpansion)) {
-            d.skipReason = declared + " but only " + std::to_string(d.storedBytes) +
-                           " are stored (more than " + std::to_string(kHdf5MaxExpansion) + "x expansion)";
+            d.skipReason = declared + " but only " + std::to_string(d.storedBytes) + " are stored (more than " +
+                           std::to_string(kHdf5MaxExpansion) + "x expansion)";
         }
         if (d.skipReason.empty())
             d.dtype = choice.dtype;
@@ -517,8 +548,7 @@ std::optional<std::vector<std::string>> Hdf5File::stringsAttribute(std::string_v
         failLibrary(path_, object, "cannot look up attribute '" + attrName + "'");
     if (exists == 0)
         return std::nullopt;
-    const Id attr(H5Aopen_by_name(handle_->file, object.c_str(), attrName.c_str(), H5P_DEFAULT, H5P_DEFAULT),
-                  H5Aclose);
+    const Id attr(H5Aopen_by_name(handle_->file, object.c_str(), attrName.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
     const Id type(attr.valid() ? H5Aget_type(attr.get()) : -1, H5Tclose);
     const Id space(attr.valid() ? H5Aget_space(attr.get()) : -1, H5Sclose);
     if (!type.valid() || !space.valid())

@@ -43,12 +43,12 @@ inline constexpr uint64_t kHdf5SmallDatasetBytes = 1ull << 20;
 inline constexpr int kHdf5MaxDepth = 64;
 
 struct Hdf5Dataset {
-    std::string path;       // absolute, "/model_weights/dense/dense/kernel:0"
-    Shape shape;            // [] for a scalar dataspace
+    std::string path;           // absolute, "/model_weights/dense/dense/kernel:0"
+    Shape shape;                // [] for a scalar dataspace
     std::optional<DType> dtype; // the tensor type read() returns; empty when skipped
-    std::string skipReason; // why read() refuses it (empty when dtype is set)
-    std::string fileType;   // the stored type in words: "float32 little-endian", "string", ...
-    uint64_t storedBytes = 0; // bytes the dataset occupies in the file
+    std::string skipReason;     // why read() refuses it (empty when dtype is set)
+    std::string fileType;       // the stored type in words: "float32 little-endian", "string", ...
+    uint64_t storedBytes = 0;   // bytes the dataset occupies in the file
 };
 
 class Hdf5File {
@@ -82,8 +82,7 @@ public:
     // gives one string; an empty array of any type gives none (h5py stores
     // an empty Python list as float64). Empty optional when the object has no such attribute;
     // an Error when it exists but does not hold strings.
-    std::optional<std::vector<std::string>> stringsAttribute(std::string_view objectPath,
-                                                             std::string_view name) const;
+    std::optional<std::vector<std::string>> stringsAttribute(std::string_view objectPath, std::string_view name) const;
     // The same for an attribute that must hold exactly one string.
     std::optional<std::string> stringAttribute(std::string_view objectPath, std::string_view name) const;
 

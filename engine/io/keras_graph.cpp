@@ -130,8 +130,7 @@ private:
         const Dim& d = x.shape.back();
         if (d.isFixed() && *d.size != expected)
             throw Error(file_ + ": " + v.dataset + ": shape " + shapeToString(v.shape) + " expects " +
-                        std::to_string(expected) + " input channels but the layer receives " +
-                        std::to_string(*d.size));
+                        std::to_string(expected) + " input channels but the layer receives " + std::to_string(*d.size));
     }
     std::string& firstOf(KerasTensor& x, const std::string& layer);
     std::string& lastOf(KerasTensor& x, const std::string& layer);
@@ -216,7 +215,8 @@ KerasTensor Builder::input(const std::string& name, const Json& c)
     std::vector<Dim> shape;
     for (const Json& d : c[key])
         shape.push_back(d.is_number_integer() ? Dim::fixed(d.get<int64_t>())
-                                              : shape.empty() ? Dim::named("batch") : Dim::unknown());
+                        : shape.empty()       ? Dim::named("batch")
+                                              : Dim::unknown());
     info.shape = shape;
     inputs_.push_back(info);
     return {name, {}, shape};
@@ -264,10 +264,11 @@ KerasTensor Builder::conv(const std::string& name, const Json& c, KerasTensor& x
     // Keras [k..., in, out] -> ONNX [out, in, k...]; depthwise [kh, kw, in, mult] -> [in·mult, 1, kh, kw].
     std::string weight;
     if (depthwise || separable) {
-        const std::string perm = add(name + "/depthwise_kernel_perm", "Transpose", {k.initializer}, {ints("perm", {2, 3, 0, 1})});
-        const std::string shape = constant(name + "/depthwise_kernel_shape",
-                                           Tensor::fromVector<int64_t>(DType::I64, {4},
-                                                                       {k.shape[2] * k.shape[3], 1, k.shape[0], k.shape[1]}));
+        const std::string perm =
+            add(name + "/depthwise_kernel_perm", "Transpose", {k.initializer}, {ints("perm", {2, 3, 0, 1})});
+        const std::string shape = constant(
+            name + "/depthwise_kernel_shape",
+            Tensor::fromVector<int64_t>(DType::I64, {4}, {k.shape[2] * k.shape[3], 1, k.shape[0], k.shape[1]}));
         weight = add(name + "/depthwise_kernel_oihw", "Reshape", {perm, shape});
     } else {
         std::vector<int64_t> perm{int64_t(spatial) + 1, int64_t(spatial)};
@@ -289,7 +290,8 @@ KerasTensor Builder::conv(const std::string& name, const Json& c, KerasTensor& x
             throw Error(file_ + ": " + p.dataset + ": shape " + shapeToString(p.shape) + " expects " +
                         std::to_string(p.shape[2]) + " input channels but the depthwise part gives " +
                         std::to_string(channels));
-        const std::string pw = add(name + "/pointwise_kernel_oihw", "Transpose", {p.initializer}, {ints("perm", {3, 2, 0, 1})});
+        const std::string pw =
+            add(name + "/pointwise_kernel_oihw", "Transpose", {p.initializer}, {ints("perm", {3, 2, 0, 1})});
         std::vector<std::string> pin{out, pw};
         if (bias)
             pin.push_back(bias->initializer);
@@ -340,24 +342,28 @@ KerasTensor Builder::layer(const std::string& cls, const std::string& name, cons
                 checkWidth(x, v->shape[0], *v);
                 return v->initializer;
             }
-            return constant(name + "/" + var + "_default",
-                            Tensor::fromVector<float>(DType::F32, {channels}, std::vector<float>(size_t(channels), fill)));
+            return constant(
+                name + "/" + var + "_default",
+                Tensor::fromVector<float>(DType::F32, {channels}, std::vector<float>(size_t(channels), fill)));
         };
         const float epsilon = c.contains("epsilon") && c["epsilon"].is_number() ? c["epsilon"].get<float>() : 1e-3f;
         if (cls == "LayerNormalization")
             return {add(name + "/LayerNormalization", "LayerNormalization",
                         {lastOf(x, name), param("gamma", 1.0f), param("beta", 0.0f)},
                         {integer("axis", -1), real("epsilon", epsilon)}),
-                    {}, x.shape};
-        const std::string y = add(name + "/BatchNormalization", "BatchNormalization",
-                                  {firstOf(x, name), param("gamma", 1.0f), param("beta", 0.0f),
-                                   required(name, "moving_mean").initializer, required(name, "moving_variance").initializer},
-                                  {real("epsilon", epsilon)});
+                    {},
+                    x.shape};
+        const std::string y =
+            add(name + "/BatchNormalization", "BatchNormalization",
+                {firstOf(x, name), param("gamma", 1.0f), param("beta", 0.0f), required(name, "moving_mean").initializer,
+                 required(name, "moving_variance").initializer},
+                {real("epsilon", epsilon)});
         return r <= 2 ? KerasTensor{y, y, x.shape} : KerasTensor{{}, y, x.shape};
     }
     if (cls == "Embedding") {
         const KerasVariable& table = required(name, "embeddings");
-        const std::string y = add(name + "/Gather", "Gather", {table.initializer, lastOf(x, name)}, {integer("axis", 0)});
+        const std::string y =
+            add(name + "/Gather", "Gather", {table.initializer, lastOf(x, name)}, {integer("axis", 0)});
         uses[table.initializer] = {nodes_.size() - 1, 0};
         std::vector<Dim> shape = x.shape;
         shape.push_back(Dim::fixed(table.shape[1]));
@@ -366,8 +372,10 @@ KerasTensor Builder::layer(const std::string& cls, const std::string& name, cons
     if (cls == "Activation")
         return activation(x, stringField(c, "activation", "linear"), name);
     if (cls == "ReLU") {
-        const double slope = c.contains("negative_slope") && c["negative_slope"].is_number() ? c["negative_slope"].get<double>() : 0;
-        const double threshold = c.contains("threshold") && c["threshold"].is_number() ? c["threshold"].get<double>() : 0;
+        const double slope =
+            c.contains("negative_slope") && c["negative_slope"].is_number() ? c["negative_slope"].get<double>() : 0;
+        const double threshold =
+            c.contains("threshold") && c["threshold"].is_number() ? c["threshold"].get<double>() : 0;
         const bool capped = c.contains("max_value") && c["max_value"].is_number();
         if (threshold != 0 || (slope != 0 && capped))
             throw Unsupported{"layer '" + name + "' (ReLU with threshold or slope and cap)"};
@@ -377,9 +385,10 @@ KerasTensor Builder::layer(const std::string& cls, const std::string& name, cons
         if (slope != 0)
             y = add(name + "/LeakyRelu", "LeakyRelu", {in}, {real("alpha", float(slope))});
         else if (capped)
-            y = add(name + "/Clip", "Clip",
-                    {in, constant(name + "/min", Tensor::fromVector<float>(DType::F32, {}, {0.0f})),
-                     constant(name + "/max", Tensor::fromVector<float>(DType::F32, {}, {c["max_value"].get<float>()}))});
+            y = add(
+                name + "/Clip", "Clip",
+                {in, constant(name + "/min", Tensor::fromVector<float>(DType::F32, {}, {0.0f})),
+                 constant(name + "/max", Tensor::fromVector<float>(DType::F32, {}, {c["max_value"].get<float>()}))});
         else
             y = add(name + "/Relu", "Relu", {in});
         return onFirst ? KerasTensor{{}, y, x.shape} : KerasTensor{y, {}, x.shape};
@@ -401,7 +410,8 @@ KerasTensor Builder::layer(const std::string& cls, const std::string& name, cons
             target.push_back(d.get<int64_t>());
             shape.push_back(d.get<int64_t>() < 0 ? Dim::unknown() : Dim::fixed(d.get<int64_t>()));
         }
-        const std::string s = constant(name + "/shape", Tensor::fromVector<int64_t>(DType::I64, {int64_t(target.size())}, target));
+        const std::string s =
+            constant(name + "/shape", Tensor::fromVector<int64_t>(DType::I64, {int64_t(target.size())}, target));
         return {add(name + "/Reshape", "Reshape", {lastOf(x, name), s}), {}, shape};
     }
     if (cls == "Add") {
@@ -424,8 +434,10 @@ KerasTensor Builder::layer(const std::string& cls, const std::string& name, cons
         std::vector<Attribute> attrs{ints("kernel_shape", pool), ints("strides", strides)};
         attrs.push_back(padding == "same" ? text("auto_pad", "SAME_UPPER") : ints("pads", {0, 0, 0, 0}));
         const std::string y = add(name + "/" + op, op, {firstOf(x, name)}, attrs);
-        return {{}, y, {x.shape[0], windowed(x.shape[1], pool[0], strides[0], 1, padding),
-                        windowed(x.shape[2], pool[1], strides[1], 1, padding), x.shape[3]}};
+        return {{},
+                y,
+                {x.shape[0], windowed(x.shape[1], pool[0], strides[0], 1, padding),
+                 windowed(x.shape[2], pool[1], strides[1], 1, padding), x.shape[3]}};
     }
     if (cls == "GlobalAveragePooling2D" || cls == "GlobalMaxPooling2D") {
         if (x.rank() != 4)
@@ -481,11 +493,26 @@ void Builder::sequential(const Json& config)
 
 // The layer names a Functional layer's (single) call reads, in order.
 // The layer classes layer() maps.
-const std::set<std::string> kMappedClasses{
-    "InputLayer",         "Dense",        "Conv1D",         "Conv2D",  "Conv3D",          "DepthwiseConv2D",
-    "SeparableConv2D",    "BatchNormalization", "LayerNormalization", "Embedding", "Activation", "ReLU",
-    "Dropout",            "Flatten",      "Reshape",        "Add",     "MaxPooling2D",    "AveragePooling2D",
-    "GlobalAveragePooling2D", "GlobalMaxPooling2D"};
+const std::set<std::string> kMappedClasses{"InputLayer",
+                                           "Dense",
+                                           "Conv1D",
+                                           "Conv2D",
+                                           "Conv3D",
+                                           "DepthwiseConv2D",
+                                           "SeparableConv2D",
+                                           "BatchNormalization",
+                                           "LayerNormalization",
+                                           "Embedding",
+                                           "Activation",
+                                           "ReLU",
+                                           "Dropout",
+                                           "Flatten",
+                                           "Reshape",
+                                           "Add",
+                                           "MaxPooling2D",
+                                           "AveragePooling2D",
+                                           "GlobalAveragePooling2D",
+                                           "GlobalMaxPooling2D"};
 
 std::vector<std::string> inboundLayers(const std::string& name, const Json& inbound)
 {
@@ -528,8 +555,8 @@ void Builder::functional(const Json& config)
     for (const Json& l : config.value("layers", Json::array())) {
         const std::string cls = l.value("class_name", std::string());
         const Json c = l.value("config", Json::object());
-        const std::string name = l.contains("name") && l["name"].is_string() ? l["name"].get<std::string>()
-                                                                             : stringField(c, "name", cls);
+        const std::string name =
+            l.contains("name") && l["name"].is_string() ? l["name"].get<std::string>() : stringField(c, "name", cls);
         if (!kMappedClasses.count(cls))
             throw Unsupported{"layer '" + name + "' (" + cls + ") has no graph mapping"};
         if (cls == "InputLayer") {

@@ -24,8 +24,8 @@ std::string weightsRoot(const Hdf5File& file)
     if (file.isGroup("/model_weights"))
         return "/model_weights";
     const auto names = file.attributeNames("/");
-    const bool listed = std::any_of(names.begin(), names.end(),
-                                    [](const std::string& n) { return n.rfind("layer_names", 0) == 0; });
+    const bool listed =
+        std::any_of(names.begin(), names.end(), [](const std::string& n) { return n.rfind("layer_names", 0) == 0; });
     return listed ? "/" : "";
 }
 
@@ -82,9 +82,8 @@ std::map<std::string, std::pair<std::string, Json>> configLayers(const Json& con
             !layer["class_name"].is_string() || !layer["config"].is_object())
             continue;
         const Json& c = layer["config"];
-        const std::string name = c.contains("name") && c["name"].is_string()
-                                     ? c["name"].get<std::string>()
-                                     : layer.value("name", std::string());
+        const std::string name = c.contains("name") && c["name"].is_string() ? c["name"].get<std::string>()
+                                                                             : layer.value("name", std::string());
         out[name] = {layer["class_name"].get<std::string>(), c};
     }
     return out;
@@ -175,8 +174,7 @@ void checkAgainstConfig(const Hdf5File& file, const KerasLayerWeights& w, const 
 }
 
 // The quantizable layer a variable is the weight of, or nothing.
-std::optional<QuantizableLayer> kernelLayer(const KerasVariable& v, const std::string& cls, bool separable,
-                                            DType dtype)
+std::optional<QuantizableLayer> kernelLayer(const KerasVariable& v, const std::string& cls, bool separable, DType dtype)
 {
     const int rank = int(v.shape.size());
     QuantizableLayer layer;
