@@ -50,12 +50,23 @@ Tensor adversarialWeights(int64_t channels, int64_t width, uint32_t seed)
         for (int64_t i = 0; i < width; ++i) {
             float x = normal(rng) * spread;
             switch (c % 6) {
-            case 0: x = 0.f; break;                                         // all zero
-            case 1: x = 0.375f; break;                                      // constant
-            case 2: x = (i % 17 == 0) ? x * 40.f : x; break;                // outliers
-            case 3: x = float(int(i % 255) - 127) / 127.f * 0.5f; break;    // on the int8 grid and its ties
-            case 4: x = -std::abs(x) * 1e-20f; break;                       // tiny, one-signed
-            default: break;
+            case 0:
+                x = 0.f;
+                break; // all zero
+            case 1:
+                x = 0.375f;
+                break; // constant
+            case 2:
+                x = (i % 17 == 0) ? x * 40.f : x;
+                break; // outliers
+            case 3:
+                x = float(int(i % 255) - 127) / 127.f * 0.5f;
+                break; // on the int8 grid and its ties
+            case 4:
+                x = -std::abs(x) * 1e-20f;
+                break; // tiny, one-signed
+            default:
+                break;
             }
             v[size_t(c * width + i)] = x;
         }
@@ -106,16 +117,16 @@ private slots:
         QTest::newRow("no arguments") << QStringList{};
         QTest::newRow("unknown command") << QStringList{"frobnicate"};
         QTest::newRow("unknown option") << QStringList{"bench", "--sise", "4096"};
-        QTest::newRow("missing value") << QStringList{"fake-quant", "--npy", npy, "--qtype", "int8", "--method",
-                                                      "absmax", "--out"};
+        QTest::newRow("missing value") << QStringList{"fake-quant", "--npy",    npy,      "--qtype",
+                                                      "int8",       "--method", "absmax", "--out"};
         QTest::newRow("value swallowed by option")
             << QStringList{"fake-quant", "--npy", "--qtype", "int8", "--method", "absmax", "--out", "o.npy"};
-        QTest::newRow("missing required option") << QStringList{"fake-quant", "--npy", npy, "--qtype", "int8",
-                                                                "--out", "o.npy"};
-        QTest::newRow("bad choice") << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8",
-                                                   "--granularity", "per_row"};
-        QTest::newRow("not a number") << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8", "--axis",
-                                                     "one"};
+        QTest::newRow("missing required option")
+            << QStringList{"fake-quant", "--npy", npy, "--qtype", "int8", "--out", "o.npy"};
+        QTest::newRow("bad choice") << QStringList{"compare-methods", "--npy",  npy, "--qtype", "int8",
+                                                   "--granularity",   "per_row"};
+        QTest::newRow("not a number") << QStringList{"compare-methods", "--npy", npy, "--qtype", "int8",
+                                                     "--axis",          "one"};
         QTest::newRow("repeated option") << QStringList{"bench", "--json", "--json"};
         QTest::newRow("stray argument") << QStringList{"bench", "extra"};
         QTest::newRow("size not a multiple of 4096") << QStringList{"bench", "--size", "5000"};
@@ -153,19 +164,20 @@ private slots:
         expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "percentile,120", "--out",
                          dir.path() + "/o.npy"},
                         "percentile,120");
-        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "rms", "--out",
-                         dir.path() + "/o.npy"},
-                        "--method");
+        expectUserError(
+            {"fake-quant", "--npy", good, "--qtype", "int8", "--method", "rms", "--out", dir.path() + "/o.npy"},
+            "--method");
         // What the data cannot take names the file: an axis out of range, an asymmetric method on fp8.
         expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "absmax", "--axis", "5", "--out",
                          dir.path() + "/o.npy"},
                         good);
-        expectUserError({"fake-quant", "--npy", good, "--qtype", "fp8_e4m3", "--method", "minmax", "--out",
-                         dir.path() + "/o.npy"},
-                        good);
+        expectUserError(
+            {"fake-quant", "--npy", good, "--qtype", "fp8_e4m3", "--method", "minmax", "--out", dir.path() + "/o.npy"},
+            good);
         // An output folder that does not exist: the output file is named, nothing is written.
         const QString badOut = dir.path() + "/no/such/o.npy";
-        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "absmax", "--out", badOut}, badOut);
+        expectUserError({"fake-quant", "--npy", good, "--qtype", "int8", "--method", "absmax", "--out", badOut},
+                        badOut);
         QVERIFY(!QFile::exists(badOut));
         expectUserError({"compare-methods", "model.onnx", "--tensor", "w", "--qtype", "int8"}, "model.onnx");
     }
@@ -183,13 +195,13 @@ private slots:
             << QStringList{"--qtype", "int4", "--method", "mse", "--symmetric", "false", "--scale-restriction", "pow2"};
         QTest::newRow("int8 percentile axis -1")
             << QStringList{"--qtype", "int8", "--method", "percentile,99.9", "--axis", "-1"};
-        QTest::newRow("nf4 entropy tile") << QStringList{"--qtype", "nf4", "--method", "entropy", "--granularity",
-                                                         "tile", "--tile", "0.25"};
+        QTest::newRow("nf4 entropy tile")
+            << QStringList{"--qtype", "nf4", "--method", "entropy", "--granularity", "tile", "--tile", "0.25"};
         QTest::newRow("fp8 rms fp16 scale")
             << QStringList{"--qtype", "fp8_e4m3", "--method", "rms,3", "--scale-restriction", "fp16"};
         QTest::newRow("ternary fixed") << QStringList{"--qtype", "ternary", "--method", "fixed,-1,1"};
-        QTest::newRow("int4 stochastic")
-            << QStringList{"--qtype", "int4", "--method", "absmax", "--rounding", "stochastic", "--seed", "42"};
+        QTest::newRow("int4 stochastic") << QStringList{"--qtype",    "int4",       "--method", "absmax",
+                                                        "--rounding", "stochastic", "--seed",   "42"};
         QTest::newRow("mxfp4") << QStringList{"--qtype", "mxfp4", "--method", "absmax"};
         QTest::newRow("nvfp4") << QStringList{"--qtype", "nvfp4", "--method", "absmax"};
     }

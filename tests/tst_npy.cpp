@@ -29,10 +29,14 @@ double pattern(char kind, int64_t i)
 {
     const int64_t base = (7 * i) % 11;
     switch (kind) {
-    case 'b': return i % 3 == 0 ? 1 : 0;
-    case 'u': return double(base);
-    case 'i': return double(base - 5);
-    default: return double(base - 5) / 4.0;
+    case 'b':
+        return i % 3 == 0 ? 1 : 0;
+    case 'u':
+        return double(base);
+    case 'i':
+        return double(base - 5);
+    default:
+        return double(base - 5) / 4.0;
     }
 }
 
@@ -46,18 +50,30 @@ double elementAsDouble(const Tensor& t, int64_t i)
     };
     switch (t.dtype()) {
     case DType::Bool:
-    case DType::U8: return load(uint8_t{});
-    case DType::I8: return load(int8_t{});
-    case DType::I16: return load(int16_t{});
-    case DType::U16: return load(uint16_t{});
-    case DType::I32: return load(int32_t{});
-    case DType::U32: return load(uint32_t{});
-    case DType::I64: return load(int64_t{});
-    case DType::U64: return load(uint64_t{});
-    case DType::F16: return fp16ToFloat(uint16_t(load(uint16_t{})));
-    case DType::BF16: return bf16ToFloat(uint16_t(load(uint16_t{})));
-    case DType::F32: return load(float{});
-    case DType::F64: return load(double{});
+    case DType::U8:
+        return load(uint8_t{});
+    case DType::I8:
+        return load(int8_t{});
+    case DType::I16:
+        return load(int16_t{});
+    case DType::U16:
+        return load(uint16_t{});
+    case DType::I32:
+        return load(int32_t{});
+    case DType::U32:
+        return load(uint32_t{});
+    case DType::I64:
+        return load(int64_t{});
+    case DType::U64:
+        return load(uint64_t{});
+    case DType::F16:
+        return fp16ToFloat(uint16_t(load(uint16_t{})));
+    case DType::BF16:
+        return bf16ToFloat(uint16_t(load(uint16_t{})));
+    case DType::F32:
+        return load(float{});
+    case DType::F64:
+        return load(double{});
     }
     return NAN;
 }
@@ -147,10 +163,7 @@ QByteArray readAll(const QString& path)
 class TestNpy : public QObject {
     Q_OBJECT
 private slots:
-    void readsCommittedNumpyFiles()
-    {
-        QCOMPARE(checkFixtureFolder(QStringLiteral(QUANTSCOPE_TEST_DATA "/npy")), 11);
-    }
+    void readsCommittedNumpyFiles() { QCOMPARE(checkFixtureFolder(QStringLiteral(QUANTSCOPE_TEST_DATA "/npy")), 11); }
 
     void readsFilesNumpyWritesNow()
     {
@@ -192,21 +205,35 @@ private slots:
             QSKIP("python3-numpy is not installed");
         QTemporaryDir dir;
         const std::vector<std::pair<const char*, DType>> cases{
-            {"i1", DType::I8}, {"u2", DType::U16}, {"i8", DType::I64}, {"f2", DType::F16}, {"f4", DType::F32},
-            {"f8", DType::F64}, {"b1", DType::Bool}};
+            {"i1", DType::I8},  {"u2", DType::U16}, {"i8", DType::I64}, {"f2", DType::F16},
+            {"f4", DType::F32}, {"f8", DType::F64}, {"b1", DType::Bool}};
         for (auto [code, dtype] : cases) {
             Tensor t(dtype, {3, 4, 2});
             for (int64_t i = 0; i < t.numel(); ++i) {
                 const double v = pattern(code[0], i);
                 void* p = static_cast<std::byte*>(t.mutableRawData()) + i * int64_t(dtypeSize(dtype));
                 switch (dtype) {
-                case DType::I8: *static_cast<int8_t*>(p) = int8_t(v); break;
-                case DType::U16: *static_cast<uint16_t*>(p) = uint16_t(v); break;
-                case DType::I64: *static_cast<int64_t*>(p) = int64_t(v); break;
-                case DType::F16: *static_cast<uint16_t*>(p) = floatToFp16(float(v)); break;
-                case DType::F32: *static_cast<float*>(p) = float(v); break;
-                case DType::F64: *static_cast<double*>(p) = v; break;
-                default: *static_cast<uint8_t*>(p) = uint8_t(v); break;
+                case DType::I8:
+                    *static_cast<int8_t*>(p) = int8_t(v);
+                    break;
+                case DType::U16:
+                    *static_cast<uint16_t*>(p) = uint16_t(v);
+                    break;
+                case DType::I64:
+                    *static_cast<int64_t*>(p) = int64_t(v);
+                    break;
+                case DType::F16:
+                    *static_cast<uint16_t*>(p) = floatToFp16(float(v));
+                    break;
+                case DType::F32:
+                    *static_cast<float*>(p) = float(v);
+                    break;
+                case DType::F64:
+                    *static_cast<double*>(p) = v;
+                    break;
+                default:
+                    *static_cast<uint8_t*>(p) = uint8_t(v);
+                    break;
                 }
             }
             writeNpy((dir.path() + "/" + code + ".npy").toStdString(), t);
@@ -246,32 +273,37 @@ for code in ['i1', 'u2', 'i8', 'f2', 'f4', 'f8', 'b1']:
             << "truncated";
         QTest::newRow("dimension overflow")
             << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,), }") << "overflow";
-        QTest::newRow("negative dim")
-            << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -2), }", 1, sixteen) << "negative";
+        QTest::newRow("negative dim") << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (2, -2), }", 1,
+                                                 sixteen)
+                                      << "negative";
         QTest::newRow("unterminated dict")
             << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,) ", 1, sixteen) << "expected";
-        QTest::newRow("unknown key")
-            << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", 1, sixteen) << "'x'";
+        QTest::newRow("unknown key") << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), 'x': 1}", 1,
+                                                sixteen)
+                                     << "'x'";
         QTest::newRow("missing key") << makeNpy("{'descr': '<f4', 'shape': (4,), }", 1, sixteen) << "fortran_order";
-        QTest::newRow("duplicate key")
-            << makeNpy("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}", 1, sixteen)
-            << "twice";
+        QTest::newRow("duplicate key") << makeNpy(
+                                              "{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (4,)}",
+                                              1, sixteen)
+                                       << "twice";
         QTest::newRow("shape not a tuple")
             << makeNpy("{'descr': '<f4', 'fortran_order': False, 'shape': (4), }", 1, sixteen) << "'shape'";
-        QTest::newRow("bad bool")
-            << makeNpy("{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }", 1, sixteen) << "fortran_order";
+        QTest::newRow("bad bool") << makeNpy("{'descr': '<f4', 'fortran_order': 0, 'shape': (4,), }", 1, sixteen)
+                                  << "fortran_order";
         QTest::newRow("text after dict") << makeNpy(f4x4 + " junk", 1, sixteen) << "after the dict";
         QTest::newRow("header past EOF") << makeNpy(f4x4, 1, {}, 0xfff0) << "past the end";
         QTest::newRow("header too long") << makeNpy(f4x4, 2, sixteen, 0x7fffffff) << "exceeds";
-        QTest::newRow("object dtype")
-            << makeNpy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, sixteen) << "pickle";
-        QTest::newRow("complex dtype")
-            << makeNpy("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 1, sixteen) << "'descr'";
-        QTest::newRow("no byte order")
-            << makeNpy("{'descr': '|f4', 'fortran_order': False, 'shape': (4,), }", 1, sixteen) << "byte order";
-        QTest::newRow("structured")
-            << makeNpy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }", 1, sixteen)
-            << "structured";
+        QTest::newRow("object dtype") << makeNpy("{'descr': '|O', 'fortran_order': False, 'shape': (2,), }", 1, sixteen)
+                                      << "pickle";
+        QTest::newRow("complex dtype") << makeNpy("{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 1,
+                                                  sixteen)
+                                       << "'descr'";
+        QTest::newRow("no byte order") << makeNpy("{'descr': '|f4', 'fortran_order': False, 'shape': (4,), }", 1,
+                                                  sixteen)
+                                       << "byte order";
+        QTest::newRow("structured") << makeNpy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (4,), }", 1,
+                                               sixteen)
+                                    << "structured";
     }
 
     void rejectsHostileFiles()

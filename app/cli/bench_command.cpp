@@ -93,9 +93,7 @@ int runBench(const Arguments& args)
     const QuantParams int4 = paramsFor(x, QType::Int4, Granularity::PerChannel, 128);
     const QuantParams nf4 = paramsFor(x, QType::Nf4, Granularity::PerChannel, 64);
     const QuantParams fp8 = paramsFor(x, QType::Fp8E4M3, Granularity::PerTensor, {});
-    auto fakeQuant = [&](const QuantParams& params) {
-        return [&, p = &params] { fakeQuantizeInto(x, *p, out); };
-    };
+    auto fakeQuant = [&](const QuantParams& params) { return [&, p = &params] { fakeQuantizeInto(x, *p, out); }; };
     // The baseline is the faster of one memcpy and a memcpy split over the threads
     // in chunks (which wins depends on the machine and its load), so it is never flattering.
     auto copySingle = [&] { std::memcpy(out.data(), values.data(), size_t(size) * sizeof(float)); };
@@ -147,8 +145,10 @@ int runBench(const Arguments& args)
     if (json) {
         nlohmann::json j{{"elements", size}, {"threads", threads}, {"results", nlohmann::json::array()}};
         for (const Result& r : results)
-            j["results"].push_back(
-                {{"name", r.name}, {"seconds", r.seconds}, {"gbps", r.gbps}, {"ratio_to_copy", copySeconds / r.seconds}});
+            j["results"].push_back({{"name", r.name},
+                                    {"seconds", r.seconds},
+                                    {"gbps", r.gbps},
+                                    {"ratio_to_copy", copySeconds / r.seconds}});
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
@@ -174,17 +174,16 @@ Command benchCommand()
         {"--threads", "T", "worker threads (default 2)", {}, false},
         {"--json", "", "print JSON instead of a table", {}, false},
     };
-    spec.notes =
-        "The data is N seeded random floats shaped [N/4096, 4096] (channel axis 0). The cases run in\n"
-        "rounds, each case once per round: a warm-up round, then 5 timed rounds; the best time counts.\n"
-        "gbps counts bytes read plus written: copy 8 per element, reductions 4, fake quant 8.\n"
-        "ratio_to_copy = copy seconds / case seconds.\n"
-        "Cases: copy (the baseline: the faster of one memcpy and a memcpy split over the threads),\n"
-        "absmax_per_channel, minmax_per_channel (calibrateRanges), percentile (exact 99.99th percentile\n"
-        "of x), histogram_2048 (min/max pass, then 2048 bins), fake_quant_int8_per_channel (absmax),\n"
-        "fake_quant_int4_tile128, fake_quant_nf4 (tiles of 64), fake_quant_fp8_e4m3 (per tensor);\n"
-        "fake-quant cases time the kernel only, the scales are computed before.\n"
-        "Progress goes to stderr when it is a terminal.";
+    spec.notes = "The data is N seeded random floats shaped [N/4096, 4096] (channel axis 0). The cases run in\n"
+                 "rounds, each case once per round: a warm-up round, then 5 timed rounds; the best time counts.\n"
+                 "gbps counts bytes read plus written: copy 8 per element, reductions 4, fake quant 8.\n"
+                 "ratio_to_copy = copy seconds / case seconds.\n"
+                 "Cases: copy (the baseline: the faster of one memcpy and a memcpy split over the threads),\n"
+                 "absmax_per_channel, minmax_per_channel (calibrateRanges), percentile (exact 99.99th percentile\n"
+                 "of x), histogram_2048 (min/max pass, then 2048 bins), fake_quant_int8_per_channel (absmax),\n"
+                 "fake_quant_int4_tile128, fake_quant_nf4 (tiles of 64), fake_quant_fp8_e4m3 (per tensor);\n"
+                 "fake-quant cases time the kernel only, the scales are computed before.\n"
+                 "Progress goes to stderr when it is a terminal.";
     return {spec, runBench};
 }
 

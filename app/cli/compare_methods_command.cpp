@@ -149,9 +149,9 @@ Command compareMethodsCommand()
     spec.synopsis = "compare-methods (--npy FILE | MODEL --tensor NAME) --qtype Q [--granularity G] [--axis A]\n"
                     "                           [--tile T] [--json]";
     spec.positionalName = "MODEL";
-    spec.options = {{"--npy", "FILE", "the tensor, as an .npy array", {}, false},
-                    {"--tensor", "NAME", "the tensor of MODEL to compare on (model loaders: not yet available)",
-                     {}, false}};
+    spec.options = {
+        {"--npy", "FILE", "the tensor, as an .npy array", {}, false},
+        {"--tensor", "NAME", "the tensor of MODEL to compare on (model loaders: not yet available)", {}, false}};
     for (OptionSpec& o : layoutOptions())
         spec.options.push_back(std::move(o));
     spec.options.push_back({"--json", "", "print JSON instead of a table", {}, false});

@@ -38,8 +38,8 @@ int runFakeQuant(const Arguments& args)
 
     const ErrorMetrics m = errorMetrics(x.values<float>(), fake.values<float>());
     const double clipped = fractionClipped(x.values<float>(), q.params.layout, q.ranges);
-    std::printf("%s -> %s: %s, %s, %s, %lld groups: mse %.6g, sqnr %.2f dB, %.4f%% clipped\n", in.c_str(),
-                out.c_str(), std::string(qtypeName(spec.qtype)).c_str(),
+    std::printf("%s -> %s: %s, %s, %s, %lld groups: mse %.6g, sqnr %.2f dB, %.4f%% clipped\n", in.c_str(), out.c_str(),
+                std::string(qtypeName(spec.qtype)).c_str(),
                 isMicroscaling(spec.qtype) ? "own block scales" : spec.method.toString().c_str(),
                 layoutText(spec, x.shape()).c_str(), static_cast<long long>(q.params.scales.size()), m.mse, m.sqnrDb,
                 100.0 * clipped);
@@ -60,23 +60,32 @@ Command fakeQuantCommand()
     for (OptionSpec& o : layoutOptions())
         spec.options.push_back(std::move(o));
     const std::vector<OptionSpec> more{
-        {"--method", "M",
+        {"--method",
+         "M",
          "calibration method string: absmax[,s], minmax[,s], rms,s, fixed,min,max, percentile,p, mse, entropy",
-         {}, true},
+         {},
+         true},
         {"--narrow-range", "", "integer grid without its most negative code (int8: [-127, 127])", {}, false},
-        {"--symmetric", "B", "symmetric (true) or two-sided (false) percentile, mse and entropy:", {"true", "false"},
+        {"--symmetric",
+         "B",
+         "symmetric (true) or two-sided (false) percentile, mse and entropy:",
+         {"true", "false"},
          false},
         {"--scale-restriction", "R", "how scales are represented, default float:", {"float", "pow2", "fp16"}, false},
-        {"--rounding", "MODE", "rounding to the grid, default nearest (half to even):", {"nearest", "stochastic"},
+        {"--rounding",
+         "MODE",
+         "rounding to the grid, default nearest (half to even):",
+         {"nearest", "stochastic"},
          false},
         {"--seed", "N", "seed of stochastic rounding (default 0)", {}, false},
         {"--out", "OUT.npy", "output .npy (float32, same shape), written atomically", {}, true},
     };
     spec.options.insert(spec.options.end(), more.begin(), more.end());
-    spec.notes = layoutNotes() +
-                 "\nThe scale is max|range| / bound for symmetric methods (bound: qmax + 0.5 for integers, qmax with\n"
-                 "--narrow-range, the largest finite value for float types, 1 for nf4) and (max - min) / (qmax - qmin)\n"
-                 "with a zero point for asymmetric ones. Prints one line: groups, MSE, SQNR and % clipped.";
+    spec.notes =
+        layoutNotes() +
+        "\nThe scale is max|range| / bound for symmetric methods (bound: qmax + 0.5 for integers, qmax with\n"
+        "--narrow-range, the largest finite value for float types, 1 for nf4) and (max - min) / (qmax - qmin)\n"
+        "with a zero point for asymmetric ones. Prints one line: groups, MSE, SQNR and % clipped.";
     return {spec, runFakeQuant};
 }
 

@@ -44,7 +44,10 @@ std::string oneLine(std::string s)
 } // namespace
 
 namespace qs::cli {
-const std::vector<Command>& allCommands() { return commands(); }
+const std::vector<Command>& allCommands()
+{
+    return commands();
+}
 } // namespace qs::cli
 
 int main(int argc, char** argv)
@@ -79,8 +82,8 @@ int main(int argc, char** argv)
         }
         return command->run(parsed);
     } catch (const UsageError& e) {
-        std::fprintf(stderr, "quantscope-cli %s: %s\nusage: quantscope-cli %s\n", command->spec.name.c_str(),
-                     e.what(), command->spec.synopsis.c_str());
+        std::fprintf(stderr, "quantscope-cli %s: %s\nusage: quantscope-cli %s\n", command->spec.name.c_str(), e.what(),
+                     command->spec.synopsis.c_str());
         return kExitUsage;
     } catch (const qs::Error& e) {
         std::fprintf(stderr, "quantscope-cli %s: error: %s\n", command->spec.name.c_str(), oneLine(e.what()).c_str());

@@ -10,8 +10,11 @@ std::vector<OptionSpec> layoutOptions()
 {
     return {
         {"--qtype", "Q", "quantized type: " + qtypeNameList(), {}, true},
-        {"--granularity", "G", "which elements share a scale, default per_channel:",
-         {"per_tensor", "per_channel", "tile"}, false},
+        {"--granularity",
+         "G",
+         "which elements share a scale, default per_channel:",
+         {"per_tensor", "per_channel", "tile"},
+         false},
         {"--axis", "A", "channel axis for per_channel and tile; negative counts from the end (default 0)", {}, false},
         {"--tile", "T", "tile length along the last axis for tile (default 128); T < 1 means 1/T tiles", {}, false},
     };

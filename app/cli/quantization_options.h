@@ -31,8 +31,7 @@ std::string layoutText(const QuantizationSpec& spec, const Shape& shape);
 
 // Runs f; a qs::Error whose message does not name `file` gets it as a prefix,
 // so that the one line on stderr says which input it is about.
-template <class F>
-auto namingFile(const std::string& file, F&& f)
+template <class F> auto namingFile(const std::string& file, F&& f)
 {
     try {
         return f();

@@ -18,11 +18,11 @@ namespace qs {
 std::vector<std::string> comparedMethods();
 
 struct MethodResult {
-    std::string method;            // canonical method string, or "<qtype> block scales" for MX types
-    std::string skipped;           // non-empty: why this method does not apply to the qtype
+    std::string method;  // canonical method string, or "<qtype> block scales" for MX types
+    std::string skipped; // non-empty: why this method does not apply to the qtype
     bool symmetric = true;
-    std::vector<Range> ranges;     // per group, as TensorQuantization::ranges
-    std::vector<float> scales;     // per group
+    std::vector<Range> ranges;       // per group, as TensorQuantization::ranges
+    std::vector<float> scales;       // per group
     std::vector<int32_t> zeroPoints; // per group when asymmetric
     ErrorMetrics metrics;
 };

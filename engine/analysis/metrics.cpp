@@ -16,7 +16,10 @@ namespace {
 // same for any thread count.
 constexpr int64_t kChunk = 1 << 16;
 
-int64_t chunkCount(int64_t n) { return (n + kChunk - 1) / kChunk; }
+int64_t chunkCount(int64_t n)
+{
+    return (n + kChunk - 1) / kChunk;
+}
 
 } // namespace
 

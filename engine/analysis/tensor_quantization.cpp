@@ -14,7 +14,8 @@ TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationS
     if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(info.name) +
                     " computes its block scales from each block's absmax (OCP MX / nvfp4); the method must be "
-                    "absmax, not '" + spec.method.toString() + "'");
+                    "absmax, not '" +
+                    spec.method.toString() + "'");
     TensorQuantization q;
     q.params = microscalingParams(x, spec.qtype, -1, tensorName);
     const float elementMax = qtypeInfo(info.element).maxFinite;

@@ -19,15 +19,15 @@
 namespace qs {
 
 struct QuantizationSpec {
-    QType qtype = QType::Int8;                      // the quantized type
-    CalibrationMethod method;                       // how each group's range is found (default absmax)
+    QType qtype = QType::Int8;                         // the quantized type
+    CalibrationMethod method;                          // how each group's range is found (default absmax)
     Granularity granularity = Granularity::PerChannel; // per_tensor or per_channel, as in a rule
-    int axis = 0;                                   // the channel axis (negative counts from the end)
-    std::optional<double> tileSize;                 // per_channel only: also split the last axis into
-                                                    // tiles of this many elements (a rule's tile_size;
-                                                    // a value in (0, 1) means 1/tile_count)
-    std::optional<bool> symmetric;                  // overrides the method's symmetry when it allows
-    ScaleOptions options;                           // narrow range, scale restriction
+    int axis = 0;                                      // the channel axis (negative counts from the end)
+    std::optional<double> tileSize;                    // per_channel only: also split the last axis into
+                                                       // tiles of this many elements (a rule's tile_size;
+                                                       // a value in (0, 1) means 1/tile_count)
+    std::optional<bool> symmetric;                     // overrides the method's symmetry when it allows
+    ScaleOptions options;                              // narrow range, scale restriction
 };
 
 // The groups of a tensor of `shape` under the spec's granularity (not for

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <memory>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -126,8 +126,7 @@ Tensor readNpy(const std::filesystem::path& path)
     const size_t dataOffset = npyDataOffset(head, name); // bounded by kNpyMaxHeaderBytes + 12
     if (dataOffset > fileSize)
         fail(name, "truncated: the npy header length (" + std::to_string(dataOffset) +
-                       " bytes with preamble) runs past the end of the file (" + std::to_string(fileSize) +
-                       " bytes)");
+                       " bytes with preamble) runs past the end of the file (" + std::to_string(fileSize) + " bytes)");
     const size_t already = head.size();
     head.resize(dataOffset);
     if (std::fread(head.data() + already, 1, dataOffset - already, file.get()) != dataOffset - already)

@@ -236,19 +236,32 @@ uint32_t readLittleEndian(std::span<const std::byte> bytes, size_t offset, size_
 std::string_view descrOf(DType dtype)
 {
     switch (dtype) {
-    case DType::Bool: return "|b1";
-    case DType::I8: return "|i1";
-    case DType::U8: return "|u1";
-    case DType::I16: return "<i2";
-    case DType::U16: return "<u2";
-    case DType::I32: return "<i4";
-    case DType::U32: return "<u4";
-    case DType::I64: return "<i8";
-    case DType::U64: return "<u8";
-    case DType::F16: return "<f2";
-    case DType::F32: return "<f4";
-    case DType::F64: return "<f8";
-    case DType::BF16: break;
+    case DType::Bool:
+        return "|b1";
+    case DType::I8:
+        return "|i1";
+    case DType::U8:
+        return "|u1";
+    case DType::I16:
+        return "<i2";
+    case DType::U16:
+        return "<u2";
+    case DType::I32:
+        return "<i4";
+    case DType::U32:
+        return "<u4";
+    case DType::I64:
+        return "<i8";
+    case DType::U64:
+        return "<u8";
+    case DType::F16:
+        return "<f2";
+    case DType::F32:
+        return "<f4";
+    case DType::F64:
+        return "<f8";
+    case DType::BF16:
+        break;
     }
     throw Error("bfloat16 tensors have no .npy dtype: convert them to float32 first");
 }
@@ -317,8 +330,8 @@ std::string npyHeaderText(DType dtype, const Shape& shape, size_t preambleBytes)
         if (dims[i] == ',' && i + 1 < dims.size())
             spaced += ' ';
     }
-    std::string text = "{'descr': '" + std::string(descrOf(dtype)) + "', 'fortran_order': False, 'shape': (" +
-                       spaced + "), }";
+    std::string text =
+        "{'descr': '" + std::string(descrOf(dtype)) + "', 'fortran_order': False, 'shape': (" + spaced + "), }";
     const size_t unpadded = preambleBytes + text.size() + 1;
     text.append((64 - unpadded % 64) % 64, ' ');
     text += '\n';

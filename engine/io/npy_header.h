@@ -18,8 +18,8 @@ struct NpyHeader {
     bool bigEndian = false;    // the data's byte order ('>'), only for multi-byte types
     bool fortranOrder = false; // data stored column-major
     Shape shape;
-    size_t dataOffset = 0;     // bytes from the start of the file to the first element
-    int64_t dataBytes = 0;     // element count × item size, overflow-checked
+    size_t dataOffset = 0; // bytes from the start of the file to the first element
+    int64_t dataBytes = 0; // element count × item size, overflow-checked
 };
 
 // Bytes a reader must have to learn the header length (magic, version, length field).
