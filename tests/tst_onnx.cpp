@@ -162,6 +162,42 @@ private slots:
         QVERIFY(sawCast);
     }
 
+    void torchvisionExportsGiveTorchsModuleNames_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("resnet18") << "resnet18";
+        QTest::newRow("mobilenet_v2") << "mobilenet_v2";
+    }
+    void torchvisionExportsGiveTorchsModuleNames()
+    {
+        QFETCH(QString, model);
+        const std::filesystem::path dir = dir_.parent_path() / "torchvision";
+        if (!std::filesystem::exists(dir / "resnet18.modules.txt")) {
+            QProcess python;
+            python.start("/usr/bin/python3", {QStringLiteral(QUANTSCOPE_TEST_DATA "/onnx/export_torchvision.py"),
+                                              QString::fromStdString(dir.string())});
+            QVERIFY2(python.waitForFinished(300000), "the torchvision export did not finish");
+            const QByteArray err = python.readAllStandardError();
+            if (python.exitCode() != 0 && err.contains("No module named"))
+                QSKIP("python3-torch / python3-torchvision are not installed (packaging/install-deps.sh installs them)");
+            QVERIFY2(python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0, err.constData());
+        }
+        // torch's own module names, in forward order: "layer1/0/conv1 Conv 1".
+        QFile list(QString::fromStdString((dir / (model.toStdString() + ".modules.txt")).string()));
+        QVERIFY(list.open(QIODevice::ReadOnly | QIODevice::Text));
+        const QStringList lines = QString::fromUtf8(list.readAll()).split('\n', Qt::SkipEmptyParts);
+        const Model m = loadOnnx(dir / (model.toStdString() + ".onnx"));
+        QCOMPARE(m.layers.size(), size_t(lines.size()));
+        for (size_t i = 0; i < m.layers.size(); ++i) {
+            const QStringList expected = lines[qsizetype(i)].split(' ');
+            QCOMPARE(QString::fromStdString(m.layers[i].modulePath), expected[0]);
+            QCOMPARE(QString::fromStdString(m.layers[i].opType), expected[1]);
+            QCOMPARE(m.layers[i].groups, expected[2].toLongLong());
+        }
+        QCOMPARE(m.inputs.at(0).toString(), std::string("float32[batch, 3, 64, 64]"));
+        QVERIFY2(m.warnings.empty(), m.warnings.empty() ? "" : m.warnings.front().c_str());
+    }
+
     void loadingTwiceGivesTheSamePaths()
     {
         const Model a = loadOnnx(fixture("layers.onnx"));
