@@ -102,19 +102,19 @@ bool needsZip64(uint64_t v)
     return v == k32;
 }
 
-} // namespace
+// Where the central directory is, from the end record (and the zip64 one).
+struct Directory {
+    uint64_t count = 0;  // entries
+    uint64_t offset = 0; // of the first central entry
+    uint64_t size = 0;   // bytes
+};
 
-ZipArchive ZipArchive::open(const std::filesystem::path& path)
+Directory locateDirectory(const MappedFile& file)
 {
-    return ZipArchive(MappedFile::open(path));
-}
-
-ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move(file))
-{
-    const std::string archive = file_->path().string();
-    auto fail = [&](const std::string& what) -> void { throw Error(archive + ": " + what); };
-    const std::byte* base = file_->data();
-    const uint64_t size = file_->size();
+    const std::string archive = file.path().string();
+    auto fail = [&](const std::string& what) { throw Error(archive + ": " + what); };
+    const std::byte* base = file.data();
+    const uint64_t size = file.size();
     if (size < kEndBytes)
         fail("not a zip archive: " + std::to_string(size) + " bytes, too short for an end-of-central-directory record");
 
@@ -133,8 +133,8 @@ ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move
              std::to_string(size - lowest) + " bytes");
     const Fields eocd(base + end);
     uint64_t disk = eocd.u16(4), cdDisk = eocd.u16(6), diskEntries = eocd.u16(8);
-    uint64_t count = eocd.u16(10), cdSize = eocd.u32(12), cdOffset = eocd.u32(16);
-    uint64_t cdLimit = end; // the central directory must end before this offset
+    Directory d{eocd.u16(10), eocd.u32(16), eocd.u32(12)};
+    uint64_t limit = end; // the central directory must end before this offset
 
     if (end >= kZip64LocatorBytes && Fields(base + end - kZip64LocatorBytes).u32(0) == kZip64LocatorSig) {
         const uint64_t locatorAt = end - kZip64LocatorBytes;
@@ -155,125 +155,150 @@ ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move
         disk = record.u32(16);
         cdDisk = record.u32(20);
         diskEntries = record.u64(24);
-        count = record.u64(32);
-        cdSize = record.u64(40);
-        cdOffset = record.u64(48);
-        cdLimit = recordAt;
+        d = {record.u64(32), record.u64(48), record.u64(40)};
+        limit = recordAt;
     }
-    if (disk != 0 || cdDisk != 0 || diskEntries != count)
+    if (disk != 0 || cdDisk != 0 || diskEntries != d.count)
         fail("split (multi-disk) archives are not supported (end record at offset " + std::to_string(end) + ")");
-    if (cdOffset > cdLimit || cdSize > cdLimit - cdOffset)
-        fail("central directory (offset " + std::to_string(cdOffset) + ", " + std::to_string(cdSize) +
-             " bytes) runs past the end record at offset " + std::to_string(cdLimit));
-    if (count > cdSize / kCentralBytes)
-        fail("end record declares " + std::to_string(count) + " entries, more than a central directory of " +
-             std::to_string(cdSize) + " bytes can hold");
+    if (d.offset > limit || d.size > limit - d.offset)
+        fail("central directory (offset " + std::to_string(d.offset) + ", " + std::to_string(d.size) +
+             " bytes) runs past the end record at offset " + std::to_string(limit));
+    // Every central entry takes at least 46 bytes: this bounds what count may allocate.
+    if (d.count > d.size / kCentralBytes)
+        fail("end record declares " + std::to_string(d.count) + " entries, more than a central directory of " +
+             std::to_string(d.size) + " bytes can hold");
+    return d;
+}
 
-    entries_.reserve(size_t(count));
-    uint64_t at = cdOffset;
-    const uint64_t cdEnd = cdOffset + cdSize;
-    for (uint64_t i = 0; i < count; ++i) {
-        const std::string where = "central directory entry " + std::to_string(i) + " at offset " + std::to_string(at);
-        if (cdEnd - at < kCentralBytes)
-            fail(where + " is truncated: the central directory ends at offset " + std::to_string(cdEnd));
-        const Fields c(base + at);
-        if (c.u32(0) != kCentralSig)
-            fail(where + " has no central directory signature (found " + hex(c.u32(0)) + ")");
-        ZipEntry e;
-        e.flags = c.u16(8);
-        e.method = c.u16(10);
-        e.crc32 = c.u32(16);
-        e.compressedSize = c.u32(20);
-        e.uncompressedSize = c.u32(24);
-        const uint64_t nameLength = c.u16(28), extraLength = c.u16(30), commentLength = c.u16(32);
-        uint32_t startDisk = c.u16(34);
-        e.localHeaderOffset = c.u32(42);
-        if (cdEnd - at - kCentralBytes < nameLength + extraLength + commentLength)
-            fail(where + ": name, extra field and comment (" +
-                 std::to_string(nameLength + extraLength + commentLength) +
-                 " bytes) run past the end of the central directory");
-        e.name.assign(reinterpret_cast<const char*>(base + at + kCentralBytes), size_t(nameLength));
-        const std::string entry = archive + ": entry \"" + e.name + "\"";
+// Reads the central entry at `at` (inside [at, end)) and advances `at` past it.
+ZipEntry readCentralEntry(const MappedFile& file, uint64_t index, uint64_t& at, uint64_t end)
+{
+    const std::string archive = file.path().string();
+    const std::string where = "central directory entry " + std::to_string(index) + " at offset " + std::to_string(at);
+    if (end - at < kCentralBytes)
+        throw Error(archive + ": " + where + " is truncated: the central directory ends at offset " +
+                    std::to_string(end));
+    const std::byte* p = file.data() + at;
+    const Fields c(p);
+    if (c.u32(0) != kCentralSig)
+        throw Error(archive + ": " + where + " has no central directory signature (found " + hex(c.u32(0)) + ")");
+    ZipEntry e;
+    e.flags = c.u16(8);
+    e.method = c.u16(10);
+    e.crc32 = c.u32(16);
+    e.compressedSize = c.u32(20);
+    e.uncompressedSize = c.u32(24);
+    const uint64_t nameLength = c.u16(28), extraLength = c.u16(30), commentLength = c.u16(32);
+    uint32_t startDisk = c.u16(34);
+    e.localHeaderOffset = c.u32(42);
+    if (end - at - kCentralBytes < nameLength + extraLength + commentLength)
+        throw Error(archive + ": " + where + ": name, extra field and comment (" +
+                    std::to_string(nameLength + extraLength + commentLength) +
+                    " bytes) run past the end of the central directory");
+    e.name.assign(reinterpret_cast<const char*>(p + kCentralBytes), size_t(nameLength));
+    if (e.name.empty())
+        throw Error(archive + ": " + where + " has an empty name");
+    const std::string entry = archive + ": entry \"" + e.name + "\"";
+    Zip64Values z;
+    if (needsZip64(e.uncompressedSize))
+        z.uncompressed = &e.uncompressedSize;
+    if (needsZip64(e.compressedSize))
+        z.compressed = &e.compressedSize;
+    if (needsZip64(e.localHeaderOffset))
+        z.offset = &e.localHeaderOffset;
+    if (startDisk == 0xffff)
+        z.disk = &startDisk;
+    readZip64Extra(p + kCentralBytes + nameLength, size_t(extraLength), z, entry + " (central directory)");
+    if (startDisk != 0)
+        throw Error(entry + ": starts on disk " + std::to_string(startDisk) + " (split archives are not supported)");
+    if (e.flags & (kFlagEncrypted | kFlagStrongEncryption))
+        throw Error(entry + " is encrypted (general purpose flags " + hex(e.flags) +
+                    "); encrypted archives are not supported");
+    if (e.method != 0 && e.method != 8)
+        throw Error(entry + " uses compression method " + std::to_string(e.method) +
+                    "; only 0 (stored) and 8 (deflate) are supported");
+    if (e.method == 0 && e.compressedSize != e.uncompressedSize)
+        throw Error(entry + " is stored but its compressed size " + std::to_string(e.compressedSize) +
+                    " differs from its uncompressed size " + std::to_string(e.uncompressedSize));
+    if (e.method == 8 && e.uncompressedSize > e.compressedSize * kMaxDeflateRatio + kDeflateSlack)
+        throw Error(entry + " declares an uncompressed size of " + std::to_string(e.uncompressedSize) + " bytes from " +
+                    std::to_string(e.compressedSize) + " compressed bytes, more than deflate can produce");
+    at += kCentralBytes + nameLength + extraLength + commentLength;
+    return e;
+}
+
+// Checks the local header of `e` against its central entry and sets e.dataOffset.
+// Local headers and data must lie before the central directory (`cdOffset`).
+void checkLocalHeader(const MappedFile& file, ZipEntry& e, uint64_t cdOffset, const std::string& entry)
+{
+    const uint64_t lh = e.localHeaderOffset;
+    if (lh > cdOffset || cdOffset - lh < kLocalBytes)
+        throw Error(entry + ": local header offset " + std::to_string(lh) +
+                    " is not before the central directory (offset " + std::to_string(cdOffset) + ")");
+    const std::byte* p = file.data() + lh;
+    const Fields l(p);
+    if (l.u32(0) != kLocalSig)
+        throw Error(entry + ": no local header signature at offset " + std::to_string(lh) + " (found " + hex(l.u32(0)) +
+                    ")");
+    const uint16_t flags = l.u16(6), method = l.u16(8);
+    const uint32_t crc = l.u32(14);
+    uint64_t compressed = l.u32(18), uncompressed = l.u32(22);
+    const uint64_t nameLength = l.u16(26), extraLength = l.u16(28);
+    if (cdOffset - lh - kLocalBytes < nameLength + extraLength)
+        throw Error(entry + ": local header at offset " + std::to_string(lh) +
+                    " has a name and extra field that run into the central directory");
+    const std::string_view localName(reinterpret_cast<const char*>(p + kLocalBytes), size_t(nameLength));
+    if (localName != e.name)
+        throw Error(entry + ": local header at offset " + std::to_string(lh) + " names \"" + std::string(localName) +
+                    "\" instead");
+    constexpr uint16_t kCompared = kFlagEncrypted | kFlagDataDescriptor;
+    if (method != e.method || (flags & kCompared) != (e.flags & kCompared))
+        throw Error(entry + ": local header at offset " + std::to_string(lh) +
+                    " disagrees with the central directory on method or flags");
+    if (!(e.flags & kFlagDataDescriptor)) { // else CRC and sizes follow the data; the central entry has them
         Zip64Values z;
-        if (needsZip64(e.uncompressedSize))
-            z.uncompressed = &e.uncompressedSize;
-        if (needsZip64(e.compressedSize))
-            z.compressed = &e.compressedSize;
-        if (needsZip64(e.localHeaderOffset))
-            z.offset = &e.localHeaderOffset;
-        if (startDisk == 0xffff)
-            z.disk = &startDisk;
-        readZip64Extra(base + at + kCentralBytes + nameLength, size_t(extraLength), z, entry + " (central directory)");
-        if (e.name.empty())
-            fail(where + " has an empty name");
-        if (startDisk != 0)
-            throw Error(entry + ": starts on disk " + std::to_string(startDisk) +
-                        " (split archives are not supported)");
-        if (e.flags & (kFlagEncrypted | kFlagStrongEncryption))
-            throw Error(entry + " is encrypted (general purpose flags " + hex(e.flags) +
-                        "); encrypted archives are not supported");
-        if (e.method != 0 && e.method != 8)
-            throw Error(entry + " uses compression method " + std::to_string(e.method) +
-                        "; only 0 (stored) and 8 (deflate) are supported");
-        if (e.method == 0 && e.compressedSize != e.uncompressedSize)
-            throw Error(entry + " is stored but its compressed size " + std::to_string(e.compressedSize) +
-                        " differs from its uncompressed size " + std::to_string(e.uncompressedSize));
-        if (e.method == 8 && e.uncompressedSize > e.compressedSize * kMaxDeflateRatio + kDeflateSlack)
-            throw Error(entry + " declares an uncompressed size of " + std::to_string(e.uncompressedSize) +
-                        " bytes from " + std::to_string(e.compressedSize) +
-                        " compressed bytes, more than deflate can produce");
-        if (!byName_.emplace(e.name, entries_.size()).second)
-            throw Error(entry + " appears twice in the central directory");
-        entries_.push_back(std::move(e));
-        at += kCentralBytes + nameLength + extraLength + commentLength;
+        if (needsZip64(uncompressed))
+            z.uncompressed = &uncompressed;
+        if (needsZip64(compressed))
+            z.compressed = &compressed;
+        readZip64Extra(p + kLocalBytes + nameLength, size_t(extraLength), z, entry + " (local header)");
+        if (crc != e.crc32 || compressed != e.compressedSize || uncompressed != e.uncompressedSize)
+            throw Error(entry + ": local header at offset " + std::to_string(lh) +
+                        " disagrees with the central directory on CRC-32 or sizes");
     }
-    if (at != cdEnd)
-        fail("central directory has " + std::to_string(cdEnd - at) + " bytes after its " + std::to_string(count) +
-             " entries (at offset " + std::to_string(at) + ")");
+    e.dataOffset = lh + kLocalBytes + nameLength + extraLength;
+    if (e.compressedSize > cdOffset - e.dataOffset)
+        throw Error(entry + ": " + std::to_string(e.compressedSize) + " bytes of data at offset " +
+                    std::to_string(e.dataOffset) + " run into the central directory (offset " +
+                    std::to_string(cdOffset) + ")");
+}
 
-    // Local headers: inside the file before the central directory, agreeing with the central entries.
-    for (ZipEntry& e : entries_) {
-        const std::string entry = describe(e);
-        const uint64_t lh = e.localHeaderOffset;
-        if (lh > cdOffset || cdOffset - lh < kLocalBytes)
-            throw Error(entry + ": local header offset " + std::to_string(lh) +
-                        " is not before the central directory (offset " + std::to_string(cdOffset) + ")");
-        const Fields l(base + lh);
-        if (l.u32(0) != kLocalSig)
-            throw Error(entry + ": no local header signature at offset " + std::to_string(lh) + " (found " +
-                        hex(l.u32(0)) + ")");
-        const uint16_t flags = l.u16(6), method = l.u16(8);
-        const uint32_t crc = l.u32(14);
-        uint64_t compressed = l.u32(18), uncompressed = l.u32(22);
-        const uint64_t nameLength = l.u16(26), extraLength = l.u16(28);
-        if (cdOffset - lh - kLocalBytes < nameLength + extraLength)
-            throw Error(entry + ": local header at offset " + std::to_string(lh) +
-                        " has a name and extra field that run into the central directory");
-        const std::string_view localName(reinterpret_cast<const char*>(base + lh + kLocalBytes), size_t(nameLength));
-        if (localName != e.name)
-            throw Error(entry + ": local header at offset " + std::to_string(lh) + " names \"" +
-                        std::string(localName) + "\" instead");
-        if (method != e.method ||
-            (flags & (kFlagEncrypted | kFlagDataDescriptor)) != (e.flags & (kFlagEncrypted | kFlagDataDescriptor)))
-            throw Error(entry + ": local header at offset " + std::to_string(lh) +
-                        " disagrees with the central directory on method or flags");
-        if (!(e.flags & kFlagDataDescriptor)) {
-            Zip64Values z;
-            if (needsZip64(uncompressed))
-                z.uncompressed = &uncompressed;
-            if (needsZip64(compressed))
-                z.compressed = &compressed;
-            readZip64Extra(base + lh + kLocalBytes + nameLength, size_t(extraLength), z, entry + " (local header)");
-            if (crc != e.crc32 || compressed != e.compressedSize || uncompressed != e.uncompressedSize)
-                throw Error(entry + ": local header at offset " + std::to_string(lh) +
-                            " disagrees with the central directory on CRC-32 or sizes");
-        }
-        e.dataOffset = lh + kLocalBytes + nameLength + extraLength;
-        if (e.compressedSize > cdOffset - e.dataOffset)
-            throw Error(entry + ": " + std::to_string(e.compressedSize) + " bytes of data at offset " +
-                        std::to_string(e.dataOffset) + " run into the central directory (offset " +
-                        std::to_string(cdOffset) + ")");
+} // namespace
+
+ZipArchive ZipArchive::open(const std::filesystem::path& path)
+{
+    return ZipArchive(MappedFile::open(path));
+}
+
+ZipArchive::ZipArchive(std::shared_ptr<const MappedFile> file) : file_(std::move(file))
+{
+    const Directory d = locateDirectory(*file_);
+    entries_.reserve(size_t(d.count));
+    uint64_t at = d.offset;
+    const uint64_t end = d.offset + d.size;
+    for (uint64_t i = 0; i < d.count; ++i) {
+        ZipEntry e = readCentralEntry(*file_, i, at, end);
+        if (!byName_.emplace(e.name, entries_.size()).second)
+            throw Error(describe(e) + " appears twice in the central directory");
+        entries_.push_back(std::move(e));
     }
+    if (at != end)
+        throw Error(path().string() + ": central directory has " + std::to_string(end - at) + " bytes after its " +
+                    std::to_string(d.count) + " entries (at offset " + std::to_string(at) + ")");
+    for (ZipEntry& e : entries_)
+        checkLocalHeader(*file_, e, d.offset, describe(e));
+
+    // Entries may not share bytes (overlapping entries are how non-recursive zip bombs multiply).
     std::vector<const ZipEntry*> byOffset;
     for (const ZipEntry& e : entries_)
         byOffset.push_back(&e);
@@ -357,69 +382,52 @@ void ZipEntryReader::skip(uint64_t count)
 
 void ZipEntryReader::inflateInto(std::span<std::byte> out)
 {
-    z_stream& z = *stream_;
-    const std::byte* input = archive_.mapping()->data() + entry_.dataOffset;
     size_t filled = 0;
     while (filled < out.size()) {
-        if (z.avail_in == 0 && consumed_ < entry_.compressedSize) {
-            const uint64_t chunk = std::min<uint64_t>(entry_.compressedSize - consumed_, 1u << 30);
-            z.next_in = const_cast<Bytef*>(reinterpret_cast<const Bytef*>(input + consumed_));
-            z.avail_in = uInt(chunk);
-            consumed_ += chunk;
-        }
-        const size_t want = std::min<size_t>(out.size() - filled, 1u << 30);
-        z.next_out = reinterpret_cast<Bytef*>(out.data() + filled);
-        z.avail_out = uInt(want);
-        const int ret = ::inflate(&z, Z_NO_FLUSH);
-        filled += want - z.avail_out;
-        const uint64_t produced = position_ + filled;
-        if (ret == Z_STREAM_END && filled < out.size())
-            throw Error(archive_.describe(entry_) + ": deflate data ends after " + std::to_string(produced) +
+        if (streamEnded_)
+            throw Error(archive_.describe(entry_) + ": deflate data ends after " + std::to_string(position_ + filled) +
                         " bytes, the central directory declares " + std::to_string(entry_.uncompressedSize));
-        if (ret == Z_STREAM_END)
-            streamEnded_ = true;
-        else if (ret == Z_BUF_ERROR && z.avail_in == 0 && consumed_ == entry_.compressedSize)
-            throw Error(archive_.describe(entry_) + ": deflate data is truncated (its " +
-                        std::to_string(entry_.compressedSize) + " compressed bytes end after " +
-                        std::to_string(produced) + " of " + std::to_string(entry_.uncompressedSize) + " bytes)");
-        else if (ret != Z_OK && ret != Z_BUF_ERROR)
-            throw Error(archive_.describe(entry_) + ": corrupt deflate data near compressed offset " +
-                        std::to_string(consumed_ - z.avail_in) + ": " +
-                        (z.msg ? z.msg : "zlib error " + std::to_string(ret)));
+        filled += inflateSome(out.subspan(filled), position_ + filled);
     }
+}
+
+size_t ZipEntryReader::inflateSome(std::span<std::byte> out, uint64_t producedBefore)
+{
+    z_stream& z = *stream_;
+    if (z.avail_in == 0 && consumed_ < entry_.compressedSize) {
+        const uint64_t chunk = std::min<uint64_t>(entry_.compressedSize - consumed_, 1u << 30);
+        z.next_in = const_cast<Bytef*>(
+            reinterpret_cast<const Bytef*>(archive_.mapping()->data() + entry_.dataOffset + consumed_));
+        z.avail_in = uInt(chunk);
+        consumed_ += chunk;
+    }
+    const size_t want = std::min<size_t>(out.size(), 1u << 30);
+    z.next_out = reinterpret_cast<Bytef*>(out.data());
+    z.avail_out = uInt(want);
+    const int ret = ::inflate(&z, Z_NO_FLUSH);
+    const size_t produced = want - z.avail_out;
+    if (ret == Z_STREAM_END)
+        streamEnded_ = true;
+    else if (ret == Z_BUF_ERROR && z.avail_in == 0 && consumed_ == entry_.compressedSize)
+        throw Error(archive_.describe(entry_) + ": deflate data is truncated (its " +
+                    std::to_string(entry_.compressedSize) + " compressed bytes end after " +
+                    std::to_string(producedBefore + produced) + " of " + std::to_string(entry_.uncompressedSize) +
+                    " bytes)");
+    else if (ret != Z_OK && ret != Z_BUF_ERROR)
+        throw Error(archive_.describe(entry_) + ": corrupt deflate data near compressed offset " +
+                    std::to_string(consumed_ - z.avail_in) + ": " +
+                    (z.msg ? z.msg : "zlib error " + std::to_string(ret)));
+    return produced;
 }
 
 void ZipEntryReader::finish()
 {
-    if (stream_ && !streamEnded_) {
-        // Everything declared was produced; the stream must end here and not yield one byte more.
-        std::byte extra[1];
-        z_stream& z = *stream_;
-        while (true) {
-            if (z.avail_in == 0 && consumed_ < entry_.compressedSize) {
-                const uint64_t chunk = std::min<uint64_t>(entry_.compressedSize - consumed_, 1u << 30);
-                z.next_in = const_cast<Bytef*>(
-                    reinterpret_cast<const Bytef*>(archive_.mapping()->data() + entry_.dataOffset + consumed_));
-                z.avail_in = uInt(chunk);
-                consumed_ += chunk;
-            }
-            z.next_out = reinterpret_cast<Bytef*>(extra);
-            z.avail_out = 1;
-            const int ret = ::inflate(&z, Z_NO_FLUSH);
-            if (z.avail_out == 0)
-                throw Error(archive_.describe(entry_) + ": deflate data inflates to more than the " +
-                            std::to_string(entry_.uncompressedSize) + " bytes the central directory declares");
-            if (ret == Z_STREAM_END)
-                break;
-            if (ret == Z_BUF_ERROR && z.avail_in == 0 && consumed_ == entry_.compressedSize)
-                throw Error(archive_.describe(entry_) + ": deflate data is truncated after " +
-                            std::to_string(entry_.uncompressedSize) + " bytes (no end of stream)");
-            if (ret != Z_OK && ret != Z_BUF_ERROR)
-                throw Error(archive_.describe(entry_) + ": corrupt deflate data at its end: " +
-                            (z.msg ? z.msg : "zlib error " + std::to_string(ret)));
-        }
-        streamEnded_ = true;
-    }
+    // Everything declared was produced: the stream must end here without yielding one byte more.
+    std::byte extra[1];
+    while (stream_ && !streamEnded_)
+        if (inflateSome(extra, entry_.uncompressedSize) > 0)
+            throw Error(archive_.describe(entry_) + ": deflate data inflates to more than the " +
+                        std::to_string(entry_.uncompressedSize) + " bytes the central directory declares");
     if (crc_ != entry_.crc32)
         throw Error(archive_.describe(entry_) + ": CRC-32 mismatch (data " + hex(crc_) + ", central directory " +
                     hex(entry_.crc32) + "); the archive is corrupt");

@@ -86,6 +86,9 @@ public:
 
 private:
     void inflateInto(std::span<std::byte> out);
+    // One inflate call into `out`, feeding compressed input as needed; returns the
+    // bytes produced. `producedBefore` only words the error messages.
+    size_t inflateSome(std::span<std::byte> out, uint64_t producedBefore);
     void finish();
 
     const ZipArchive& archive_;
