@@ -50,38 +50,73 @@ private slots:
         QTest::addColumn<QString>("op");
         QTest::addColumn<QString>("path");
         // torchvision resnet18 (torch.onnx.export)
-        QTest::newRow("resnet conv1") << "/conv1/Conv" << "Conv" << "conv1";
-        QTest::newRow("resnet block conv") << "/layer1/layer1.0/conv1/Conv" << "Conv" << "layer1/0/conv1";
-        QTest::newRow("resnet downsample") << "/layer4/layer4.0/downsample/downsample.0/Conv" << "Conv"
+        QTest::newRow("resnet conv1") << "/conv1/Conv"
+                                      << "Conv"
+                                      << "conv1";
+        QTest::newRow("resnet block conv") << "/layer1/layer1.0/conv1/Conv"
+                                           << "Conv"
+                                           << "layer1/0/conv1";
+        QTest::newRow("resnet downsample") << "/layer4/layer4.0/downsample/downsample.0/Conv"
+                                           << "Conv"
                                            << "layer4/0/downsample/0";
-        QTest::newRow("resnet fc") << "/fc/Gemm" << "Gemm" << "fc";
+        QTest::newRow("resnet fc") << "/fc/Gemm"
+                                   << "Gemm"
+                                   << "fc";
         // torchvision mobilenet_v2
-        QTest::newRow("mobilenet stem") << "/features/features.0/features.0.0/Conv" << "Conv" << "features/0/0";
-        QTest::newRow("mobilenet inverted residual")
-            << "/features/features.1/conv/conv.0/conv.0.0/Conv" << "Conv" << "features/1/conv/0/0";
-        QTest::newRow("mobilenet classifier") << "/classifier/classifier.1/Gemm" << "Gemm" << "classifier/1";
+        QTest::newRow("mobilenet stem") << "/features/features.0/features.0.0/Conv"
+                                        << "Conv"
+                                        << "features/0/0";
+        QTest::newRow("mobilenet inverted residual") << "/features/features.1/conv/conv.0/conv.0.0/Conv"
+                                                     << "Conv"
+                                                     << "features/1/conv/0/0";
+        QTest::newRow("mobilenet classifier") << "/classifier/classifier.1/Gemm"
+                                              << "Gemm"
+                                              << "classifier/1";
         // Hugging Face BERT
-        QTest::newRow("bert query") << "/bert/encoder/layer.0/attention/self/query/MatMul" << "MatMul"
+        QTest::newRow("bert query") << "/bert/encoder/layer.0/attention/self/query/MatMul"
+                                    << "MatMul"
                                     << "bert/encoder/layer/0/attention/self/query";
-        QTest::newRow("bert output dense") << "/bert/encoder/layer.11/output/dense/MatMul" << "MatMul"
+        QTest::newRow("bert output dense") << "/bert/encoder/layer.11/output/dense/MatMul"
+                                           << "MatMul"
                                            << "bert/encoder/layer/11/output/dense";
-        QTest::newRow("bert embeddings") << "/bert/embeddings/word_embeddings/Gather" << "Gather"
+        QTest::newRow("bert embeddings") << "/bert/embeddings/word_embeddings/Gather"
+                                         << "Gather"
                                          << "bert/embeddings/word_embeddings";
-        QTest::newRow("repeated dotted prefix") << "/encoder/encoder.layer.0/attention/MatMul" << "MatMul"
+        QTest::newRow("repeated dotted prefix") << "/encoder/encoder.layer.0/attention/MatMul"
+                                                << "MatMul"
                                                 << "encoder/layer/0/attention";
-        QTest::newRow("second op in scope") << "/attention/self/MatMul_1" << "MatMul" << "attention/self";
+        QTest::newRow("second op in scope") << "/attention/self/MatMul_1"
+                                            << "MatMul"
+                                            << "attention/self";
         // Names that say nothing once the op type is gone.
-        QTest::newRow("old exporter") << "Conv_0" << "Conv" << "";
-        QTest::newRow("only op") << "/Conv" << "Conv" << "";
-        QTest::newRow("empty") << "" << "Gemm" << "";
+        QTest::newRow("old exporter") << "Conv_0"
+                                      << "Conv"
+                                      << "";
+        QTest::newRow("only op") << "/Conv"
+                                 << "Conv"
+                                 << "";
+        QTest::newRow("empty") << ""
+                               << "Gemm"
+                               << "";
         // Other shapes of names are kept readable, not guessed at.
-        QTest::newRow("tf2onnx") << "StatefulPartitionedCall/model/conv2d/Conv2D" << "Conv"
+        QTest::newRow("tf2onnx") << "StatefulPartitionedCall/model/conv2d/Conv2D"
+                                 << "Conv"
                                  << "StatefulPartitionedCall/model/conv2d/Conv2D";
-        QTest::newRow("op-like suffix kept") << "/fc/MatMulInteger" << "MatMul" << "fc/MatMulInteger";
-        QTest::newRow("non-numeric suffix kept") << "/fc/Conv_x" << "Conv" << "fc/Conv_x";
-        QTest::newRow("empty components") << "//a//b.c/" << "Relu" << "a/b/c";
-        QTest::newRow("no leading slash") << "blocks.3.mlp.fc1" << "MatMul" << "blocks/3/mlp/fc1";
-        QTest::newRow("prefix needs a dot") << "/layer1/layer10/Conv" << "Conv" << "layer1/layer10";
+        QTest::newRow("op-like suffix kept") << "/fc/MatMulInteger"
+                                             << "MatMul"
+                                             << "fc/MatMulInteger";
+        QTest::newRow("non-numeric suffix kept") << "/fc/Conv_x"
+                                                 << "Conv"
+                                                 << "fc/Conv_x";
+        QTest::newRow("empty components") << "//a//b.c/"
+                                          << "Relu"
+                                          << "a/b/c";
+        QTest::newRow("no leading slash") << "blocks.3.mlp.fc1"
+                                          << "MatMul"
+                                          << "blocks/3/mlp/fc1";
+        QTest::newRow("prefix needs a dot") << "/layer1/layer10/Conv"
+                                            << "Conv"
+                                            << "layer1/layer10";
     }
     void nodeNamePaths()
     {
@@ -95,14 +130,22 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("path");
-        QTest::newRow("torch weight") << "layer1.0.conv1.weight" << "layer1/0/conv1";
-        QTest::newRow("torch bias") << "fc.bias" << "fc";
-        QTest::newRow("underscore") << "conv1_weight" << "conv1";
-        QTest::newRow("keras") << "dense/kernel:0" << "dense";
-        QTest::newRow("bert table") << "bert.embeddings.word_embeddings.weight" << "bert/embeddings/word_embeddings";
-        QTest::newRow("exporter generated") << "onnx::Conv_193" << "";
-        QTest::newRow("no suffix") << "W" << "W";
-        QTest::newRow("suffix only") << "weight" << "weight";
+        QTest::newRow("torch weight") << "layer1.0.conv1.weight"
+                                      << "layer1/0/conv1";
+        QTest::newRow("torch bias") << "fc.bias"
+                                    << "fc";
+        QTest::newRow("underscore") << "conv1_weight"
+                                    << "conv1";
+        QTest::newRow("keras") << "dense/kernel:0"
+                               << "dense";
+        QTest::newRow("bert table") << "bert.embeddings.word_embeddings.weight"
+                                    << "bert/embeddings/word_embeddings";
+        QTest::newRow("exporter generated") << "onnx::Conv_193"
+                                            << "";
+        QTest::newRow("no suffix") << "W"
+                                   << "W";
+        QTest::newRow("suffix only") << "weight"
+                                     << "weight";
     }
     void parameterNamePaths()
     {
@@ -115,11 +158,16 @@ private slots:
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<QString>("path");
-        QTest::newRow("llama") << "model.layers.0.self_attn.q_proj.weight" << "model/layers/0/self_attn/q_proj";
-        QTest::newRow("head") << "lm_head.weight" << "lm_head";
-        QTest::newRow("single") << "weight" << "weight";
-        QTest::newRow("hdf5") << "dense/kernel:0" << "dense";
-        QTest::newRow("resnet") << "layer2.1.bn2.running_var" << "layer2/1/bn2";
+        QTest::newRow("llama") << "model.layers.0.self_attn.q_proj.weight"
+                               << "model/layers/0/self_attn/q_proj";
+        QTest::newRow("head") << "lm_head.weight"
+                              << "lm_head";
+        QTest::newRow("single") << "weight"
+                                << "weight";
+        QTest::newRow("hdf5") << "dense/kernel:0"
+                              << "dense";
+        QTest::newRow("resnet") << "layer2.1.bn2.running_var"
+                                << "layer2/1/bn2";
     }
     void checkpointPaths()
     {
@@ -148,19 +196,19 @@ private slots:
         m.addInitializer("table", Tensor(DType::BF16, {100, 8}));
         m.addInitializer("qweight", Tensor(DType::I8, {16, 32}));
         m.nodes = {
-            makeNode("/conv/Conv", "Conv", {"x", "conv.weight", ""}, {intAttr("group", 4)}),          // 0
+            makeNode("/conv/Conv", "Conv", {"x", "conv.weight", ""}, {intAttr("group", 4)}),               // 0
             makeNode("/up/ConvTranspose", "ConvTranspose", {"x", "deconv.weight"}, {intAttr("group", 3)}), // 1
-            makeNode("/fc1/Gemm", "Gemm", {"x", "gemm_nk"}, {intAttr("transB", 1)}),                  // 2
-            makeNode("/fc2/Gemm", "Gemm", {"x", "gemm_kn"}),                                          // 3
-            makeNode("/a_const/Gemm", "Gemm", {"gemm_nk", "x"}, {intAttr("transA", 1)}),              // 4
-            makeNode("/proj/MatMul", "MatMul", {"x", "matmul_kn"}),                                   // 5
-            makeNode("/heads/MatMul", "MatMul", {"x", "batched"}),                                    // 6
-            makeNode("/left/MatMul", "MatMul", {"matmul_kn", "x"}),                                   // 7
-            makeNode("/vec/MatMul", "MatMul", {"x", "vector"}),                                       // 8
-            makeNode("/emb/Gather", "Gather", {"table", "ids"}),                                      // 9
-            makeNode("/cols/Gather", "Gather", {"table", "ids"}, {intAttr("axis", 1)}),               // 10
-            makeNode("/int/MatMul", "MatMul", {"x", "qweight"}),                                      // 11
-            makeNode("/act/MatMul", "MatMul", {"x", "y"}),                                            // 12
+            makeNode("/fc1/Gemm", "Gemm", {"x", "gemm_nk"}, {intAttr("transB", 1)}),                       // 2
+            makeNode("/fc2/Gemm", "Gemm", {"x", "gemm_kn"}),                                               // 3
+            makeNode("/a_const/Gemm", "Gemm", {"gemm_nk", "x"}, {intAttr("transA", 1)}),                   // 4
+            makeNode("/proj/MatMul", "MatMul", {"x", "matmul_kn"}),                                        // 5
+            makeNode("/heads/MatMul", "MatMul", {"x", "batched"}),                                         // 6
+            makeNode("/left/MatMul", "MatMul", {"matmul_kn", "x"}),                                        // 7
+            makeNode("/vec/MatMul", "MatMul", {"x", "vector"}),                                            // 8
+            makeNode("/emb/Gather", "Gather", {"table", "ids"}),                                           // 9
+            makeNode("/cols/Gather", "Gather", {"table", "ids"}, {intAttr("axis", 1)}),                    // 10
+            makeNode("/int/MatMul", "MatMul", {"x", "qweight"}),                                           // 11
+            makeNode("/act/MatMul", "MatMul", {"x", "y"}),                                                 // 12
         };
         const std::vector<QuantizableLayer> layers = findGraphLayers(m);
         QCOMPARE(layers.size(), size_t(7));
@@ -220,8 +268,8 @@ private slots:
         m.addInitializer("onnx::MatMul_7", Tensor(DType::F32, {4, 4}));
         m.addInitializer("w2", Tensor(DType::F32, {4, 4}));
         m.nodes = {
-            makeNode("", "MatMul", {"x", "block.fc.weight"}),       // weight name
-            makeNode("", "MatMul", {"x", "onnx::MatMul_7"}),        // op type + ordinal
+            makeNode("", "MatMul", {"x", "block.fc.weight"}),         // weight name
+            makeNode("", "MatMul", {"x", "onnx::MatMul_7"}),          // op type + ordinal
             makeNode("MatMul_12", "MatMul", {"x", "onnx::MatMul_7"}), // op type + ordinal
             makeNode("/dup/MatMul", "MatMul", {"x", "w2"}),
             makeNode("/dup/MatMul_1", "MatMul", {"x", "w2"}),

@@ -179,7 +179,8 @@ private slots:
             QVERIFY2(python.waitForFinished(300000), "the torchvision export did not finish");
             const QByteArray err = python.readAllStandardError();
             if (python.exitCode() != 0 && err.contains("No module named"))
-                QSKIP("python3-torch / python3-torchvision are not installed (packaging/install-deps.sh installs them)");
+                QSKIP(
+                    "python3-torch / python3-torchvision are not installed (packaging/install-deps.sh installs them)");
             QVERIFY2(python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0, err.constData());
         }
         // torch's own module names, in forward order: "layer1/0/conv1 Conv 1".
@@ -245,13 +246,20 @@ private slots:
     {
         QTest::addColumn<QString>("file");
         QTest::addColumn<QString>("message");
-        QTest::newRow("escape") << "external_escape.onnx" << "leaves the model's folder";
-        QTest::newRow("absolute") << "external_absolute.onnx" << "is an absolute path";
-        QTest::newRow("past end") << "external_past_end.onnx" << "runs past the end of 'weights.bin'";
-        QTest::newRow("length") << "external_length_mismatch.onnx" << "external data length 12 does not match";
-        QTest::newRow("missing") << "external_missing.onnx" << "'nothing_here.bin' cannot be opened";
-        QTest::newRow("offset") << "external_bad_offset.onnx" << "offset '-4' is not a non-negative integer";
-        QTest::newRow("symlink") << "sub/symlink_escape.onnx" << "resolves outside the model's folder";
+        QTest::newRow("escape") << "external_escape.onnx"
+                                << "leaves the model's folder";
+        QTest::newRow("absolute") << "external_absolute.onnx"
+                                  << "is an absolute path";
+        QTest::newRow("past end") << "external_past_end.onnx"
+                                  << "runs past the end of 'weights.bin'";
+        QTest::newRow("length") << "external_length_mismatch.onnx"
+                                << "external data length 12 does not match";
+        QTest::newRow("missing") << "external_missing.onnx"
+                                 << "'nothing_here.bin' cannot be opened";
+        QTest::newRow("offset") << "external_bad_offset.onnx"
+                                << "offset '-4' is not a non-negative integer";
+        QTest::newRow("symlink") << "sub/symlink_escape.onnx"
+                                 << "resolves outside the model's folder";
     }
     void hostileExternalData()
     {
@@ -298,8 +306,9 @@ private slots:
         QVERIFY(std::any_of(newer.warnings.begin(), newer.warnings.end(),
                             [](const std::string& w) { return contains(w, "opset-18"); }));
         const Model older = loadOnnx(fixture("opset6.onnx"));
-        QVERIFY(std::any_of(older.warnings.begin(), older.warnings.end(),
-                            [](const std::string& w) { return contains(w, "opset 6 is outside the supported range 7-21"); }));
+        QVERIFY(std::any_of(older.warnings.begin(), older.warnings.end(), [](const std::string& w) {
+            return contains(w, "opset 6 is outside the supported range 7-21");
+        }));
     }
 
     void refusedModels()

@@ -43,7 +43,8 @@ private slots:
         for (const char* suite : kSuites) {
             size_t suiteTotal = 0, suiteLoaded = 0;
             std::vector<std::filesystem::path> files;
-            for (const auto& entry : std::filesystem::recursive_directory_iterator(std::filesystem::path(kRoot) / suite))
+            for (const auto& entry :
+                 std::filesystem::recursive_directory_iterator(std::filesystem::path(kRoot) / suite))
                 if (entry.path().filename() == "model.onnx")
                     files.push_back(entry.path());
             std::sort(files.begin(), files.end());

@@ -14,11 +14,12 @@
 namespace qs {
 
 struct QuantizableLayer {
-    std::string modulePath;  // unique, `/`-separated, what rule regexes match (DESIGN.md "Module paths")
-    std::string opType;      // "Conv", "ConvTranspose", "Gemm", "MatMul", "Gather"; checkpoints: "Linear", "Embedding", "Conv"
-    std::optional<size_t> node; // index into Model::nodes; none for weights-only models
+    std::string modulePath; // unique, `/`-separated, what rule regexes match (DESIGN.md "Module paths")
+    std::string
+        opType; // "Conv", "ConvTranspose", "Gemm", "MatMul", "Gather"; checkpoints: "Linear", "Embedding", "Conv"
+    std::optional<size_t> node;        // index into Model::nodes; none for weights-only models
     std::optional<size_t> weightInput; // which node input is the weight; none for weights-only models
-    std::string weightName;  // the initializer holding the weight
+    std::string weightName;            // the initializer holding the weight
     Shape weightShape;
     DType weightDType = DType::F32;
     int64_t parameterCount = 0;       // elements of the weight

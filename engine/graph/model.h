@@ -41,8 +41,8 @@ struct Dim {
 // A graph input, output or intermediate value as the file declares it.
 struct ValueInfo {
     std::string name;
-    std::optional<DType> dtype;            // unset when the element type is not a tensor DType
-    std::string typeName;                  // the file's element type: "float32", "string", "float8e4m3fn", "sequence" ...
+    std::optional<DType> dtype; // unset when the element type is not a tensor DType
+    std::string typeName;       // the file's element type: "float32", "string", "float8e4m3fn", "sequence" ...
     std::optional<std::vector<Dim>> shape; // unset when even the rank is unknown
     // "float32[batch, 3, 224, 224]", "float32[?]" (rank unknown), "string"
     std::string toString() const;
@@ -65,9 +65,9 @@ struct Attribute {
 };
 
 struct Node {
-    std::string name;   // as in the file; may be empty
-    std::string opType; // "Conv", "MatMul", ...
-    std::string domain; // "" for the default ONNX domain ("ai.onnx"), else e.g. "com.microsoft"
+    std::string name;                 // as in the file; may be empty
+    std::string opType;               // "Conv", "MatMul", ...
+    std::string domain;               // "" for the default ONNX domain ("ai.onnx"), else e.g. "com.microsoft"
     std::vector<std::string> inputs;  // value names in order; "" = an absent optional input
     std::vector<std::string> outputs; // value names in order; "" = an absent optional output
     std::vector<Attribute> attributes;
@@ -93,18 +93,18 @@ struct NamedTensor {
 class Model {
 public:
     std::filesystem::path sourcePath;
-    std::string format;   // "onnx", "safetensors", "keras-h5", "hdf5", "npz"
-    std::string producer; // e.g. "pytorch 2.1.0"; empty when the file does not say
-    int64_t irVersion = 0; // ONNX IR version; 0 for other formats
+    std::string format;                          // "onnx", "safetensors", "keras-h5", "hdf5", "npz"
+    std::string producer;                        // e.g. "pytorch 2.1.0"; empty when the file does not say
+    int64_t irVersion = 0;                       // ONNX IR version; 0 for other formats
     std::map<std::string, int64_t> opsetImports; // domain ("" = ai.onnx) -> opset version
-    std::vector<ValueInfo> inputs;  // graph inputs that are not initializers
-    std::vector<ValueInfo> outputs; // graph outputs
-    std::vector<ValueInfo> valueInfos; // intermediate values with declared or inferred types
-    std::vector<Node> nodes;           // in topological order
+    std::vector<ValueInfo> inputs;               // graph inputs that are not initializers
+    std::vector<ValueInfo> outputs;              // graph outputs
+    std::vector<ValueInfo> valueInfos;           // intermediate values with declared or inferred types
+    std::vector<Node> nodes;                     // in topological order
     std::map<std::string, std::string> metadata; // producer-defined key/value pairs
-    std::vector<std::string> warnings; // things the user should know (e.g. shape inference failed)
-    bool weightsOnly = false;          // a checkpoint: no nodes, layers inferred from tensor names
-    std::vector<QuantizableLayer> layers; // what rules match, in node (or tensor) order
+    std::vector<std::string> warnings;           // things the user should know (e.g. shape inference failed)
+    bool weightsOnly = false;                    // a checkpoint: no nodes, layers inferred from tensor names
+    std::vector<QuantizableLayer> layers;        // what rules match, in node (or tensor) order
 
     // Initializers (weights and other constants). Their storage is owned by the
     // tensor or borrowed from a mapping the tensor keeps alive.

@@ -39,8 +39,9 @@ bool isOpTypeComponent(std::string_view component, std::string_view opType)
     const std::string_view rest = component.substr(opType.size());
     if (rest.empty())
         return true;
-    return rest.size() > 1 && rest[0] == '_' &&
-           std::all_of(rest.begin() + 1, rest.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    return rest.size() > 1 && rest[0] == '_' && std::all_of(rest.begin() + 1, rest.end(), [](char c) {
+               return std::isdigit(static_cast<unsigned char>(c));
+           });
 }
 
 bool endsWithAny(std::string_view text, std::initializer_list<std::string_view> suffixes, std::string_view* matched)
@@ -83,14 +84,14 @@ std::string modulePathFromParameterName(std::string_view tensorName)
     std::string_view name = tensorName;
     // TensorFlow variable names end in an output index: `dense/kernel:0`.
     if (const size_t colon = name.rfind(':'); colon != std::string_view::npos && colon + 1 < name.size() &&
-        std::all_of(name.begin() + long(colon) + 1, name.end(),
-                    [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+                                              std::all_of(name.begin() + long(colon) + 1, name.end(), [](char c) {
+                                                  return std::isdigit(static_cast<unsigned char>(c));
+                                              }))
         name = name.substr(0, colon);
     std::string_view suffix;
-    if (endsWithAny(name,
-                    {".weight", ".bias", "_weight", "_bias", ".kernel", "/kernel", "/bias", "_kernel", ".gamma",
-                     ".beta"},
-                    &suffix))
+    if (endsWithAny(
+            name, {".weight", ".bias", "_weight", "_bias", ".kernel", "/kernel", "/bias", "_kernel", ".gamma", ".beta"},
+            &suffix))
         name.remove_suffix(suffix.size());
     return joinPath(splitNonEmpty(name, "./"));
 }

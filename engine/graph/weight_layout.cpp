@@ -63,8 +63,7 @@ std::optional<Layout> graphLayout(const Node& node, const Model& model)
 std::string lowerCase(std::string_view text)
 {
     std::string lower(text);
-    std::transform(lower.begin(), lower.end(), lower.begin(),
-                   [](unsigned char c) { return char(std::tolower(c)); });
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return char(std::tolower(c)); });
     return lower;
 }
 
@@ -79,7 +78,7 @@ std::string lastComponent(std::string_view name)
 
 bool isNonWeightParameter(std::string_view name)
 {
-    static const char* const kNames[] = {"bias",       "running_mean",    "running_var", "num_batches_tracked",
+    static const char* const kNames[] = {"bias",        "running_mean",    "running_var", "num_batches_tracked",
                                          "moving_mean", "moving_variance", "gamma",       "beta"};
     const std::string last = lowerCase(lastComponent(name));
     return std::any_of(std::begin(kNames), std::end(kNames), [&](const char* n) { return last == n; });

@@ -42,8 +42,8 @@ std::string nodeLabel(const onnx::NodeProto& node, int index)
     std::string label = "node ";
     if (!node.name().empty())
         label += "'" + node.name() + "' ";
-    return label + "(" + (node.op_type().empty() ? std::string("?") : node.op_type()) + ", #" +
-           std::to_string(index) + ")";
+    return label + "(" + (node.op_type().empty() ? std::string("?") : node.op_type()) + ", #" + std::to_string(index) +
+           ")";
 }
 
 ValueInfo convertValueInfo(const onnx::ValueInfoProto& proto)
@@ -88,17 +88,41 @@ Attribute convertAttribute(const onnx::AttributeProto& proto, const std::string&
     a.name = proto.name();
     AP::AttributeType type = proto.type();
     if (type == AP::UNDEFINED) { // IR < 2 files leave the type to be read off the field that is set
-        type = proto.has_f() ? AP::FLOAT : proto.has_i() ? AP::INT : proto.has_s() ? AP::STRING
-             : proto.has_t() ? AP::TENSOR : proto.has_g() ? AP::GRAPH : proto.floats_size() ? AP::FLOATS
-             : proto.ints_size() ? AP::INTS : proto.strings_size() ? AP::STRINGS : AP::UNDEFINED;
+        type = proto.has_f()          ? AP::FLOAT
+               : proto.has_i()        ? AP::INT
+               : proto.has_s()        ? AP::STRING
+               : proto.has_t()        ? AP::TENSOR
+               : proto.has_g()        ? AP::GRAPH
+               : proto.floats_size()  ? AP::FLOATS
+               : proto.ints_size()    ? AP::INTS
+               : proto.strings_size() ? AP::STRINGS
+                                      : AP::UNDEFINED;
     }
     switch (type) {
-    case AP::FLOAT: a.kind = Attribute::Kind::Float; a.f = proto.f(); break;
-    case AP::INT: a.kind = Attribute::Kind::Int; a.i = proto.i(); break;
-    case AP::STRING: a.kind = Attribute::Kind::String; a.s = proto.s(); break;
-    case AP::FLOATS: a.kind = Attribute::Kind::Floats; a.floats.assign(proto.floats().begin(), proto.floats().end()); break;
-    case AP::INTS: a.kind = Attribute::Kind::Ints; a.ints.assign(proto.ints().begin(), proto.ints().end()); break;
-    case AP::STRINGS: a.kind = Attribute::Kind::Strings; a.strings.assign(proto.strings().begin(), proto.strings().end()); break;
+    case AP::FLOAT:
+        a.kind = Attribute::Kind::Float;
+        a.f = proto.f();
+        break;
+    case AP::INT:
+        a.kind = Attribute::Kind::Int;
+        a.i = proto.i();
+        break;
+    case AP::STRING:
+        a.kind = Attribute::Kind::String;
+        a.s = proto.s();
+        break;
+    case AP::FLOATS:
+        a.kind = Attribute::Kind::Floats;
+        a.floats.assign(proto.floats().begin(), proto.floats().end());
+        break;
+    case AP::INTS:
+        a.kind = Attribute::Kind::Ints;
+        a.ints.assign(proto.ints().begin(), proto.ints().end());
+        break;
+    case AP::STRINGS:
+        a.kind = Attribute::Kind::Strings;
+        a.strings.assign(proto.strings().begin(), proto.strings().end());
+        break;
     case AP::TENSOR:
         if (dtypeOfOnnxElementType(proto.t().data_type())) {
             a.kind = Attribute::Kind::Tensor;
@@ -108,10 +132,14 @@ Attribute convertAttribute(const onnx::AttributeProto& proto, const std::string&
             a.s = "tensor of " + onnxElementTypeName(proto.t().data_type());
         }
         break;
-    case AP::GRAPH: a.kind = Attribute::Kind::Graph; a.s = proto.g().SerializeAsString(); break;
+    case AP::GRAPH:
+        a.kind = Attribute::Kind::Graph;
+        a.s = proto.g().SerializeAsString();
+        break;
     default:
         a.kind = Attribute::Kind::Other;
-        a.s = AP::AttributeType_IsValid(type) ? AP::AttributeType_Name(type) : "attribute type " + std::to_string(int(type));
+        a.s = AP::AttributeType_IsValid(type) ? AP::AttributeType_Name(type)
+                                              : "attribute type " + std::to_string(int(type));
         break;
     }
     return a;

@@ -21,14 +21,13 @@ std::optional<uint64_t> parseUnsigned(const std::string& text)
 }
 
 // Narrows int32_data values into `dtype` (whose values the field stores one per int32).
-template <class T>
-bool narrowInto(const google::protobuf::RepeatedField<int32_t>& field, Tensor& out, bool bitPattern)
+template <class T> bool narrowInto(const google::protobuf::RepeatedField<int32_t>& field, Tensor& out, bool bitPattern)
 {
     auto values = out.mutableValues<T>();
     for (int i = 0; i < field.size(); ++i) {
         const int32_t v = field.Get(i);
-        if (bitPattern ? (v < 0 || v > 0xffff) : (v < int32_t(std::numeric_limits<T>::min()) ||
-                                                    v > int32_t(std::numeric_limits<T>::max())))
+        if (bitPattern ? (v < 0 || v > 0xffff)
+                       : (v < int32_t(std::numeric_limits<T>::min()) || v > int32_t(std::numeric_limits<T>::max())))
             return false;
         values[size_t(i)] = T(v);
     }
@@ -40,51 +39,89 @@ bool narrowInto(const google::protobuf::RepeatedField<int32_t>& field, Tensor& o
 std::string onnxElementTypeName(int32_t elemType)
 {
     switch (elemType) {
-    case TensorProto::FLOAT: return "float32";
-    case TensorProto::UINT8: return "uint8";
-    case TensorProto::INT8: return "int8";
-    case TensorProto::UINT16: return "uint16";
-    case TensorProto::INT16: return "int16";
-    case TensorProto::INT32: return "int32";
-    case TensorProto::INT64: return "int64";
-    case TensorProto::STRING: return "string";
-    case TensorProto::BOOL: return "bool";
-    case TensorProto::FLOAT16: return "float16";
-    case TensorProto::DOUBLE: return "float64";
-    case TensorProto::UINT32: return "uint32";
-    case TensorProto::UINT64: return "uint64";
-    case TensorProto::COMPLEX64: return "complex64";
-    case TensorProto::COMPLEX128: return "complex128";
-    case TensorProto::BFLOAT16: return "bfloat16";
+    case TensorProto::FLOAT:
+        return "float32";
+    case TensorProto::UINT8:
+        return "uint8";
+    case TensorProto::INT8:
+        return "int8";
+    case TensorProto::UINT16:
+        return "uint16";
+    case TensorProto::INT16:
+        return "int16";
+    case TensorProto::INT32:
+        return "int32";
+    case TensorProto::INT64:
+        return "int64";
+    case TensorProto::STRING:
+        return "string";
+    case TensorProto::BOOL:
+        return "bool";
+    case TensorProto::FLOAT16:
+        return "float16";
+    case TensorProto::DOUBLE:
+        return "float64";
+    case TensorProto::UINT32:
+        return "uint32";
+    case TensorProto::UINT64:
+        return "uint64";
+    case TensorProto::COMPLEX64:
+        return "complex64";
+    case TensorProto::COMPLEX128:
+        return "complex128";
+    case TensorProto::BFLOAT16:
+        return "bfloat16";
     // Newer than this libonnx's enum; numbers from onnx.proto (IR 9 and 10).
-    case 17: return "float8e4m3fn";
-    case 18: return "float8e4m3fnuz";
-    case 19: return "float8e5m2";
-    case 20: return "float8e5m2fnuz";
-    case 21: return "uint4";
-    case 22: return "int4";
-    case TensorProto::UNDEFINED: return "undefined";
-    default: return "element type " + std::to_string(elemType);
+    case 17:
+        return "float8e4m3fn";
+    case 18:
+        return "float8e4m3fnuz";
+    case 19:
+        return "float8e5m2";
+    case 20:
+        return "float8e5m2fnuz";
+    case 21:
+        return "uint4";
+    case 22:
+        return "int4";
+    case TensorProto::UNDEFINED:
+        return "undefined";
+    default:
+        return "element type " + std::to_string(elemType);
     }
 }
 
 std::optional<DType> dtypeOfOnnxElementType(int32_t elemType)
 {
     switch (elemType) {
-    case TensorProto::FLOAT: return DType::F32;
-    case TensorProto::UINT8: return DType::U8;
-    case TensorProto::INT8: return DType::I8;
-    case TensorProto::UINT16: return DType::U16;
-    case TensorProto::INT16: return DType::I16;
-    case TensorProto::INT32: return DType::I32;
-    case TensorProto::INT64: return DType::I64;
-    case TensorProto::BOOL: return DType::Bool;
-    case TensorProto::FLOAT16: return DType::F16;
-    case TensorProto::DOUBLE: return DType::F64;
-    case TensorProto::UINT32: return DType::U32;
-    case TensorProto::UINT64: return DType::U64;
-    case TensorProto::BFLOAT16: return DType::BF16;
-    default: return std::nullopt;
+    case TensorProto::FLOAT:
+        return DType::F32;
+    case TensorProto::UINT8:
+        return DType::U8;
+    case TensorProto::INT8:
+        return DType::I8;
+    case TensorProto::UINT16:
+        return DType::U16;
+    case TensorProto::INT16:
+        return DType::I16;
+    case TensorProto::INT32:
+        return DType::I32;
+    case TensorProto::INT64:
+        return DType::I64;
+    case TensorProto::BOOL:
+        return DType::Bool;
+    case TensorProto::FLOAT16:
+        return DType::F16;
+    case TensorProto::DOUBLE:
+        return DType::F64;
+    case TensorProto::UINT32:
+        return DType::U32;
+    case TensorProto::UINT64:
+        return DType::U64;
+    case TensorProto::BFLOAT16:
+        return DType::BF16;
+    default:
+        return std::nullopt;
     }
 }
 
@@ -172,21 +209,35 @@ Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what,
         }
         return t;
     }
-    default: break;
+    default:
+        break;
     }
     // The narrow types are stored one per int32 (f16/bf16 as their bit patterns).
     checkCount("int32_data", proto.int32_data_size());
     Tensor t(*dtype, shape);
     bool ok = true;
     switch (*dtype) {
-    case DType::I8: ok = narrowInto<int8_t>(proto.int32_data(), t, false); break;
-    case DType::U8: ok = narrowInto<uint8_t>(proto.int32_data(), t, false); break;
-    case DType::Bool: ok = narrowInto<uint8_t>(proto.int32_data(), t, false); break;
-    case DType::I16: ok = narrowInto<int16_t>(proto.int32_data(), t, false); break;
-    case DType::U16: ok = narrowInto<uint16_t>(proto.int32_data(), t, false); break;
+    case DType::I8:
+        ok = narrowInto<int8_t>(proto.int32_data(), t, false);
+        break;
+    case DType::U8:
+        ok = narrowInto<uint8_t>(proto.int32_data(), t, false);
+        break;
+    case DType::Bool:
+        ok = narrowInto<uint8_t>(proto.int32_data(), t, false);
+        break;
+    case DType::I16:
+        ok = narrowInto<int16_t>(proto.int32_data(), t, false);
+        break;
+    case DType::U16:
+        ok = narrowInto<uint16_t>(proto.int32_data(), t, false);
+        break;
     case DType::F16:
-    case DType::BF16: ok = narrowInto<uint16_t>(proto.int32_data(), t, true); break;
-    default: fail(what, "unexpected element type"); // every DType is handled above
+    case DType::BF16:
+        ok = narrowInto<uint16_t>(proto.int32_data(), t, true);
+        break;
+    default:
+        fail(what, "unexpected element type"); // every DType is handled above
     }
     if (!ok)
         fail(what, "an int32_data value does not fit " + std::string(dtypeName(*dtype)));
@@ -196,12 +247,14 @@ Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what,
 std::shared_ptr<const MappedFile> OnnxTensorReader::externalFile(const std::string& location, const std::string& what)
 {
     if (folder_.empty())
-        fail(what, "uses external data ('" + location + "'), which needs the model's folder; load the model from a file");
+        fail(what,
+             "uses external data ('" + location + "'), which needs the model's folder; load the model from a file");
     if (location.empty() || location.find('\0') != std::string::npos)
         fail(what, "external data location is empty or contains a NUL byte");
     const std::filesystem::path relative(location);
     if (relative.is_absolute() || relative.has_root_name() || relative.has_root_directory())
-        fail(what, "external data location '" + location + "' is an absolute path; it must be relative to the model's folder");
+        fail(what, "external data location '" + location +
+                       "' is an absolute path; it must be relative to the model's folder");
     for (const auto& part : relative.lexically_normal())
         if (part == "..")
             fail(what, "external data location '" + location + "' leaves the model's folder");
@@ -250,8 +303,8 @@ Tensor OnnxTensorReader::readExternal(const TensorProto& proto, const std::strin
         fail(what, "external data length " + std::to_string(*length) + " does not match dims " + shapeToString(shape) +
                        " of " + std::string(dtypeName(dtype)) + " (" + std::to_string(bytes) + " bytes)");
     if (begin > fileSize || bytes > fileSize - begin)
-        fail(what, "external data [" + std::to_string(begin) + ", +" + std::to_string(bytes) + ") runs past the end of '" +
-                       *location + "' (" + std::to_string(fileSize) + " bytes)");
+        fail(what, "external data [" + std::to_string(begin) + ", +" + std::to_string(bytes) +
+                       ") runs past the end of '" + *location + "' (" + std::to_string(fileSize) + " bytes)");
     if (bytes == 0)
         return Tensor(dtype, shape);
     const std::byte* data = file->data() + begin;
