@@ -23,7 +23,7 @@ Range symmetricRange(double magnitude)
 
 // The methods that look at every value of a group, one group at a time.
 Range rangeOfGroup(std::span<const float> v, float min, float max, const CalibrationMethod& m,
-                   const CalibrationTarget& target, bool symmetric, std::string_view tensorName)
+                   const CalibrationTarget& target, bool symmetric)
 {
     if (v.empty())
         return {0, 0};
@@ -35,14 +35,6 @@ Range rangeOfGroup(std::span<const float> v, float min, float max, const Calibra
             return symmetricRange(exactPercentile(v, HistogramOf::Magnitudes, m.percentile));
         return {float(exactPercentile(v, HistogramOf::Values, 100.0 - m.percentile)),
                 float(exactPercentile(v, HistogramOf::Values, m.percentile))};
-    case CalibrationKind::Mse: {
-        const ClippingTarget ct{target.qtype, target.options, symmetric};
-        if (int64_t(v.size()) <= kMseExactLimit)
-            return mseRangeOfValues(v, min, max, ct, tensorName);
-        const Histogram h = symmetric ? buildHistogram(v, HistogramOf::Values, -absMax, absMax, bins)
-                                      : buildHistogram(v, HistogramOf::Values, min, max, bins);
-        return mseRangeOfHistogram(h, min, max, ct, tensorName);
-    }
     case CalibrationKind::Entropy: {
         const int levels = entropyLevels(target.qtype, symmetric, target.options.narrowRange);
         if (symmetric)
@@ -100,8 +92,29 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
         break;
     }
     const GroupMajorValues values(x, layout);
+    if (m.kind == CalibrationKind::Mse) {
+        // All groups are searched together on [groups, width] points: their values
+        // when every group is small, else each group's histogram of x.
+        const int64_t largest = groups == 0 ? 0 : *std::max_element(st.count.begin(), st.count.end());
+        const bool exact = largest <= kMseExactLimit;
+        MsePoints points(int64_t(groups), exact ? largest : target.histogramBins);
+        tbb::parallel_for(size_t(0), groups, [&](size_t g) {
+            const std::span<const float> v = values.group(int64_t(g));
+            if (v.empty())
+                return;
+            const float lo = st.min[g], hi = st.max[g], a = std::max(-lo, hi);
+            if (exact)
+                points.setValues(int64_t(g), v, lo, hi);
+            else
+                points.setHistogram(int64_t(g),
+                                    buildHistogram(v, HistogramOf::Values, symmetric ? -a : lo, symmetric ? a : hi,
+                                                   size_t(target.histogramBins)),
+                                    lo, hi);
+        });
+        return mseRanges(points, ClippingTarget{target.qtype, target.options, symmetric}, tensorName);
+    }
     tbb::parallel_for(size_t(0), groups, [&](size_t g) {
-        ranges[g] = rangeOfGroup(values.group(int64_t(g)), st.min[g], st.max[g], m, target, symmetric, tensorName);
+        ranges[g] = rangeOfGroup(values.group(int64_t(g)), st.min[g], st.max[g], m, target, symmetric);
     });
     return ranges;
 }

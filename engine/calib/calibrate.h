@@ -6,10 +6,11 @@
 //   absmax,s      ±s·absmax                minmax,s   [s·min, s·max]
 //   rms,s         ±s·sqrt(mean(x²))        fixed,a,b  [a, b] for every group
 //   percentile,p  symmetric: ±P_p(|x|); two-sided: [P_(100−p)(x), P_p(x)], P exact as np.percentile
-//   mse           the clipping search of calib/clipping.h on the group's values when it has at
-//                 most kMseExactLimit elements, else on a histogram of x over [−absmax, absmax]
-//                 (two-sided: [min, max]) with histogramBins bins — bin centres stand for their
-//                 elements, so the result is exact at the histogram's resolution
+//   mse           the clipping search of calib/clipping.h, all groups at once: on the groups'
+//                 values when the largest group has at most kMseExactLimit elements, else on
+//                 each group's histogram of x over [−absmax, absmax] (two-sided: [min, max])
+//                 with histogramBins bins — bin centres stand for their elements, so the
+//                 result is exact at the histogram's resolution
 //   entropy       TensorRT's KL search (calib/clipping.h) on a histogram of |x| over [0, absmax]
 //                 (two-sided: x over [min(min, 0), max(max, 0)]) with histogramBins bins
 // Ranges are computed in double and rounded to float. An empty group gets [0, 0].
@@ -26,7 +27,7 @@
 
 namespace qs {
 
-inline constexpr int64_t kMseExactLimit = 4096;
+inline constexpr int64_t kMseExactLimit = 2048;
 
 struct CalibrationTarget {
     QType qtype = QType::Int8;     // the type the ranges are for (mse and entropy depend on it)

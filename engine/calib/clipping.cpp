@@ -5,8 +5,11 @@
 #include <limits>
 #include <set>
 
+#include <tbb/parallel_for.h>
+
+#include "core/error.h"
 #include "numerics/grid.h"
-#include "quant/reference.h"
+#include "quant/kernels.h"
 
 namespace qs {
 
@@ -23,108 +26,149 @@ Range mseCandidate(int i, float min, float max, bool symmetric)
     return {float(alpha * double(min)), float(alpha * double(max))};
 }
 
-GroupQuant quantOf(Range r, const ClippingTarget& target, std::string_view tensorName)
+// log(n) for the small integers that counts and bin numbers mostly are.
+double logOf(int64_t n)
 {
-    const Range one[1] = {r};
-    const QuantParams params = quantParamsFromRanges(target.qtype, BlockLayout::perTensor({1}), one, target.symmetric,
-                                                     target.options, tensorName);
-    return groupQuant(params, 0);
+    static const std::vector<double> table = [] {
+        std::vector<double> t(size_t(1) << 16);
+        for (size_t k = 1; k < t.size(); ++k)
+            t[k] = std::log(double(k));
+        return t;
+    }();
+    return n < int64_t(table.size()) ? table[size_t(n)] : std::log(double(n));
 }
 
-// Runs the candidate search with error(gq) for each candidate's quantizer.
-template <class Error>
-Range searchMse(float min, float max, const ClippingTarget& target, std::string_view tensorName, Error&& error)
+double xLogX(int64_t n)
 {
-    if (min == 0 && max == 0)
-        return {0, 0};
-    Range best{};
-    double bestError = std::numeric_limits<double>::infinity();
-    for (int i = 1; i <= kMseCandidates; ++i) {
-        const Range r = mseCandidate(i, min, max, target.symmetric);
-        const double e = error(quantOf(r, target, tensorName));
-        if (e < bestError) {
-            bestError = e;
-            best = r;
+    return n == 0 ? 0.0 : double(n) * logOf(n);
+}
+
+// The KL divergences of windows of one histogram, each in O(levels) from prefix sums:
+// with P and Q unnormalised (ΣP = total, ΣQ = SQ),
+//   KL = (Σ P·log P − Σ_levels (Σ_level P)·log(sum/nonZero)) / total − log total + log SQ.
+class WindowDivergence {
+public:
+    WindowDivergence(const std::vector<int64_t>& h, size_t levels) : h_(h), levels_(levels)
+    {
+        const size_t B = h.size();
+        count_.assign(B + 1, 0);
+        nonZero_.assign(B + 1, 0);
+        xLogX_.assign(B + 1, 0.0);
+        for (size_t j = 0; j < B; ++j) {
+            count_[j + 1] = count_[j] + h[j];
+            nonZero_[j + 1] = nonZero_[j] + (h[j] != 0);
+            xLogX_[j + 1] = xLogX_[j] + xLogX(h[j]);
         }
     }
-    return best;
-}
 
-// KL divergence of the window [a, a + i) of h merged into `levels` levels;
-// prefix[j] is the count of bins below j.
-double windowDivergence(const std::vector<int64_t>& h, const std::vector<int64_t>& prefix, size_t a, size_t i,
-                        size_t levels, std::vector<double>& p, std::vector<double>& q)
-{
-    p.assign(i, 0.0);
-    q.assign(i, 0.0);
-    const int64_t below = prefix[a], above = prefix.back() - prefix[a + i];
-    for (size_t j = 0; j < i; ++j)
-        p[j] = double(h[a + j]);
-    p[0] += double(below);
-    p[i - 1] += double(above);
-
-    const size_t merged = i / levels;
-    for (size_t k = 0; k < levels; ++k) {
-        const size_t start = k * merged, stop = k + 1 == levels ? i : start + merged;
-        double sum = 0;
-        size_t nonZero = 0;
-        for (size_t j = start; j < stop; ++j) {
-            sum += double(h[a + j]);
-            nonZero += p[j] != 0;
+    // The window [a, a + i), outliers folded into its end bins.
+    double operator()(size_t a, size_t i) const
+    {
+        const int64_t total = count_.back();
+        const int64_t below = count_[a], above = total - count_[a + i];
+        const size_t last = a + i - 1;
+        if (i == 1)
+            return h_[a] > 0 ? 0.0 : std::numeric_limits<double>::infinity();
+        const int64_t first = h_[a] + below, end = h_[last] + above; // P at the window's ends
+        double pLogP = xLogX_[last] - xLogX_[a + 1] + xLogX(first) + xLogX(end);
+        double pLogQ = 0;
+        int64_t sumQ = 0;
+        const size_t merged = i / levels_;
+        for (size_t k = 0; k < levels_; ++k) {
+            const size_t start = a + k * merged, stop = k + 1 == levels_ ? a + i : start + merged;
+            const int64_t sum = count_[stop] - count_[start];
+            int64_t nz = nonZero_[stop] - nonZero_[start];
+            int64_t mass = sum; // Σ P over the level
+            if (start == a) {
+                nz += (first != 0) - (h_[a] != 0);
+                mass += below;
+            }
+            if (stop == a + i) {
+                nz += (end != 0) - (h_[last] != 0);
+                mass += above;
+            }
+            if (nz == 0)
+                continue;
+            if (sum == 0)
+                return std::numeric_limits<double>::infinity(); // P > 0 where Q = 0
+            pLogQ += double(mass) * (logOf(sum) - logOf(nz));
+            sumQ += sum;
         }
-        if (nonZero == 0)
-            continue;
-        for (size_t j = start; j < stop; ++j)
-            q[j] = p[j] != 0 ? sum / double(nonZero) : 0.0;
+        return (pLogP - pLogQ) / double(total) - logOf(total) + logOf(sumQ);
     }
-    double sumP = 0, sumQ = 0;
-    for (size_t j = 0; j < i; ++j) {
-        sumP += p[j];
-        sumQ += q[j];
-    }
-    if (sumP == 0 || sumQ == 0)
-        return std::numeric_limits<double>::infinity();
-    double kl = 0;
-    for (size_t j = 0; j < i; ++j) {
-        if (p[j] == 0)
-            continue;
-        if (q[j] == 0)
-            return std::numeric_limits<double>::infinity();
-        const double pj = p[j] / sumP, qj = q[j] / sumQ;
-        kl += pj * std::log(pj / qj);
-    }
-    return kl;
-}
+
+private:
+    const std::vector<int64_t>& h_;
+    size_t levels_;
+    std::vector<int64_t> count_, nonZero_;
+    std::vector<double> xLogX_;
+};
 
 } // namespace
 
-Range mseRangeOfValues(std::span<const float> x, float min, float max, const ClippingTarget& target,
-                       std::string_view tensorName)
+MsePoints::MsePoints(int64_t groups_, int64_t width_)
+    : groups(groups_), width(width_), points(size_t(groups_ * width_), 0.0f), weights(size_t(groups_ * width_), 0.0),
+      min(size_t(groups_), 0.0f), max(size_t(groups_), 0.0f)
 {
-    return searchMse(min, max, target, tensorName, [&](const GroupQuant& gq) {
-        double sum = 0;
-        for (float v : x) {
-            const double d = double(v) - double(referenceFakeQuantizeValue(gq, v));
-            sum += d * d;
-        }
-        return sum;
-    });
 }
 
-Range mseRangeOfHistogram(const Histogram& h, float min, float max, const ClippingTarget& target,
-                          std::string_view tensorName)
+void MsePoints::setValues(int64_t g, std::span<const float> values, float lo, float hi)
 {
-    return searchMse(min, max, target, tensorName, [&](const GroupQuant& gq) {
-        double sum = 0;
-        for (size_t b = 0; b < h.bins(); ++b) {
-            if (h.counts[b] == 0)
-                continue;
-            const float c = float(h.center(b));
-            const double d = double(c) - double(referenceFakeQuantizeValue(gq, c));
-            sum += double(h.counts[b]) * d * d;
-        }
-        return sum;
-    });
+    if (int64_t(values.size()) > width)
+        throw Error("MsePoints: " + std::to_string(values.size()) + " values in a row of " + std::to_string(width));
+    std::copy(values.begin(), values.end(), points.begin() + g * width);
+    std::fill_n(weights.begin() + g * width, values.size(), 1.0);
+    min[size_t(g)] = lo;
+    max[size_t(g)] = hi;
+}
+
+void MsePoints::setHistogram(int64_t g, const Histogram& h, float lo, float hi)
+{
+    if (int64_t(h.bins()) > width)
+        throw Error("MsePoints: " + std::to_string(h.bins()) + " bins in a row of " + std::to_string(width));
+    for (size_t b = 0; b < h.bins(); ++b) {
+        points[size_t(g * width) + b] = float(h.center(b));
+        weights[size_t(g * width) + b] = double(h.counts[b]);
+    }
+    min[size_t(g)] = lo;
+    max[size_t(g)] = hi;
+}
+
+std::vector<Range> mseRanges(const MsePoints& p, const ClippingTarget& target, std::string_view tensorName)
+{
+    const size_t groups = size_t(p.groups);
+    std::vector<Range> best(groups, Range{0, 0});
+    std::vector<double> bestError(groups, std::numeric_limits<double>::infinity());
+    if (groups == 0 || p.width == 0)
+        return best;
+    const BlockLayout rows = BlockLayout::perChannel({p.groups, p.width}, 0);
+    const Tensor points = Tensor::borrow(DType::F32, {p.groups, p.width}, p.points.data(), nullptr);
+    std::vector<float> fq(p.points.size());
+    std::vector<Range> candidate(groups);
+    for (int i = 1; i <= kMseCandidates; ++i) {
+        for (size_t g = 0; g < groups; ++g)
+            candidate[g] = mseCandidate(i, p.min[g], p.max[g], target.symmetric);
+        const QuantParams params =
+            quantParamsFromRanges(target.qtype, rows, candidate, target.symmetric, target.options, tensorName);
+        fakeQuantizeInto(points, params, fq, Rounding::Nearest, 0, tensorName);
+        tbb::parallel_for(size_t(0), groups, [&](size_t g) {
+            if (p.min[g] == 0 && p.max[g] == 0)
+                return; // all zeros: [0, 0] is exact
+            const float* x = p.points.data() + g * size_t(p.width);
+            const double* w = p.weights.data() + g * size_t(p.width);
+            const float* q = fq.data() + g * size_t(p.width);
+            double e = 0;
+            for (int64_t j = 0; j < p.width; ++j) {
+                const double d = double(x[j]) - double(q[j]);
+                e += w[j] * d * d;
+            }
+            if (e < bestError[g]) {
+                bestError[g] = e;
+                best[g] = candidate[g];
+            }
+        });
+    }
+    return best;
 }
 
 int entropyLevels(QType t, bool symmetric, bool narrowRange)
@@ -169,15 +213,12 @@ Range entropyRange(const Histogram& h, bool symmetric, int levels)
     if (L >= B)
         return rangeOf(0, B);
     const double zero = std::clamp(-h.lo / (h.hi - h.lo), 0.0, 1.0) * double(B);
-    std::vector<int64_t> prefix(B + 1, 0);
-    for (size_t j = 0; j < B; ++j)
-        prefix[j + 1] = prefix[j] + h.counts[j];
-    std::vector<double> p, q;
+    const WindowDivergence divergence(h.counts, L);
     double best = std::numeric_limits<double>::infinity();
     size_t bestA = 0, bestI = B;
     for (size_t i = L; i <= B; ++i) {
         const size_t a = symmetric ? 0 : size_t(std::llround(zero * double(B - i) / double(B)));
-        const double d = windowDivergence(h.counts, prefix, a, i, L, p, q);
+        const double d = divergence(a, i);
         if (d < best) {
             best = d;
             bestA = a;

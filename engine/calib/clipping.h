@@ -6,11 +6,12 @@
 //   symmetric  ±α·absmax;   two-sided  [α·min, α·max] (min and max scaled jointly).
 // Each candidate's scale and zero point come from quantParamsFromRanges (the
 // real scale rule, with the target's options) and its error is
-//   Σ (x − referenceFakeQuantizeValue(x))²   in double,
-// over the values in order, or over a histogram's bins with each bin centre
-// standing for its count of elements. The first candidate with the smallest
-// error wins (ties go to the narrower range).
-//
+//   Σ w·(x − fq(x))·(x − fq(x))   in double, in order over the group's points,
+// where fq is quant's fake-quantization (equal to referenceFakeQuantizeValue bit
+// for bit) and the points are the group's values (w = 1) or a histogram's bin
+// centres weighted by their counts. The first candidate with the smallest error
+// wins (ties go to the narrower range). All groups are searched together, one
+// fast fake-quant pass per candidate.
 // Entropy (TensorRT): a histogram H of |x| over [0, absmax] (symmetric) or of x
 // over [min(min, 0), max(max, 0)] (two-sided), B bins, L levels (entropyLevels).
 // For each kept width i = L..B bins (symmetric: bins [0, i); two-sided: the
@@ -41,12 +42,24 @@ struct ClippingTarget {
     bool symmetric = true;
 };
 
-// MSE search on the values of one group whose min and max are given.
-Range mseRangeOfValues(std::span<const float> x, float min, float max, const ClippingTarget& target,
-                       std::string_view tensorName);
-// MSE search on a histogram of x (not |x|) of one group.
-Range mseRangeOfHistogram(const Histogram& h, float min, float max, const ClippingTarget& target,
-                          std::string_view tensorName);
+// Points of the MSE search: row g of a [groups, width] matrix holds group g's
+// points and their weights (0 pads a short row).
+struct MsePoints {
+    int64_t groups = 0;
+    int64_t width = 0;
+    std::vector<float> points;   // groups × width
+    std::vector<double> weights; // groups × width
+    std::vector<float> min;      // per group: the data's min and max
+    std::vector<float> max;
+
+    MsePoints(int64_t groups, int64_t width);
+    // Fills row g with values (weight 1) or with a histogram's centres and counts.
+    void setValues(int64_t g, std::span<const float> values, float min, float max);
+    void setHistogram(int64_t g, const Histogram& h, float min, float max);
+};
+
+// The MSE-minimising candidate range of every group.
+std::vector<Range> mseRanges(const MsePoints& points, const ClippingTarget& target, std::string_view tensorName);
 
 // Quantization levels the entropy search merges into: symmetric — positive levels
 // (signed integers −qmin of the grid: 128 for int8, 127 with narrow range; unsigned qmax + 1; binary and ternary 1;

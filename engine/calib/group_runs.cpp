@@ -1,5 +1,7 @@
 #include "calib/group_runs.h"
 
+#include <tbb/parallel_for.h>
+
 namespace qs {
 
 GroupRuns::GroupRuns(const BlockLayout& layout)
@@ -87,10 +89,38 @@ GroupMajorValues::GroupMajorValues(std::span<const float> x, const BlockLayout& 
         return;
     }
     storage_.resize(x.size());
-    std::vector<int64_t> cursor(offsets_.begin(), offsets_.end() - 1);
-    runs.forEachPiece(0, runs.elements, [&](int64_t g, int64_t begin, int64_t end) {
-        std::copy(x.begin() + begin, x.begin() + end, storage_.begin() + cursor[size_t(g)]);
-        cursor[size_t(g)] += end - begin;
+    // A parallel counting sort of the runs: a fixed number of row blocks count
+    // what they hold of each group, the counts become each block's start within
+    // each group, then every block copies its runs in parallel.
+    const int64_t budget = std::max<int64_t>(1, (int64_t(1) << 23) / std::max<int64_t>(runs.groups, 1));
+    const int64_t blocks = std::clamp<int64_t>(std::min<int64_t>(runs.rows, 64), 1, budget);
+    const auto forRunsOfBlock = [&](int64_t b, auto&& f) {
+        for (int64_t r = runs.rows * b / blocks; r < runs.rows * (b + 1) / blocks; ++r) {
+            const int64_t base = runs.rowGroup(r);
+            for (int64_t k = 0; k < runs.runsPerRow; ++k) {
+                const int64_t begin = r * runs.rowLength + k * runs.runLength;
+                f(base + k, begin, std::min(runs.runLength, runs.rowLength - k * runs.runLength));
+            }
+        }
+    };
+    std::vector<std::vector<int64_t>> cursor(size_t(blocks), std::vector<int64_t>(size_t(runs.groups), 0));
+    tbb::parallel_for(int64_t(0), blocks, [&](int64_t b) {
+        forRunsOfBlock(b, [&](int64_t g, int64_t, int64_t length) { cursor[size_t(b)][size_t(g)] += length; });
+    });
+    for (size_t g = 0; g < size_t(runs.groups); ++g) {
+        int64_t position = offsets_[g];
+        for (auto& c : cursor) {
+            const int64_t n = c[g];
+            c[g] = position;
+            position += n;
+        }
+    }
+    tbb::parallel_for(int64_t(0), blocks, [&](int64_t b) {
+        std::vector<int64_t>& c = cursor[size_t(b)];
+        forRunsOfBlock(b, [&](int64_t g, int64_t begin, int64_t length) {
+            std::copy(x.begin() + begin, x.begin() + begin + length, storage_.begin() + c[size_t(g)]);
+            c[size_t(g)] += length;
+        });
     });
     view_ = storage_;
 }

@@ -149,8 +149,6 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
     std::vector<Range> out(groups);
     const double s = m.factor;
     for (size_t g = 0; g < groups; ++g) {
-        const bool empty = runningMin_[g] > runningMax_[g];
-        const float lo = empty ? 0.0f : runningMin_[g], hi = empty ? 0.0f : runningMax_[g];
         switch (m.kind) {
         case CalibrationKind::AbsMax:
             out[g] = {-float(s * averageAbsMax(g)), float(s * averageAbsMax(g))};
@@ -178,9 +176,7 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
             break;
         }
         case CalibrationKind::Mse:
-            out[g] = mseRangeOfHistogram(histograms_[g].values(), lo, hi,
-                                         ClippingTarget{target.qtype, target.options, symmetric}, name_);
-            break;
+            break; // all groups at once below
         case CalibrationKind::Entropy: {
             const int levels = entropyLevels(target.qtype, symmetric, target.options.narrowRange);
             out[g] = symmetric ? entropyRange(trimmed(histograms_[g].magnitudes(), false), true, levels)
@@ -188,6 +184,13 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
             break;
         }
         }
+    }
+    if (m.kind == CalibrationKind::Mse) {
+        MsePoints points(int64_t(groups), 2 * int64_t(config_.histogramBinsPerSide));
+        for (size_t g = 0; g < groups; ++g)
+            if (runningMin_[g] <= runningMax_[g])
+                points.setHistogram(int64_t(g), histograms_[g].values(), runningMin_[g], runningMax_[g]);
+        out = mseRanges(points, ClippingTarget{target.qtype, target.options, symmetric}, name_);
     }
     return out;
 }
