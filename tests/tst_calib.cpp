@@ -194,6 +194,11 @@ std::vector<WindowKl> bruteForceEntropy(const std::vector<int64_t>& h, size_t le
     return all;
 }
 
+// QCOMPARE on floating point is fuzzy; calibration results must be equal bit for bit.
+#define QCOMPARE_EXACT(actual, expected)                                                                               \
+    QVERIFY2((actual) == (expected),                                                                                   \
+             qPrintable(QString("%1 != %2").arg(double(actual), 0, 'g', 17).arg(double(expected), 0, 'g', 17)))
+
 #define QVERIFY_THROWS_WITH(expr, ...)                                                                                 \
     do {                                                                                                               \
         bool thrown = false;                                                                                           \
@@ -239,8 +244,8 @@ private slots:
             QCOMPARE(m.toString(), std::string(c.canonical));
             QCOMPARE(CalibrationMethod::parse(m.toString()), m);
         }
-        QCOMPARE(CalibrationMethod::parse("fixed,-1,2.5").fixedMin, -1.0);
-        QCOMPARE(CalibrationMethod::parse("rms,3").factor, 3.0);
+        QCOMPARE_EXACT(CalibrationMethod::parse("fixed,-1,2.5").fixedMin, -1.0);
+        QCOMPARE_EXACT(CalibrationMethod::parse("rms,3").factor, 3.0);
         // Every kind in the table parses by its own name or syntax example.
         QCOMPARE(allCalibrationKinds().size(), size_t(7));
     }
@@ -301,9 +306,9 @@ private slots:
                     for (float v : groups[g])
                         ss += double(v) * v;
                     QCOMPARE(st.count[g], int64_t(groups[g].size()));
-                    QCOMPARE(st.min[g], *lo);
-                    QCOMPARE(st.max[g], *hi);
-                    QCOMPARE(st.absMax(g), std::max(-*lo, *hi));
+                    QCOMPARE_EXACT(st.min[g], *lo);
+                    QCOMPARE_EXACT(st.max[g], *hi);
+                    QCOMPARE_EXACT(st.absMax(g), std::max(-*lo, *hi));
                     QVERIFY(std::abs(st.sumSquares[g] - ss) <= 1e-12 * ss);
                 }
             }
@@ -325,7 +330,7 @@ private slots:
                 for (float v : groups[g])
                     ss += double(v) * v;
                 QVERIFY(std::abs(a.sumSquares[g] - ss) <= 1e-12 * ss);
-                QCOMPARE(a.max[g], *std::max_element(groups[g].begin(), groups[g].end()));
+                QCOMPARE_EXACT(a.max[g], *std::max_element(groups[g].begin(), groups[g].end()));
             }
         }
     }
@@ -377,8 +382,28 @@ private slots:
             for (double p : {0.0, 0.5, 1.0, 25.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0, 37.123}) {
                 std::vector<float> mags(x.size());
                 std::transform(x.begin(), x.end(), mags.begin(), [](float v) { return std::abs(v); });
-                QCOMPARE(exactPercentile(x, HistogramOf::Values, p), sortedPercentile(x, p));
-                QCOMPARE(exactPercentile(x, HistogramOf::Magnitudes, p), sortedPercentile(mags, p));
+                QCOMPARE_EXACT(exactPercentile(x, HistogramOf::Values, p), sortedPercentile(x, p));
+                QCOMPARE_EXACT(exactPercentile(x, HistogramOf::Magnitudes, p), sortedPercentile(mags, p));
+            }
+    }
+
+    void percentileIsExactWhereTheSampleCannotBracket()
+    {
+        // Every 16th element is 0 and the sample takes exactly those: the bracket
+        // misses, and the radix select has to answer.
+        std::vector<float> periodic = gaussian(size_t(1) << 21, 4);
+        for (size_t i = 0; i < periodic.size(); i += 16)
+            periodic[i] = 0.0f;
+        // Two and a half million ties: the bracket holds too many elements.
+        std::vector<float> ties(2500000, 1.0f);
+        for (size_t i = 0; i < ties.size(); i += 1001)
+            ties[i] = -float(i);
+        for (const auto* x : {&periodic, &ties})
+            for (double p : {0.1, 50.0, 99.99}) {
+                std::vector<float> mags(x->size());
+                std::transform(x->begin(), x->end(), mags.begin(), [](float v) { return std::abs(v); });
+                QCOMPARE_EXACT(exactPercentile(*x, HistogramOf::Values, p), sortedPercentile(*x, p));
+                QCOMPARE_EXACT(exactPercentile(*x, HistogramOf::Magnitudes, p), sortedPercentile(mags, p));
             }
     }
 
@@ -399,21 +424,21 @@ private slots:
                 const auto& v = groups[g];
                 const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
                 const float a = std::max(-*lo, *hi);
-                QCOMPARE(absmax[g].max, float(0.5 * a));
-                QCOMPARE(absmax[g].min, -float(0.5 * a));
-                QCOMPARE(minmax[g].min, float(2.0 * *lo));
-                QCOMPARE(minmax[g].max, float(2.0 * *hi));
+                QCOMPARE_EXACT(absmax[g].max, float(0.5 * a));
+                QCOMPARE_EXACT(absmax[g].min, -float(0.5 * a));
+                QCOMPARE_EXACT(minmax[g].min, float(2.0 * *lo));
+                QCOMPARE_EXACT(minmax[g].max, float(2.0 * *hi));
                 double ss = 0;
                 for (float e : v)
                     ss += double(e) * e;
                 QVERIFY(std::abs(rms[g].max - float(3 * std::sqrt(ss / double(v.size())))) <= 1e-6f * rms[g].max);
-                QCOMPARE(fixed[g].min, -1.0f);
-                QCOMPARE(fixed[g].max, 4.0f);
+                QCOMPARE_EXACT(fixed[g].min, -1.0f);
+                QCOMPARE_EXACT(fixed[g].max, 4.0f);
                 std::vector<float> mags(v.size());
                 std::transform(v.begin(), v.end(), mags.begin(), [](float e) { return std::abs(e); });
-                QCOMPARE(pctSym[g].max, float(sortedPercentile(mags, 99)));
-                QCOMPARE(pctTwo[g].min, float(sortedPercentile(v, 1)));
-                QCOMPARE(pctTwo[g].max, float(sortedPercentile(v, 99)));
+                QCOMPARE_EXACT(pctSym[g].max, float(sortedPercentile(mags, 99)));
+                QCOMPARE_EXACT(pctTwo[g].min, float(sortedPercentile(v, 1)));
+                QCOMPARE_EXACT(pctTwo[g].max, float(sortedPercentile(v, 99)));
             }
         }
     }
@@ -436,8 +461,8 @@ private slots:
                     for (size_t g = 0; g < groups.size(); ++g) {
                         const auto [lo, hi] = std::minmax_element(groups[g].begin(), groups[g].end());
                         const Range ref = bruteForceMse(groups[g], {}, {}, *lo, *hi, q, symmetric);
-                        QCOMPARE(r[g].min, ref.min);
-                        QCOMPARE(r[g].max, ref.max);
+                        QCOMPARE_EXACT(r[g].min, ref.min);
+                        QCOMPARE_EXACT(r[g].max, ref.max);
                     }
                 }
             }
@@ -468,8 +493,8 @@ private slots:
                 for (size_t b = 0; b < 512; ++b)
                     centres[b] = float(hlo + (double(hhi) - double(hlo)) * (double(b) + 0.5) / 512.0);
                 const Range ref = bruteForceMse({}, centres, counts, *lo, *hi, QType::Int8, symmetric);
-                QCOMPARE(r[g].min, ref.min);
-                QCOMPARE(r[g].max, ref.max);
+                QCOMPARE_EXACT(r[g].min, ref.min);
+                QCOMPARE_EXACT(r[g].max, ref.max);
             }
         }
     }
@@ -605,12 +630,12 @@ private slots:
         QVERIFY(std::abs(o.averageMin(0) - sumMin / 3) < 1e-12);
         QVERIFY(std::abs(o.averageMax(0) - sumMax / 3) < 1e-12);
         QVERIFY(std::abs(o.averageRms(0) - sumRms / 3) < 1e-6);
-        QCOMPARE(o.runningMin(0), -9.0f);
-        QCOMPARE(o.runningMax(0), 9.0f);
+        QCOMPARE_EXACT(o.runningMin(0), -9.0f);
+        QCOMPARE_EXACT(o.runningMax(0), 9.0f);
         const auto r = o.ranges(CalibrationMethod::parse("absmax,2"), {});
-        QCOMPARE(r[0].max, float(2 * (sumAbs / 3)));
+        QCOMPARE_EXACT(r[0].max, float(2 * (sumAbs / 3)));
         const auto mm = o.ranges(CalibrationMethod::parse("minmax"), {});
-        QCOMPARE(mm[0].min, float(sumMin / 3));
+        QCOMPARE_EXACT(mm[0].min, float(sumMin / 3));
 
         // Without batch axes the whole batch is one sample: the per-batch absmax is the batch's.
         Observer whole("act", ObserverConfig{{}, -1, 0});
@@ -639,7 +664,7 @@ private slots:
                 mean += a / 4.0;
             }
             QVERIFY(std::abs(o.averageAbsMax(c) - mean) < 1e-12);
-            QCOMPARE(o.runningMin(c), lo);
+            QCOMPARE_EXACT(o.runningMin(c), lo);
             QCOMPARE(o.histogram(c).total(), int64_t(200));
         }
         QVERIFY_THROWS_WITH(o.observe(gaussian(4 * 5 * 50, 1), {4, 5, 50}), "'conv1/out'", "5 channels");
@@ -680,8 +705,8 @@ private slots:
                 if (!method.acceptsSymmetricOverride() && target.symmetric)
                     continue;
                 const auto a = o.ranges(method, target), b = back.ranges(method, target);
-                QCOMPARE(a[0].min, b[0].min);
-                QCOMPARE(a[0].max, b[0].max);
+                QCOMPARE_EXACT(a[0].min, b[0].min);
+                QCOMPARE_EXACT(a[0].max, b[0].max);
                 QVERIFY(a[0].min <= a[0].max);
             }
         }

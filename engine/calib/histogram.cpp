@@ -1,9 +1,11 @@
 #include "calib/histogram.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
@@ -89,6 +91,82 @@ std::pair<size_t, int64_t> bucketOfRank(const std::vector<int64_t>& counts, int6
     throw Error("percentile: rank " + std::to_string(rank) + " beyond the data");
 }
 
+// The order statistics k and k1 (k1 = k or k + 1) of x (or |x|), found as
+// Floyd and Rivest do: a deterministic sample of evenly spaced elements brackets
+// them with a margin of a few standard deviations of the sample rank; one pass
+// counts the elements below the bracket and gathers those inside it, and an
+// exact selection among the gathered few finishes. Empty when the bracket
+// missed or holds too many elements (then the caller falls back).
+std::optional<std::pair<float, float>> selectBySample(std::span<const float> x, HistogramOf what, int64_t k, int64_t k1)
+{
+    const int64_t n = int64_t(x.size());
+    const bool magnitudes = what == HistogramOf::Magnitudes;
+    const auto value = [magnitudes](float v) { return magnitudes ? std::abs(v) : v; };
+    const int64_t s = std::min<int64_t>(n / 16, int64_t(1) << 20);
+    std::vector<float> sample(static_cast<size_t>(s));
+    for (int64_t j = 0; j < s; ++j)
+        sample[size_t(j)] = value(x[size_t(j * (n / s) + (j * (n % s)) / s)]);
+    const double margin = 4.0 * std::sqrt(double(s)) + 16.0;
+    const int64_t loRank = int64_t(std::floor(double(k) * double(s) / double(n) - margin));
+    const int64_t hiRank = int64_t(std::ceil(double(k1 + 1) * double(s) / double(n) + margin));
+    const auto nth = [&](int64_t r) {
+        std::nth_element(sample.begin(), sample.begin() + r, sample.end());
+        return sample[size_t(r)];
+    };
+    const float lo = loRank < 0 ? -std::numeric_limits<float>::infinity() : nth(loRank);
+    const float hi = hiRank >= s ? std::numeric_limits<float>::infinity() : nth(hiRank);
+    const int64_t budget = std::max<int64_t>(int64_t(1) << 20, n / 16);
+
+    struct Part {
+        int64_t below = 0;
+        std::vector<float> inside;
+    };
+    tbb::combinable<Part> parts;
+    std::atomic<bool> overflow = false;
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
+        Part& part = parts.local();
+        constexpr int64_t block = 32;
+        for (int64_t i = r.begin(); i < r.end(); i += block) {
+            const int64_t m = std::min(block, r.end() - i);
+            const float* p = x.data() + i;
+            int64_t below = 0;
+            uint32_t any = 0;
+            for (int64_t j = 0; j < m; ++j) {
+                const float v = value(p[j]);
+                below += v < lo;
+                any |= uint32_t(v >= lo) & uint32_t(v <= hi);
+            }
+            part.below += below;
+            if (!any)
+                continue;
+            for (int64_t j = 0; j < m; ++j) {
+                const float v = value(p[j]);
+                if (v >= lo && v <= hi)
+                    part.inside.push_back(v);
+            }
+            if (int64_t(part.inside.size()) > budget) {
+                overflow = true;
+                return;
+            }
+        }
+    });
+    if (overflow)
+        return std::nullopt;
+    int64_t below = 0;
+    std::vector<float> inside;
+    parts.combine_each([&](const Part& part) {
+        below += part.below;
+        inside.insert(inside.end(), part.inside.begin(), part.inside.end());
+    });
+    if (below > k || below + int64_t(inside.size()) <= k1)
+        return std::nullopt;
+    const auto at = inside.begin() + (k - below);
+    std::nth_element(inside.begin(), at, inside.end());
+    const float a = *at;
+    const float b = k1 > k ? *std::min_element(at + 1, inside.end()) : a;
+    return std::pair{a, b};
+}
+
 double interpolate(double a, double b, double t)
 {
     // NumPy's _lerp for float32 data: the difference is a float32, the rest double.
@@ -121,33 +199,30 @@ Histogram buildHistogram(std::span<const float> x, HistogramOf what, float lo, f
     h.lo = lo;
     h.hi = hi;
     // Bin indices are computed a block at a time (this vectorises), then counted
-    // into four interleaved copies so that equal neighbours do not wait on each
+    // into eight interleaved copies so that equal neighbours do not wait on each
     // other's increments.
-    h.counts = foldCopies(count(int64_t(x.size()), 4 * bins,
-                                [&](int64_t begin, int64_t end, auto* c) {
-                                    constexpr int64_t block = 256;
-                                    int32_t idx[block];
-                                    for (int64_t i = begin; i < end; i += block) {
-                                        const int64_t m = std::min(block, end - i);
-                                        const float* p = x.data() + i;
-                                        if (magnitudes)
-                                            for (int64_t k = 0; k < m; ++k)
-                                                idx[k] = bin(std::abs(p[k]));
-                                        else
-                                            for (int64_t k = 0; k < m; ++k)
-                                                idx[k] = bin(p[k]);
-                                        int64_t k = 0;
-                                        for (; k + 4 <= m; k += 4) {
-                                            ++c[size_t(idx[k])];
-                                            ++c[bins + size_t(idx[k + 1])];
-                                            ++c[2 * bins + size_t(idx[k + 2])];
-                                            ++c[3 * bins + size_t(idx[k + 3])];
-                                        }
-                                        for (; k < m; ++k)
-                                            ++c[size_t(idx[k])];
-                                    }
-                                }),
-                          bins, 4);
+    constexpr size_t copies = 8;
+    const auto body = [&](int64_t begin, int64_t end, auto* c) {
+        constexpr int64_t block = 256;
+        int32_t idx[block];
+        for (int64_t i = begin; i < end; i += block) {
+            const int64_t m = std::min(block, end - i);
+            const float* p = x.data() + i;
+            if (magnitudes)
+                for (int64_t k = 0; k < m; ++k)
+                    idx[k] = bin(std::abs(p[k]));
+            else
+                for (int64_t k = 0; k < m; ++k)
+                    idx[k] = bin(p[k]);
+            int64_t k = 0;
+            for (; k + int64_t(copies) <= m; k += int64_t(copies))
+                for (size_t j = 0; j < copies; ++j)
+                    ++c[j * bins + size_t(idx[k + int64_t(j)])];
+            for (; k < m; ++k)
+                ++c[size_t(idx[k])];
+        }
+    };
+    h.counts = foldCopies(count(int64_t(x.size()), copies * bins, body), bins, copies);
     return h;
 }
 
@@ -174,6 +249,10 @@ double exactPercentile(std::span<const float> x, HistogramOf what, double p)
         return interpolate(a, b, t);
     }
 
+    if (const auto ab = selectBySample(x, what, k, k1))
+        return interpolate(ab->first, ab->second, t);
+
+    // The sample missed (ties, adversarial order): a radix select on the keys.
     // Pass 1: the top 16 bits of the keys; pass 2: the low 16 bits of the keys
     // in the (at most two) buckets that hold ranks k and k + 1.
     const std::vector<int64_t> top = foldCopies(count(n, 2 * 65536,
