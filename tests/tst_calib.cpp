@@ -389,11 +389,12 @@ private slots:
 
     void percentileIsExactWhereTheSampleCannotBracket()
     {
-        // Every 16th element is 0 and the sample takes exactly those: the bracket
-        // misses, and the radix select has to answer.
+        // The sample is 512 runs of 256 elements at a spacing of 4096: zeros there
+        // and nowhere else make the bracket miss, and the radix select has to answer.
         std::vector<float> periodic = gaussian(size_t(1) << 21, 4);
-        for (size_t i = 0; i < periodic.size(); i += 16)
-            periodic[i] = 0.0f;
+        for (size_t i = 0; i < periodic.size(); ++i)
+            if (i % 4096 < 256)
+                periodic[i] = 0.0f;
         // Two and a half million ties: the bracket holds too many elements.
         std::vector<float> ties(2500000, 1.0f);
         for (size_t i = 0; i < ties.size(); i += 1001)

@@ -173,7 +173,7 @@ std::vector<Range> mseRanges(const MsePoints& p, const ClippingTarget& target, s
 
 int entropyLevels(QType t, bool symmetric, bool narrowRange)
 {
-    const QTypeInfo& info = qtypeInfo(t);
+    const QuantTypeInfo& info = qtypeInfo(t);
     switch (info.kind) {
     case QKind::Integer: {
         const IntegerGrid g = integerGrid(t, narrowRange);

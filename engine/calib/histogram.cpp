@@ -92,7 +92,7 @@ std::pair<size_t, int64_t> bucketOfRank(const std::vector<int64_t>& counts, int6
 }
 
 // The order statistics k and k1 (k1 = k or k + 1) of x (or |x|), found as
-// Floyd and Rivest do: a deterministic sample of evenly spaced elements brackets
+// Floyd and Rivest do: a deterministic sample of evenly spaced runs brackets
 // them with a margin of a few standard deviations of the sample rank; one pass
 // counts the elements below the bracket and gathers those inside it, and an
 // exact selection among the gathered few finishes. Empty when the bracket
@@ -102,19 +102,31 @@ std::optional<std::pair<float, float>> selectBySample(std::span<const float> x, 
     const int64_t n = int64_t(x.size());
     const bool magnitudes = what == HistogramOf::Magnitudes;
     const auto value = [magnitudes](float v) { return magnitudes ? std::abs(v) : v; };
-    const int64_t s = std::min<int64_t>(n / 16, int64_t(1) << 20);
+    // The sample is taken as runs of 256 consecutive elements spread evenly over
+    // the data: whole cache lines, so that sampling costs little next to the pass.
+    constexpr int64_t run = 256;
+    const int64_t runs = std::min<int64_t>(n / (16 * run), 1024);
+    const int64_t s = runs * run;
     std::vector<float> sample(static_cast<size_t>(s));
-    for (int64_t j = 0; j < s; ++j)
-        sample[size_t(j)] = value(x[size_t(j * (n / s) + (j * (n % s)) / s)]);
+    for (int64_t j = 0; j < runs; ++j) {
+        const int64_t start = j * (n / runs) + (j * (n % runs)) / runs;
+        for (int64_t e = 0; e < run; ++e)
+            sample[size_t(j * run + e)] = value(x[size_t(start + e)]);
+    }
     const double margin = 4.0 * std::sqrt(double(s)) + 16.0;
     const int64_t loRank = int64_t(std::floor(double(k) * double(s) / double(n) - margin));
     const int64_t hiRank = int64_t(std::ceil(double(k1 + 1) * double(s) / double(n) + margin));
-    const auto nth = [&](int64_t r) {
-        std::nth_element(sample.begin(), sample.begin() + r, sample.end());
-        return sample[size_t(r)];
-    };
-    const float lo = loRank < 0 ? -std::numeric_limits<float>::infinity() : nth(loRank);
-    const float hi = hiRank >= s ? std::numeric_limits<float>::infinity() : nth(hiRank);
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    auto from = sample.begin();
+    if (loRank >= 0) {
+        std::nth_element(sample.begin(), sample.begin() + loRank, sample.end());
+        lo = sample[size_t(loRank)];
+        from = sample.begin() + loRank; // the hi rank lies in the upper part
+    }
+    if (hiRank < s) {
+        std::nth_element(from, sample.begin() + hiRank, sample.end());
+        hi = sample[size_t(hiRank)];
+    }
     const int64_t budget = std::max<int64_t>(int64_t(1) << 20, n / 16);
 
     struct Part {
