@@ -358,7 +358,7 @@ private slots:
 
     void integerGridsRoundHalfEvenAndClamp()
     {
-        for (const qs::QTypeInfo& q : allQTypes()) {
+        for (const QuantTypeInfo& q : allQTypes()) {
             if (q.kind != QKind::Integer)
                 continue;
             for (bool narrow : {false, true}) {
@@ -395,7 +395,7 @@ private slots:
 
     void integerCodesAreTwosComplementWithinBits()
     {
-        for (const qs::QTypeInfo& q : allQTypes()) {
+        for (const QuantTypeInfo& q : allQTypes()) {
             if (q.kind != QKind::Integer)
                 continue;
             std::set<uint32_t> seen;
@@ -668,7 +668,7 @@ private slots:
 
     void qtypeNamesParse()
     {
-        for (const qs::QTypeInfo& q : allQTypes()) {
+        for (const QuantTypeInfo& q : allQTypes()) {
             QCOMPARE(parseQType(q.name), std::optional<QType>(q.type));
             QCOMPARE(qtypeName(q.type), q.name);
             QCOMPARE(qtypeInfo(q.type).type, q.type);

@@ -71,7 +71,7 @@ std::vector<float> randomData(Data kind, size_t n, uint32_t seed)
 std::vector<float> adversarialData(const QuantParams& p, uint32_t seed)
 {
     std::mt19937 rng(seed);
-    const qs::QTypeInfo& q = qtypeInfo(p.qtype);
+    const qs::QuantTypeInfo& q = qtypeInfo(p.qtype);
     const bool integerLike = isIntegerLike(p.qtype);
     const IntegerGrid grid = integerLike ? integerGrid(p.qtype, p.options.narrowRange) : IntegerGrid{0, 0};
     const float top = integerLike ? float(grid.qmax) : q.maxFinite;
@@ -332,7 +332,7 @@ private slots:
 
     void fastEqualsReferenceForEveryQType()
     {
-        for (const qs::QTypeInfo& q : allQTypes()) {
+        for (const qs::QuantTypeInfo& q : allQTypes()) {
             for (const LayoutCase& lc : layoutCases()) {
                 const BlockLayout& layout = lc.layout;
                 const bool mx = q.kind == QKind::Microscaling;

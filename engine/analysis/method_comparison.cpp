@@ -35,7 +35,7 @@ std::vector<std::string> comparedMethods()
 
 std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
 {
-    const QTypeInfo& info = qtypeInfo(spec.qtype);
+    const QuantTypeInfo& info = qtypeInfo(spec.qtype);
     if (info.kind == QKind::Microscaling) {
         QuantizationSpec mx = spec;
         mx.method = CalibrationMethod::parse("absmax");

@@ -10,7 +10,7 @@ namespace {
 
 TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
 {
-    const QTypeInfo& info = qtypeInfo(spec.qtype);
+    const QuantTypeInfo& info = qtypeInfo(spec.qtype);
     if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(info.name) +
                     " computes its block scales from each block's absmax (OCP MX / nvfp4); the method must be "
@@ -55,7 +55,7 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
 
     const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
     const bool symmetric = calibrationSymmetric(spec.method, target); // throws when the method cannot honour it
-    const QTypeInfo& info = qtypeInfo(spec.qtype);
+    const QuantTypeInfo& info = qtypeInfo(spec.qtype);
     if (!symmetric && info.kind != QKind::Integer)
         throw Error("tensor '" + std::string(tensorName) + "': method '" + spec.method.toString() +
                     "' is asymmetric but " + std::string(info.name) +

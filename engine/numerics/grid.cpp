@@ -150,7 +150,7 @@ float stochasticGridValue(QType t, IntegerGrid grid, float v, float u)
 uint32_t codeOfGridValue(QType t, float g)
 {
     const QType e = valueType(t);
-    const QTypeInfo& info = qtypeInfo(e);
+    const QuantTypeInfo& info = qtypeInfo(e);
     const uint32_t mask = (1u << info.bits) - 1u;
     switch (info.kind) {
     case QKind::Integer:
@@ -176,7 +176,7 @@ uint32_t codeOfGridValue(QType t, float g)
 float gridValueOfCode(QType t, uint32_t code)
 {
     const QType e = valueType(t);
-    const QTypeInfo& info = qtypeInfo(e);
+    const QuantTypeInfo& info = qtypeInfo(e);
     const uint32_t mask = (1u << info.bits) - 1u;
     code &= mask;
     switch (info.kind) {

@@ -7,18 +7,18 @@
 namespace qs {
 namespace {
 
-constexpr QTypeInfo intType(QType t, std::string_view name, int bits)
+constexpr QuantTypeInfo intType(QType t, std::string_view name, int bits)
 {
     return {t, name, QKind::Integer, bits, true, -(1 << (bits - 1)), (1 << (bits - 1)) - 1,
             float((1 << (bits - 1)) - 1), 0, t, "signed integer"};
 }
-constexpr QTypeInfo uintType(QType t, std::string_view name, int bits)
+constexpr QuantTypeInfo uintType(QType t, std::string_view name, int bits)
 {
     return {t, name, QKind::Integer, bits, false, 0, (1 << bits) - 1, float((1 << bits) - 1), 0, t,
             "unsigned integer"};
 }
 
-constexpr std::array<QTypeInfo, 26> kQTypes{{
+constexpr std::array<QuantTypeInfo, 26> kQTypes{{
     intType(QType::Int1, "int1", 1),
     intType(QType::Int2, "int2", 2),
     intType(QType::Int3, "int3", 3),
@@ -74,9 +74,9 @@ constexpr std::array<Alias, 12> kAliases{{
 
 } // namespace
 
-std::span<const QTypeInfo> allQTypes() { return kQTypes; }
+std::span<const QuantTypeInfo> allQTypes() { return kQTypes; }
 
-const QTypeInfo& qtypeInfo(QType t) { return kQTypes[static_cast<size_t>(t)]; }
+const QuantTypeInfo& qtypeInfo(QType t) { return kQTypes[static_cast<size_t>(t)]; }
 
 std::string_view qtypeName(QType t) { return qtypeInfo(t).name; }
 
@@ -101,7 +101,7 @@ std::string qtypeNameList()
 
 IntegerGrid integerGrid(QType t, bool narrowRange)
 {
-    const QTypeInfo& q = qtypeInfo(t);
+    const QuantTypeInfo& q = qtypeInfo(t);
     if (!isIntegerLike(t))
         throw Error(std::string(q.name) + " has no integer grid");
     IntegerGrid g{q.qmin, q.qmax};

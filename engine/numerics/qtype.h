@@ -35,7 +35,7 @@ enum class QKind : uint8_t {
     Microscaling, // element format + per-block shared scale computed by the type itself
 };
 
-struct QTypeInfo {
+struct QuantTypeInfo {
     QType type;
     std::string_view name;  // canonical name used in rule files and the CLI
     QKind kind;
@@ -49,8 +49,8 @@ struct QTypeInfo {
     std::string_view summary; // one line for tooltips and docs
 };
 
-std::span<const QTypeInfo> allQTypes();
-const QTypeInfo& qtypeInfo(QType t);
+std::span<const QuantTypeInfo> allQTypes();
+const QuantTypeInfo& qtypeInfo(QType t);
 std::string_view qtypeName(QType t);
 // Accepts canonical names and common aliases ("float8_e4m3fn", "e4m3", "fp8" ...).
 std::optional<QType> parseQType(std::string_view name);

@@ -94,7 +94,7 @@ template <class Fn> void withInputType(DType t, Fn&& fn)
 // Calls fn with the fast grid of the params' type.
 template <class Fn> void withFastGrid(const QuantParams& p, Fn&& fn)
 {
-    const QTypeInfo& q = qtypeInfo(p.qtype);
+    const QuantTypeInfo& q = qtypeInfo(p.qtype);
     switch (q.kind) {
     case QKind::Integer:
     case QKind::Ternary: {
@@ -423,7 +423,7 @@ Tensor dequantize(const Tensor& codes, const QuantParams& params)
         return out;
     const Plan plan(params, codes.numel());
     const QType t = params.qtype;
-    const QTypeInfo& q = qtypeInfo(t);
+    const QuantTypeInfo& q = qtypeInfo(t);
     const uint32_t mask = codeMask(t);
     // Integers are decoded arithmetically (sign-extended from their bits); every
     // other type through a table of numerics' gridValueOfCode.

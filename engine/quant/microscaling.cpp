@@ -54,7 +54,7 @@ int mxSharedExponent(float blockAbsMax, QType t)
 
 QuantParams microscalingParams(const Tensor& input, QType t, int axis, std::string_view tensorName)
 {
-    const QTypeInfo& q = qtypeInfo(t);
+    const QuantTypeInfo& q = qtypeInfo(t);
     if (q.kind != QKind::Microscaling)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(q.name) +
                     " is not a microscaling type; its scales come from calibrated ranges");

@@ -57,7 +57,7 @@ std::optional<ScaleRestriction> parseScaleRestriction(std::string_view name)
 
 float symmetricBound(QType t, bool narrowRange)
 {
-    const QTypeInfo& q = qtypeInfo(t);
+    const QuantTypeInfo& q = qtypeInfo(t);
     switch (q.kind) {
     case QKind::Integer: {
         // int1's grid {-1, 0} has qmax 0: its only non-zero code, -1, sets the bound instead.
@@ -99,7 +99,7 @@ float restrictScale(float scale, ScaleRestriction r)
 QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges, bool symmetric,
                                   const ScaleOptions& options, std::string_view tensorName)
 {
-    const QTypeInfo& q = qtypeInfo(t);
+    const QuantTypeInfo& q = qtypeInfo(t);
     if (q.kind == QKind::Microscaling)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(q.name) +
                     " computes its own block scales from the data; ranges do not apply");
