@@ -20,21 +20,26 @@ namespace {
 
 constexpr int64_t kChunk = int64_t(1) << 16;
 
+// Calls f(begin, end) over [begin, end) read as four interleaved streams
+// (quarters, a block of each in turn): more loads in flight than one stream keeps.
+template <class F> void interleaved(int64_t begin, int64_t end, F&& f)
+{
+    constexpr int64_t block = 256;
+    const int64_t quarter = (end - begin) / 4 / block * block;
+    for (int64_t j = 0; j < quarter; j += block)
+        for (int64_t q = 0; q < 4; ++q)
+            f(begin + q * quarter + j, begin + q * quarter + j + block);
+    f(begin + 4 * quarter, end);
+}
+
 // Runs body(begin, end, counters) over chunks of [0, n) in parallel, each thread
 // counting into its own `bins` counters of type T, and returns their sums.
 template <class T, class Body> std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
 {
     tbb::combinable<std::vector<T>> local([bins] { return std::vector<T>(bins, 0); });
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
-        // The chunk is read as four interleaved streams (quarters, a block of
-        // each in turn): more loads in flight than a single stream keeps.
-        constexpr int64_t block = 256;
         T* c = local.local().data();
-        const int64_t quarter = (r.end() - r.begin()) / 4 / block * block;
-        for (int64_t j = 0; j < quarter; j += block)
-            for (int64_t q = 0; q < 4; ++q)
-                body(r.begin() + q * quarter + j, r.begin() + q * quarter + j + block, c);
-        body(r.begin() + 4 * quarter, r.end(), c);
+        interleaved(r.begin(), r.end(), [&](int64_t b, int64_t e) { body(b, e, c); });
     });
     std::vector<int64_t> total(bins, 0);
     local.combine_each([&](const std::vector<T>& c) {
@@ -137,30 +142,32 @@ std::optional<std::pair<float, float>> selectBySample(std::span<const float> x, 
     std::atomic<bool> overflow = false;
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
         Part& part = parts.local();
-        constexpr int64_t block = 32;
-        for (int64_t i = r.begin(); i < r.end(); i += block) {
-            const int64_t m = std::min(block, r.end() - i);
-            const float* p = x.data() + i;
-            int64_t below = 0;
-            uint32_t any = 0;
-            for (int64_t j = 0; j < m; ++j) {
-                const float v = value(p[j]);
-                below += v < lo;
-                any |= uint32_t(v >= lo) & uint32_t(v <= hi);
+        interleaved(r.begin(), r.end(), [&](int64_t begin, int64_t end) {
+            constexpr int64_t block = 32;
+            for (int64_t i = begin; i < end; i += block) {
+                const int64_t m = std::min(block, end - i);
+                const float* p = x.data() + i;
+                int64_t below = 0;
+                uint32_t any = 0;
+                for (int64_t j = 0; j < m; ++j) {
+                    const float v = value(p[j]);
+                    below += v < lo;
+                    any |= uint32_t(v >= lo) & uint32_t(v <= hi);
+                }
+                part.below += below;
+                if (!any)
+                    continue;
+                for (int64_t j = 0; j < m; ++j) {
+                    const float v = value(p[j]);
+                    if (v >= lo && v <= hi)
+                        part.inside.push_back(v);
+                }
+                if (int64_t(part.inside.size()) > budget) {
+                    overflow = true;
+                    return;
+                }
             }
-            part.below += below;
-            if (!any)
-                continue;
-            for (int64_t j = 0; j < m; ++j) {
-                const float v = value(p[j]);
-                if (v >= lo && v <= hi)
-                    part.inside.push_back(v);
-            }
-            if (int64_t(part.inside.size()) > budget) {
-                overflow = true;
-                return;
-            }
-        }
+        });
     });
     if (overflow)
         return std::nullopt;
