@@ -60,8 +60,10 @@ Histogram buildHistogram(std::span<const float> x, HistogramOf what, float lo, f
 // with r = (p/100)·(n−1), k = floor(r), t = r − k, a and b the k-th and (k+1)-th
 // smallest values (b = a at the end), d = float(b − a):
 // a + d·t when t < 0.5, b − d·(1 − t) otherwise, in double (what NumPy computes for
-// float32 input). Exact: a radix select on the float bit patterns (two passes over
-// the data), no sort. x must be finite and non-empty; p in [0, 100].
+// float32 input). Exact, no sort: small inputs are selected in a copy; large ones
+// by a sample bracket (one pass gathers the few elements that can hold ranks k and
+// k + 1, Floyd–Rivest style) or, when the bracket misses, a radix select on the
+// float bit patterns (two passes). x must be finite and non-empty; p in [0, 100].
 double exactPercentile(std::span<const float> x, HistogramOf what, double p);
 
 // The percentile p of the values a histogram counts, np.percentile-style (linear
