@@ -485,7 +485,7 @@ private slots:
                     RuleSet::load(dir.filePath("bad.json").toStdString());
                 }).startsWith(dir.filePath("bad.json") + ": rule 0, field \"weight_qtype\": unknown qtype \"int3x\""));
         QVERIFY(
-            errorOf([&] { set.save(dir.filePath("no/such/folder/r.json").toStdString()); }).contains("cannot write"));
+            errorOf([&] { set.save(dir.filePath("no/such/folder/r.json").toStdString()); }).contains("cannot create a temporary file in its folder"));
     }
 
     void rulesBuiltInCodeAreValidated()

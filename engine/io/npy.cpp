@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "io/npy_header.h"
 
@@ -181,40 +182,7 @@ void writeNpy(const std::filesystem::path& path, const Tensor& tensor)
             fail(name, e.what());
         }
     }();
-    const std::filesystem::path folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    std::string leaf = "."; // hidden, and unique through mkstemp's XXXXXX
-    leaf += path.filename().string();
-    leaf += ".tmp-XXXXXX";
-    std::string temp = (folder / leaf).string();
-    const int fd = ::mkstemp(temp.data());
-    if (fd < 0)
-        fail(name, std::string("cannot create a temporary file in its folder: ") + std::strerror(errno));
-    auto abandon = [&](const std::string& why) {
-        ::close(fd);
-        ::unlink(temp.c_str());
-        fail(name, why);
-    };
-    size_t written = 0;
-    while (written < bytes.size()) {
-        const ssize_t n = ::write(fd, bytes.data() + written, bytes.size() - written);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            abandon(std::string("write failed: ") + std::strerror(errno));
-        written += size_t(n);
-    }
-    // mkstemp creates 0600; a saved array is an ordinary, readable file.
-    if (::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0)
-        abandon(std::string("cannot finish the temporary file: ") + std::strerror(errno));
-    if (::close(fd) != 0) {
-        ::unlink(temp.c_str());
-        fail(name, std::string("write failed: ") + std::strerror(errno));
-    }
-    if (::rename(temp.c_str(), name.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(temp.c_str());
-        fail(name, std::string("cannot rename the temporary file into place: ") + std::strerror(err));
-    }
+    writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
 } // namespace qs

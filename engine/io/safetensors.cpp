@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace qs {
@@ -380,68 +381,6 @@ Tensor SafetensorsFile::tensor(const SafetensorsEntry& e) const
             v = v != 0;
     return t;
 }
-
-namespace {
-
-// A temporary file beside `path`, renamed over it by commit(); removed if
-// abandoned (by an Error or by destruction without commit()).
-class AtomicFile {
-public:
-    explicit AtomicFile(const std::filesystem::path& path) : path_(path)
-    {
-        const auto folder = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-        std::string leaf = "."; // hidden, made unique by mkstemp's XXXXXX
-        leaf += path.filename().string();
-        leaf += ".tmp-XXXXXX";
-        temp_ = (folder / leaf).string();
-        fd_ = ::mkstemp(temp_.data());
-        if (fd_ < 0)
-            fail(path_, std::string("cannot create a temporary file in its folder: ") + std::strerror(errno));
-    }
-    ~AtomicFile()
-    {
-        if (fd_ >= 0) {
-            ::close(fd_);
-            ::unlink(temp_.c_str());
-        }
-    }
-    AtomicFile(const AtomicFile&) = delete;
-    AtomicFile& operator=(const AtomicFile&) = delete;
-
-    void write(const void* data, size_t size)
-    {
-        auto* p = static_cast<const char*>(data);
-        while (size) {
-            const ssize_t n = ::write(fd_, p, size);
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n <= 0)
-                fail(path_, std::string("write failed: ") + std::strerror(errno));
-            p += n;
-            size -= size_t(n);
-        }
-    }
-    void commit()
-    {
-        // mkstemp creates 0600; a checkpoint is an ordinary, readable file.
-        if (::fchmod(fd_, 0644) != 0 || ::fsync(fd_) != 0)
-            fail(path_, std::string("cannot finish the temporary file: ") + std::strerror(errno));
-        const int fd = fd_;
-        fd_ = -1;
-        if (::close(fd) != 0 || ::rename(temp_.c_str(), path_.c_str()) != 0) {
-            const int err = errno;
-            ::unlink(temp_.c_str());
-            fail(path_, std::string("cannot put the written file into place: ") + std::strerror(err));
-        }
-    }
-
-private:
-    std::filesystem::path path_;
-    std::string temp_;
-    int fd_ = -1;
-};
-
-} // namespace
 
 void writeSafetensors(const std::filesystem::path& path, const std::vector<SafetensorsTensor>& tensors,
                       const std::map<std::string, std::string>& metadata)

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "rules/schema.h"
 
@@ -164,27 +165,8 @@ std::string RuleSet::toJson() const
 
 void RuleSet::save(const std::filesystem::path& file) const
 {
-    const std::string name = file.string();
-    const std::filesystem::path temporary = file.string() + ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out)
-            fail(name, "cannot write " + temporary.string());
-        out << toJson();
-        out.close();
-        if (!out) {
-            std::error_code ignored;
-            std::filesystem::remove(temporary, ignored);
-            fail(name, "write error on " + temporary.string());
-        }
-    }
-    std::error_code ec;
-    std::filesystem::rename(temporary, file, ec);
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(temporary, ignored);
-        fail(name, "cannot replace the file: " + ec.message());
-    }
+    const std::string text = toJson();
+    writeFileAtomically(file, text.data(), text.size());
 }
 
 std::optional<size_t> RuleSet::firstMatch(std::string_view modulePath, std::string_view opType) const
