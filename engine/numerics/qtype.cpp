@@ -7,35 +7,36 @@
 namespace qs {
 namespace {
 
-constexpr QuantTypeInfo intType(QType t, std::string_view name, int bits)
+constexpr QuantTypeInfo intType(QType t, std::string_view name, int bits, std::string_view summary)
 {
     return {t, name, QKind::Integer, bits, true, -(1 << (bits - 1)), (1 << (bits - 1)) - 1,
-            float((1 << (bits - 1)) - 1), 0, t, "signed integer"};
+            float((1 << (bits - 1)) - 1), 0, t, summary};
 }
-constexpr QuantTypeInfo uintType(QType t, std::string_view name, int bits)
+constexpr QuantTypeInfo uintType(QType t, std::string_view name, int bits, std::string_view summary)
 {
     return {t, name, QKind::Integer, bits, false, 0, (1 << bits) - 1, float((1 << bits) - 1), 0, t,
-            "unsigned integer"};
+            summary};
 }
 
 constexpr std::array<QuantTypeInfo, 26> kQTypes{{
-    intType(QType::Int1, "int1", 1),
-    intType(QType::Int2, "int2", 2),
-    intType(QType::Int3, "int3", 3),
-    intType(QType::Int4, "int4", 4),
-    intType(QType::Int5, "int5", 5),
-    intType(QType::Int6, "int6", 6),
-    intType(QType::Int7, "int7", 7),
-    intType(QType::Int8, "int8", 8),
-    uintType(QType::UInt1, "uint1", 1),
-    uintType(QType::UInt2, "uint2", 2),
-    uintType(QType::UInt3, "uint3", 3),
-    uintType(QType::UInt4, "uint4", 4),
-    uintType(QType::UInt5, "uint5", 5),
-    uintType(QType::UInt6, "uint6", 6),
-    uintType(QType::UInt7, "uint7", 7),
-    uintType(QType::UInt8, "uint8", 8),
-    {QType::Int16, "int16", QKind::Integer, 16, true, -32768, 32767, 32767.f, 0, QType::Int16, "signed integer"},
+    intType(QType::Int1, "int1", 1, "signed 1-bit integer, codes -1..0"),
+    intType(QType::Int2, "int2", 2, "signed 2-bit integer, codes -2..1"),
+    intType(QType::Int3, "int3", 3, "signed 3-bit integer, codes -4..3"),
+    intType(QType::Int4, "int4", 4, "signed 4-bit integer, codes -8..7"),
+    intType(QType::Int5, "int5", 5, "signed 5-bit integer, codes -16..15"),
+    intType(QType::Int6, "int6", 6, "signed 6-bit integer, codes -32..31"),
+    intType(QType::Int7, "int7", 7, "signed 7-bit integer, codes -64..63"),
+    intType(QType::Int8, "int8", 8, "signed 8-bit integer, codes -128..127"),
+    uintType(QType::UInt1, "uint1", 1, "unsigned 1-bit integer, codes 0..1"),
+    uintType(QType::UInt2, "uint2", 2, "unsigned 2-bit integer, codes 0..3"),
+    uintType(QType::UInt3, "uint3", 3, "unsigned 3-bit integer, codes 0..7"),
+    uintType(QType::UInt4, "uint4", 4, "unsigned 4-bit integer, codes 0..15"),
+    uintType(QType::UInt5, "uint5", 5, "unsigned 5-bit integer, codes 0..31"),
+    uintType(QType::UInt6, "uint6", 6, "unsigned 6-bit integer, codes 0..63"),
+    uintType(QType::UInt7, "uint7", 7, "unsigned 7-bit integer, codes 0..127"),
+    uintType(QType::UInt8, "uint8", 8, "unsigned 8-bit integer, codes 0..255"),
+    {QType::Int16, "int16", QKind::Integer, 16, true, -32768, 32767, 32767.f, 0, QType::Int16,
+     "signed 16-bit integer, codes -32768..32767"},
     {QType::Binary, "binary", QKind::Binary, 1, true, -1, 1, 1.f, 0, QType::Binary, "values ±scale"},
     {QType::Ternary, "ternary", QKind::Ternary, 2, true, -1, 1, 1.f, 0, QType::Ternary, "values −scale, 0, +scale"},
     {QType::Fp8E4M3, "fp8_e4m3", QKind::Float, 8, true, 0, 0, 448.f, 0, QType::Fp8E4M3,

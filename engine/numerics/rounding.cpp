@@ -13,6 +13,12 @@ std::string_view roundingName(Rounding r)
     return "nearest";
 }
 
+std::span<const Rounding> allRoundings()
+{
+    static constexpr Rounding all[] = {Rounding::Nearest, Rounding::Stochastic};
+    return all;
+}
+
 std::optional<Rounding> parseRounding(std::string_view name)
 {
     if (name == "nearest")

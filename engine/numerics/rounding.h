@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace qs {
@@ -14,6 +15,8 @@ enum class Rounding : uint8_t { Nearest, Stochastic };
 
 std::string_view roundingName(Rounding r); // "nearest", "stochastic"
 std::optional<Rounding> parseRounding(std::string_view name);
+// Every rounding mode, in the order docs and GUI list them.
+std::span<const Rounding> allRoundings();
 
 // Uniform draw in [0, 1) for element `index` under `seed` (splitmix64-style hash).
 float stochasticUniform(uint64_t seed, uint64_t index);

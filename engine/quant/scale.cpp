@@ -47,6 +47,17 @@ std::string_view scaleRestrictionName(ScaleRestriction r)
     return "float";
 }
 
+std::span<const ScaleRestriction> allScaleRestrictions()
+{
+    static constexpr std::array<ScaleRestriction, kRestrictions.size()> all = [] {
+        std::array<ScaleRestriction, kRestrictions.size()> a{};
+        for (size_t i = 0; i < a.size(); ++i)
+            a[i] = kRestrictions[i].restriction;
+        return a;
+    }();
+    return all;
+}
+
 std::optional<ScaleRestriction> parseScaleRestriction(std::string_view name)
 {
     for (const auto& e : kRestrictions)

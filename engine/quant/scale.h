@@ -33,6 +33,8 @@ namespace qs {
 enum class ScaleRestriction : uint8_t { Float, Pow2, Fp16 };
 std::string_view scaleRestrictionName(ScaleRestriction r); // "float", "pow2", "fp16"
 std::optional<ScaleRestriction> parseScaleRestriction(std::string_view name);
+// Every restriction, in the order docs and GUI list them.
+std::span<const ScaleRestriction> allScaleRestrictions();
 
 struct ScaleOptions {
     bool narrowRange = false;                               // integer grid without its most negative code

@@ -81,17 +81,10 @@ std::vector<std::string> granularityNames()
     return names;
 }
 
-// quant/scale.h and numerics/rounding.h name their values but do not list them;
-// every value of the two small enums is listed here and read back through
-// their parse functions, so a renamed value cannot go unnoticed (tst_rules).
-constexpr std::array<ScaleRestriction, 3> kRestrictions{ScaleRestriction::Float, ScaleRestriction::Pow2,
-                                                        ScaleRestriction::Fp16};
-constexpr std::array<Rounding, 2> kRoundings{Rounding::Nearest, Rounding::Stochastic};
-
 std::vector<std::string> restrictionNames()
 {
     std::vector<std::string> names;
-    for (const ScaleRestriction r : kRestrictions)
+    for (const ScaleRestriction r : allScaleRestrictions())
         names.emplace_back(scaleRestrictionName(r));
     return names;
 }
@@ -99,7 +92,7 @@ std::vector<std::string> restrictionNames()
 std::vector<std::string> roundingNames()
 {
     std::vector<std::string> names;
-    for (const Rounding r : kRoundings)
+    for (const Rounding r : allRoundings())
         names.emplace_back(roundingName(r));
     return names;
 }
