@@ -1,0 +1,215 @@
+#include "runtime/interpreter.h"
+
+#include <unordered_map>
+
+namespace qs {
+
+namespace {
+
+std::string joinNames(const std::vector<std::string>& names)
+{
+    std::string s;
+    for (const std::string& n : names)
+        s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+void checkInputAgainstDeclaration(const ValueInfo& info, const Tensor& t)
+{
+    if (info.dtype && *info.dtype != t.dtype())
+        throw Error("input '" + info.name + "': expected " + std::string(dtypeName(*info.dtype)) + ", got " +
+                    std::string(dtypeName(t.dtype())));
+    if (!info.shape)
+        return;
+    const auto& dims = *info.shape;
+    bool ok = dims.size() == size_t(t.rank());
+    for (size_t i = 0; ok && i < dims.size(); ++i)
+        ok = !dims[i].isFixed() || *dims[i].size == t.dim(int(i));
+    if (!ok)
+        throw Error("input '" + info.name + "': expected shape " + info.toString() + ", got " +
+                    shapeToString(t.shape()));
+}
+
+} // namespace
+
+Interpreter::Interpreter(Model model) : model_(std::move(model))
+{
+    if (model_.weightsOnly)
+        throw Error("model '" + model_.sourcePath.string() + "' has no graph (a weights-only checkpoint) to run");
+    const std::vector<std::string> missing = unsupportedOps(model_);
+    if (!missing.empty())
+        throw Error("model '" + model_.sourcePath.string() + "' uses ops the runtime lacks: " + joinNames(missing));
+
+    std::unordered_map<std::string, int> ids;
+    auto idOf = [&](const std::string& name) {
+        auto [it, inserted] = ids.try_emplace(name, int(valueNames_.size()));
+        if (inserted)
+            valueNames_.push_back(name);
+        return it->second;
+    };
+    std::vector<bool> defined;
+    auto define = [&](int id) {
+        if (size_t(id) >= defined.size())
+            defined.resize(size_t(id) + 1, false);
+        defined[size_t(id)] = true;
+    };
+    for (const NamedTensor& init : model_.initializers()) {
+        initializerIds_.push_back(idOf(init.name));
+        define(initializerIds_.back());
+    }
+    for (const ValueInfo& in : model_.inputs) {
+        graphInputIds_.push_back(idOf(in.name));
+        define(graphInputIds_.back());
+    }
+
+    plan_.resize(model_.nodes.size());
+    for (size_t n = 0; n < model_.nodes.size(); ++n) {
+        const Node& node = model_.nodes[n];
+        PlannedNode& p = plan_[n];
+        p.opset = modelOpset(model_, node.domain);
+        p.kernel = findOpKernel(node.domain, node.opType, p.opset);
+        for (const std::string& in : node.inputs) {
+            if (in.empty()) {
+                p.inputs.push_back(-1);
+                continue;
+            }
+            const int id = idOf(in);
+            if (size_t(id) >= defined.size() || !defined[size_t(id)])
+                throw Error("node '" + node.name + "' (" + node.opType + ") reads '" + in +
+                            "', which no earlier node, initializer or graph input produces");
+            p.inputs.push_back(id);
+        }
+        for (const std::string& out : node.outputs) {
+            const int id = out.empty() ? -1 : idOf(out);
+            if (id >= 0)
+                define(id);
+            p.outputs.push_back(id);
+        }
+    }
+    for (const ValueInfo& out : model_.outputs) {
+        auto it = ids.find(out.name);
+        if (it == ids.end() || size_t(it->second) >= defined.size() || !defined[size_t(it->second)])
+            throw Error("graph output '" + out.name + "' is produced by no node, initializer or input");
+        graphOutputIds_.push_back(it->second);
+    }
+
+    // Memory plan: a value dies after its last reader, unless it is a graph output.
+    std::vector<int> lastUse(valueNames_.size(), -1);
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        for (int id : plan_[n].inputs)
+            if (id >= 0)
+                lastUse[size_t(id)] = int(n);
+        for (int id : plan_[n].outputs) // an output nobody reads dies at once
+            if (id >= 0 && lastUse[size_t(id)] < int(n))
+                lastUse[size_t(id)] = int(n);
+    }
+    for (int id : graphOutputIds_)
+        lastUse[size_t(id)] = -1;
+    for (size_t id = 0; id < lastUse.size(); ++id)
+        if (lastUse[id] >= 0)
+            plan_[size_t(lastUse[id])].freeAfter.push_back(int(id));
+}
+
+std::vector<std::vector<std::string>> Interpreter::freedAfterEachNode() const
+{
+    std::vector<std::vector<std::string>> out(plan_.size());
+    for (size_t n = 0; n < plan_.size(); ++n)
+        for (int id : plan_[n].freeAfter)
+            out[n].push_back(valueNames_[size_t(id)]);
+    return out;
+}
+
+std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inputs, const RunOptions& options) const
+{
+    std::vector<Tensor> values(valueNames_.size());
+    std::vector<bool> held(valueNames_.size(), false);
+    std::vector<bool> isInitializer(valueNames_.size(), false);
+    for (size_t i = 0; i < initializerIds_.size(); ++i) {
+        const size_t id = size_t(initializerIds_[i]);
+        values[id] = model_.initializers()[i].tensor;
+        held[id] = true;
+        isInitializer[id] = true;
+    }
+    size_t live = 0;
+    for (size_t i = 0; i < graphInputIds_.size(); ++i) {
+        const ValueInfo& info = model_.inputs[i];
+        auto it = inputs.find(info.name);
+        if (it == inputs.end())
+            throw Error("input '" + info.name + "' is missing (the model needs " + info.toString() + ")");
+        checkInputAgainstDeclaration(info, it->second);
+        const size_t id = size_t(graphInputIds_[i]);
+        values[id] = std::move(it->second);
+        isInitializer[id] = false; // a graph input overrides an initializer of the same name
+        held[id] = true;
+        ++live;
+        inputs.erase(it);
+    }
+    if (!inputs.empty())
+        throw Error("input '" + inputs.begin()->first + "' is not an input of the model");
+
+    std::vector<const Tensor*> inputPtrs;
+    std::vector<Tensor> outputs;
+    std::vector<Tensor> observed;
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        options.cancel.check();
+        const PlannedNode& p = plan_[n];
+        const Node& node = model_.nodes[n];
+        inputPtrs.assign(p.inputs.size(), nullptr);
+        for (size_t i = 0; i < p.inputs.size(); ++i)
+            if (p.inputs[i] >= 0)
+                inputPtrs[i] = &values[size_t(p.inputs[i])];
+        outputs.assign(p.outputs.size(), Tensor());
+
+        NodeEvent event;
+        if (options.observer) {
+            observed.assign(p.inputs.size(), Tensor());
+            for (size_t i = 0; i < p.inputs.size(); ++i)
+                if (inputPtrs[i])
+                    observed[i] = *inputPtrs[i];
+            event.nodeIndex = n;
+            event.node = &node;
+            event.opset = p.opset;
+            event.inputs = observed;
+            event.liveValues = live;
+            options.observer->beforeNode(event);
+            for (size_t i = 0; i < p.inputs.size(); ++i)
+                if (inputPtrs[i])
+                    inputPtrs[i] = &observed[i];
+        }
+
+        KernelContext ctx(node, n, p.opset, inputPtrs, outputs, &options.cancel);
+        p.kernel->kernel(ctx);
+
+        for (size_t o = 0; o < p.outputs.size(); ++o) {
+            const int id = p.outputs[o];
+            if (id < 0)
+                continue;
+            if (outputs[o].rawData() == nullptr)
+                ctx.fail("the kernel did not produce output " + std::to_string(o) + " ('" + node.outputs[o] + "')");
+            if (!held[size_t(id)] || isInitializer[size_t(id)])
+                ++live;
+            isInitializer[size_t(id)] = false;
+            held[size_t(id)] = true;
+            values[size_t(id)] = outputs[o];
+        }
+        if (options.observer) {
+            event.outputs = outputs;
+            event.liveValues = live;
+            options.observer->afterNode(event);
+        }
+        for (int id : p.freeAfter) {
+            if (held[size_t(id)] && !isInitializer[size_t(id)]) {
+                values[size_t(id)] = Tensor();
+                held[size_t(id)] = false;
+                --live;
+            }
+        }
+    }
+
+    std::map<std::string, Tensor> result;
+    for (size_t i = 0; i < graphOutputIds_.size(); ++i)
+        result[model_.outputs[i].name] = values[size_t(graphOutputIds_[i])];
+    return result;
+}
+
+} // namespace qs

@@ -1,0 +1,84 @@
+#pragma once
+// Runs a model IR in float: nodes in the model's (topological) order, each
+// through its kernel from the op table (runtime/op_registry.h). Initializers are
+// inputs like any other; every intermediate value is freed right after its last
+// consumer has run (graph outputs are kept).
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/cancellation.h"
+#include "core/tensor.h"
+#include "graph/model.h"
+#include "runtime/op_registry.h"
+
+namespace qs {
+
+// What a node observer is shown around one node.
+struct NodeEvent {
+    size_t nodeIndex = 0;
+    const Node* node = nullptr;
+    int64_t opset = 0;
+    // The node's inputs; an absent optional input (empty name in node->inputs)
+    // is an empty default Tensor. In beforeNode an observer may replace a
+    // present input (a fake-quantized weight or activation): the kernel sees the
+    // replacement, the stored value is unchanged.
+    std::span<Tensor> inputs;
+    // afterNode only: what the kernel wrote (empty slots for unused outputs).
+    std::span<Tensor> outputs;
+    // Values held by the run at this moment, initializers not counted (a
+    // check on the memory plan).
+    size_t liveValues = 0;
+};
+
+// Called around every node of a run (calibration observers, quantization
+// hooks). Without an observer a run pays nothing for this.
+class NodeObserver {
+public:
+    virtual ~NodeObserver() = default;
+    virtual void beforeNode(NodeEvent& event) { (void)event; }
+    virtual void afterNode(NodeEvent& event) { (void)event; }
+};
+
+struct RunOptions {
+    CancellationToken cancel;          // checked between nodes and by long kernels
+    NodeObserver* observer = nullptr; // optional; not owned
+};
+
+class Interpreter {
+public:
+    // Plans the run. A model with ops the table lacks is an Error listing all
+    // of them; so is a node input no node, initializer or graph input produces.
+    explicit Interpreter(Model model);
+
+    // Runs the model on `inputs` (every graph input by name); returns every
+    // graph output by name. Missing or unknown inputs and inputs whose dtype
+    // or fixed dimensions contradict the model are Errors naming the input.
+    std::map<std::string, Tensor> run(std::map<std::string, Tensor> inputs, const RunOptions& options = {}) const;
+
+    const Model& model() const { return model_; }
+    // For each node, the values freed right after it (by name): the memory plan.
+    std::vector<std::vector<std::string>> freedAfterEachNode() const;
+
+private:
+    struct PlannedNode {
+        const OpKernelEntry* kernel = nullptr;
+        int64_t opset = 0;
+        std::vector<int> inputs;  // value ids, -1 = absent
+        std::vector<int> outputs; // value ids, -1 = absent
+        std::vector<int> freeAfter;
+    };
+
+    Model model_;
+    std::vector<std::string> valueNames_;
+    std::vector<PlannedNode> plan_;
+    std::vector<int> initializerIds_;
+    std::vector<int> graphInputIds_;
+    std::vector<int> graphOutputIds_;
+};
+
+} // namespace qs

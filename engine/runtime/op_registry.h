@@ -1,0 +1,117 @@
+#pragma once
+// The op table of the interpreter: which (domain, op type, opset range) the
+// runtime can run, and the kernel that runs it. The table (op_table.cpp) is the
+// one source of truth for "supported ops"; everything else asks it.
+//
+// A kernel is a plain function over a KernelContext: it reads the node's
+// attributes and input tensors, validates them, and writes every output the
+// node asks for. Kernels live one file per op family under runtime/ops/.
+// Adding an op = its kernel in a family file + one line in the table.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/cancellation.h"
+#include "core/tensor.h"
+#include "graph/model.h"
+
+namespace qs {
+
+// What a kernel sees of one node while it runs.
+class KernelContext {
+public:
+    KernelContext(const Node& node, size_t nodeIndex, int64_t opset, std::span<const Tensor* const> inputs,
+                  std::span<Tensor> outputs, const CancellationToken* cancel)
+        : node_(node), nodeIndex_(nodeIndex), opset_(opset), inputs_(inputs), outputs_(outputs), cancel_(cancel)
+    {
+    }
+
+    const Node& node() const { return node_; }
+    size_t nodeIndex() const { return nodeIndex_; }
+    // The opset of the node's domain the model imports.
+    int64_t opset() const { return opset_; }
+
+    // Inputs: the node's input list; an absent optional input (empty name, or
+    // beyond the list) has no tensor.
+    size_t inputCount() const { return inputs_.size(); }
+    bool hasInput(size_t i) const { return i < inputs_.size() && inputs_[i] != nullptr; }
+    // The input tensor; an Error naming the node when it is absent.
+    const Tensor& input(size_t i) const;
+    // The input tensor, or nullptr when absent.
+    const Tensor* optionalInput(size_t i) const { return hasInput(i) ? inputs_[i] : nullptr; }
+
+    // Outputs: one slot per output of the node; an empty output name means the
+    // graph does not use it (the kernel may skip computing it).
+    size_t outputCount() const { return outputs_.size(); }
+    bool wantsOutput(size_t i) const { return i < outputs_.size() && !node_.outputs[i].empty(); }
+    void setOutput(size_t i, Tensor tensor);
+
+    // Typed attribute getters. Absent -> the fallback (or an Error for the
+    // required forms); present with another kind -> an Error naming the node and
+    // the attribute.
+    const Attribute* attribute(std::string_view name) const { return node_.attribute(name); }
+    bool hasAttribute(std::string_view name) const { return node_.attribute(name) != nullptr; }
+    int64_t intAttribute(std::string_view name, int64_t fallback) const;
+    int64_t requiredIntAttribute(std::string_view name) const;
+    float floatAttribute(std::string_view name, float fallback) const;
+    std::string stringAttribute(std::string_view name, std::string_view fallback) const;
+    std::vector<int64_t> intsAttribute(std::string_view name, std::vector<int64_t> fallback = {}) const;
+    std::optional<std::vector<int64_t>> optionalIntsAttribute(std::string_view name) const;
+    std::vector<float> floatsAttribute(std::string_view name, std::vector<float> fallback = {}) const;
+    std::optional<Tensor> tensorAttribute(std::string_view name) const;
+
+    // "node 'conv1' (Conv)" or, for an unnamed node, "node #3 (Conv)".
+    std::string describe() const;
+    // Throws Error("<describe()>: <problem>").
+    [[noreturn]] void fail(const std::string& problem) const;
+    // Throws Cancelled when the run was cancelled; long kernels call it between chunks.
+    void checkCancelled() const
+    {
+        if (cancel_)
+            cancel_->check();
+    }
+
+private:
+    const Attribute* typedAttribute(std::string_view name, Attribute::Kind kind, const char* kindName) const;
+
+    const Node& node_;
+    size_t nodeIndex_;
+    int64_t opset_;
+    std::span<const Tensor* const> inputs_;
+    std::span<Tensor> outputs_;
+    const CancellationToken* cancel_;
+};
+
+using Kernel = void (*)(KernelContext&);
+
+// The newest opset the table claims to know; `untilOpset` of an open range.
+inline constexpr int kLatestOpset = 21;
+
+// One line of the op table: `kernel` runs `opType` of `domain` ("" = ai.onnx)
+// for opsets sinceOpset..untilOpset inclusive.
+struct OpKernelEntry {
+    std::string_view domain;
+    std::string_view opType;
+    int sinceOpset;
+    int untilOpset;
+    Kernel kernel;
+};
+
+// Every line of the table.
+std::span<const OpKernelEntry> opKernelTable();
+// The kernel for an op at an opset, or nullptr. "ai.onnx" is the same domain as "".
+const OpKernelEntry* findOpKernel(std::string_view domain, std::string_view opType, int64_t opset);
+// The opset a model imports for a domain ("" and "ai.onnx" are one domain);
+// an Error naming the domain when the model does not import it.
+int64_t modelOpset(const Model& model, std::string_view domain);
+// Op types of the model the table cannot run at the model's opset, each once,
+// sorted: "Foo" for the default domain, "com.microsoft:Bar" for others, with
+// " (opset N)" added when the table knows the op at other opsets only.
+std::vector<std::string> unsupportedOps(const Model& model);
+
+} // namespace qs
