@@ -85,8 +85,19 @@ std::optional<Tensor> KernelContext::tensorAttribute(std::string_view name) cons
 
 std::string KernelContext::describe() const
 {
-    std::string who = node_.name.empty() ? "#" + std::to_string(nodeIndex_) : "'" + node_.name + "'";
-    return "node " + who + " (" + node_.opType + ")";
+    std::string s = "node ";
+    if (node_.name.empty()) {
+        s += '#';
+        s += std::to_string(nodeIndex_);
+    } else {
+        s += '\'';
+        s += node_.name;
+        s += '\'';
+    }
+    s += " (";
+    s += node_.opType;
+    s += ')';
+    return s;
 }
 
 void KernelContext::fail(const std::string& problem) const { throw Error(describe() + ": " + problem); }

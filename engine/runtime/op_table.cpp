@@ -1,0 +1,136 @@
+// The op table: every op the runtime can run, one line each. This list is the
+// single source of truth for "supported ops" (unsupportedOps, the CLI's
+// inspect, docs/conformance.md all read it through opKernelTable()).
+// Opset ranges are those where the op's semantics match what the kernel does;
+// a kernel that handles several versions reads ctx.opset().
+
+#include "runtime/op_registry.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/gemm_matmul.h"
+#include "runtime/ops/normalization.h"
+#include "runtime/ops/pooling.h"
+#include "runtime/ops/quantize_linear.h"
+#include "runtime/ops/recurrent.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
+
+namespace qs {
+
+namespace {
+
+constexpr int L = kLatestOpset;
+
+constexpr OpKernelEntry kTable[] = {
+    // ops/elementwise.cpp
+    {"", "Add", 7, L, ops::add},
+    {"", "Sub", 7, L, ops::sub},
+    {"", "Mul", 7, L, ops::mul},
+    {"", "Div", 7, L, ops::div},
+    {"", "Pow", 7, L, ops::pow},
+    {"", "Mod", 10, L, ops::mod},
+    {"", "Min", 8, L, ops::min},
+    {"", "Max", 8, L, ops::max},
+    {"", "Sum", 8, L, ops::sum},
+    {"", "Mean", 8, L, ops::mean},
+    {"", "PRelu", 7, L, ops::prelu},
+    {"", "Neg", 6, L, ops::neg},
+    {"", "Abs", 6, L, ops::abs},
+    {"", "Sqrt", 6, L, ops::sqrt},
+    {"", "Reciprocal", 6, L, ops::reciprocal},
+    {"", "Exp", 6, L, ops::exp},
+    {"", "Log", 6, L, ops::log},
+    {"", "Erf", 9, L, ops::erf},
+    {"", "Tanh", 6, L, ops::tanh},
+    {"", "Sigmoid", 6, L, ops::sigmoid},
+    {"", "Relu", 6, L, ops::relu},
+    {"", "LeakyRelu", 6, L, ops::leakyRelu},
+    {"", "Elu", 6, L, ops::elu},
+    {"", "Selu", 6, L, ops::selu},
+    {"", "Celu", 12, L, ops::celu},
+    {"", "HardSigmoid", 6, L, ops::hardSigmoid},
+    {"", "HardSwish", 14, L, ops::hardSwish},
+    {"", "Softplus", 1, L, ops::softplus},
+    {"", "Softsign", 1, L, ops::softsign},
+    {"", "ThresholdedRelu", 10, L, ops::thresholdedRelu},
+    {"", "Mish", 18, L, ops::mish},
+    {"", "Gelu", 20, L, ops::gelu},
+    {"", "Clip", 6, L, ops::clip},
+    {"", "Floor", 6, L, ops::floor},
+    {"", "Ceil", 6, L, ops::ceil},
+    {"", "Round", 11, L, ops::round},
+    {"", "Sign", 9, L, ops::sign},
+    {"", "Sin", 7, L, ops::sin},
+    {"", "Cos", 7, L, ops::cos},
+    {"", "Tan", 7, L, ops::tan},
+    {"", "Asin", 7, L, ops::asin},
+    {"", "Acos", 7, L, ops::acos},
+    {"", "Atan", 7, L, ops::atan},
+    {"", "Sinh", 9, L, ops::sinh},
+    {"", "Cosh", 9, L, ops::cosh},
+    {"", "Asinh", 9, L, ops::asinh},
+    {"", "Acosh", 9, L, ops::acosh},
+    {"", "Atanh", 9, L, ops::atanh},
+    {"", "Where", 9, L, ops::where},
+    {"", "Equal", 7, L, ops::equal},
+    {"", "Less", 7, L, ops::less},
+    {"", "LessOrEqual", 12, L, ops::lessOrEqual},
+    {"", "Greater", 7, L, ops::greater},
+    {"", "GreaterOrEqual", 12, L, ops::greaterOrEqual},
+    {"", "Not", 1, L, ops::logicalNot},
+    {"", "And", 7, L, ops::logicalAnd},
+    {"", "Or", 7, L, ops::logicalOr},
+    {"", "Xor", 7, L, ops::logicalXor},
+    {"", "IsNaN", 9, L, ops::isNaN},
+    {"", "IsInf", 10, L, ops::isInf},
+    // ops/conv.cpp
+    {"", "Conv", 1, L, ops::conv},
+    {"", "ConvTranspose", 1, L, ops::convTranspose},
+    // ops/gemm_matmul.cpp
+    {"", "Gemm", 7, L, ops::gemm},
+    {"", "MatMul", 1, L, ops::matMul},
+    // ops/pooling.cpp
+    {"", "MaxPool", 1, L, ops::maxPool},
+    {"", "AveragePool", 1, L, ops::averagePool},
+    {"", "LpPool", 2, L, ops::lpPool},
+    {"", "GlobalAveragePool", 1, L, ops::globalAveragePool},
+    {"", "GlobalMaxPool", 1, L, ops::globalMaxPool},
+    {"", "GlobalLpPool", 2, L, ops::globalLpPool},
+    // ops/normalization.cpp
+    {"", "BatchNormalization", 9, L, ops::batchNormalization},
+    {"", "LayerNormalization", 17, L, ops::layerNormalization},
+    {"", "InstanceNormalization", 6, L, ops::instanceNormalization},
+    {"", "GroupNormalization", 18, L, ops::groupNormalization},
+    {"", "LRN", 1, L, ops::lrn},
+    // ops/softmax.cpp
+    {"", "Softmax", 1, L, ops::softmax},
+    {"", "LogSoftmax", 1, L, ops::logSoftmax},
+    {"", "Hardmax", 1, L, ops::hardmax},
+    // ops/reduce.cpp
+    {"", "ReduceMean", 1, L, ops::reduceMean},
+    {"", "ReduceSum", 1, L, ops::reduceSum},
+    {"", "ReduceMax", 1, L, ops::reduceMax},
+    {"", "ReduceMin", 1, L, ops::reduceMin},
+    {"", "ReduceProd", 1, L, ops::reduceProd},
+    {"", "ReduceL1", 1, L, ops::reduceL1},
+    {"", "ReduceL2", 1, L, ops::reduceL2},
+    {"", "ReduceSumSquare", 1, L, ops::reduceSumSquare},
+    {"", "ReduceLogSum", 1, L, ops::reduceLogSum},
+    {"", "ReduceLogSumExp", 1, L, ops::reduceLogSumExp},
+    {"", "ArgMax", 1, L, ops::argMax},
+    {"", "ArgMin", 1, L, ops::argMin},
+    // ops/recurrent.cpp
+    {"", "LSTM", 7, L, ops::lstm},
+    {"", "GRU", 7, L, ops::gru},
+    {"", "RNN", 7, L, ops::rnn},
+    // ops/quantize_linear.cpp
+    {"", "QuantizeLinear", 10, L, ops::quantizeLinear},
+    {"", "DequantizeLinear", 10, L, ops::dequantizeLinear},
+    {"", "DynamicQuantizeLinear", 11, L, ops::dynamicQuantizeLinear},
+};
+
+} // namespace
+
+std::span<const OpKernelEntry> opKernelTable() { return kTable; }
+
+} // namespace qs

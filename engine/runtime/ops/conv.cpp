@@ -1,0 +1,338 @@
+#include "runtime/ops/conv.h"
+
+#include <algorithm>
+#include <Eigen/Core>
+#include <tbb/parallel_for.h>
+
+namespace qs::ops {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+
+int64_t product(const std::vector<int64_t>& v, size_t from = 0)
+{
+    int64_t p = 1;
+    for (size_t i = from; i < v.size(); ++i)
+        p *= v[i];
+    return p;
+}
+
+const Tensor& floatInput(const KernelContext& ctx, size_t i)
+{
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != DType::F32)
+        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
+    return t;
+}
+
+// Copies the window columns [p0, p1) of one group's channels into `col`
+// ([channels * kernel elements, p1 - p0], row-major); taps outside the
+// input read zero.
+void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, float* col)
+{
+    const size_t rank = g.input.size();
+    const int64_t inSpatial = product(g.input);
+    const int64_t kernelSize = product(g.kernel);
+    const int64_t width = p1 - p0;
+    std::vector<int64_t> k(rank), o(rank);
+    for (int64_t c = 0; c < channels; ++c) {
+        const float* xc = x + c * inSpatial;
+        std::fill(k.begin(), k.end(), 0);
+        for (int64_t kk = 0; kk < kernelSize; ++kk) {
+            float* row = col + (c * kernelSize + kk) * width;
+            // Output coordinates of p0.
+            int64_t rem = p0;
+            for (size_t d = rank; d-- > 0;) {
+                o[d] = rem % g.output[d];
+                rem /= g.output[d];
+            }
+            for (int64_t p = 0; p < width; ++p) {
+                int64_t offset = 0;
+                bool inside = true;
+                for (size_t d = 0; d < rank; ++d) {
+                    const int64_t i = o[d] * g.strides[d] - g.padBegin[d] + k[d] * g.dilations[d];
+                    inside = inside && i >= 0 && i < g.input[d];
+                    offset = offset * g.input[d] + i;
+                }
+                row[p] = inside ? xc[offset] : 0.0f;
+                for (size_t d = rank; d-- > 0;) {
+                    if (++o[d] < g.output[d])
+                        break;
+                    o[d] = 0;
+                }
+            }
+            for (size_t d = rank; d-- > 0;) {
+                if (++k[d] < g.kernel[d])
+                    break;
+                k[d] = 0;
+            }
+        }
+    }
+}
+
+// Depthwise 2-D convolution (one input and one output channel per group):
+// direct loops, no column buffer.
+void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
+{
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    for (int64_t oh = 0; oh < g.output[0]; ++oh) {
+        for (int64_t ow = 0; ow < g.output[1]; ++ow) {
+            float acc = bias;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+                const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
+                if (ih < 0 || ih >= H)
+                    continue;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const int64_t iw = ow * g.strides[1] - g.padBegin[1] + kw * g.dilations[1];
+                    if (iw >= 0 && iw < W)
+                        acc += x[ih * W + iw] * w[kh * KW + kw];
+                }
+            }
+            y[oh * g.output[1] + ow] = acc;
+        }
+    }
+}
+
+std::vector<int64_t> spatialOf(const Shape& shape) { return {shape.begin() + 2, shape.end()}; }
+
+} // namespace
+
+WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& input,
+                             const std::vector<int64_t>& kernel, bool ceilMode, bool hasDilations)
+{
+    const size_t rank = input.size();
+    WindowGeometry g;
+    g.input = input;
+    g.kernel = kernel;
+    g.strides = ctx.intsAttribute("strides", std::vector<int64_t>(rank, 1));
+    g.dilations = hasDilations ? ctx.intsAttribute("dilations", std::vector<int64_t>(rank, 1))
+                               : std::vector<int64_t>(rank, 1);
+    if (g.strides.size() != rank || g.dilations.size() != rank)
+        ctx.fail("strides and dilations need " + std::to_string(rank) + " values, one per spatial axis");
+    for (size_t d = 0; d < rank; ++d)
+        if (g.strides[d] < 1 || g.dilations[d] < 1 || kernel[d] < 1)
+            ctx.fail("kernel sizes, strides and dilations must be positive");
+    const std::string autoPad = ctx.stringAttribute("auto_pad", "NOTSET");
+    g.padBegin.assign(rank, 0);
+    g.padEnd.assign(rank, 0);
+    g.output.assign(rank, 0);
+    for (size_t d = 0; d < rank; ++d) {
+        const int64_t extent = (kernel[d] - 1) * g.dilations[d] + 1;
+        if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+            g.output[d] = (input[d] + g.strides[d] - 1) / g.strides[d];
+            const int64_t total = std::max<int64_t>(0, (g.output[d] - 1) * g.strides[d] + extent - input[d]);
+            g.padBegin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+            g.padEnd[d] = total - g.padBegin[d];
+            continue;
+        }
+        if (autoPad == "NOTSET") {
+            const std::vector<int64_t> pads = ctx.intsAttribute("pads", std::vector<int64_t>(2 * rank, 0));
+            if (pads.size() != 2 * rank)
+                ctx.fail("pads needs " + std::to_string(2 * rank) + " values (begins, then ends)");
+            g.padBegin[d] = pads[d];
+            g.padEnd[d] = pads[d + rank];
+            if (g.padBegin[d] < 0 || g.padEnd[d] < 0)
+                ctx.fail("pads must not be negative");
+        } else if (autoPad != "VALID") {
+            ctx.fail("auto_pad '" + autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+        }
+        const int64_t span = input[d] + g.padBegin[d] + g.padEnd[d] - extent;
+        if (span < 0)
+            ctx.fail("the window (" + std::to_string(extent) + ") is larger than the padded input (" +
+                     std::to_string(input[d] + g.padBegin[d] + g.padEnd[d]) + ") on spatial axis " +
+                     std::to_string(d));
+        if (ceilMode) {
+            g.output[d] = (span + g.strides[d] - 1) / g.strides[d] + 1;
+            // The last window must start inside the input or its begin padding.
+            if ((g.output[d] - 1) * g.strides[d] >= input[d] + g.padBegin[d])
+                --g.output[d];
+        } else {
+            g.output[d] = span / g.strides[d] + 1;
+        }
+    }
+    return g;
+}
+
+void conv(KernelContext& ctx)
+{
+    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& Wt = floatInput(ctx, 1);
+    const Tensor* B = ctx.optionalInput(2);
+    if (X.rank() < 3 || Wt.rank() != X.rank())
+        ctx.fail("X " + shapeToString(X.shape()) + " and W " + shapeToString(Wt.shape()) +
+                 " must both be [N, C, spatial...] and [M, C/group, kernel...]");
+    const int64_t N = X.dim(0), C = X.dim(1), M = Wt.dim(0);
+    const int64_t group = ctx.intAttribute("group", 1);
+    if (group < 1 || C % group != 0 || M % group != 0 || Wt.dim(1) != C / group)
+        ctx.fail("group " + std::to_string(group) + " does not fit X " + shapeToString(X.shape()) + " and W " +
+                 shapeToString(Wt.shape()));
+    std::vector<int64_t> kernel = spatialOf(Wt.shape());
+    if (auto ks = ctx.optionalIntsAttribute("kernel_shape"); ks && *ks != kernel)
+        ctx.fail("kernel_shape does not match W " + shapeToString(Wt.shape()));
+    if (B && (B->dtype() != DType::F32 || B->numel() != M))
+        ctx.fail("B must be float32 with " + std::to_string(M) + " values");
+    const WindowGeometry g = resolveWindow(ctx, spatialOf(X.shape()), kernel, false, true);
+
+    Shape yShape{N, M};
+    yShape.insert(yShape.end(), g.output.begin(), g.output.end());
+    Tensor Y(DType::F32, yShape);
+    const float* x = X.values<float>().data();
+    const float* w = Wt.values<float>().data();
+    const float* bias = B ? B->values<float>().data() : nullptr;
+    float* y = Y.mutableValues<float>().data();
+
+    const int64_t Cg = C / group, Mg = M / group;
+    const int64_t inSpatial = product(g.input), P = product(g.output), kernelSize = product(kernel);
+    const int64_t K = Cg * kernelSize;
+
+    if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
+        tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
+            const int64_t c = ng % group;
+            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, g, y + ng * P);
+        });
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
+
+    // A 1x1 window with unit strides and no pads reads the input as its own column matrix.
+    bool pointwise = kernelSize == 1;
+    for (size_t d = 0; d < kernel.size(); ++d)
+        pointwise = pointwise && g.strides[d] == 1 && g.padBegin[d] == 0 && g.padEnd[d] == 0;
+
+    // Tasks: (batch, group, column chunk); a chunk's column buffer stays near cache size.
+    const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 16) / std::max<int64_t>(K, 1), 64, std::max<int64_t>(P, 64));
+    const int64_t chunks = (P + chunk - 1) / chunk;
+    tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
+        const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);
+        const int64_t n = ng / group, gi = ng % group;
+        const float* xg = x + (n * C + gi * Cg) * inSpatial;
+        ConstMatrixMap wg(w + gi * Mg * K, Mg, K);
+        StridedMatrixMap yg(y + (n * M + gi * Mg) * P + p0, Mg, p1 - p0, Eigen::OuterStride<>(P));
+        if (pointwise) {
+            Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>> col(xg + p0, K, p1 - p0, Eigen::OuterStride<>(P));
+            yg.noalias() = wg * col;
+        } else {
+            std::vector<float> buffer(size_t(K * (p1 - p0)));
+            im2col(xg, Cg, g, p0, p1, buffer.data());
+            yg.noalias() = wg * ConstMatrixMap(buffer.data(), K, p1 - p0);
+        }
+        if (bias)
+            for (int64_t m = 0; m < Mg; ++m)
+                yg.row(m).array() += bias[gi * Mg + m];
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+void convTranspose(KernelContext& ctx)
+{
+    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& Wt = floatInput(ctx, 1);
+    const Tensor* B = ctx.optionalInput(2);
+    if (X.rank() < 3 || Wt.rank() != X.rank())
+        ctx.fail("X " + shapeToString(X.shape()) + " and W " + shapeToString(Wt.shape()) +
+                 " must both be [N, C, spatial...] and [C, M/group, kernel...]");
+    const size_t rank = size_t(X.rank() - 2);
+    const int64_t N = X.dim(0), C = X.dim(1);
+    const int64_t group = ctx.intAttribute("group", 1);
+    if (group < 1 || C % group != 0 || Wt.dim(0) != C)
+        ctx.fail("group " + std::to_string(group) + " does not fit X " + shapeToString(X.shape()) + " and W " +
+                 shapeToString(Wt.shape()));
+    const int64_t Mg = Wt.dim(1), M = Mg * group, Cg = C / group;
+    if (B && (B->dtype() != DType::F32 || B->numel() != M))
+        ctx.fail("B must be float32 with " + std::to_string(M) + " values");
+    const std::vector<int64_t> kernel = spatialOf(Wt.shape()), input = spatialOf(X.shape());
+    if (auto ks = ctx.optionalIntsAttribute("kernel_shape"); ks && *ks != kernel)
+        ctx.fail("kernel_shape does not match W " + shapeToString(Wt.shape()));
+    const auto strides = ctx.intsAttribute("strides", std::vector<int64_t>(rank, 1));
+    const auto dilations = ctx.intsAttribute("dilations", std::vector<int64_t>(rank, 1));
+    const auto outputPadding = ctx.intsAttribute("output_padding", std::vector<int64_t>(rank, 0));
+    if (strides.size() != rank || dilations.size() != rank || outputPadding.size() != rank)
+        ctx.fail("strides, dilations and output_padding need one value per spatial axis");
+    const std::string autoPad = ctx.stringAttribute("auto_pad", "NOTSET");
+    auto outputShape = ctx.optionalIntsAttribute("output_shape");
+    if (outputShape && outputShape->size() == rank + 2)
+        outputShape = std::vector<int64_t>(outputShape->begin() + 2, outputShape->end());
+    if (outputShape && outputShape->size() != rank)
+        ctx.fail("output_shape needs one value per spatial axis");
+
+    std::vector<int64_t> padBegin(rank, 0), out(rank, 0);
+    const auto pads = ctx.intsAttribute("pads", std::vector<int64_t>(2 * rank, 0));
+    if (pads.size() != 2 * rank)
+        ctx.fail("pads needs " + std::to_string(2 * rank) + " values (begins, then ends)");
+    for (size_t d = 0; d < rank; ++d) {
+        if (strides[d] < 1 || dilations[d] < 1)
+            ctx.fail("strides and dilations must be positive");
+        const int64_t full = strides[d] * (input[d] - 1) + outputPadding[d] + (kernel[d] - 1) * dilations[d] + 1;
+        const bool same = autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER";
+        if (outputShape || same) {
+            out[d] = outputShape ? (*outputShape)[d] : input[d] * strides[d];
+            const int64_t total = full - out[d];
+            // ONNX: SAME_UPPER puts the smaller half first, everything else the larger.
+            padBegin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        } else {
+            if (autoPad != "NOTSET" && autoPad != "VALID")
+                ctx.fail("auto_pad '" + autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+            if (autoPad == "NOTSET")
+                padBegin[d] = pads[d];
+            out[d] = full - (autoPad == "NOTSET" ? pads[d] + pads[d + rank] : 0);
+        }
+        if (out[d] < 1)
+            ctx.fail("the output would have no elements on spatial axis " + std::to_string(d));
+    }
+
+    Shape yShape{N, M};
+    yShape.insert(yShape.end(), out.begin(), out.end());
+    Tensor Y(DType::F32, yShape);
+    const float* x = X.values<float>().data();
+    const float* w = Wt.values<float>().data();
+    float* y = Y.mutableValues<float>().data();
+    const int64_t inSpatial = product(input), outSpatial = product(out), kernelSize = product(kernel);
+    const int64_t rows = Mg * kernelSize;
+
+    tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
+        const int64_t n = ng / group, gi = ng % group;
+        // col[m * k, i] = sum_c W[c, m, k] X[c, i]; then every column scatters into the output.
+        ConstMatrixMap wg(w + gi * Cg * rows, Cg, rows);
+        ConstMatrixMap xg(x + (n * C + gi * Cg) * inSpatial, Cg, inSpatial);
+        RowMatrix col = wg.transpose() * xg;
+        float* yg = y + (n * M + gi * Mg) * outSpatial;
+        for (int64_t m = 0; m < Mg; ++m) {
+            const float bias = B ? B->values<float>()[size_t(gi * Mg + m)] : 0.0f;
+            std::fill(yg + m * outSpatial, yg + (m + 1) * outSpatial, bias);
+        }
+        std::vector<int64_t> k(rank), i(rank);
+        for (int64_t r = 0; r < rows; ++r) {
+            const int64_t m = r / kernelSize;
+            int64_t rem = r % kernelSize;
+            for (size_t d = rank; d-- > 0;) {
+                k[d] = rem % kernel[d];
+                rem /= kernel[d];
+            }
+            std::fill(i.begin(), i.end(), 0);
+            const float* src = col.data() + r * inSpatial;
+            float* dst = yg + m * outSpatial;
+            for (int64_t p = 0; p < inSpatial; ++p) {
+                int64_t offset = 0;
+                bool inside = true;
+                for (size_t d = 0; d < rank; ++d) {
+                    const int64_t o = i[d] * strides[d] - padBegin[d] + k[d] * dilations[d];
+                    inside = inside && o >= 0 && o < out[d];
+                    offset = offset * out[d] + o;
+                }
+                if (inside)
+                    dst[offset] += src[p];
+                for (size_t d = rank; d-- > 0;) {
+                    if (++i[d] < input[d])
+                        break;
+                    i[d] = 0;
+                }
+            }
+        }
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+} // namespace qs::ops

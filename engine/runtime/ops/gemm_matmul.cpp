@@ -1,0 +1,154 @@
+#include "runtime/ops/gemm_matmul.h"
+
+#include <algorithm>
+#include <Eigen/Core>
+#include <tbb/parallel_for.h>
+
+namespace qs::ops {
+
+namespace {
+
+using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using ConstMatrixMap = Eigen::Map<const RowMatrix>;
+using MatrixMap = Eigen::Map<RowMatrix>;
+
+const Tensor& floatInput(const KernelContext& ctx, size_t i)
+{
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != DType::F32)
+        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
+    return t;
+}
+
+// Rows of one product handed to one task: enough work to pay for the task.
+int64_t rowsPerTask(int64_t K, int64_t N)
+{
+    return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, K * N / 8));
+}
+
+} // namespace
+
+void gemm(KernelContext& ctx)
+{
+    const Tensor& A = floatInput(ctx, 0);
+    const Tensor& Bt = floatInput(ctx, 1);
+    const Tensor* C = ctx.optionalInput(2);
+    if (A.rank() != 2 || Bt.rank() != 2)
+        ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) + " must be matrices");
+    const bool transA = ctx.intAttribute("transA", 0) != 0, transB = ctx.intAttribute("transB", 0) != 0;
+    const float alpha = ctx.floatAttribute("alpha", 1.0f), beta = ctx.floatAttribute("beta", 1.0f);
+    const int64_t M = transA ? A.dim(1) : A.dim(0), K = transA ? A.dim(0) : A.dim(1);
+    const int64_t N = transB ? Bt.dim(0) : Bt.dim(1), KB = transB ? Bt.dim(1) : Bt.dim(0);
+    if (K != KB)
+        ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) +
+                 " disagree on the inner dimension (transA " + std::to_string(transA) + ", transB " +
+                 std::to_string(transB) + ")");
+    Tensor Y(DType::F32, {M, N});
+    MatrixMap y(Y.mutableValues<float>().data(), M, N);
+    ConstMatrixMap a(A.values<float>().data(), A.dim(0), A.dim(1));
+    ConstMatrixMap b(Bt.values<float>().data(), Bt.dim(0), Bt.dim(1));
+
+    // C broadcasts unidirectionally to [M, N]: [], [1], [N], [1, N], [M, 1], [M, N].
+    int64_t cRows = 1, cCols = 1;
+    if (C) {
+        if (C->dtype() != DType::F32)
+            ctx.fail("C must be float32");
+        const Shape& s = C->shape();
+        if (s.size() > 2)
+            ctx.fail("C " + shapeToString(s) + " must have at most two dimensions");
+        cCols = s.empty() ? 1 : s.back();
+        cRows = s.size() == 2 ? s[0] : 1;
+        if ((cRows != 1 && cRows != M) || (cCols != 1 && cCols != N))
+            ctx.fail("C " + shapeToString(s) + " does not broadcast to [" + std::to_string(M) + ", " +
+                     std::to_string(N) + "]");
+    }
+    const int64_t step = rowsPerTask(K, N);
+    tbb::parallel_for(int64_t(0), (M + step - 1) / step, [&](int64_t task) {
+        const int64_t r0 = task * step, rows = std::min(M, r0 + step) - r0;
+        auto yr = y.middleRows(r0, rows);
+        if (transA && transB)
+            yr.noalias() = alpha * (a.middleCols(r0, rows).transpose() * b.transpose());
+        else if (transA)
+            yr.noalias() = alpha * (a.middleCols(r0, rows).transpose() * b);
+        else if (transB)
+            yr.noalias() = alpha * (a.middleRows(r0, rows) * b.transpose());
+        else
+            yr.noalias() = alpha * (a.middleRows(r0, rows) * b);
+        if (C && beta != 0.0f) {
+            const float* c = C->values<float>().data();
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < N; ++j)
+                    yr(i, j) += beta * c[(cRows == 1 ? 0 : (r0 + i) * cCols) + (cCols == 1 ? 0 : j)];
+        }
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+void matMul(KernelContext& ctx)
+{
+    const Tensor& A = floatInput(ctx, 0);
+    const Tensor& B = floatInput(ctx, 1);
+    if (A.rank() == 0 || B.rank() == 0)
+        ctx.fail("MatMul operands must have at least one dimension");
+    // 1-D operands become a row (A) or a column (B) and lose that axis again in the result.
+    Shape a = A.shape(), b = B.shape();
+    if (a.size() == 1)
+        a.insert(a.begin(), 1);
+    if (b.size() == 1)
+        b.push_back(1);
+    const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+    if (b[b.size() - 2] != K)
+        ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(B.shape()) +
+                 " disagree on the inner dimension");
+    const size_t batchRank = std::max(a.size(), b.size()) - 2;
+    Shape batch(batchRank), aBatch(batchRank, 1), bBatch(batchRank, 1);
+    std::copy(a.begin(), a.end() - 2, aBatch.end() - (a.size() - 2));
+    std::copy(b.begin(), b.end() - 2, bBatch.end() - (b.size() - 2));
+    for (size_t d = 0; d < batchRank; ++d) {
+        if (aBatch[d] != bBatch[d] && aBatch[d] != 1 && bBatch[d] != 1)
+            ctx.fail("batch dimensions of A " + shapeToString(A.shape()) + " and B " + shapeToString(B.shape()) +
+                     " do not broadcast");
+        batch[d] = aBatch[d] == 1 ? bBatch[d] : aBatch[d];
+    }
+    const int64_t batches = shapeElementCount(batch);
+    Shape yShape = batch;
+    if (A.rank() > 1)
+        yShape.push_back(M);
+    if (B.rank() > 1)
+        yShape.push_back(N);
+    Tensor Y(DType::F32, yShape);
+    const float* pa = A.values<float>().data();
+    const float* pb = B.values<float>().data();
+    float* py = Y.mutableValues<float>().data();
+
+    // Offsets of every batch's A and B matrices under broadcasting.
+    std::vector<int64_t> aOffset(static_cast<size_t>(batches)), bOffset(static_cast<size_t>(batches));
+    {
+        std::vector<int64_t> idx(batchRank, 0);
+        for (int64_t t = 0; t < batches; ++t) {
+            int64_t ao = 0, bo = 0;
+            for (size_t d = 0; d < batchRank; ++d) {
+                ao = ao * aBatch[d] + (aBatch[d] == 1 ? 0 : idx[d]);
+                bo = bo * bBatch[d] + (bBatch[d] == 1 ? 0 : idx[d]);
+            }
+            aOffset[size_t(t)] = ao * M * K;
+            bOffset[size_t(t)] = bo * K * N;
+            for (size_t d = batchRank; d-- > 0;) {
+                if (++idx[d] < batch[d])
+                    break;
+                idx[d] = 0;
+            }
+        }
+    }
+    const int64_t step = rowsPerTask(K, N), rowTasks = (M + step - 1) / step;
+    tbb::parallel_for(int64_t(0), batches * rowTasks, [&](int64_t task) {
+        const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
+        ConstMatrixMap am(pa + aOffset[size_t(t)] + r0 * K, rows, K);
+        ConstMatrixMap bm(pb + bOffset[size_t(t)], K, N);
+        MatrixMap ym(py + (t * M + r0) * N, rows, N);
+        ym.noalias() = am * bm;
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+} // namespace qs::ops
