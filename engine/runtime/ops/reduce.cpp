@@ -219,8 +219,8 @@ void reduceSum(KernelContext& ctx) { runReduction(ctx, Reduction::Sum); }
 void reduceMax(KernelContext& ctx) { runReduction(ctx, Reduction::Max); }
 void reduceMin(KernelContext& ctx) { runReduction(ctx, Reduction::Min); }
 void reduceProd(KernelContext& ctx) { runReduction(ctx, Reduction::Prod); }
-void runReduceL1(KernelContext& ctx) { runReduction(ctx, Reduction::L1); }
-void runReduceL2(KernelContext& ctx) { runReduction(ctx, Reduction::L2); }
+void reduceL1(KernelContext& ctx) { runReduction(ctx, Reduction::L1); }
+void reduceL2(KernelContext& ctx) { runReduction(ctx, Reduction::L2); }
 void reduceSumSquare(KernelContext& ctx) { runReduction(ctx, Reduction::SumSquare); }
 void reduceLogSum(KernelContext& ctx) { runReduction(ctx, Reduction::LogSum); }
 void reduceLogSumExp(KernelContext& ctx) { runReduction(ctx, Reduction::LogSumExp); }
