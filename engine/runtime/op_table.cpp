@@ -6,6 +6,7 @@
 
 #include "runtime/op_registry.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/shape.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/normalization.h"
@@ -83,6 +84,31 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Xor", 7, L, ops::logicalXor},
     {"", "IsNaN", 9, L, ops::isNaN},
     {"", "IsInf", 10, L, ops::isInf},
+    // ops/shape.cpp
+    {"", "Reshape", 5, L, ops::reshape},
+    {"", "Flatten", 1, L, ops::flatten},
+    {"", "Squeeze", 1, L, ops::squeeze},
+    {"", "Unsqueeze", 1, L, ops::unsqueeze},
+    {"", "Transpose", 1, L, ops::transpose},
+    {"", "Concat", 4, L, ops::concat},
+    {"", "Split", 2, L, ops::split},
+    {"", "Slice", 1, L, ops::slice},
+    {"", "Gather", 1, L, ops::gather},
+    {"", "GatherElements", 11, L, ops::gatherElements},
+    {"", "Expand", 8, L, ops::expand},
+    {"", "Tile", 6, L, ops::tile},
+    {"", "Shape", 1, L, ops::shape},
+    {"", "Size", 1, L, ops::size},
+    {"", "ConstantOfShape", 9, L, ops::constantOfShape},
+    {"", "Range", 11, L, ops::range},
+    {"", "Identity", 1, L, ops::identity},
+    {"", "Constant", 1, L, ops::constant},
+    {"", "Cast", 6, L, ops::cast},
+    {"", "CastLike", 15, L, ops::castLike},
+    {"", "Pad", 2, L, ops::pad},
+    {"", "DepthToSpace", 1, L, ops::depthToSpace},
+    {"", "SpaceToDepth", 1, L, ops::spaceToDepth},
+    {"", "Dropout", 7, L, ops::dropout},
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
     {"", "ConvTranspose", 1, L, ops::convTranspose},
