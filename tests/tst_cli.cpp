@@ -1,16 +1,22 @@
 // quantscope-cli, run as a user runs it (QProcess): exit statuses, one-line
 // errors naming the file, fake-quant equal to the engine bit for bit,
-// compare-methods JSON, bench JSON.
+// compare-methods JSON, bench JSON, inspect on every model format; docs/cli.md
+// holds every --help text verbatim.
 #include <QtTest>
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 
+#include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
 #include "analysis/method_comparison.h"
 #include "analysis/tensor_quantization.h"
+#include "graph/rule_resolution.h"
+#include "io/model_loader.h"
 #include "io/npy.h"
 #include "quant/kernels.h"
 
@@ -92,9 +98,40 @@ void expectUserError(const QStringList& args, const QString& mustContain)
 
 } // namespace
 
+const char* const kDemoModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
+
+bool runPython(const QStringList& args)
+{
+    QProcess p;
+    p.setProcessChannelMode(QProcess::ForwardedChannels);
+    p.start(QStringLiteral("/usr/bin/python3"), args);
+    return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
 class TestCli : public QObject {
     Q_OBJECT
+
+    std::unique_ptr<QTemporaryDir> fixtures_; // generated model files; null when python3 is missing
+
 private slots:
+    // Model fixtures of every format from the loaders' generator scripts, plus
+    // copies under names that do not say what they are.
+    void initTestCase()
+    {
+        auto dir = std::make_unique<QTemporaryDir>();
+        QVERIFY(dir->isValid());
+        const QString root = dir->path();
+        if (!runPython({QUANTSCOPE_TEST_DATA "/archives/make_valid_archives.py", root + "/a"}) ||
+            !runPython({QUANTSCOPE_TEST_DATA "/hdf5/make_hdf5_fixtures.py", root + "/h"}))
+            return;
+        QVERIFY(QFile::copy(root + "/a/plain.npz", root + "/renamed_npz.bin"));
+        QVERIFY(QFile::copy(root + "/h/keras_sequential.h5", root + "/renamed_h5.dat"));
+        QVERIFY(QFile::copy(root + "/a/all_dtypes.safetensors", root + "/renamed_safetensors.pt"));
+        QVERIFY(QFile::copy(QString(kDemoModel), root + "/renamed_onnx.bin"));
+        writeNpy((root + "/weight.npy").toStdString(), adversarialWeights(8, 16, 3));
+        fixtures_ = std::move(dir);
+    }
+
     void versionAndHelp()
     {
         Run r = runCli({"--version"});
@@ -110,6 +147,22 @@ private slots:
         QVERIFY(r.out.contains("compare-methods"));
     }
 
+    // docs/cli.md shows every help text verbatim: a changed option or note must change the docs.
+    void docsHoldEveryHelpText()
+    {
+        QFile docs(QStringLiteral(QUANTSCOPE_TEST_DATA "/../../docs/cli.md"));
+        QVERIFY(docs.open(QIODevice::ReadOnly));
+        const QByteArray text = docs.readAll();
+        Run r = runCli({"--help"});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(text.contains("```\n" + r.out + "```"), "docs/cli.md: the --help block differs");
+        for (const char* command : {"inspect", "fake-quant", "compare-methods", "bench"}) {
+            r = runCli({command, "--help"});
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY2(text.contains("```\n" + r.out + "```"), command);
+        }
+    }
+
     void badUsageExitsTwo_data()
     {
         QTest::addColumn<QStringList>("args");
@@ -117,6 +170,9 @@ private slots:
         QTest::newRow("no arguments") << QStringList{};
         QTest::newRow("unknown command") << QStringList{"frobnicate"};
         QTest::newRow("unknown option") << QStringList{"bench", "--sise", "4096"};
+        QTest::newRow("inspect without MODEL") << QStringList{"inspect", "--json"};
+        QTest::newRow("inspect two MODELs") << QStringList{"inspect", "a.onnx", "b.onnx"};
+        QTest::newRow("inspect --rules without value") << QStringList{"inspect", "a.onnx", "--rules"};
         QTest::newRow("missing value") << QStringList{"fake-quant", "--npy",    npy,      "--qtype",
                                                       "int8",       "--method", "absmax", "--out"};
         QTest::newRow("value swallowed by option")
@@ -180,6 +236,170 @@ private slots:
                         badOut);
         QVERIFY(!QFile::exists(badOut));
         expectUserError({"compare-methods", "model.onnx", "--tensor", "w", "--qtype", "int8"}, "model.onnx");
+    }
+
+    // The demo CNN: the five layers with their module paths, weights and axes, rule
+    // indices and counts, inputs, outputs, opsets, op types and totals.
+    void inspectDemoModelJson()
+    {
+        QTemporaryDir dir;
+        const QString rules = dir.path() + "/rules.json";
+        QFile f(rules);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(R"({"version": 1, "rules": [{"module_path": "features/.*", "weight_qtype": "int8"},
+                   {"module_path": "nothing", "weight_qtype": "int4"},
+                   {"module_path": "classifier/.*", "op_types": ["Gemm"], "weight_qtype": "int4"}]})");
+        f.close();
+        const Run r = runCli({"inspect", kDemoModel, "--rules", rules, "--json"});
+        QCOMPARE(r.exitCode, 0);
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["format"], "onnx");
+        QCOMPARE(j["opset_imports"]["ai.onnx"], 13);
+        QCOMPARE(j["inputs"].size(), size_t(1));
+        QCOMPARE(j["inputs"][0]["name"], "input");
+        QCOMPARE(j["inputs"][0]["shape"], nlohmann::json::parse(R"(["N", 1, 8, 8])"));
+        QCOMPARE(j["outputs"][0]["shape"], nlohmann::json::parse(R"(["N", 10])"));
+        const std::vector<std::string> paths{"features/conv1", "features/conv2", "features/conv3", "classifier/fc1",
+                                             "classifier/fc2"};
+        const std::vector<int> ruleOf{0, 0, 0, 2, 2};
+        QCOMPARE(j["layers"].size(), paths.size());
+        int64_t quantizable = 0;
+        for (size_t i = 0; i < paths.size(); ++i) {
+            const auto& l = j["layers"][i];
+            QCOMPARE(l["module_path"], paths[i]);
+            QCOMPARE(l["op_type"], i < 3 ? "Conv" : "Gemm");
+            QCOMPARE(l["rule"], ruleOf[i]);
+            QCOMPARE(l["dtype"], "float32");
+            QCOMPARE(l["channel_axis"], 0);
+            QCOMPARE(l["contraction_axes"], nlohmann::json::parse("[1]"));
+            int64_t n = 1;
+            for (int64_t d : l["shape"])
+                n *= d;
+            QCOMPARE(l["parameters"].get<int64_t>(), n);
+            quantizable += n;
+        }
+        QCOMPARE(j["layers"][0]["weight"], "features.conv1.weight");
+        QCOMPARE(j["layers"][0]["shape"], nlohmann::json::parse("[16, 1, 3, 3]"));
+        QCOMPARE(j["layers"][3]["shape"], nlohmann::json::parse("[64, 512]"));
+        QCOMPARE(j["totals"]["layers"], 5);
+        QCOMPARE(j["totals"]["quantizable_parameters"].get<int64_t>(), quantizable);
+        QCOMPARE(j["totals"]["parameters"].get<int64_t>(), 47530); // weights and biases
+        QCOMPARE(j["totals"]["bytes"].get<int64_t>(), 47530 * 4);
+        QCOMPARE(j["totals"]["layers_matched"], 5);
+        QCOMPARE(j["rules"]["match_counts"], nlohmann::json::parse("[3, 0, 2]"));
+        QCOMPARE(j["rules"]["unused"], nlohmann::json::parse("[1]"));
+        std::map<std::string, int> ops;
+        for (const auto& op : j["op_types"])
+            ops[op["op_type"]] = op["count"];
+        QCOMPARE(ops["Conv"], 3);
+        QCOMPARE(ops["Gemm"], 2);
+        QCOMPARE(ops["Relu"], 4);
+    }
+
+    // The table: one row per layer, columns aligned (every row as long as the
+    // header where the last column ends), rule "-" without rules.
+    void inspectDemoModelTable()
+    {
+        const Run r = runCli({"inspect", kDemoModel});
+        QCOMPARE(r.exitCode, 0);
+        const QList<QByteArray> lines = r.out.split('\n');
+        qsizetype header = -1;
+        for (qsizetype i = 0; i < lines.size(); ++i)
+            if (lines[i].startsWith("#  module path"))
+                header = i;
+        QVERIFY(header >= 0);
+        QVERIFY(r.out.contains("inputs:\n  input  float32[N, 1, 8, 8]"));
+        QVERIFY(r.out.contains("opsets: ai.onnx 13"));
+        QVERIFY(r.out.contains("op types: Conv 3, Flatten 1, Gemm 2, MaxPool 1, Relu 4"));
+        QVERIFY(r.out.contains("totals: 5 layers, 47530 parameters"));
+        const qsizetype ruleColumn = lines[header].indexOf("rule");
+        const qsizetype paramsEnd = lines[header].indexOf("params") + 6;
+        for (int i = 1; i <= 5; ++i) {
+            const QByteArray& row = lines[header + i];
+            QVERIFY2(row.startsWith(QByteArray::number(i - 1) + "  "), row.constData());
+            QCOMPARE(row.size(), lines[header].size()); // "-" under the right-aligned "rule"
+            QCOMPARE(row.at(row.size() - 1), '-');
+            QVERIFY(row.at(paramsEnd - 1) >= '0' && row.at(paramsEnd - 1) <= '9');
+            QCOMPARE(row.at(paramsEnd), ' ');
+            QVERIFY(ruleColumn > 0);
+        }
+        QVERIFY(lines[header + 1].contains("features/conv1  Conv  features.conv1.weight  [16, 1, 3, 3]"));
+    }
+
+    // Every format inspect takes, generated by the fixture scripts of the loaders'
+    // own tests: what the CLI reports equals the engine's Model, layer by layer.
+    void inspectEveryFormat_data()
+    {
+        QTest::addColumn<QString>("file");
+        QTest::addColumn<QString>("format");
+        QTest::newRow("onnx") << QString(kDemoModel) << "onnx";
+        QTest::newRow("safetensors") << "a/all_dtypes.safetensors" << "safetensors";
+        QTest::newRow("sharded safetensors") << "a/sharded/model.safetensors.index.json" << "safetensors";
+        QTest::newRow("npz") << "a/plain.npz" << "npz";
+        QTest::newRow("npz deflated") << "a/compressed.npz" << "npz";
+        QTest::newRow("keras sequential") << "h/keras_sequential.h5" << "keras-h5";
+        QTest::newRow("keras attention") << "h/keras_attention.h5" << "keras-h5";
+        QTest::newRow("generic hdf5") << "h/generic.h5" << "hdf5";
+        QTest::newRow("npy") << "weight.npy" << "npy";
+        // Recognised by the bytes, whatever the name says.
+        QTest::newRow("npz named .bin") << "renamed_npz.bin" << "npz";
+        QTest::newRow("hdf5 named .dat") << "renamed_h5.dat" << "keras-h5";
+        QTest::newRow("safetensors named .pt") << "renamed_safetensors.pt" << "safetensors";
+        QTest::newRow("onnx named .bin") << "renamed_onnx.bin" << "onnx";
+    }
+
+    void inspectEveryFormat()
+    {
+        QFETCH(QString, file);
+        QFETCH(QString, format);
+        if (!fixtures_)
+            QSKIP("/usr/bin/python3 with numpy and h5py is needed to generate the fixtures");
+        const QString path = QFileInfo(file).isAbsolute() ? file : fixtures_->path() + "/" + file;
+        const Run r = runCli({"inspect", path, "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const auto j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["format"], format.toStdString());
+        const Model model = loadModel(path.toStdString());
+        QVERIFY(!model.layers.empty());
+        QCOMPARE(j["layers"].size(), model.layers.size());
+        QCOMPARE(j["weights_only"], model.weightsOnly);
+        for (size_t i = 0; i < model.layers.size(); ++i) {
+            const QuantizableLayer& l = model.layers[i];
+            const auto& row = j["layers"][i];
+            QCOMPARE(row["module_path"], l.modulePath);
+            QCOMPARE(row["op_type"], l.opType);
+            QCOMPARE(row["weight"], l.weightName);
+            QCOMPARE(row["shape"], nlohmann::json(l.weightShape));
+            QCOMPARE(row["dtype"], std::string(dtypeName(l.weightDType)));
+            QCOMPARE(row["parameters"], l.parameterCount);
+            QCOMPARE(row["channel_axis"], l.channelAxis);
+            QCOMPARE(row["contraction_axes"], nlohmann::json(l.contractionAxes));
+            QVERIFY(row["rule"].is_null());
+        }
+        QCOMPARE(j["totals"]["parameters"].get<int64_t>(), model.parameterCount());
+        QCOMPARE(j["inputs"].size(), model.inputs.size());
+        QCOMPARE(j["warnings"].size(), model.warnings.size());
+    }
+
+    void inspectErrorsExitOne()
+    {
+        if (!fixtures_)
+            QSKIP("/usr/bin/python3 with numpy and h5py is needed to generate the fixtures");
+        const QString root = fixtures_->path();
+        for (const char* bad : {"h/truncated.h5", "h/bad_json.h5", "h/missing_weight.h5"})
+            expectUserError({"inspect", root + "/" + bad}, root + "/" + bad);
+        // Neither bytes nor name say what it is: the error lists the formats.
+        expectUserError({"inspect", root + "/h/not_hdf5.h5"}, "supported: ONNX");
+        expectUserError({"inspect", root + "/missing.onnx"}, root + "/missing.onnx");
+        expectUserError({"inspect", root}, root); // a folder
+        // A bad rule file names the rule file, even with a good model.
+        const QString rules = root + "/bad_rules.json";
+        QFile f(rules);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write("{\"version\": 1, \"rules\": [{\"module_path\": \"(\", \"weight_qtype\": \"int8\"}]}");
+        f.close();
+        expectUserError({"inspect", kDemoModel, "--rules", rules}, rules);
+        expectUserError({"inspect", kDemoModel, "--rules", root + "/no_rules.json"}, root + "/no_rules.json");
     }
 
     void fakeQuantEqualsTheEngine_data()

@@ -19,6 +19,7 @@ struct Command {
     std::function<int(const Arguments&)> run; // throws qs::Error for user errors
 };
 
+Command inspectCommand();
 Command fakeQuantCommand();
 Command compareMethodsCommand();
 Command benchCommand();

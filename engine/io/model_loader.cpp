@@ -86,8 +86,7 @@ Model hdf5Model(const std::filesystem::path& path)
 
 std::string supportedModelFormats()
 {
-    return "ONNX (.onnx), safetensors (.safetensors, sharded *.index.json), Keras or generic HDF5 (.h5), "
-           "NumPy (.npz, .npy)";
+    return "ONNX, safetensors (single or sharded *.index.json), Keras or generic HDF5, NumPy .npz/.npy";
 }
 
 ModelFormat detectModelFormat(const std::filesystem::path& path)
