@@ -1,0 +1,244 @@
+// Conformance: the ONNX backend node tests of Debian's libonnx-testdata
+// (/usr/share/libonnx-testdata/data/node), run through our loader and
+// interpreter for every test whose model uses only ops in the runtime's table.
+// Outputs are compared as ONNX's backend runner does: float outputs with
+// rtol 1e-3, atol 1e-7 (NaN equals NaN), other types exactly; shapes and
+// element types must match. Prints PASS/FAIL per test with the reason and the
+// totals; fails only when fewer than 95% of the supported tests pass, so more
+// kernels only ever raise the count.
+//
+// With QUANTSCOPE_CONFORMANCE_MD=<file> set, also writes the report that is
+// committed as docs/conformance.md.
+#include <QtTest>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "io/onnx_loader.h"
+#include "io/onnx_tensor.h"
+#include "runtime/interpreter.h"
+#include "runtime/tensor_cast.h"
+
+using namespace qs;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kNodeRoot = "/usr/share/libonnx-testdata/data/node";
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+constexpr double kRequiredPassRate = 0.95;
+
+Tensor readTensorFile(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    std::stringstream bytes;
+    bytes << in.rdbuf();
+    auto proto = std::make_shared<onnx::TensorProto>();
+    if (!proto->ParseFromString(bytes.str()))
+        throw Error(file.string() + ": not a TensorProto (a sequence or optional value?)");
+    OnnxTensorReader reader(file.string(), file.parent_path(), proto);
+    return reader.read(*proto, "tensor '" + proto->name() + "'", false);
+}
+
+// Empty when equal; else what differs.
+std::string compare(const Tensor& expected, const Tensor& actual)
+{
+    if (expected.dtype() != actual.dtype())
+        return "element type " + std::string(dtypeName(actual.dtype())) + ", expected " +
+               std::string(dtypeName(expected.dtype()));
+    if (expected.shape() != actual.shape())
+        return "shape " + shapeToString(actual.shape()) + ", expected " + shapeToString(expected.shape());
+    if (isFloatingDType(expected.dtype())) {
+        const Tensor e = castTensor(expected, DType::F64);
+        const Tensor a = castTensor(actual, DType::F64);
+        const auto ev = e.values<double>();
+        const auto av = a.values<double>();
+        for (size_t i = 0; i < ev.size(); ++i) {
+            if (std::isnan(ev[i]) && std::isnan(av[i]))
+                continue;
+            if (ev[i] == av[i]) // equal infinities
+                continue;
+            if (!(std::abs(av[i] - ev[i]) <= kAtol + kRtol * std::abs(ev[i])))
+                return "element " + std::to_string(i) + " is " + std::to_string(av[i]) + ", expected " +
+                       std::to_string(ev[i]);
+        }
+        return {};
+    }
+    if (std::memcmp(expected.rawData(), actual.rawData(), expected.nbytes()) != 0) {
+        const Tensor e = castTensor(expected, DType::F64);
+        const Tensor a = castTensor(actual, DType::F64);
+        for (size_t i = 0; i < size_t(e.numel()); ++i)
+            if (e.values<double>()[i] != a.values<double>()[i])
+                return "element " + std::to_string(i) + " is " + std::to_string(a.values<double>()[i]) +
+                       ", expected " + std::to_string(e.values<double>()[i]);
+        return "bytes differ";
+    }
+    return {};
+}
+
+// Runs every test_data_set of one node test; empty when all pass, else the first failure.
+std::string runNodeTest(const Interpreter& interpreter, const fs::path& dir)
+{
+    std::vector<fs::path> sets;
+    for (const auto& entry : fs::directory_iterator(dir))
+        if (entry.is_directory() && entry.path().filename().string().starts_with("test_data_set_"))
+            sets.push_back(entry.path());
+    std::sort(sets.begin(), sets.end());
+    if (sets.empty())
+        return "no test_data_set";
+    const Model& model = interpreter.model();
+    for (const fs::path& set : sets) {
+        std::map<std::string, Tensor> inputs;
+        for (size_t i = 0;; ++i) {
+            const fs::path file = set / ("input_" + std::to_string(i) + ".pb");
+            if (!fs::exists(file))
+                break;
+            if (i >= model.inputs.size())
+                return set.filename().string() + ": more input files than graph inputs";
+            inputs[model.inputs[i].name] = readTensorFile(file);
+        }
+        const std::map<std::string, Tensor> outputs = interpreter.run(std::move(inputs));
+        for (size_t i = 0;; ++i) {
+            const fs::path file = set / ("output_" + std::to_string(i) + ".pb");
+            if (!fs::exists(file))
+                break;
+            if (i >= model.outputs.size())
+                return set.filename().string() + ": more output files than graph outputs";
+            const std::string& name = model.outputs[i].name;
+            const std::string problem = compare(readTensorFile(file), outputs.at(name));
+            if (!problem.empty())
+                return set.filename().string() + ", output '" + name + "': " + problem;
+        }
+    }
+    return {};
+}
+
+bool hasNonTensorValues(const Model& model)
+{
+    for (const auto* list : {&model.inputs, &model.outputs})
+        for (const ValueInfo& v : *list)
+            if (!v.dtype)
+                return true;
+    return false;
+}
+
+std::string oneLine(std::string s)
+{
+    for (char& c : s)
+        if (c == '\n' || c == '|')
+            c = ' ';
+    return s.size() > 300 ? s.substr(0, 300) + "…" : s;
+}
+
+} // namespace
+
+class TestNodeConformance : public QObject {
+    Q_OBJECT
+private slots:
+    void supportedNodeTestsPass()
+    {
+        if (!fs::is_directory(kNodeRoot))
+            QSKIP("libonnx-testdata is not installed (packaging/install-deps.sh installs it)");
+        std::vector<fs::path> dirs;
+        for (const auto& entry : fs::directory_iterator(kNodeRoot))
+            if (fs::exists(entry.path() / "model.onnx"))
+                dirs.push_back(entry.path());
+        std::sort(dirs.begin(), dirs.end());
+
+        size_t unsupported = 0, passed = 0;
+        std::vector<std::pair<std::string, std::string>> failures, skipped;
+        std::map<std::string, size_t> missingOps;
+        for (const fs::path& dir : dirs) {
+            const std::string name = dir.filename().string();
+            Model model;
+            try {
+                model = loadOnnx(dir / "model.onnx");
+            } catch (const Error& e) {
+                skipped.emplace_back(name, std::string("the loader refuses the model: ") + e.what());
+                continue;
+            }
+            const std::vector<std::string> missing = unsupportedOps(model);
+            if (!missing.empty()) {
+                ++unsupported;
+                for (const std::string& op : missing)
+                    ++missingOps[op];
+                continue;
+            }
+            if (hasNonTensorValues(model)) {
+                skipped.emplace_back(name, "graph inputs or outputs of a type the engine has no tensor dtype for "
+                                           "(sequence, optional, string, float8, int4)");
+                continue;
+            }
+            std::string problem;
+            try {
+                problem = runNodeTest(Interpreter(model), dir);
+            } catch (const std::exception& e) {
+                problem = e.what();
+            }
+            if (problem.empty()) {
+                ++passed;
+                std::printf("PASS %s\n", name.c_str());
+            } else {
+                failures.emplace_back(name, oneLine(problem));
+                std::printf("FAIL %s: %s\n", name.c_str(), failures.back().second.c_str());
+            }
+        }
+        for (const auto& [name, why] : skipped)
+            std::printf("SKIP %s: %s\n", name.c_str(), oneLine(why).c_str());
+
+        const size_t supported = passed + failures.size();
+        const double rate = supported ? double(passed) / double(supported) : 0.0;
+        std::printf("node tests: %zu, with unsupported ops: %zu, skipped: %zu, supported: %zu, passed: %zu, "
+                    "pass rate: %.1f%%\n",
+                    dirs.size(), unsupported, skipped.size(), supported, passed, 100.0 * rate);
+
+        if (const char* md = std::getenv("QUANTSCOPE_CONFORMANCE_MD")) {
+            std::ofstream out(md);
+            out << "# ONNX node-test conformance\n\n"
+                << "Generated by `tests/tst_node_conformance` (CTest label `conformance`) with\n"
+                << "`QUANTSCOPE_CONFORMANCE_MD=docs/conformance.md build/tests/tst_node_conformance`.\n"
+                << "It runs every node test of Debian's libonnx-testdata (`" << kNodeRoot << "`)\n"
+                << "whose model uses only ops of the runtime's op table, compares outputs at ONNX's\n"
+                << "backend tolerances (rtol " << kRtol << ", atol " << kAtol
+                << " for floats, exact otherwise) and fails\n"
+                << "when fewer than " << int(kRequiredPassRate * 100) << "% of those tests pass.\n\n"
+                << "| node tests | with unsupported ops | skipped | supported | passed | pass rate |\n"
+                << "|---|---|---|---|---|---|\n"
+                << "| " << dirs.size() << " | " << unsupported << " | " << skipped.size() << " | " << supported
+                << " | " << passed << " | " << QString::number(100.0 * rate, 'f', 1).toStdString() << "% |\n\n"
+                << "## Failing tests\n\n";
+            if (failures.empty())
+                out << "None.\n";
+            else {
+                out << "| test | reason |\n|---|---|\n";
+                for (const auto& [name, why] : failures)
+                    out << "| " << name << " | " << why << " |\n";
+            }
+            out << "\n## Skipped tests (supported ops, values the engine cannot hold)\n\n";
+            if (skipped.empty())
+                out << "None.\n";
+            else {
+                out << "| test | reason |\n|---|---|\n";
+                for (const auto& [name, why] : skipped)
+                    out << "| " << name << " | " << oneLine(why) << " |\n";
+            }
+            out << "\n## Ops of the remaining tests the runtime lacks (tests using each)\n\n";
+            std::string line;
+            for (const auto& [op, count] : missingOps)
+                line += (line.empty() ? "" : ", ") + op + " (" + std::to_string(count) + ")";
+            out << line << "\n";
+        }
+        QVERIFY2(supported > 0, "no node test uses only supported ops");
+        QVERIFY2(rate >= kRequiredPassRate,
+                 qPrintable(QString("pass rate %1% is below %2%").arg(100.0 * rate).arg(100 * kRequiredPassRate)));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestNodeConformance)
+#include "tst_node_conformance.moc"
