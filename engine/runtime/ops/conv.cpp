@@ -270,8 +270,11 @@ void convTranspose(KernelContext& ctx)
         if (outputShape || same) {
             out[d] = outputShape ? (*outputShape)[d] : input[d] * strides[d];
             const int64_t total = full - out[d];
-            // ONNX: SAME_UPPER puts the smaller half first, everything else the larger.
-            padBegin[d] = autoPad == "SAME_UPPER" ? total / 2 : total - total / 2;
+            // ONNX: SAME_UPPER puts the smaller half first, everything else the larger; halves
+            // round down as Python's // does, so a negative total (output_shape larger than
+            // the natural size) grows the end and keeps the start.
+            const int64_t half = total >= 0 ? total / 2 : -((1 - total) / 2);
+            padBegin[d] = autoPad == "SAME_UPPER" ? half : total - half;
         } else {
             if (autoPad != "NOTSET" && autoPad != "VALID")
                 ctx.fail("auto_pad '" + autoPad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");

@@ -47,16 +47,42 @@ void batchNormalization(KernelContext& ctx)
     const Tensor& X = floatInput(ctx, 0);
     if (X.rank() < 2)
         ctx.fail("X " + shapeToString(X.shape()) + " must be [N, C, ...]");
-    if (ctx.intAttribute("training_mode", 0) != 0)
-        ctx.fail("training_mode 1 is not supported: the runtime runs inference");
     const int64_t N = X.dim(0), C = X.dim(1), spatial = X.numel() / std::max<int64_t>(1, N * C);
     const float epsilon = ctx.floatAttribute("epsilon", 1e-5f);
     const auto scale = channelParameter(ctx, 1, C, "scale");
     const auto bias = channelParameter(ctx, 2, C, "B");
-    const auto mean = channelParameter(ctx, 3, C, "mean");
-    const auto var = channelParameter(ctx, 4, C, "var");
-    Tensor Y(DType::F32, X.shape());
+    const auto inputMean = channelParameter(ctx, 3, C, "mean");
+    const auto inputVar = channelParameter(ctx, 4, C, "var");
     const float* x = X.values<float>().data();
+    // Training mode normalizes with the batch's own statistics (population variance)
+    // and also returns the updated running statistics.
+    const bool training = ctx.intAttribute("training_mode", 0) != 0;
+    std::vector<float> mean(inputMean.begin(), inputMean.end()), var(inputVar.begin(), inputVar.end());
+    if (training) {
+        const float momentum = ctx.floatAttribute("momentum", 0.9f);
+        Tensor runningMean(DType::F32, {C}), runningVar(DType::F32, {C});
+        for (int64_t c = 0; c < C; ++c) {
+            double sum = 0.0, squares = 0.0;
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t i = 0; i < spatial; ++i)
+                    sum += x[(n * C + c) * spatial + i];
+            const double m = N * spatial > 0 ? sum / double(N * spatial) : 0.0;
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t i = 0; i < spatial; ++i) {
+                    const double d = x[(n * C + c) * spatial + i] - m;
+                    squares += d * d;
+                }
+            mean[size_t(c)] = float(m);
+            var[size_t(c)] = N * spatial > 0 ? float(squares / double(N * spatial)) : 0.0f;
+            runningMean.mutableValues<float>()[size_t(c)] =
+                inputMean[size_t(c)] * momentum + mean[size_t(c)] * (1.0f - momentum);
+            runningVar.mutableValues<float>()[size_t(c)] =
+                inputVar[size_t(c)] * momentum + var[size_t(c)] * (1.0f - momentum);
+        }
+        ctx.setOutput(1, std::move(runningMean));
+        ctx.setOutput(2, std::move(runningVar));
+    }
+    Tensor Y(DType::F32, X.shape());
     float* y = Y.mutableValues<float>().data();
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
         const size_t c = size_t(nc % C);

@@ -1,5 +1,5 @@
 #pragma once
-// Normalizations: BatchNormalization (inference), LayerNormalization,
+// Normalizations: BatchNormalization (inference and training mode), LayerNormalization,
 // InstanceNormalization, GroupNormalization and LRN.
 
 #include "runtime/op_registry.h"

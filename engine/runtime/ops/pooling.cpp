@@ -5,6 +5,7 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/ops/conv.h"
+#include "runtime/tensor_cast.h"
 
 namespace qs::ops {
 
@@ -12,10 +13,11 @@ namespace {
 
 enum class Pool { Max, Average, Lp };
 
-const Tensor& spatialInput(const KernelContext& ctx)
+const Tensor& spatialInput(const KernelContext& ctx, bool integersAllowed = false)
 {
     const Tensor& X = ctx.input(0);
-    if (X.dtype() != DType::F32)
+    const bool smallInteger = X.dtype() == DType::I8 || X.dtype() == DType::U8;
+    if (X.dtype() != DType::F32 && !(integersAllowed && smallInteger))
         ctx.fail("input must be float32, not " + std::string(dtypeName(X.dtype())));
     if (X.rank() < 3)
         ctx.fail("input " + shapeToString(X.shape()) + " must be [N, C, spatial...]");
@@ -32,7 +34,9 @@ int64_t product(const std::vector<int64_t>& v)
 
 void runPool(KernelContext& ctx, Pool kind)
 {
-    const Tensor& X = spatialInput(ctx);
+    // MaxPool also takes int8/uint8: every such value is exact in float32 and a max picks one of them.
+    const Tensor& original = spatialInput(ctx, kind == Pool::Max);
+    const Tensor X = castTensor(original, DType::F32);
     const size_t rank = size_t(X.rank() - 2);
     const std::vector<int64_t> input(X.shape().begin() + 2, X.shape().end());
     const std::vector<int64_t> kernel = ctx.intsAttribute("kernel_shape");
@@ -127,7 +131,7 @@ void runPool(KernelContext& ctx, Pool kind)
             }
         }
     });
-    ctx.setOutput(0, std::move(Y));
+    ctx.setOutput(0, castTensor(Y, original.dtype()));
     if (wantIndices)
         ctx.setOutput(1, std::move(I));
 }
