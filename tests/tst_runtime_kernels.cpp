@@ -1,0 +1,594 @@
+// Runtime kernels of the compute-heavy families (conv, matmul, pooling,
+// normalization, softmax, reduce, recurrent, quantize) against naive
+// references written here, on random shapes and attributes and on cases
+// whose answers the ONNX specification states.
+#include <QtTest>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "runtime/op_registry.h"
+#include "runtime/ops/conv.h"
+#include "runtime/ops/gemm_matmul.h"
+#include "runtime/ops/normalization.h"
+#include "runtime/ops/pooling.h"
+#include "runtime/ops/quantize_linear.h"
+#include "runtime/ops/recurrent.h"
+#include "runtime/ops/reduce.h"
+#include "runtime/ops/softmax.h"
+
+using namespace qs;
+
+namespace {
+
+Attribute intAttr(const char* name, int64_t v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::Int;
+    a.i = v;
+    return a;
+}
+Attribute intsAttr(const char* name, std::vector<int64_t> v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::Ints;
+    a.ints = std::move(v);
+    return a;
+}
+Attribute floatAttr(const char* name, float v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::Float;
+    a.f = v;
+    return a;
+}
+Attribute stringAttr(const char* name, std::string v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::String;
+    a.s = std::move(v);
+    return a;
+}
+
+// Runs one kernel on inputs (nullptr = absent) and returns its `outputs` outputs.
+std::vector<Tensor> runKernel(Kernel kernel, const char* opType, std::vector<const Tensor*> inputs,
+                              std::vector<Attribute> attributes, int64_t opset = 17, size_t outputs = 1)
+{
+    Node node;
+    node.name = "n";
+    node.opType = opType;
+    for (size_t i = 0; i < inputs.size(); ++i)
+        node.inputs.push_back(inputs[i] ? "in" + std::to_string(i) : "");
+    for (size_t i = 0; i < outputs; ++i)
+        node.outputs.push_back("out" + std::to_string(i));
+    node.attributes = std::move(attributes);
+    std::vector<Tensor> out(outputs);
+    KernelContext ctx(node, 0, opset, inputs, out, nullptr);
+    kernel(ctx);
+    return out;
+}
+
+std::mt19937& rng()
+{
+    static std::mt19937 g(20261122);
+    return g;
+}
+int64_t randInt(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
+
+Tensor randomTensor(Shape shape, float scale = 1.0f)
+{
+    Tensor t(DType::F32, std::move(shape));
+    std::normal_distribution<float> d(0.0f, scale);
+    for (float& v : t.mutableValues<float>())
+        v = d(rng());
+    return t;
+}
+
+// Largest |a - b| relative to max(1, |b|).
+double maxError(const Tensor& a, const std::vector<float>& b)
+{
+    if (size_t(a.numel()) != b.size())
+        return INFINITY;
+    double worst = 0.0;
+    for (size_t i = 0; i < b.size(); ++i)
+        worst = std::max(worst, std::fabs(double(a.values<float>()[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
+    return worst;
+}
+
+#define EXPECT_CLOSE(tensor, reference, tol)                                                                         \
+    do {                                                                                                             \
+        const double e_ = maxError(tensor, reference);                                                               \
+        QVERIFY2(e_ <= (tol), qPrintable(QStringLiteral("max error %1").arg(e_)));                                   \
+    } while (0)
+
+int64_t product(const Shape& s, size_t from = 0)
+{
+    int64_t p = 1;
+    for (size_t i = from; i < s.size(); ++i)
+        p *= s[i];
+    return p;
+}
+
+// Multi-index of a row-major flat index.
+std::vector<int64_t> unflatten(int64_t flat, const Shape& shape)
+{
+    std::vector<int64_t> idx(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+        idx[d] = flat % shape[d];
+        flat /= shape[d];
+    }
+    return idx;
+}
+int64_t flatten(const std::vector<int64_t>& idx, const Shape& shape)
+{
+    int64_t f = 0;
+    for (size_t d = 0; d < shape.size(); ++d)
+        f = f * shape[d] + idx[d];
+    return f;
+}
+
+// Direct convolution: for every output element, sum over its window.
+std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor* B, int64_t group,
+                                 const Shape& strides, const Shape& dilations, const Shape& padBegin,
+                                 const Shape& outSpatial)
+{
+    const size_t r = outSpatial.size();
+    const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0), Cg = C / group, Mg = M / group;
+    Shape yShape{N, M};
+    yShape.insert(yShape.end(), outSpatial.begin(), outSpatial.end());
+    const Shape kShape(W.shape().begin() + 2, W.shape().end());
+    std::vector<float> y(size_t(product(yShape)));
+    for (int64_t flat = 0; flat < int64_t(y.size()); ++flat) {
+        const auto o = unflatten(flat, yShape);
+        const int64_t n = o[0], m = o[1], g = m / Mg;
+        double acc = B ? B->values<float>()[size_t(m)] : 0.0;
+        for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kf = 0; kf < product(kShape); ++kf) {
+                const auto k = unflatten(kf, kShape);
+                std::vector<int64_t> xi{n, g * Cg + c};
+                bool inside = true;
+                for (size_t d = 0; d < r; ++d) {
+                    const int64_t i = o[2 + d] * strides[d] - padBegin[d] + k[d] * dilations[d];
+                    inside = inside && i >= 0 && i < X.dim(int(2 + d));
+                    xi.push_back(i);
+                }
+                if (!inside)
+                    continue;
+                std::vector<int64_t> wi{m, c};
+                wi.insert(wi.end(), k.begin(), k.end());
+                acc += double(X.values<float>()[size_t(flatten(xi, X.shape()))]) *
+                       W.values<float>()[size_t(flatten(wi, W.shape()))];
+            }
+        y[size_t(flat)] = float(acc);
+    }
+    return y;
+}
+
+} // namespace
+
+class TestRuntimeKernels : public QObject {
+    Q_OBJECT
+private slots:
+    void convMatchesDirectConvolutionOnRandomGeometry()
+    {
+        for (int trial = 0; trial < 60; ++trial) {
+            const size_t r = size_t(1 + trial % 3);
+            const int64_t group = std::vector<int64_t>{1, 2, 3}[size_t(randInt(0, 2))];
+            const int64_t Cg = randInt(1, 3), Mg = randInt(1, 3), N = randInt(1, 2);
+            Shape xs{N, Cg * group}, ws{Mg * group, Cg};
+            Shape strides, dilations, padBegin, padEnd, pads, out;
+            for (size_t d = 0; d < r; ++d) {
+                const int64_t k = randInt(1, 3), dil = randInt(1, 2), s = randInt(1, 2);
+                const int64_t pb = randInt(0, 2), pe = randInt(0, 2);
+                const int64_t in = randInt((k - 1) * dil + 1, r == 3 ? 5 : 9);
+                xs.push_back(in);
+                ws.push_back(k);
+                strides.push_back(s);
+                dilations.push_back(dil);
+                padBegin.push_back(pb);
+                padEnd.push_back(pe);
+                out.push_back((in + pb + pe - (k - 1) * dil - 1) / s + 1);
+            }
+            pads = padBegin;
+            pads.insert(pads.end(), padEnd.begin(), padEnd.end());
+            const Tensor X = randomTensor(xs), W = randomTensor(ws), B = randomTensor({Mg * group});
+            const bool withBias = trial % 2 == 0;
+            auto y = runKernel(ops::conv, "Conv", {&X, &W, withBias ? &B : nullptr},
+                               {intAttr("group", group), intsAttr("strides", strides),
+                                intsAttr("dilations", dilations), intsAttr("pads", pads)});
+            Shape expectedShape{N, Mg * group};
+            expectedShape.insert(expectedShape.end(), out.begin(), out.end());
+            QCOMPARE(y[0].shape(), expectedShape);
+            EXPECT_CLOSE(y[0], referenceConv(X, W, withBias ? &B : nullptr, group, strides, dilations, padBegin, out),
+                         1e-5);
+        }
+    }
+
+    void depthwiseAndPointwiseConvMatchTheReference()
+    {
+        // Depthwise (group = channels) takes its own path; 1x1 stride-1 reads the input in place.
+        const Tensor X = randomTensor({2, 8, 13, 11});
+        const Tensor Wd = randomTensor({8, 1, 3, 3}), B = randomTensor({8});
+        auto y = runKernel(ops::conv, "Conv", {&X, &Wd, &B},
+                           {intAttr("group", 8), intsAttr("strides", {2, 1}), intsAttr("pads", {1, 1, 1, 1}),
+                            intsAttr("dilations", {1, 2})});
+        EXPECT_CLOSE(y[0], referenceConv(X, Wd, &B, 8, {2, 1}, {1, 2}, {1, 1}, {7, 9}), 1e-5);
+        const Tensor Wp = randomTensor({5, 8, 1, 1});
+        y = runKernel(ops::conv, "Conv", {&X, &Wp}, {});
+        EXPECT_CLOSE(y[0], referenceConv(X, Wp, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, {13, 11}), 1e-5);
+        // A large conv spans several column chunks and tasks.
+        const Tensor Xl = randomTensor({1, 16, 40, 40}), Wl = randomTensor({8, 16, 3, 3});
+        y = runKernel(ops::conv, "Conv", {&Xl, &Wl}, {intsAttr("pads", {1, 1, 1, 1})});
+        EXPECT_CLOSE(y[0], referenceConv(Xl, Wl, nullptr, 1, {1, 1}, {1, 1}, {1, 1}, {40, 40}), 1e-4);
+    }
+
+    void convAutoPadPlacesTheOddPadAsOnnxSays()
+    {
+        // Input 5, kernel 2, stride 2 -> output 3, total pad 1: SAME_UPPER pads the end, SAME_LOWER the start.
+        const Tensor X = Tensor::fromVector<float>(DType::F32, {1, 1, 5}, {1, 2, 3, 4, 5});
+        const Tensor W = Tensor::fromVector<float>(DType::F32, {1, 1, 2}, {1, 10});
+        auto upper = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_UPPER"), intsAttr("strides", {2})});
+        auto lower = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_LOWER"), intsAttr("strides", {2})});
+        auto valid = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "VALID"), intsAttr("strides", {2})});
+        EXPECT_CLOSE(upper[0], (std::vector<float>{21, 43, 5}), 0);
+        EXPECT_CLOSE(lower[0], (std::vector<float>{10, 32, 54}), 0);
+        EXPECT_CLOSE(valid[0], (std::vector<float>{21, 43}), 0);
+    }
+
+    void convRejectsGroupsThatDoNotDivideChannels()
+    {
+        const Tensor X = randomTensor({1, 6, 4, 4}), W = randomTensor({4, 3, 1, 1});
+        QVERIFY_THROWS_EXCEPTION(Error, runKernel(ops::conv, "Conv", {&X, &W}, {intAttr("group", 4)}));
+    }
+
+    void convTransposeMatchesScatterReference()
+    {
+        for (int trial = 0; trial < 30; ++trial) {
+            const int64_t group = randInt(1, 2), Cg = randInt(1, 3), Mg = randInt(1, 3);
+            const int64_t H = randInt(2, 5), Wd = randInt(2, 5), k = randInt(1, 3), s = randInt(1, 3),
+                          dil = randInt(1, 2), pad = randInt(0, k - 1), op = randInt(0, s - 1);
+            const Tensor X = randomTensor({1, Cg * group, H, Wd}), W = randomTensor({Cg * group, Mg, k, k}),
+                         B = randomTensor({Mg * group});
+            const int64_t OH = s * (H - 1) + op + (k - 1) * dil + 1 - 2 * pad;
+            const int64_t OW = s * (Wd - 1) + (k - 1) * dil + 1 - 2 * pad;
+            auto y = runKernel(ops::convTranspose, "ConvTranspose", {&X, &W, &B},
+                               {intAttr("group", group), intsAttr("strides", {s, s}), intsAttr("dilations", {dil, dil}),
+                                intsAttr("pads", {pad, pad, pad, pad}), intsAttr("output_padding", {op, 0})});
+            QCOMPARE(y[0].shape(), (Shape{1, Mg * group, OH, OW}));
+            std::vector<float> ref(size_t(Mg * group * OH * OW));
+            for (int64_t m = 0; m < Mg * group; ++m)
+                for (int64_t i = 0; i < OH * OW; ++i)
+                    ref[size_t(m * OH * OW + i)] = B.values<float>()[size_t(m)];
+            for (int64_t c = 0; c < Cg * group; ++c)
+                for (int64_t ih = 0; ih < H; ++ih)
+                    for (int64_t iw = 0; iw < Wd; ++iw)
+                        for (int64_t mm = 0; mm < Mg; ++mm)
+                            for (int64_t kh = 0; kh < k; ++kh)
+                                for (int64_t kw = 0; kw < k; ++kw) {
+                                    const int64_t oh = ih * s - pad + kh * dil, ow = iw * s - pad + kw * dil;
+                                    if (oh < 0 || oh >= OH || ow < 0 || ow >= OW)
+                                        continue;
+                                    const int64_t m = (c / Cg) * Mg + mm;
+                                    ref[size_t((m * OH + oh) * OW + ow)] +=
+                                        X.values<float>()[size_t((c * H + ih) * Wd + iw)] *
+                                        W.values<float>()[size_t(((c * Mg + mm) * k + kh) * k + kw)];
+                                }
+            EXPECT_CLOSE(y[0], ref, 1e-5);
+        }
+        // output_shape fixes the size; the pads follow from it.
+        const Tensor X = randomTensor({1, 1, 3, 3}), W = randomTensor({1, 2, 3, 3});
+        auto y = runKernel(ops::convTranspose, "ConvTranspose", {&X, &W},
+                           {intsAttr("strides", {3, 2}), intsAttr("output_shape", {10, 8})});
+        QCOMPARE(y[0].shape(), (Shape{1, 2, 10, 8}));
+    }
+
+    void matMulBroadcastsBatchesAndOneDimensionalOperands()
+    {
+        const std::vector<std::pair<Shape, Shape>> cases = {
+            {{2, 1, 3, 4}, {5, 4, 6}}, {{4}, {3, 4, 2}}, {{2, 3, 4}, {4}}, {{4}, {4}}, {{7, 33}, {33, 65}},
+            {{1, 3, 4}, {2, 1, 4, 5}}, {{300, 20}, {20, 30}}};
+        for (const auto& [as, bs] : cases) {
+            const Tensor A = randomTensor(as), B = randomTensor(bs);
+            auto y = runKernel(ops::matMul, "MatMul", {&A, &B}, {});
+            // Reference through explicit NumPy rules.
+            Shape a = as, b = bs;
+            if (a.size() == 1)
+                a.insert(a.begin(), 1);
+            if (b.size() == 1)
+                b.push_back(1);
+            const size_t br = std::max(a.size(), b.size()) - 2;
+            Shape ab(br, 1), bb(br, 1), batch(br);
+            std::copy(a.begin(), a.end() - 2, ab.end() - (a.size() - 2));
+            std::copy(b.begin(), b.end() - 2, bb.end() - (b.size() - 2));
+            for (size_t d = 0; d < br; ++d)
+                batch[d] = std::max(ab[d], bb[d]);
+            const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
+            std::vector<float> ref;
+            for (int64_t t = 0; t < product(batch); ++t) {
+                const auto idx = unflatten(t, batch);
+                std::vector<int64_t> ai(br), bi(br);
+                for (size_t d = 0; d < br; ++d) {
+                    ai[d] = ab[d] == 1 ? 0 : idx[d];
+                    bi[d] = bb[d] == 1 ? 0 : idx[d];
+                }
+                const int64_t ao = flatten(ai, ab) * M * K, bo = flatten(bi, bb) * K * N;
+                for (int64_t i = 0; i < M; ++i)
+                    for (int64_t j = 0; j < N; ++j) {
+                        double acc = 0;
+                        for (int64_t k = 0; k < K; ++k)
+                            acc += double(A.values<float>()[size_t(ao + i * K + k)]) * B.values<float>()[size_t(bo + k * N + j)];
+                        ref.push_back(float(acc));
+                    }
+            }
+            Shape expected = batch;
+            if (as.size() > 1)
+                expected.push_back(M);
+            if (bs.size() > 1)
+                expected.push_back(N);
+            QCOMPARE(y[0].shape(), expected);
+            EXPECT_CLOSE(y[0], ref, 1e-5);
+        }
+        const Tensor A = randomTensor({2, 3, 4}), B = randomTensor({3, 4, 5});
+        QVERIFY_THROWS_EXCEPTION(Error, runKernel(ops::matMul, "MatMul", {&A, &B}, {}));
+    }
+
+    void gemmHonoursTransposesScalarsAndBroadcastC()
+    {
+        for (int trial = 0; trial < 16; ++trial) {
+            const bool tA = trial & 1, tB = trial & 2;
+            const int64_t M = randInt(1, 40), K = randInt(1, 20), N = randInt(1, 30);
+            const Tensor A = randomTensor(tA ? Shape{K, M} : Shape{M, K}), B = randomTensor(tB ? Shape{N, K} : Shape{K, N});
+            const Shape cShape = std::vector<Shape>{{N}, {M, 1}, {M, N}, {}}[size_t(trial / 4)];
+            const Tensor C = randomTensor(cShape);
+            const float alpha = 0.5f, beta = -2.0f;
+            auto y = runKernel(ops::gemm, "Gemm", {&A, &B, &C},
+                               {intAttr("transA", tA), intAttr("transB", tB), floatAttr("alpha", alpha),
+                                floatAttr("beta", beta)});
+            std::vector<float> ref;
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < K; ++k)
+                        acc += double(A.values<float>()[size_t(tA ? k * M + i : i * K + k)]) *
+                               B.values<float>()[size_t(tB ? j * K + k : k * N + j)];
+                    int64_t ci = 0;
+                    if (cShape.size() == 1)
+                        ci = j;
+                    else if (cShape.size() == 2)
+                        ci = cShape[1] == 1 ? i : i * N + j;
+                    ref.push_back(float(alpha * acc + beta * C.values<float>()[size_t(ci)]));
+                }
+            EXPECT_CLOSE(y[0], ref, 1e-5);
+        }
+    }
+
+    void poolingMatchesWindowReferenceWithCeilModeDilationsAndPads()
+    {
+        for (int trial = 0; trial < 60; ++trial) {
+            const int64_t H = randInt(3, 9), W = randInt(3, 9), kh = randInt(1, 3), kw = randInt(1, 3);
+            const int64_t s = randInt(1, 3), dil = randInt(1, 2), pb = randInt(0, kh - 1), pe = randInt(0, kw - 1);
+            const bool ceil = trial % 2 == 1, includePad = trial % 4 >= 2;
+            if ((kh - 1) * dil + 1 > H + pb + pb || (kw - 1) * dil + 1 > W + pe + pe)
+                continue;
+            const Tensor X = randomTensor({2, 3, H, W});
+            const std::vector<Attribute> common = {intsAttr("kernel_shape", {kh, kw}), intsAttr("strides", {s, s}),
+                                                   intsAttr("pads", {pb, pe, pb, pe}), intAttr("ceil_mode", ceil)};
+            auto withDilations = common;
+            withDilations.push_back(intsAttr("dilations", {dil, dil}));
+            auto averageAttrs = withDilations;
+            averageAttrs.push_back(intAttr("count_include_pad", includePad));
+            auto mx = runKernel(ops::maxPool, "MaxPool", {&X}, withDilations, 12, 2);
+            auto avg = runKernel(ops::averagePool, "AveragePool", {&X}, averageAttrs, 19);
+            // Output size: floor or ceil, and a last window must start inside input + begin pad.
+            auto outSize = [&](int64_t in, int64_t k, int64_t pad) {
+                const double span = double(in + 2 * pad - (k - 1) * dil - 1) / double(s);
+                int64_t o = int64_t(ceil ? std::ceil(span) : std::floor(span)) + 1;
+                if (ceil && (o - 1) * s >= in + pad)
+                    --o;
+                return o;
+            };
+            const int64_t OH = outSize(H, kh, pb), OW = outSize(W, kw, pe);
+            QCOMPARE(mx[0].shape(), (Shape{2, 3, OH, OW}));
+            std::vector<float> refMax, refAvg;
+            std::vector<int64_t> refIdx;
+            for (int64_t nc = 0; nc < 6; ++nc)
+                for (int64_t oh = 0; oh < OH; ++oh)
+                    for (int64_t ow = 0; ow < OW; ++ow) {
+                        float best = -INFINITY;
+                        int64_t bestIdx = -1, inside = 0, padded = 0;
+                        double sum = 0;
+                        for (int64_t i = 0; i < kh; ++i)
+                            for (int64_t j = 0; j < kw; ++j) {
+                                const int64_t h = oh * s - pb + i * dil, w = ow * s - pe + j * dil;
+                                if (h < H + pb && w < W + pe)
+                                    ++padded;
+                                if (h < 0 || h >= H || w < 0 || w >= W)
+                                    continue;
+                                const float v = X.values<float>()[size_t((nc * H + h) * W + w)];
+                                ++inside;
+                                sum += v;
+                                if (v > best) {
+                                    best = v;
+                                    bestIdx = (nc * H + h) * W + w;
+                                }
+                            }
+                        refMax.push_back(best);
+                        refIdx.push_back(bestIdx);
+                        refAvg.push_back(float(sum / double(includePad ? padded : inside)));
+                    }
+            EXPECT_CLOSE(mx[0], refMax, 0);
+            EXPECT_CLOSE(avg[0], refAvg, 1e-6);
+            QVERIFY(std::equal(refIdx.begin(), refIdx.end(), mx[1].values<int64_t>().begin()));
+        }
+    }
+
+    void maxPoolCeilModeMatchesOnnxExample()
+    {
+        // ONNX's maxpool_2d_ceil: 4x4 input 1..16, kernel 3, stride 2, ceil_mode -> [[11, 12], [15, 16]].
+        std::vector<float> v(16);
+        for (int i = 0; i < 16; ++i)
+            v[size_t(i)] = float(i + 1);
+        const Tensor X = Tensor::fromVector<float>(DType::F32, {1, 1, 4, 4}, v);
+        auto y = runKernel(ops::maxPool, "MaxPool", {&X},
+                           {intsAttr("kernel_shape", {3, 3}), intsAttr("strides", {2, 2}), intAttr("ceil_mode", 1)});
+        QCOMPARE(y[0].shape(), (Shape{1, 1, 2, 2}));
+        EXPECT_CLOSE(y[0], (std::vector<float>{11, 12, 15, 16}), 0);
+        auto g = runKernel(ops::globalAveragePool, "GlobalAveragePool", {&X}, {});
+        QCOMPARE(g[0].shape(), (Shape{1, 1, 1, 1}));
+        EXPECT_CLOSE(g[0], (std::vector<float>{8.5f}), 0);
+    }
+
+    void normalizationsMatchTheirFormulas()
+    {
+        const Tensor X = randomTensor({3, 4, 5, 6}, 3.0f);
+        // LayerNormalization over the last two axes, scale/bias [5, 6]; Mean and InvStdDev outputs.
+        const Tensor scale = randomTensor({5, 6}), bias = randomTensor({5, 6});
+        auto ln = runKernel(ops::layerNormalization, "LayerNormalization", {&X, &scale, &bias},
+                            {intAttr("axis", -2), floatAttr("epsilon", 1e-3f)}, 17, 3);
+        std::vector<float> ref, means, invStds;
+        for (int64_t r = 0; r < 12; ++r) {
+            const float* x = X.values<float>().data() + r * 30;
+            double m = 0, v = 0;
+            for (int i = 0; i < 30; ++i)
+                m += x[i];
+            m /= 30;
+            for (int i = 0; i < 30; ++i)
+                v += (x[i] - m) * (x[i] - m);
+            v /= 30;
+            means.push_back(float(m));
+            invStds.push_back(float(1 / std::sqrt(v + 1e-3)));
+            for (int i = 0; i < 30; ++i)
+                ref.push_back(float((x[i] - m) / std::sqrt(v + 1e-3) * scale.values<float>()[size_t(i)] +
+                                    bias.values<float>()[size_t(i)]));
+        }
+        EXPECT_CLOSE(ln[0], ref, 1e-5);
+        QCOMPARE(ln[1].shape(), (Shape{3, 4, 1, 1}));
+        EXPECT_CLOSE(ln[1], means, 1e-6);
+        EXPECT_CLOSE(ln[2], invStds, 1e-5);
+
+        // BatchNormalization (inference) and InstanceNormalization, per channel.
+        const Tensor s = randomTensor({4}), b = randomTensor({4}), mean = randomTensor({4});
+        Tensor var = randomTensor({4});
+        for (float& v : var.mutableValues<float>())
+            v = std::fabs(v) + 0.1f;
+        auto bn = runKernel(ops::batchNormalization, "BatchNormalization", {&X, &s, &b, &mean, &var}, {}, 15);
+        auto in = runKernel(ops::instanceNormalization, "InstanceNormalization", {&X, &s, &b}, {});
+        std::vector<float> refBn, refIn;
+        for (int64_t nc = 0; nc < 12; ++nc) {
+            const size_t c = size_t(nc % 4);
+            const float* x = X.values<float>().data() + nc * 30;
+            double m = 0, v = 0;
+            for (int i = 0; i < 30; ++i)
+                m += x[i];
+            m /= 30;
+            for (int i = 0; i < 30; ++i)
+                v += (x[i] - m) * (x[i] - m);
+            v /= 30;
+            for (int i = 0; i < 30; ++i) {
+                refBn.push_back(float((x[i] - mean.values<float>()[c]) / std::sqrt(var.values<float>()[c] + 1e-5) *
+                                          s.values<float>()[c] + b.values<float>()[c]));
+                refIn.push_back(float((x[i] - m) / std::sqrt(v + 1e-5) * s.values<float>()[c] + b.values<float>()[c]));
+            }
+        }
+        EXPECT_CLOSE(bn[0], refBn, 1e-5);
+        EXPECT_CLOSE(in[0], refIn, 1e-5);
+    }
+
+    void softmaxFlattensBeforeOpset13AndUsesOneAxisAfter()
+    {
+        const Tensor X = randomTensor({2, 3, 4}, 4.0f);
+        auto old = runKernel(ops::softmax, "Softmax", {&X}, {intAttr("axis", 1)}, 11);
+        auto now = runKernel(ops::softmax, "Softmax", {&X}, {intAttr("axis", 1)}, 13);
+        auto logNow = runKernel(ops::logSoftmax, "LogSoftmax", {&X}, {}, 13);
+        std::vector<float> refOld(24), refNow(24), refLog(24);
+        for (int n = 0; n < 2; ++n) {
+            // Opset 11: rows of 12 (the [3, 4] block flattened).
+            double sum = 0;
+            for (int i = 0; i < 12; ++i)
+                sum += std::exp(double(X.values<float>()[size_t(n * 12 + i)]));
+            for (int i = 0; i < 12; ++i)
+                refOld[size_t(n * 12 + i)] = float(std::exp(double(X.values<float>()[size_t(n * 12 + i)])) / sum);
+            // Opset 13: along axis 1 only (3 values, stride 4).
+            for (int k = 0; k < 4; ++k) {
+                double s = 0;
+                for (int c = 0; c < 3; ++c)
+                    s += std::exp(double(X.values<float>()[size_t(n * 12 + c * 4 + k)]));
+                for (int c = 0; c < 3; ++c) {
+                    const size_t i = size_t(n * 12 + c * 4 + k);
+                    refNow[i] = float(std::exp(double(X.values<float>()[i])) / s);
+                }
+            }
+        }
+        // LogSoftmax along the last axis (default -1).
+        for (int r = 0; r < 6; ++r) {
+            double s = 0;
+            for (int k = 0; k < 4; ++k)
+                s += std::exp(double(X.values<float>()[size_t(r * 4 + k)]));
+            for (int k = 0; k < 4; ++k)
+                refLog[size_t(r * 4 + k)] = float(double(X.values<float>()[size_t(r * 4 + k)]) - std::log(s));
+        }
+        EXPECT_CLOSE(old[0], refOld, 1e-6);
+        EXPECT_CLOSE(now[0], refNow, 1e-6);
+        EXPECT_CLOSE(logNow[0], refLog, 1e-6);
+        // Large logits must not overflow.
+        const Tensor big = Tensor::fromVector<float>(DType::F32, {1, 3}, {1000.0f, 1000.0f, -1000.0f});
+        auto y = runKernel(ops::softmax, "Softmax", {&big}, {}, 13);
+        EXPECT_CLOSE(y[0], (std::vector<float>{0.5f, 0.5f, 0.0f}), 1e-7);
+    }
+
+    void reductionsTakeAxesFromAttributeOrInputByOpset()
+    {
+        const Tensor X = randomTensor({3, 4, 5});
+        const Tensor axes = Tensor::fromVector<int64_t>(DType::I64, {2}, {0, -1});
+        auto attr = runKernel(ops::reduceMean, "ReduceMean", {&X}, {intsAttr("axes", {0, -1})}, 13);
+        auto input = runKernel(ops::reduceMean, "ReduceMean", {&X, &axes}, {intAttr("keepdims", 0)}, 18);
+        auto l2 = runKernel(ops::reduceL2, "ReduceL2", {&X, &axes}, {}, 18);
+        auto lse = runKernel(ops::reduceLogSumExp, "ReduceLogSumExp", {&X, &axes}, {}, 18);
+        QCOMPARE(attr[0].shape(), (Shape{1, 4, 1}));
+        QCOMPARE(input[0].shape(), (Shape{4}));
+        std::vector<float> mean, norm, logSumExp;
+        for (int j = 0; j < 4; ++j) {
+            double s = 0, sq = 0, e = 0;
+            for (int i = 0; i < 3; ++i)
+                for (int k = 0; k < 5; ++k) {
+                    const double v = X.values<float>()[size_t((i * 4 + j) * 5 + k)];
+                    s += v;
+                    sq += v * v;
+                    e += std::exp(v);
+                }
+            mean.push_back(float(s / 15));
+            norm.push_back(float(std::sqrt(sq)));
+            logSumExp.push_back(float(std::log(e)));
+        }
+        EXPECT_CLOSE(attr[0], mean, 1e-6);
+        EXPECT_CLOSE(input[0], mean, 1e-6);
+        EXPECT_CLOSE(l2[0], norm, 1e-6);
+        EXPECT_CLOSE(lse[0], logSumExp, 1e-6);
+        // No axes: all of them, unless noop_with_empty_axes.
+        auto all = runKernel(ops::reduceSum, "ReduceSum", {&X}, {intAttr("keepdims", 0)}, 13);
+        QCOMPARE(all[0].shape(), Shape{});
+        auto noop = runKernel(ops::reduceMax, "ReduceMax", {&X}, {intAttr("noop_with_empty_axes", 1)}, 18);
+        EXPECT_CLOSE(noop[0], (std::vector<float>(X.values<float>().begin(), X.values<float>().end())), 0);
+        // ArgMax with ties: first index, or the last with select_last_index.
+        const Tensor ties = Tensor::fromVector<float>(DType::F32, {2, 3}, {1, 5, 5, 2, 2, 0});
+        auto first = runKernel(ops::argMax, "ArgMax", {&ties}, {intAttr("axis", 1), intAttr("keepdims", 0)}, 13);
+        auto last = runKernel(ops::argMax, "ArgMax", {&ties}, {intAttr("axis", 1), intAttr("select_last_index", 1)}, 13);
+        auto minimum = runKernel(ops::argMin, "ArgMin", {&ties}, {intAttr("axis", 0)}, 13);
+        QCOMPARE(first[0].shape(), (Shape{2}));
+        QCOMPARE(last[0].shape(), (Shape{2, 1}));
+        QCOMPARE(std::vector<int64_t>(first[0].values<int64_t>().begin(), first[0].values<int64_t>().end()),
+                 (std::vector<int64_t>{1, 0}));
+        QCOMPARE(std::vector<int64_t>(last[0].values<int64_t>().begin(), last[0].values<int64_t>().end()),
+                 (std::vector<int64_t>{2, 1}));
+        QCOMPARE(std::vector<int64_t>(minimum[0].values<int64_t>().begin(), minimum[0].values<int64_t>().end()),
+                 (std::vector<int64_t>{0, 1, 1}));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestRuntimeKernels)
+#include "tst_runtime_kernels.moc"
