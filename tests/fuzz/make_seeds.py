@@ -1,0 +1,109 @@
+"""Writes the seed corpora of the fuzz targets: a few small valid files per
+parser (so the fuzzer starts from inputs that reach deep) and a few broken
+ones. Inputs the fuzzers found are added next to them by hand, under names
+saying what they broke (docs/robustness.md); this script does not touch those.
+
+usage: /usr/bin/python3 make_seeds.py   (writes corpus/<target>/seed_*)
+"""
+import io
+import json
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "data", "archives"))
+from archive_formats import Member, safetensors_bytes, zip_bytes  # noqa: E402
+
+
+def put(target, name, data):
+    folder = os.path.join(HERE, "corpus", target)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "seed_" + name), "wb") as f:
+        f.write(data.encode() if isinstance(data, str) else data)
+
+
+def onnx_seeds():
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 2], np.linspace(-1, 1, 8).tolist())
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="/proj/MatMul")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [w])
+    matmul = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    put("onnx", "matmul.onnx", matmul)
+    k = helper.make_tensor("k", TensorProto.FLOAT, [2, 1, 3, 3], np.arange(18, dtype=np.float32).tobytes(), raw=True)
+    b = helper.make_tensor("b", TensorProto.INT8, [2], [1, -1])
+    nodes = [helper.make_node("Conv", ["x", "k"], ["c"], name="/layer1/conv/Conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["r"], name="/layer1/relu/Relu"),
+             helper.make_node("Flatten", ["r"], ["f"]),
+             helper.make_node("Cast", ["b"], ["bf"], to=TensorProto.FLOAT),
+             helper.make_node("Gemm", ["f", "gw", "gb"], ["y"], name="/fc/Gemm", transB=1)]
+    gw = helper.make_tensor("gw", TensorProto.FLOAT16, [3, 32], np.ones(96, np.float16).view(np.uint16).tolist())
+    gb = helper.make_tensor("gb", TensorProto.FLOAT, [3], [0.0, 1.0, 2.0])
+    g = helper.make_graph(nodes, "cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 3])], [k, b, gw, gb])
+    cnn = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+    put("onnx", "cnn.onnx", cnn)
+    put("onnx", "truncated.onnx", cnn[: len(cnn) // 3])
+
+
+def safetensors_seeds():
+    f32 = np.arange(6, dtype="<f4").tobytes()
+    put("safetensors", "two.safetensors",
+        safetensors_bytes([("a.weight", "F32", [2, 3], f32), ("a.bias", "I16", [2], b"\1\0\2\0")],
+                          metadata={"format": "pt"}))
+    put("safetensors", "dtypes.safetensors",
+        safetensors_bytes([("f16", "F16", [2], b"\0<\0<"), ("bf", "BF16", [1], b"\x80?"),
+                           ("b", "BOOL", [3], b"\0\1\2"), ("e4", "F8_E4M3", [2], b"\x38\xff"),
+                           ("i64", "I64", [1], b"\1" * 8), ("odd", "U8", [1, 0], b"")], pad_to=0))
+    put("safetensors", "gap.safetensors",
+        safetensors_bytes([("a", "F32", [2], f32[:8])], data=f32[:12]))
+
+
+def npy_bytes(array):
+    buf = io.BytesIO()
+    np.save(buf, array)
+    return buf.getvalue()
+
+
+def npy_seeds():
+    put("npy", "f4.npy", npy_bytes(np.linspace(-2, 2, 6, dtype="<f4").reshape(2, 3)))
+    put("npy", "be_fortran.npy", npy_bytes(np.asfortranarray(np.arange(6, dtype=">i2").reshape(2, 3))))
+    put("npy", "bool.npy", npy_bytes(np.array([True, False, True])))
+    put("npy", "scalar_f8.npy", npy_bytes(np.float64(3.5)))
+    put("npy", "empty.npy", npy_bytes(np.zeros((0, 4), np.float16)))
+    put("npy", "short.npy", npy_bytes(np.arange(8, dtype="<u4"))[:-3])
+
+
+def npz_seeds():
+    arrays = {"x": np.arange(12, dtype="<f4").reshape(3, 4), "labels": np.array([1, 0, 2], "<i8"),
+              "f": np.asfortranarray(np.ones((2, 3), ">f8"))}
+    for name, save in (("stored.npz", np.savez), ("deflated.npz", np.savez_compressed)):
+        buf = io.BytesIO()
+        save(buf, **arrays)
+        put("npz", name, buf.getvalue())
+    put("npz", "other_member.npz",
+        zip_bytes([Member("readme.txt", b"hello"), Member("s.npy", npy_bytes(np.float32(1)), method=8)]))
+    put("npz", "crc.npz", zip_bytes([Member("x.npy", npy_bytes(np.ones(4, "<f4")), crc=1)]))
+
+
+def rules_seeds():
+    put("rules", "full.json", json.dumps({"version": 1, "rules": [
+        {"module_path": "layer(1|2)/.*/conv[0-9]+", "op_types": ["Conv"], "weight_qtype": "int4",
+         "weight_calibration": "percentile,99.9", "granularity": "per_channel", "tile_size": 0.25,
+         "narrow_range": True, "scale_restriction": "pow2"},
+        {"module_path": "fc", "weight_qtype": "int8", "act_qtype": "uint8", "act_calibration": "minmax",
+         "act_static_scale": True, "act_batch_axes": [0, 1], "rounding": "stochastic", "rounding_seed": 7},
+        {"weight_qtype": "fp8_e4m3", "act_qtype": "nf4", "act_calibration": "mse"},
+        {"module_path": ".*", "weight_qtype": "mxfp4", "weight_calibration": "fixed,-1,2"}]}, indent=1))
+    put("rules", "empty.json", '{"version": 1, "rules": []}')
+    put("rules", "bad_field.json", '{"version": 1, "rules": [{"module_path": "(a", "tile_size": 0.3}]}')
+
+
+onnx_seeds()
+safetensors_seeds()
+npy_seeds()
+npz_seeds()
+rules_seeds()
