@@ -78,7 +78,7 @@ Json parseRuleFile(std::string_view text, std::string_view source)
     };
     try {
         return Json::parse(text.begin(), text.end(), callback);
-    } catch (const Json::parse_error& e) {
+    } catch (const Json::exception& e) { // parse_error, and out_of_range for a number like 1e400
         // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without the tag.
         std::string message = e.what();
         if (const size_t tag = message.find("] "); tag != std::string::npos)
