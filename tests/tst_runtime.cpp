@@ -1,0 +1,375 @@
+// The interpreter core: broadcasting against a scalar reference, the memory
+// plan, rejection of unsupported ops, cancellation between nodes, errors that
+// name the node, node observers, and small hand-built graphs end to end.
+#include <QtTest>
+
+#include <random>
+
+#include "runtime/interpreter.h"
+
+using namespace qs;
+
+namespace {
+
+Attribute intsAttr(const std::string& name, std::vector<int64_t> v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::Ints;
+    a.ints = std::move(v);
+    return a;
+}
+
+Attribute floatAttr(const std::string& name, float v)
+{
+    Attribute a;
+    a.name = name;
+    a.kind = Attribute::Kind::Float;
+    a.f = v;
+    return a;
+}
+
+std::string indexed(const char* prefix, int i)
+{
+    std::string s = prefix;
+    s += std::to_string(i);
+    return s;
+}
+
+ValueInfo floatValue(const std::string& name) { return ValueInfo{name, DType::F32, "float32", std::nullopt}; }
+
+Node node(const std::string& name, const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
+          std::vector<Attribute> attrs = {})
+{
+    Node n;
+    n.name = name;
+    n.opType = op;
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    return n;
+}
+
+Model modelOf(std::vector<Node> nodes, std::vector<std::string> inputs, std::vector<std::string> outputs)
+{
+    Model m;
+    m.format = "onnx";
+    m.opsetImports[""] = 17;
+    for (const auto& i : inputs)
+        m.inputs.push_back(floatValue(i));
+    for (const auto& o : outputs)
+        m.outputs.push_back(floatValue(o));
+    m.nodes = std::move(nodes);
+    return m;
+}
+
+Tensor randomTensor(Shape shape, std::mt19937& rng)
+{
+    Tensor t(DType::F32, std::move(shape));
+    std::normal_distribution<float> d(0.0f, 2.0f);
+    for (float& v : t.mutableValues<float>())
+        v = d(rng);
+    return t;
+}
+
+// out[i] by explicit coordinates: the definition of numpy broadcasting.
+Tensor referenceBinary(const Tensor& a, const Tensor& b, float (*op)(float, float))
+{
+    const size_t rank = std::max(a.shape().size(), b.shape().size());
+    auto padded = [rank](const Shape& s) {
+        Shape p(rank - s.size(), 1);
+        p.insert(p.end(), s.begin(), s.end());
+        return p;
+    };
+    const Shape pa = padded(a.shape()), pb = padded(b.shape());
+    Shape out(rank);
+    for (size_t i = 0; i < rank; ++i)
+        out[i] = pa[i] == 1 ? pb[i] : pa[i];
+    Tensor r(DType::F32, out);
+    const Shape sa = rowMajorStrides(pa), sb = rowMajorStrides(pb);
+    for (int64_t flat = 0; flat < r.numel(); ++flat) {
+        int64_t rem = flat, ia = 0, ib = 0;
+        for (size_t i = rank; i-- > 0;) {
+            const int64_t c = rem % out[i];
+            rem /= out[i];
+            ia += (pa[i] == 1 ? 0 : c) * sa[i];
+            ib += (pb[i] == 1 ? 0 : c) * sb[i];
+        }
+        r.mutableValues<float>()[size_t(flat)] = op(a.values<float>()[size_t(ia)], b.values<float>()[size_t(ib)]);
+    }
+    return r;
+}
+
+Tensor runBinary(const std::string& op, const Tensor& a, const Tensor& b)
+{
+    const Interpreter interpreter(modelOf({node("op", op, {"a", "b"}, {"y"})}, {"a", "b"}, {"y"}));
+    return interpreter.run({{"a", a}, {"b", b}}).at("y");
+}
+
+bool sameFloats(const Tensor& x, const Tensor& y)
+{
+    if (x.shape() != y.shape())
+        return false;
+    for (size_t i = 0; i < size_t(x.numel()); ++i) {
+        const float u = x.values<float>()[i], v = y.values<float>()[i];
+        if (!(u == v || (std::isnan(u) && std::isnan(v))))
+            return false;
+    }
+    return true;
+}
+
+// Records what it sees; can cancel or replace inputs.
+class RecordingObserver : public NodeObserver {
+public:
+    std::vector<std::string> ran;
+    std::vector<size_t> liveAfter;
+    CancellationToken* cancelAfterFirst = nullptr;
+    std::function<void(NodeEvent&)> before;
+
+    void beforeNode(NodeEvent& e) override
+    {
+        if (before)
+            before(e);
+    }
+    void afterNode(NodeEvent& e) override
+    {
+        ran.push_back(e.node->name);
+        liveAfter.push_back(e.liveValues);
+        if (cancelAfterFirst)
+            cancelAfterFirst->cancel();
+    }
+};
+
+} // namespace
+
+class TestRuntime : public QObject {
+    Q_OBJECT
+private slots:
+    void broadcastingMatchesTheScalarDefinition_data()
+    {
+        QTest::addColumn<QList<qint64>>("a");
+        QTest::addColumn<QList<qint64>>("b");
+        QTest::newRow("same") << QList<qint64>{3, 4} << QList<qint64>{3, 4};
+        QTest::newRow("scalar") << QList<qint64>{2, 3, 5} << QList<qint64>{};
+        QTest::newRow("row") << QList<qint64>{4, 7} << QList<qint64>{7};
+        QTest::newRow("column") << QList<qint64>{4, 7} << QList<qint64>{4, 1};
+        QTest::newRow("outer") << QList<qint64>{5, 1} << QList<qint64>{1, 6};
+        QTest::newRow("middle") << QList<qint64>{2, 1, 3} << QList<qint64>{2, 5, 1};
+        QTest::newRow("rank5") << QList<qint64>{2, 1, 3, 1, 4} << QList<qint64>{3, 2, 4};
+        QTest::newRow("empty") << QList<qint64>{0, 3} << QList<qint64>{1, 3};
+        QTest::newRow("large-parallel") << QList<qint64>{64, 33, 40} << QList<qint64>{33, 1};
+        QTest::newRow("large-row") << QList<qint64>{1, 100000} << QList<qint64>{1};
+        QTest::newRow("large-inner-broadcast") << QList<qint64>{300, 1, 200} << QList<qint64>{300, 3, 1};
+    }
+    void broadcastingMatchesTheScalarDefinition()
+    {
+        QFETCH(QList<qint64>, a);
+        QFETCH(QList<qint64>, b);
+        std::mt19937 rng(7);
+        const Tensor ta = randomTensor(Shape(a.begin(), a.end()), rng);
+        const Tensor tb = randomTensor(Shape(b.begin(), b.end()), rng);
+        QVERIFY(sameFloats(runBinary("Sub", ta, tb), referenceBinary(ta, tb, [](float x, float y) { return x - y; })));
+        QVERIFY(sameFloats(runBinary("Sub", tb, ta), referenceBinary(tb, ta, [](float x, float y) { return x - y; })));
+        QVERIFY(sameFloats(runBinary("Max", ta, tb),
+                           referenceBinary(ta, tb, [](float x, float y) { return x < y ? y : x; })));
+    }
+
+    void adversarialValuesPropagate()
+    {
+        const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+        const Tensor a = Tensor::fromVector(DType::F32, {4}, std::vector<float>{inf, -inf, nan, 0.0f});
+        const Tensor b = Tensor::fromVector(DType::F32, {4}, std::vector<float>{1.0f, 2.0f, 3.0f, -0.0f});
+        QVERIFY(sameFloats(runBinary("Max", a, b), referenceBinary(a, b, [](float x, float y) {
+                               return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
+                           })));
+        QVERIFY(sameFloats(runBinary("Div", a, b), referenceBinary(a, b, [](float x, float y) { return x / y; })));
+    }
+
+    void incompatibleShapesNameTheNode()
+    {
+        std::mt19937 rng(1);
+        try {
+            runBinary("Add", randomTensor({2, 3}, rng), randomTensor({4}, rng));
+            QFAIL("expected an Error");
+        } catch (const Error& e) {
+            const std::string m = e.what();
+            QVERIFY2(m.find("'op' (Add)") != std::string::npos && m.find("[2, 3]") != std::string::npos, e.what());
+        }
+    }
+
+    void memoryPlanFreesIntermediatesAfterTheirLastReader()
+    {
+        // x -> a -> b -> c -> y, and x is read again by the last node: x lives to the end,
+        // a and b die right after their reader.
+        const Interpreter interpreter(modelOf({node("n0", "Relu", {"x"}, {"a"}), node("n1", "Neg", {"a"}, {"b"}),
+                                               node("n2", "Abs", {"b"}, {"c"}), node("n3", "Add", {"c", "x"}, {"y"})},
+                                              {"x"}, {"y"}));
+        const auto freed = interpreter.freedAfterEachNode();
+        QCOMPARE(freed[0], std::vector<std::string>{});
+        QCOMPARE(freed[1], std::vector<std::string>{"a"});
+        QCOMPARE(freed[2], std::vector<std::string>{"b"});
+        QCOMPARE(freed[3], (std::vector<std::string>{"x", "c"}));
+        RecordingObserver obs;
+        RunOptions options;
+        options.observer = &obs;
+        std::mt19937 rng(3);
+        const Tensor x = randomTensor({8}, rng);
+        const Tensor y = interpreter.run({{"x", x}}, options).at("y");
+        // live after each node, counted before that node's frees: x + the new value (+ the one it read).
+        QCOMPARE(obs.liveAfter, (std::vector<size_t>{2, 3, 3, 3}));
+        for (size_t i = 0; i < 8; ++i)
+            QCOMPARE(y.values<float>()[i], std::abs(-std::max(x.values<float>()[i], 0.0f)) + x.values<float>()[i]);
+    }
+
+    void longChainHoldsAConstantNumberOfValues()
+    {
+        std::vector<Node> nodes;
+        std::string prev = "x";
+        for (int i = 0; i < 50; ++i) {
+            const std::string out = i == 49 ? "y" : indexed("v", i);
+            nodes.push_back(node(indexed("n", i), i % 2 ? "Neg" : "Relu", {prev}, {out}));
+            prev = out;
+        }
+        const Interpreter interpreter(modelOf(nodes, {"x"}, {"y"}));
+        RecordingObserver obs;
+        RunOptions options;
+        options.observer = &obs;
+        interpreter.run({{"x", Tensor(DType::F32, {16})}}, options);
+        QCOMPARE(obs.ran.size(), size_t(50));
+        for (size_t live : obs.liveAfter)
+            QVERIFY(live <= 2);
+    }
+
+    void missingOpsAreAllListedAtConstruction()
+    {
+        Model m = modelOf({node("a", "FancyOp", {"x"}, {"t"}), node("b", "Relu", {"t"}, {"u"}),
+                           node("c", "OtherOp", {"u"}, {"v"}), node("d", "FancyOp", {"v"}, {"y"})},
+                          {"x"}, {"y"});
+        m.nodes[2].domain = "com.example";
+        m.opsetImports["com.example"] = 1;
+        QCOMPARE(unsupportedOps(m), (std::vector<std::string>{"FancyOp", "com.example:OtherOp"}));
+        try {
+            Interpreter interpreter(m);
+            QFAIL("expected an Error");
+        } catch (const Error& e) {
+            const std::string msg = e.what();
+            QVERIFY2(msg.find("FancyOp") != std::string::npos && msg.find("com.example:OtherOp") != std::string::npos &&
+                         msg.find("Relu") == std::string::npos,
+                     e.what());
+        }
+        // An op known only at other opsets is named with the model's opset.
+        Model old = modelOf({node("g", "Gelu", {"x"}, {"y"})}, {"x"}, {"y"});
+        QCOMPARE(unsupportedOps(old), std::vector<std::string>{"Gelu (opset 17)"});
+    }
+
+    void cancellationStopsBetweenNodes()
+    {
+        const Interpreter interpreter(modelOf({node("n0", "Relu", {"x"}, {"a"}), node("n1", "Neg", {"a"}, {"b"}),
+                                               node("n2", "Abs", {"b"}, {"y"})},
+                                              {"x"}, {"y"}));
+        RunOptions options;
+        RecordingObserver obs;
+        obs.cancelAfterFirst = &options.cancel;
+        options.observer = &obs;
+        QVERIFY_THROWS_EXCEPTION(Cancelled, interpreter.run({{"x", Tensor(DType::F32, {4})}}, options));
+        QCOMPARE(obs.ran, std::vector<std::string>{"n0"});
+        // A token cancelled before the run stops it before the first node.
+        RunOptions cancelled;
+        cancelled.cancel.cancel();
+        QVERIFY_THROWS_EXCEPTION(Cancelled, interpreter.run({{"x", Tensor(DType::F32, {4})}}, cancelled));
+    }
+
+    void attributeErrorsNameTheNodeAndAttribute()
+    {
+        Attribute perm = floatAttr("perm", 1.0f);
+        const Interpreter interpreter(modelOf({node("swap", "Transpose", {"x"}, {"y"}, {perm})}, {"x"}, {"y"}));
+        try {
+            interpreter.run({{"x", Tensor(DType::F32, {2, 3})}});
+            QFAIL("expected an Error");
+        } catch (const Error& e) {
+            QCOMPARE(std::string(e.what()), std::string("node 'swap' (Transpose): attribute 'perm' must be a list of ints"));
+        }
+        // An unnamed node is named by its index.
+        const Interpreter unnamed(modelOf({node("", "Relu", {"x"}, {"a"}),
+                                           node("", "Transpose", {"a"}, {"y"}, {intsAttr("perm", {0, 0})})},
+                                          {"x"}, {"y"}));
+        try {
+            unnamed.run({{"x", Tensor(DType::F32, {2, 3})}});
+            QFAIL("expected an Error");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).starts_with("node #1 (Transpose): perm repeats axis 0"), e.what());
+        }
+    }
+
+    void inputsAreChecked()
+    {
+        Model m = modelOf({node("n", "Relu", {"x"}, {"y"})}, {"x"}, {"y"});
+        m.inputs[0].shape = std::vector<Dim>{Dim::named("batch"), Dim::fixed(3)};
+        const Interpreter interpreter(m);
+        QVERIFY_THROWS_EXCEPTION(Error, interpreter.run({}));
+        QVERIFY_THROWS_EXCEPTION(Error, interpreter.run({{"x", Tensor(DType::F32, {2, 4})}}));
+        QVERIFY_THROWS_EXCEPTION(Error, interpreter.run({{"x", Tensor(DType::I64, {2, 3})}}));
+        QVERIFY_THROWS_EXCEPTION(Error, interpreter.run({{"x", Tensor(DType::F32, {2, 3})}, {"z", Tensor()}}));
+        QCOMPARE(interpreter.run({{"x", Tensor(DType::F32, {5, 3})}}).at("y").shape(), (Shape{5, 3}));
+        // A node reading a value nobody produces is refused at construction, naming both.
+        try {
+            Interpreter bad(modelOf({node("n", "Relu", {"ghost"}, {"y"})}, {"x"}, {"y"}));
+            QFAIL("expected an Error");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("'ghost'") != std::string::npos, e.what());
+        }
+    }
+
+    void observerCanReplaceAnInput()
+    {
+        Model m = modelOf({node("scale", "Mul", {"x", "w"}, {"y"})}, {"x"}, {"y"});
+        m.addInitializer("w", Tensor::fromVector(DType::F32, {}, std::vector<float>{2.0f}));
+        const Interpreter interpreter(m);
+        RecordingObserver obs;
+        obs.before = [](NodeEvent& e) { e.inputs[1] = Tensor::fromVector(DType::F32, {}, std::vector<float>{10.0f}); };
+        RunOptions options;
+        options.observer = &obs;
+        const Tensor x = Tensor::fromVector(DType::F32, {2}, std::vector<float>{1.0f, -3.0f});
+        QCOMPARE(interpreter.run({{"x", x}}, options).at("y").values<float>()[1], -30.0f);
+        // The stored initializer is unchanged: a run without the observer uses it.
+        QCOMPARE(interpreter.run({{"x", x}}).at("y").values<float>()[1], -6.0f);
+    }
+
+    void smallGraphEndToEnd()
+    {
+        // y = Transpose(Concat(Where(x > 0, x * 2, Sigmoid(x)), Slice(x, reversed columns)), perm [1, 0])
+        Model m = modelOf(
+            {node("gt", "Greater", {"x", "zero"}, {"pos"}), node("dbl", "Mul", {"x", "two"}, {"x2"}),
+             node("sig", "Sigmoid", {"x"}, {"s"}), node("sel", "Where", {"pos", "x2", "s"}, {"w"}),
+             node("rev", "Slice", {"x", "starts", "ends", "axes", "steps"}, {"r"}),
+             node("cat", "Concat", {"w", "r"}, {"c"}, {Attribute{"axis", Attribute::Kind::Int, 0, 0, {}, {}, {}, {}, {}}}),
+             node("tr", "Transpose", {"c"}, {"y"}, {intsAttr("perm", {1, 0})})},
+            {"x"}, {"y"});
+        m.addInitializer("zero", Tensor::fromVector(DType::F32, {}, std::vector<float>{0.0f}));
+        m.addInitializer("two", Tensor::fromVector(DType::F32, {}, std::vector<float>{2.0f}));
+        m.addInitializer("starts", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{-1}));
+        m.addInitializer("ends", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{INT64_MIN}));
+        m.addInitializer("axes", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{1}));
+        m.addInitializer("steps", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{-1}));
+        const Interpreter interpreter(m);
+        std::mt19937 rng(11);
+        const Tensor x = randomTensor({3, 5}, rng);
+        const Tensor y = interpreter.run({{"x", x}}).at("y");
+        QCOMPARE(y.shape(), (Shape{5, 6}));
+        auto xv = [&](int64_t i, int64_t j) { return x.values<float>()[size_t(i * 5 + j)]; };
+        for (int64_t j = 0; j < 5; ++j)
+            for (int64_t i = 0; i < 6; ++i) {
+                float expected;
+                if (i < 3) {
+                    const float v = xv(i, j);
+                    expected = v > 0 ? v * 2 : 1.0f / (1.0f + std::exp(-v));
+                } else {
+                    expected = xv(i - 3, 4 - j);
+                }
+                QVERIFY(std::abs(y.values<float>()[size_t(j * 6 + i)] - expected) <= 1e-6f * (1 + std::abs(expected)));
+            }
+    }
+};
+
+QTEST_APPLESS_MAIN(TestRuntime)
+#include "tst_runtime.moc"
