@@ -169,6 +169,79 @@ std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor*
     return y;
 }
 
+float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+// A naive LSTM (cell == 0) or GRU (cell == 1, `lbr` = linear_before_reset) over
+// layout-0 tensors, written from the ONNX equations one scalar at a time.
+// `reverse` runs a single direction backwards. Returns Y [T, dirs, N, H] followed by Y_h and, for LSTM, Y_c.
+std::vector<std::vector<float>> referenceRecurrent(int cell, bool lbr, int dirs, bool reverse, const Tensor& X, const Tensor& W,
+                                                   const Tensor& R, const Tensor& B, const std::vector<int64_t>& lens,
+                                                   const Tensor& h0, const Tensor& c0, const Tensor* P, int64_t H)
+{
+    const int64_t T = X.dim(0), N = X.dim(1), I = X.dim(2), G = (cell == 0 ? 4 : 3) * H;
+    std::vector<float> Y(size_t(T * dirs * N * H), 0.0f), Yh(size_t(dirs * N * H)), Yc(size_t(dirs * N * H));
+    auto x = [&](int64_t t, int64_t b, int64_t i) { return X.values<float>()[size_t((t * N + b) * I + i)]; };
+    for (int d = 0; d < dirs; ++d) {
+        auto w = [&](int64_t g, int64_t i) { return W.values<float>()[size_t((d * G + g) * I + i)]; };
+        auto r = [&](int64_t g, int64_t j) { return R.values<float>()[size_t((d * G + g) * H + j)]; };
+        auto wb = [&](int64_t g) { return B.values<float>()[size_t(d * 2 * G + g)]; };
+        auto rb = [&](int64_t g) { return B.values<float>()[size_t(d * 2 * G + G + g)]; };
+        for (int64_t b = 0; b < N; ++b) {
+            std::vector<float> h(static_cast<size_t>(H)), c(static_cast<size_t>(H));
+            for (int64_t k = 0; k < H; ++k) {
+                h[size_t(k)] = h0.values<float>()[size_t((d * N + b) * H + k)];
+                c[size_t(k)] = cell == 0 ? c0.values<float>()[size_t((d * N + b) * H + k)] : 0.0f;
+            }
+            for (int64_t s = 0; s < lens[size_t(b)]; ++s) {
+                const int64_t t = d == 1 || reverse ? lens[size_t(b)] - 1 - s : s;
+                // pre(g) = x W^T + h R^T + biases for gate row g.
+                auto xw = [&](int64_t g) {
+                    double a = wb(g);
+                    for (int64_t i = 0; i < I; ++i)
+                        a += double(x(t, b, i)) * w(g, i);
+                    return a;
+                };
+                auto hr = [&](int64_t g, const std::vector<float>& v) {
+                    double a = rb(g);
+                    for (int64_t j = 0; j < H; ++j)
+                        a += double(v[size_t(j)]) * r(g, j);
+                    return a;
+                };
+                std::vector<float> nh(static_cast<size_t>(H)), nc(static_cast<size_t>(H));
+                for (int64_t k = 0; k < H; ++k) {
+                    if (cell == 0) {
+                        const float* p = P ? P->values<float>().data() + d * 3 * H : nullptr;
+                        const float i = sigmoid(float(xw(k) + hr(k, h)) + (p ? p[k] * c[size_t(k)] : 0.0f));
+                        const float f = sigmoid(float(xw(2 * H + k) + hr(2 * H + k, h)) + (p ? p[2 * H + k] * c[size_t(k)] : 0.0f));
+                        const float g = std::tanh(float(xw(3 * H + k) + hr(3 * H + k, h)));
+                        nc[size_t(k)] = f * c[size_t(k)] + i * g;
+                        const float o = sigmoid(float(xw(H + k) + hr(H + k, h)) + (p ? p[H + k] * nc[size_t(k)] : 0.0f));
+                        nh[size_t(k)] = o * std::tanh(nc[size_t(k)]);
+                    } else {
+                        const float z = sigmoid(float(xw(k) + hr(k, h)));
+                        std::vector<float> rh(static_cast<size_t>(H));
+                        for (int64_t j = 0; j < H; ++j)
+                            rh[size_t(j)] = sigmoid(float(xw(H + j) + hr(H + j, h))) * h[size_t(j)];
+                        const float rk = sigmoid(float(xw(H + k) + hr(H + k, h)));
+                        const float pre = lbr ? float(xw(2 * H + k) + rk * hr(2 * H + k, h)) : float(xw(2 * H + k) + hr(2 * H + k, rh));
+                        nh[size_t(k)] = (1 - z) * std::tanh(pre) + z * h[size_t(k)];
+                    }
+                }
+                h = nh;
+                if (cell == 0)
+                    c = nc;
+                for (int64_t k = 0; k < H; ++k)
+                    Y[size_t(((t * dirs + d) * N + b) * H + k)] = h[size_t(k)];
+            }
+            for (int64_t k = 0; k < H; ++k) {
+                Yh[size_t((d * N + b) * H + k)] = h[size_t(k)];
+                Yc[size_t((d * N + b) * H + k)] = c[size_t(k)];
+            }
+        }
+    }
+    return {Y, Yh, Yc};
+}
+
 } // namespace
 
 class TestRuntimeKernels : public QObject {
@@ -587,6 +660,130 @@ private slots:
                  (std::vector<int64_t>{2, 1}));
         QCOMPARE(std::vector<int64_t>(minimum[0].values<int64_t>().begin(), minimum[0].values<int64_t>().end()),
                  (std::vector<int64_t>{0, 1, 1}));
+    }
+
+    void lstmAndGruMatchScalarEquationsInEveryDirection()
+    {
+        for (int trial = 0; trial < 12; ++trial) {
+            const int cell = trial % 2;
+            const bool lbr = trial % 4 == 3;
+            const std::string direction = std::vector<std::string>{"forward", "reverse", "bidirectional"}[size_t(trial / 4)];
+            const int dirs = direction == "bidirectional" ? 2 : 1;
+            const int64_t T = randInt(1, 5), N = randInt(1, 3), I = randInt(1, 4), H = randInt(1, 5);
+            const int64_t G = (cell == 0 ? 4 : 3) * H;
+            const Tensor X = randomTensor({T, N, I}), W = randomTensor({dirs, G, I}, 0.5f),
+                         R = randomTensor({dirs, G, H}, 0.5f), B = randomTensor({dirs, 2 * G}, 0.5f),
+                         h0 = randomTensor({dirs, N, H}), c0 = randomTensor({dirs, N, H}),
+                         P = randomTensor({dirs, 3 * H}, 0.5f);
+            std::vector<int64_t> lens(static_cast<size_t>(N));
+            for (auto& l : lens)
+                l = randInt(0, T);
+            lens[0] = T;
+            const Tensor seqLens = Tensor::fromVector<int32_t>(DType::I32, {N}, std::vector<int32_t>(lens.begin(), lens.end()));
+            std::vector<Attribute> attrs = {intAttr("hidden_size", H), stringAttr("direction", direction)};
+            if (lbr)
+                attrs.push_back(intAttr("linear_before_reset", 1));
+            auto out = cell == 0 ? runKernel(ops::lstm, "LSTM", {&X, &W, &R, &B, &seqLens, &h0, &c0, &P}, attrs, 14, 3)
+                                 : runKernel(ops::gru, "GRU", {&X, &W, &R, &B, &seqLens, &h0}, attrs, 14, 2);
+            const auto ref = referenceRecurrent(cell, lbr, dirs, direction == "reverse", X, W, R, B, lens, h0, c0, cell == 0 ? &P : nullptr, H);
+            QCOMPARE(out[0].shape(), (Shape{T, dirs, N, H}));
+            EXPECT_CLOSE(out[0], ref[0], 1e-5);
+            EXPECT_CLOSE(out[1], ref[1], 1e-5);
+            if (cell == 0)
+                EXPECT_CLOSE(out[2], ref[2], 1e-5);
+        }
+    }
+
+    void lstmBatchFirstLayoutTransposesInputsAndOutputs()
+    {
+        const int64_t T = 3, N = 2, I = 3, H = 4;
+        const Tensor X = randomTensor({T, N, I}), W = randomTensor({2, 4 * H, I}), R = randomTensor({2, 4 * H, H});
+        Tensor Xb(DType::F32, {N, T, I});
+        for (int64_t t = 0; t < T; ++t)
+            for (int64_t b = 0; b < N; ++b)
+                for (int64_t i = 0; i < I; ++i)
+                    Xb.mutableValues<float>()[size_t((b * T + t) * I + i)] = X.values<float>()[size_t((t * N + b) * I + i)];
+        const std::vector<Attribute> attrs = {intAttr("hidden_size", H), stringAttr("direction", "bidirectional")};
+        auto seqFirst = runKernel(ops::lstm, "LSTM", {&X, &W, &R}, attrs, 14, 3);
+        auto withLayout = attrs;
+        withLayout.push_back(intAttr("layout", 1));
+        auto batchFirst = runKernel(ops::lstm, "LSTM", {&Xb, &W, &R}, withLayout, 14, 3);
+        QCOMPARE(batchFirst[0].shape(), (Shape{N, T, 2, H}));
+        QCOMPARE(batchFirst[1].shape(), (Shape{N, 2, H}));
+        std::vector<float> expected;
+        for (int64_t b = 0; b < N; ++b)
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t d = 0; d < 2; ++d)
+                    for (int64_t k = 0; k < H; ++k)
+                        expected.push_back(seqFirst[0].values<float>()[size_t(((t * 2 + d) * N + b) * H + k)]);
+        EXPECT_CLOSE(batchFirst[0], expected, 0);
+    }
+
+    void quantizeLinearRoundsHalfToEvenAndSaturatesPerAxisAndBlocked()
+    {
+        // Per tensor, uint8 by default: ties to even, saturation at both ends.
+        const Tensor x = Tensor::fromVector<float>(DType::F32, {8}, {0.5f, 1.5f, 2.5f, -0.5f, 300.0f, -300.0f, 127.4f, 3.0f});
+        const Tensor scale = Tensor::fromVector<float>(DType::F32, {}, {1.0f});
+        auto u8 = runKernel(ops::quantizeLinear, "QuantizeLinear", {&x, &scale}, {}, 13);
+        QCOMPARE(u8[0].dtype(), DType::U8);
+        QCOMPARE(std::vector<uint8_t>(u8[0].values<uint8_t>().begin(), u8[0].values<uint8_t>().end()),
+                 (std::vector<uint8_t>{0, 2, 2, 0, 255, 0, 127, 3}));
+        const Tensor zp8 = Tensor::fromVector<int8_t>(DType::I8, {}, {int8_t(1)});
+        auto i8 = runKernel(ops::quantizeLinear, "QuantizeLinear", {&x, &scale, &zp8}, {}, 13);
+        QCOMPARE(std::vector<int8_t>(i8[0].values<int8_t>().begin(), i8[0].values<int8_t>().end()),
+                 (std::vector<int8_t>{1, 3, 3, 1, 127, -128, 127, 4}));
+
+        // Per axis (axis 1) and blocked (axis 1, block 2) against the formula.
+        const Tensor X = randomTensor({2, 5, 3}, 4.0f);
+        const Tensor perAxis = Tensor::fromVector<float>(DType::F32, {5}, {0.1f, 0.2f, 0.05f, 1.0f, 0.3f});
+        const Tensor perAxisZp = Tensor::fromVector<int8_t>(DType::I8, {5}, {0, 3, -4, 10, 0});
+        auto qa = runKernel(ops::quantizeLinear, "QuantizeLinear", {&X, &perAxis, &perAxisZp}, {intAttr("axis", 1)}, 13);
+        Tensor blockScale = randomTensor({2, 3, 3});
+        for (float& v : blockScale.mutableValues<float>())
+            v = std::fabs(v) * 0.1f + 0.01f;
+        auto qb = runKernel(ops::quantizeLinear, "QuantizeLinear", {&X, &blockScale},
+                            {intAttr("axis", 1), intAttr("block_size", 2), intAttr("output_dtype", 3)}, 21);
+        QCOMPARE(qb[0].dtype(), DType::I8);
+        for (int64_t o = 0; o < 2; ++o)
+            for (int64_t a = 0; a < 5; ++a)
+                for (int64_t i = 0; i < 3; ++i) {
+                    const size_t e = size_t((o * 5 + a) * 3 + i);
+                    const float v = X.values<float>()[e];
+                    const double wantA = std::clamp(std::nearbyint(double(v / perAxis.values<float>()[size_t(a)])) +
+                                                        perAxisZp.values<int8_t>()[size_t(a)], -128.0, 127.0);
+                    const float bs = blockScale.values<float>()[size_t((o * 3 + a / 2) * 3 + i)];
+                    const double wantB = std::clamp(std::nearbyint(double(v / bs)), -128.0, 127.0);
+                    QCOMPARE(double(qa[0].values<int8_t>()[e]), wantA);
+                    QCOMPARE(double(qb[0].values<int8_t>()[e]), wantB);
+                }
+        // Dequantize undoes the grid exactly: (q - zp) * scale.
+        auto dq = runKernel(ops::dequantizeLinear, "DequantizeLinear", {&qa[0], &perAxis, &perAxisZp}, {intAttr("axis", 1)}, 13);
+        std::vector<float> back;
+        for (int64_t e = 0; e < 30; ++e) {
+            const size_t a = size_t((e / 3) % 5);
+            back.push_back(float(qa[0].values<int8_t>()[size_t(e)] - perAxisZp.values<int8_t>()[a]) * perAxis.values<float>()[a]);
+        }
+        EXPECT_CLOSE(dq[0], back, 0);
+        // A blocked scale of the wrong shape is refused.
+        const Tensor wrong = randomTensor({2, 2, 3});
+        QVERIFY_THROWS_EXCEPTION(Error, runKernel(ops::quantizeLinear, "QuantizeLinear", {&X, &wrong},
+                                                  {intAttr("axis", 1), intAttr("block_size", 2)}, 21));
+    }
+
+    void dynamicQuantizeLinearMatchesOnnxExample()
+    {
+        // ONNX's example: range widened to include 0 -> scale (2 + 3) / 255, zero point 153.
+        const Tensor x = Tensor::fromVector<float>(DType::F32, {6}, {0.0f, 2.0f, -3.0f, -2.5f, 1.34f, 0.5f});
+        auto y = runKernel(ops::dynamicQuantizeLinear, "DynamicQuantizeLinear", {&x}, {}, 11, 3);
+        QCOMPARE(std::vector<uint8_t>(y[0].values<uint8_t>().begin(), y[0].values<uint8_t>().end()),
+                 (std::vector<uint8_t>{153, 255, 0, 26, 221, 179}));
+        QCOMPARE(y[1].values<float>()[0], 5.0f / 255.0f);
+        QCOMPARE(y[2].values<uint8_t>()[0], uint8_t(153));
+        // All zeros: a zero scale quantizes everything to 0, not NaN.
+        const Tensor zeros(DType::F32, {4});
+        auto z = runKernel(ops::dynamicQuantizeLinear, "DynamicQuantizeLinear", {&zeros}, {}, 11, 3);
+        QCOMPARE(z[0].values<uint8_t>()[0], uint8_t(0));
+        QCOMPARE(z[2].values<uint8_t>()[0], uint8_t(0));
     }
 };
 
