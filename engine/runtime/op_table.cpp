@@ -6,6 +6,7 @@
 
 #include "runtime/op_registry.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/gemm_matmul.h"
@@ -109,6 +110,9 @@ constexpr OpKernelEntry kTable[] = {
     {"", "DepthToSpace", 1, L, ops::depthToSpace},
     {"", "SpaceToDepth", 1, L, ops::spaceToDepth},
     {"", "Dropout", 7, L, ops::dropout},
+    // ops/resize.cpp
+    {"", "Resize", 10, L, ops::resize},
+    {"", "Upsample", 7, 9, ops::upsample},
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
     {"", "ConvTranspose", 1, L, ops::convTranspose},
