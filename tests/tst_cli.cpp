@@ -333,19 +333,31 @@ private slots:
         QTest::addColumn<QString>("file");
         QTest::addColumn<QString>("format");
         QTest::newRow("onnx") << QString(kDemoModel) << "onnx";
-        QTest::newRow("safetensors") << "a/all_dtypes.safetensors" << "safetensors";
-        QTest::newRow("sharded safetensors") << "a/sharded/model.safetensors.index.json" << "safetensors";
-        QTest::newRow("npz") << "a/plain.npz" << "npz";
-        QTest::newRow("npz deflated") << "a/compressed.npz" << "npz";
-        QTest::newRow("keras sequential") << "h/keras_sequential.h5" << "keras-h5";
-        QTest::newRow("keras attention") << "h/keras_attention.h5" << "keras-h5";
-        QTest::newRow("generic hdf5") << "h/generic.h5" << "hdf5";
-        QTest::newRow("npy") << "weight.npy" << "npy";
+        QTest::newRow("safetensors") << "a/all_dtypes.safetensors"
+                                     << "safetensors";
+        QTest::newRow("sharded safetensors") << "a/sharded/model.safetensors.index.json"
+                                             << "safetensors";
+        QTest::newRow("npz") << "a/plain.npz"
+                             << "npz";
+        QTest::newRow("npz deflated") << "a/compressed.npz"
+                                      << "npz";
+        QTest::newRow("keras sequential") << "h/keras_sequential.h5"
+                                          << "keras-h5";
+        QTest::newRow("keras attention") << "h/keras_attention.h5"
+                                         << "keras-h5";
+        QTest::newRow("generic hdf5") << "h/generic.h5"
+                                      << "hdf5";
+        QTest::newRow("npy") << "weight.npy"
+                             << "npy";
         // Recognised by the bytes, whatever the name says.
-        QTest::newRow("npz named .bin") << "renamed_npz.bin" << "npz";
-        QTest::newRow("hdf5 named .dat") << "renamed_h5.dat" << "keras-h5";
-        QTest::newRow("safetensors named .pt") << "renamed_safetensors.pt" << "safetensors";
-        QTest::newRow("onnx named .bin") << "renamed_onnx.bin" << "onnx";
+        QTest::newRow("npz named .bin") << "renamed_npz.bin"
+                                        << "npz";
+        QTest::newRow("hdf5 named .dat") << "renamed_h5.dat"
+                                         << "keras-h5";
+        QTest::newRow("safetensors named .pt") << "renamed_safetensors.pt"
+                                               << "safetensors";
+        QTest::newRow("onnx named .bin") << "renamed_onnx.bin"
+                                         << "onnx";
     }
 
     void inspectEveryFormat()

@@ -21,8 +21,7 @@ bool generateFixtures(const QString& outDir)
 }
 
 // Checks that `t` holds rows [first, first + rows) of the arithmetic pattern.
-template <class T>
-bool holdsRows(const Tensor& t, int64_t first, int64_t rows, const Shape& rowShape)
+template <class T> bool holdsRows(const Tensor& t, int64_t first, int64_t rows, const Shape& rowShape)
 {
     Shape expected{rows};
     expected.insert(expected.end(), rowShape.begin(), rowShape.end());
@@ -227,8 +226,9 @@ private slots:
     // fixed dimensions; a single-input model takes any one array or an .npy.
     void matchesModelInputs()
     {
-        const Model two = modelWithInputs({input("mask", DType::I64, {Dim::named("N"), Dim::fixed(4)}),
-                                           input("image", DType::F32, {Dim::unknown(), Dim::fixed(2), Dim::named("w")})});
+        const Model two =
+            modelWithInputs({input("mask", DType::I64, {Dim::named("N"), Dim::fixed(4)}),
+                             input("image", DType::F32, {Dim::unknown(), Dim::fixed(2), Dim::named("w")})});
         auto source = openDataSource(fixture("two_inputs.npz"), {.batchSize = 5}, &two);
         QCOMPARE(source->inputs()[0].name, "mask");
         QCOMPARE(source->inputs()[1].name, "image");
@@ -270,12 +270,14 @@ private slots:
         const Model two = modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(2), Dim::fixed(3)}),
                                            input("tokens", DType::I64, {Dim::named("N"), Dim::fixed(4)})});
         expectError(open("two_inputs.npz", {}, &two), {"two_inputs.npz", "'tokens'", "'mask'"});
-        const Model image = modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(2), Dim::fixed(3)})});
+        const Model image =
+            modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(2), Dim::fixed(3)})});
         expectError(open("two_inputs.npz", {}, &image), {"two_inputs.npz", "'mask'", "not an input"});
         expectError(open("float64.npz", {}, &image), {"float64.npz", "'image'", "float64", "float32"});
         const Model rank = modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(6)})});
         expectError(open("single.npz", {}, &rank), {"single.npz", "'pixels'", "rank"});
-        const Model dims = modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(2), Dim::fixed(4)})});
+        const Model dims =
+            modelWithInputs({input("image", DType::F32, {Dim::named("N"), Dim::fixed(2), Dim::fixed(4)})});
         expectError(open("single.npz", {}, &dims), {"single.npz", "'pixels'", "axis 2", "4"});
         expectError(open("single.npy", {}, &two), {"single.npy", "2 inputs"});
         Model weights;

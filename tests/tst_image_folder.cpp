@@ -178,7 +178,7 @@ private slots:
         r.cropHeight = 2;
         r.cropWidth = 2;
         t = preprocessImage(rgb8(4, 6, positional), r, "crop");
-        QCOMPARE(at(t, 0, 0, 0, ImageLayout::NCHW) * 255.0f, 12.0f); // source (1, 2)
+        QCOMPARE(at(t, 0, 0, 0, ImageLayout::NCHW) * 255.0f, 12.0f);  // source (1, 2)
         QCOMPARE(at(t, 2, 1, 1, ImageLayout::NCHW) * 255.0f, 197.0f); // source (2, 3): B = 200 - 3
     }
 

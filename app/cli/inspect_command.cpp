@@ -232,8 +232,8 @@ std::string inspectText(const Model& model, const std::optional<RuleSet>& rules,
         s += "rules: " + rulesFile + ", " + std::to_string(rules->size()) + " rules, " + std::to_string(quantized) +
              " of " + std::to_string(t.layers) + " layers matched\n";
         for (size_t r = 0; r < rules->size(); ++r)
-            s += "  rule " + std::to_string(r) + " (" + rules->rules()[r].modulePath.text() + "): " +
-                 std::to_string(resolution->matchCount[r]) + " layers" +
+            s += "  rule " + std::to_string(r) + " (" + rules->rules()[r].modulePath.text() +
+                 "): " + std::to_string(resolution->matchCount[r]) + " layers" +
                  (resolution->matchCount[r] == 0 ? " (unused)" : "") + "\n";
     }
     for (const std::string& w : model.warnings)
@@ -271,19 +271,18 @@ Command inspectCommand()
     spec.positionalName = "MODEL";
     spec.options = {{"--rules", "R.json", "a rule file: show which rule each layer gets and unused rules", {}, false},
                     {"--json", "", "print JSON instead of a table", {}, false}};
-    spec.notes =
-        "MODEL: " + supportedModelFormats() +
-        ".\nThe format is recognised by the file's first bytes, then by its name.\n"
-        "Each quantizable layer shows its module path (what rule regexes match), op type, weight\n"
-        "initializer, shape, dtype, parameter count, channel axis (per-channel scales run along it),\n"
-        "contraction axes and the index of the first rule that applies (- = stays float).\n"
-        "Totals: layers, parameters of all weights, parameters in quantizable layers, bytes of weights.\n"
-        "JSON: {file, format, producer, weights_only, opset_imports: {domain: version}, inputs and\n"
-        "outputs: [{name, type, shape (ints, symbol strings, null when unknown; null when the rank is\n"
-        "unknown)}], layers: [{module_path, op_type, weight, shape, dtype, parameters, channel_axis,\n"
-        "contraction_axes, groups, rule (null = float)}], op_types: [{domain, op_type, count}],\n"
-        "warnings, totals: {layers, parameters, quantizable_parameters, bytes, layers_matched (with\n"
-        "--rules)}, rules (with --rules): {file, count, match_counts, unused}}.";
+    spec.notes = "MODEL: " + supportedModelFormats() +
+                 ".\nThe format is recognised by the file's first bytes, then by its name.\n"
+                 "Each quantizable layer shows its module path (what rule regexes match), op type, weight\n"
+                 "initializer, shape, dtype, parameter count, channel axis (per-channel scales run along it),\n"
+                 "contraction axes and the index of the first rule that applies (- = stays float).\n"
+                 "Totals: layers, parameters of all weights, parameters in quantizable layers, bytes of weights.\n"
+                 "JSON: {file, format, producer, weights_only, opset_imports: {domain: version}, inputs and\n"
+                 "outputs: [{name, type, shape (ints, symbol strings, null when unknown; null when the rank is\n"
+                 "unknown)}], layers: [{module_path, op_type, weight, shape, dtype, parameters, channel_axis,\n"
+                 "contraction_axes, groups, rule (null = float)}], op_types: [{domain, op_type, count}],\n"
+                 "warnings, totals: {layers, parameters, quantizable_parameters, bytes, layers_matched (with\n"
+                 "--rules)}, rules (with --rules): {file, count, match_counts, unused}}.";
     return {spec, runInspect};
 }
 

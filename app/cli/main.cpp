@@ -15,7 +15,8 @@ namespace {
 
 const std::vector<Command>& commands()
 {
-    static const std::vector<Command> list{inspectCommand(), fakeQuantCommand(), compareMethodsCommand(), benchCommand()};
+    static const std::vector<Command> list{inspectCommand(), fakeQuantCommand(), compareMethodsCommand(),
+                                           benchCommand()};
     return list;
 }
 

@@ -114,8 +114,8 @@ std::vector<DataArray> matchModelInputs(const std::vector<DataArray>& found, con
         matched[0].name = model.inputs[0].name;
     } else {
         for (const ValueInfo& input : model.inputs) {
-            const auto it = std::find_if(found.begin(), found.end(),
-                                         [&](const DataArray& a) { return a.name == input.name; });
+            const auto it =
+                std::find_if(found.begin(), found.end(), [&](const DataArray& a) { return a.name == input.name; });
             if (it == found.end())
                 throw Error(source + ": no array for model input '" + input.name + "' (the file holds " +
                             namesOf(found) + "; the model's inputs are " + inputNames(model) + ")");

@@ -46,15 +46,15 @@ struct DataArray {
     std::string name;     // the model input it feeds (or "labels")
     std::string fileName; // the name in the file (an HDF5 path, an npz member, the .npy file)
     DType dtype = DType::F32;
-    Shape rowShape; // the shape of one row (axes after 0)
+    Shape rowShape;   // the shape of one row (axes after 0)
     int64_t rows = 0; // rows in the file (axis 0)
 };
 
 struct DataSourceOptions {
-    int64_t batchSize = 32;          // rows per batch, >= 1
-    bool dropLast = false;           // drop a last batch shorter than batchSize
+    int64_t batchSize = 32;            // rows per batch, >= 1
+    bool dropLast = false;             // drop a last batch shorter than batchSize
     std::string labelsName = "labels"; // the array holding labels (npz member, HDF5 dataset)
-    std::string hdf5Group = "/";     // HDF5: the group holding the datasets
+    std::string hdf5Group = "/";       // HDF5: the group holding the datasets
 };
 
 class DataSource {

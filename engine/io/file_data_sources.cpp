@@ -23,8 +23,8 @@ DataArray describe(std::string name, DType dtype, const Shape& shape, const std:
 
 // Splits `found` into inputs and the labels array, then matches the inputs to
 // the model's when there is one.
-void arrange(std::vector<DataArray> found, const std::string& labelsName, const Model* model,
-             const std::string& source, std::vector<DataArray>& inputs, std::optional<DataArray>& labels)
+void arrange(std::vector<DataArray> found, const std::string& labelsName, const Model* model, const std::string& source,
+             std::vector<DataArray>& inputs, std::optional<DataArray>& labels)
 {
     for (auto it = found.begin(); it != found.end();)
         if (it->name == labelsName) {
@@ -103,8 +103,8 @@ protected:
         count = std::min(count, rows() - position_);
         Shape shape{count};
         shape.insert(shape.end(), header_.shape.begin() + 1, header_.shape.end());
-        const std::byte* source = whole_ ? static_cast<const std::byte*>(whole_->rawData())
-                                         : mapping_->data() + header_.dataOffset;
+        const std::byte* source =
+            whole_ ? static_cast<const std::byte*>(whole_->rawData()) : mapping_->data() + header_.dataOffset;
         source += position_ * rowBytes_;
         position_ += count;
         if (!whole_ && reinterpret_cast<uintptr_t>(source) % dtypeSize(header_.dtype) == 0)

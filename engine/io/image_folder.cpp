@@ -144,14 +144,13 @@ ImageFolderSource::ImageFolderSource(const std::filesystem::path& folder, const 
             take(file, 0);
     }
     if (files_.empty())
-        throw Error(name + ": holds no images the decoder reads (" + std::to_string(skipped_.size()) +
-                    " other files)");
+        throw Error(name + ": holds no images the decoder reads (" + std::to_string(skipped_.size()) + " other files)");
 
     const int64_t n = int64_t(files_.size());
     const bool nchw = recipe.layout == ImageLayout::NCHW;
-    DataArray images{"input", name, DType::F32,
-                     nchw ? Shape{3, recipe.cropHeight, recipe.cropWidth} : Shape{recipe.cropHeight, recipe.cropWidth, 3},
-                     n};
+    DataArray images{
+        "input", name, DType::F32,
+        nchw ? Shape{3, recipe.cropHeight, recipe.cropWidth} : Shape{recipe.cropHeight, recipe.cropWidth, 3}, n};
     std::vector<DataArray> inputs{images};
     if (model)
         inputs = matchModelInputs(inputs, *model, name);

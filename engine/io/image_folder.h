@@ -59,14 +59,14 @@ enum class ImageLayout { NCHW, NHWC };
 enum class ChannelOrder { RGB, BGR };
 
 struct ImageRecipe {
-    int64_t resizeShorter = 256;      // the shorter side after resizing; 0 = no resize
-    int64_t cropHeight = 224;         // center crop height
-    int64_t cropWidth = 224;          // center crop width
-    std::array<float, 3> mean{0, 0, 0}; // subtracted after scaling to [0, 1], per output channel
-    std::array<float, 3> std{1, 1, 1};  // divides after the mean, per output channel; must be > 0
-    ImageLayout layout = ImageLayout::NCHW; // [N, 3, H, W] or [N, H, W, 3]
+    int64_t resizeShorter = 256;               // the shorter side after resizing; 0 = no resize
+    int64_t cropHeight = 224;                  // center crop height
+    int64_t cropWidth = 224;                   // center crop width
+    std::array<float, 3> mean{0, 0, 0};        // subtracted after scaling to [0, 1], per output channel
+    std::array<float, 3> std{1, 1, 1};         // divides after the mean, per output channel; must be > 0
+    ImageLayout layout = ImageLayout::NCHW;    // [N, 3, H, W] or [N, H, W, 3]
     ChannelOrder channels = ChannelOrder::RGB; // order of the 3 channels
-    bool labelsFromFolders = true;    // sub-folder names (sorted) are the classes
+    bool labelsFromFolders = true;             // sub-folder names (sorted) are the classes
 };
 
 // Steps 1–4 on one image: float32 [3, H, W] (NCHW) or [H, W, 3] (NHWC).

@@ -116,9 +116,10 @@ ModelFormat detectModelFormat(const std::filesystem::path& path)
         return ModelFormat::ShardedSafetensors;
     if (endsWith(name, ".onnx") || (!head.empty() && head[0] == '\x08'))
         return ModelFormat::Onnx;
-    throw Error(path.string() + ": unrecognised model format (" +
-                (fileSize == 0 ? std::string("empty file") : std::string("neither its first bytes nor its name match")) +
-                "); supported: " + supportedModelFormats());
+    throw Error(
+        path.string() + ": unrecognised model format (" +
+        (fileSize == 0 ? std::string("empty file") : std::string("neither its first bytes nor its name match")) +
+        "); supported: " + supportedModelFormats());
 }
 
 Model loadModel(const std::filesystem::path& path)
