@@ -294,10 +294,14 @@ private slots:
         const Tensor Wp = randomTensor({5, 8, 1, 1});
         y = runKernel(ops::conv, "Conv", {&X, &Wp}, {});
         EXPECT_CLOSE(y[0], referenceConv(X, Wp, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, {13, 11}), 1e-5);
-        // A large conv spans several column chunks and tasks.
-        const Tensor Xl = randomTensor({1, 16, 40, 40}), Wl = randomTensor({8, 16, 3, 3});
+        // Large convs span several column chunks that start and end mid-row.
+        const Tensor Xl = randomTensor({1, 64, 30, 31}), Wl = randomTensor({8, 64, 3, 3});
         y = runKernel(ops::conv, "Conv", {&Xl, &Wl}, {intsAttr("pads", {1, 1, 1, 1})});
-        EXPECT_CLOSE(y[0], referenceConv(Xl, Wl, nullptr, 1, {1, 1}, {1, 1}, {1, 1}, {40, 40}), 1e-4);
+        EXPECT_CLOSE(y[0], referenceConv(Xl, Wl, nullptr, 1, {1, 1}, {1, 1}, {1, 1}, {30, 31}), 1e-4);
+        const Tensor Xs = randomTensor({1, 64, 61, 63});
+        y = runKernel(ops::conv, "Conv", {&Xs, &Wl},
+                      {intsAttr("pads", {2, 1, 0, 2}), intsAttr("strides", {2, 3}), intsAttr("dilations", {2, 1})});
+        EXPECT_CLOSE(y[0], referenceConv(Xs, Wl, nullptr, 1, {2, 3}, {2, 1}, {2, 1}, {30, 22}), 1e-4);
     }
 
     void convAutoPadPlacesTheOddPadAsOnnxSays()

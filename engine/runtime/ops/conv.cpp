@@ -73,27 +73,81 @@ void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p
     }
 }
 
+// Smallest o >= 0 with o * stride >= v (v may be negative).
+int64_t firstAtLeast(int64_t v, int64_t stride) { return v <= 0 ? 0 : (v + stride - 1) / stride; }
+
+// The outputs o in [lo, hi) whose tap o * stride + offset lands inside [0, size).
+std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t size, int64_t outputs)
+{
+    const int64_t lo = std::min(outputs, firstAtLeast(-offset, stride));
+    const int64_t hi = std::min(outputs, firstAtLeast(size - offset, stride));
+    return {lo, std::max(lo, hi)};
+}
+
 // Depthwise 2-D convolution (one input and one output channel per group):
-// direct loops, no column buffer.
+// each tap adds a shifted input row to the output row over the range where
+// it lands inside the input, so the inner loop has no bounds checks.
 void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    for (int64_t oh = 0; oh < g.output[0]; ++oh) {
-        for (int64_t ow = 0; ow < g.output[1]; ++ow) {
-            float acc = bias;
-            for (int64_t kh = 0; kh < KH; ++kh) {
-                const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
-                if (ih < 0 || ih >= H)
-                    continue;
-                for (int64_t kw = 0; kw < KW; ++kw) {
-                    const int64_t iw = ow * g.strides[1] - g.padBegin[1] + kw * g.dilations[1];
-                    if (iw >= 0 && iw < W)
-                        acc += x[ih * W + iw] * w[kh * KW + kw];
+    const int64_t OH = g.output[0], OW = g.output[1], sw = g.strides[1];
+    for (int64_t oh = 0; oh < OH; ++oh) {
+        float* yr = y + oh * OW;
+        std::fill(yr, yr + OW, bias);
+        for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
+            if (ih < 0 || ih >= H)
+                continue;
+            const float* xr = x + ih * W;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
+                const auto [lo, hi] = validOutputs(offset, sw, W, OW);
+                const float wv = w[kh * KW + kw];
+                if (sw == 1) {
+                    const float* xs = xr + offset;
+                    for (int64_t ow = lo; ow < hi; ++ow)
+                        yr[ow] += wv * xs[ow];
+                } else {
+                    for (int64_t ow = lo; ow < hi; ++ow)
+                        yr[ow] += wv * xr[ow * sw + offset];
                 }
             }
-            y[oh * g.output[1] + ow] = acc;
         }
     }
+}
+
+// im2col for two spatial axes: whole output rows at a time, zeros where a tap
+// falls in the padding, a plain (or strided) copy elsewhere.
+void im2col2d(const float* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, float* col)
+{
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    const int64_t OW = g.output[1], sw = g.strides[1], width = p1 - p0;
+    for (int64_t c = 0; c < channels; ++c)
+        for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                float* row = col + ((c * KH + kh) * KW + kw) * width;
+                const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
+                const auto [lo, hi] = validOutputs(offset, sw, W, OW);
+                for (int64_t p = p0; p < p1;) {
+                    const int64_t oh = p / OW, owBegin = p % OW, owEnd = std::min(OW, owBegin + (p1 - p));
+                    float* dst = row + (p - p0) - owBegin;
+                    const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
+                    if (ih < 0 || ih >= H) {
+                        std::fill(dst + owBegin, dst + owEnd, 0.0f);
+                    } else {
+                        const float* xr = x + (c * H + ih) * W + offset;
+                        const int64_t a = std::clamp(lo, owBegin, owEnd), b = std::clamp(hi, a, owEnd);
+                        std::fill(dst + owBegin, dst + a, 0.0f);
+                        if (sw == 1)
+                            std::copy(xr + a, xr + b, dst + a);
+                        else
+                            for (int64_t ow = a; ow < b; ++ow)
+                                dst[ow] = xr[ow * sw];
+                        std::fill(dst + b, dst + owEnd, 0.0f);
+                    }
+                    p += owEnd - owBegin;
+                }
+            }
 }
 
 std::vector<int64_t> spatialOf(const Shape& shape) { return {shape.begin() + 2, shape.end()}; }
@@ -202,8 +256,9 @@ void conv(KernelContext& ctx)
     for (size_t d = 0; d < kernel.size(); ++d)
         pointwise = pointwise && g.strides[d] == 1 && g.padBegin[d] == 0 && g.padEnd[d] == 0;
 
-    // Tasks: (batch, group, column chunk); a chunk's column buffer stays near cache size.
-    const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 16) / std::max<int64_t>(K, 1), 64, std::max<int64_t>(P, 64));
+    // Tasks: (batch, group, column chunk); a chunk's column buffer stays near L2 size
+    // while its GEMM stays wide enough to run at full speed.
+    const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(K, 1), 256, std::max<int64_t>(P, 256));
     const int64_t chunks = (P + chunk - 1) / chunk;
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);
@@ -216,7 +271,10 @@ void conv(KernelContext& ctx)
             yg.noalias() = wg * col;
         } else {
             std::vector<float> buffer(size_t(K * (p1 - p0)));
-            im2col(xg, Cg, g, p0, p1, buffer.data());
+            if (kernel.size() == 2)
+                im2col2d(xg, Cg, g, p0, p1, buffer.data());
+            else
+                im2col(xg, Cg, g, p0, p1, buffer.data());
             yg.noalias() = wg * ConstMatrixMap(buffer.data(), K, p1 - p0);
         }
         if (bias)

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <Eigen/Core>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 namespace qs::ops {
 
@@ -20,10 +21,15 @@ const Tensor& floatInput(const KernelContext& ctx, size_t i)
     return t;
 }
 
-// Rows of one product handed to one task: enough work to pay for the task.
-int64_t rowsPerTask(int64_t K, int64_t N)
+// Rows of an [M, K] x [K, N] product handed to one task: small products run
+// whole; large ones split into a few blocks per thread, each still tall enough
+// for the GEMM kernel to run at full speed.
+int64_t rowsPerTask(int64_t M, int64_t K, int64_t N, int64_t batches)
 {
-    return std::max<int64_t>(1, (int64_t(1) << 15) / std::max<int64_t>(1, K * N / 8));
+    if (M * K * N < (int64_t(1) << 17))
+        return M;
+    const int64_t wanted = std::max<int64_t>(1, 4 * tbb::this_task_arena::max_concurrency() / std::max<int64_t>(1, batches));
+    return std::max<int64_t>(std::min<int64_t>(M, 32), (M + wanted - 1) / wanted);
 }
 
 } // namespace
@@ -62,7 +68,7 @@ void gemm(KernelContext& ctx)
             ctx.fail("C " + shapeToString(s) + " does not broadcast to [" + std::to_string(M) + ", " +
                      std::to_string(N) + "]");
     }
-    const int64_t step = rowsPerTask(K, N);
+    const int64_t step = rowsPerTask(M, K, N, 1);
     tbb::parallel_for(int64_t(0), (M + step - 1) / step, [&](int64_t task) {
         const int64_t r0 = task * step, rows = std::min(M, r0 + step) - r0;
         auto yr = y.middleRows(r0, rows);
@@ -140,7 +146,7 @@ void matMul(KernelContext& ctx)
             }
         }
     }
-    const int64_t step = rowsPerTask(K, N), rowTasks = (M + step - 1) / step;
+    const int64_t step = rowsPerTask(M, K, N, batches), rowTasks = (M + step - 1) / step;
     tbb::parallel_for(int64_t(0), batches * rowTasks, [&](int64_t task) {
         const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
         ConstMatrixMap am(pa + aOffset[size_t(t)] + r0 * K, rows, K);
