@@ -6,6 +6,7 @@
 
 #include "runtime/op_registry.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/indexing.h"
 #include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
 #include "runtime/ops/conv.h"
@@ -36,6 +37,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Sum", 8, L, ops::sum},
     {"", "Mean", 8, L, ops::mean},
     {"", "PRelu", 7, L, ops::prelu},
+    {"", "BitShift", 11, L, ops::bitShift},
     {"", "Neg", 6, L, ops::neg},
     {"", "Abs", 6, L, ops::abs},
     {"", "Sqrt", 6, L, ops::sqrt},
@@ -56,6 +58,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Softsign", 1, L, ops::softsign},
     {"", "ThresholdedRelu", 10, L, ops::thresholdedRelu},
     {"", "Mish", 18, L, ops::mish},
+    {"", "Shrink", 9, L, ops::shrink},
     {"", "Gelu", 20, L, ops::gelu},
     {"", "Clip", 6, L, ops::clip},
     {"", "Floor", 6, L, ops::floor},
@@ -110,6 +113,18 @@ constexpr OpKernelEntry kTable[] = {
     {"", "DepthToSpace", 1, L, ops::depthToSpace},
     {"", "SpaceToDepth", 1, L, ops::spaceToDepth},
     {"", "Dropout", 7, L, ops::dropout},
+    // ops/indexing.cpp
+    {"", "Trilu", 14, L, ops::trilu},
+    {"", "CumSum", 11, L, ops::cumSum},
+    {"", "OneHot", 9, L, ops::oneHot},
+    {"", "NonZero", 9, L, ops::nonZero},
+    {"", "Compress", 9, L, ops::compress},
+    {"", "EyeLike", 9, L, ops::eyeLike},
+    {"", "GatherND", 11, L, ops::gatherND},
+    {"", "Scatter", 9, 10, ops::scatterElements},
+    {"", "ScatterElements", 11, L, ops::scatterElements},
+    {"", "ScatterND", 11, L, ops::scatterND},
+    {"", "TopK", 1, L, ops::topK},
     // ops/resize.cpp
     {"", "Resize", 10, L, ops::resize},
     {"", "Upsample", 7, 9, ops::upsample},

@@ -282,6 +282,27 @@ void prelu(KernelContext& ctx)
 {
     numericBinaryKernel(ctx, []<class T>() { return [](T x, T slope) { return x < T(0) ? T(x * slope) : x; }; });
 }
+void bitShift(KernelContext& ctx)
+{
+    const std::string direction = ctx.stringAttribute("direction", "");
+    if (direction != "LEFT" && direction != "RIGHT")
+        ctx.fail("attribute 'direction' must be LEFT or RIGHT, got '" + direction + "'");
+    const bool left = direction == "LEFT";
+    const DType t = ctx.input(0).dtype();
+    if (t != DType::U8 && t != DType::U16 && t != DType::U32 && t != DType::U64)
+        ctx.fail("needs unsigned integer inputs, got " + std::string(dtypeName(t)));
+    numericBinaryKernel(ctx, [&]<class T>() {
+        return [left](T x, T y) {
+            if constexpr (!std::is_unsigned_v<T>) {
+                return T(0); // not reached: signed types are refused above
+            } else {
+                if (y >= T(sizeof(T) * 8))
+                    return T(0);
+                return left ? T(x << y) : T(x >> y);
+            }
+        };
+    });
+}
 void mod(KernelContext& ctx)
 {
     const bool cStyle = ctx.intAttribute("fmod", 0) != 0;
@@ -430,6 +451,15 @@ void mish(KernelContext& ctx)
     floatUnaryKernel(ctx, []<class T>(T v) {
         const T sp = std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
         return v * std::tanh(sp);
+    });
+}
+void shrink(KernelContext& ctx)
+{
+    const double lambd = ctx.floatAttribute("lambd", 0.5f);
+    const double bias = ctx.floatAttribute("bias", 0.0f);
+    numericUnaryKernel(ctx, [=]<class T>(T v) {
+        const double x = double(v);
+        return T(x < -lambd ? x + bias : (x > lambd ? x - bias : 0.0));
     });
 }
 void gelu(KernelContext& ctx)

@@ -18,6 +18,7 @@ void max(KernelContext& ctx);
 void sum(KernelContext& ctx);
 void mean(KernelContext& ctx);
 void prelu(KernelContext& ctx);
+void bitShift(KernelContext& ctx);
 // Unary math and activations
 void neg(KernelContext& ctx);
 void abs(KernelContext& ctx);
@@ -39,6 +40,7 @@ void softplus(KernelContext& ctx);
 void softsign(KernelContext& ctx);
 void thresholdedRelu(KernelContext& ctx);
 void mish(KernelContext& ctx);
+void shrink(KernelContext& ctx);
 void gelu(KernelContext& ctx);
 void clip(KernelContext& ctx);
 void floor(KernelContext& ctx);
