@@ -19,6 +19,7 @@
 #include "io/model_loader.h"
 #include "io/npy.h"
 #include "quant/kernels.h"
+#include "runtime/op_registry.h"
 
 using namespace qs;
 
@@ -122,7 +123,8 @@ private slots:
         QVERIFY(dir->isValid());
         const QString root = dir->path();
         if (!runPython({QUANTSCOPE_TEST_DATA "/archives/make_valid_archives.py", root + "/a"}) ||
-            !runPython({QUANTSCOPE_TEST_DATA "/hdf5/make_hdf5_fixtures.py", root + "/h"}))
+            !runPython({QUANTSCOPE_TEST_DATA "/hdf5/make_hdf5_fixtures.py", root + "/h"}) ||
+            !runPython({QUANTSCOPE_TEST_DATA "/onnx/make_fixtures.py", root + "/o"}))
             return;
         QVERIFY(QFile::copy(root + "/a/plain.npz", root + "/renamed_npz.bin"));
         QVERIFY(QFile::copy(root + "/h/keras_sequential.h5", root + "/renamed_h5.dat"));
@@ -310,7 +312,8 @@ private slots:
         QVERIFY(header >= 0);
         QVERIFY(r.out.contains("inputs:\n  input  float32[N, 1, 8, 8]"));
         QVERIFY(r.out.contains("opsets: ai.onnx 13"));
-        QVERIFY(r.out.contains("op types: Conv 3, Flatten 1, Gemm 2, MaxPool 1, Relu 4"));
+        QVERIFY(r.out.contains("op types: Conv 3, Flatten 1, Gemm 2, MaxPool 1, Relu 4\n"
+                               "not run by the runtime: none\n"));
         QVERIFY(r.out.contains("totals: 5 layers, 47530 parameters"));
         const qsizetype ruleColumn = lines[header].indexOf("rule");
         const qsizetype paramsEnd = lines[header].indexOf("params") + 6;
@@ -333,6 +336,10 @@ private slots:
         QTest::addColumn<QString>("file");
         QTest::addColumn<QString>("format");
         QTest::newRow("onnx") << QString(kDemoModel) << "onnx";
+        QTest::newRow("onnx, every layout") << "o/layers.onnx"
+                                            << "onnx";
+        QTest::newRow("onnx, external data") << "o/external.onnx"
+                                             << "onnx";
         QTest::newRow("safetensors") << "a/all_dtypes.safetensors"
                                      << "safetensors";
         QTest::newRow("sharded safetensors") << "a/sharded/model.safetensors.index.json"
@@ -391,6 +398,27 @@ private slots:
         QCOMPARE(j["totals"]["parameters"].get<int64_t>(), model.parameterCount());
         QCOMPARE(j["inputs"].size(), model.inputs.size());
         QCOMPARE(j["warnings"].size(), model.warnings.size());
+        QCOMPARE(j["unsupported_ops"].size(), unsupportedOps(model).size());
+    }
+
+    // Op types the runtime cannot run are named, in the table and the JSON.
+    void inspectNamesUnsupportedOps()
+    {
+        Run r = runCli({"inspect", kDemoModel, "--json"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(nlohmann::json::parse(r.out.toStdString())["unsupported_ops"], nlohmann::json::array());
+        if (!fixtures_)
+            QSKIP("/usr/bin/python3 with onnx is needed to generate the fixtures");
+        const QString file = fixtures_->path() + "/o/unknown_op.onnx";
+        r = runCli({"inspect", file, "--json"});
+        QCOMPARE(r.exitCode, 0);
+        QCOMPARE(nlohmann::json::parse(r.out.toStdString())["unsupported_ops"],
+                 nlohmann::json::array({"FancyNewOp", "com.example:Foo"}));
+        r = runCli({"inspect", file});
+        QVERIFY2(r.out.contains("op types: FancyNewOp 1, MatMul 1, com.example:Foo 1\n"
+                                "not run by the runtime: FancyNewOp, com.example:Foo\n"),
+                 r.out.constData());
+        QVERIFY(r.out.contains("warning: the ONNX checker does not know an op"));
     }
 
     void inspectErrorsExitOne()

@@ -14,6 +14,7 @@
 #include "graph/rule_resolution.h"
 #include "io/model_loader.h"
 #include "rules/ruleset.h"
+#include "runtime/op_registry.h"
 
 namespace qs::cli {
 namespace {
@@ -21,6 +22,12 @@ namespace {
 std::string domainName(const std::string& domain)
 {
     return domain.empty() ? "ai.onnx" : domain;
+}
+
+// "1 layer", "5 layers"
+std::string counted(int64_t n, const std::string& noun)
+{
+    return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
 std::string axesText(const std::vector<int>& axes)
@@ -77,9 +84,7 @@ Totals totalsOf(const Model& model)
     return t;
 }
 
-// The op types the model uses. This is where the runtime's answer to "can I
-// run it?" joins the list once engine/runtime exists; until then every op type
-// is listed with its count only.
+// The op types the model uses, with node counts.
 nlohmann::json opTypesJson(const std::vector<OpTypeUse>& ops)
 {
     nlohmann::json list = nlohmann::json::array();
@@ -92,7 +97,7 @@ std::string opTypesText(const std::vector<OpTypeUse>& ops)
 {
     std::string s;
     for (const OpTypeUse& op : ops)
-        s += (s.empty() ? "" : ", ") + (op.domain.empty() ? "" : op.domain + ".") + op.opType + " " +
+        s += (s.empty() ? "" : ", ") + (op.domain.empty() ? "" : op.domain + ":") + op.opType + " " +
              std::to_string(op.count);
     return s.empty() ? "none (weights only)" : s;
 }
@@ -158,6 +163,7 @@ nlohmann::json inspectJson(const Model& model, const std::optional<RuleSet>& rul
     }
     j["layers"] = layers;
     j["op_types"] = opTypesJson(model.opTypes());
+    j["unsupported_ops"] = unsupportedOps(model);
     j["warnings"] = model.warnings;
     const Totals t = totalsOf(model);
     j["totals"] = {{"layers", t.layers},
@@ -206,7 +212,14 @@ std::string inspectText(const Model& model, const std::optional<RuleSet>& rules,
     }
     s += valuesText("inputs", model.inputs);
     s += valuesText("outputs", model.outputs);
-    s += "op types: " + opTypesText(model.opTypes()) + "\n\n";
+    s += "op types: " + opTypesText(model.opTypes()) + "\n";
+    if (!model.weightsOnly) {
+        std::string unsupported;
+        for (const std::string& op : unsupportedOps(model))
+            unsupported += (unsupported.empty() ? "" : ", ") + op;
+        s += "not run by the runtime: " + (unsupported.empty() ? std::string("none") : unsupported) + "\n";
+    }
+    s += "\n";
 
     std::vector<std::vector<std::string>> rows{
         {"#", "module path", "op", "weight", "shape", "dtype", "params", "channel", "contraction", "rule"}};
@@ -222,18 +235,18 @@ std::string inspectText(const Model& model, const std::optional<RuleSet>& rules,
         s += alignedTable(rows, {true, false, false, false, false, false, true, true, false, true});
 
     const Totals t = totalsOf(model);
-    s += "\ntotals: " + std::to_string(t.layers) + " layers, " + std::to_string(t.parameters) + " parameters (" +
+    s += "\ntotals: " + counted(t.layers, "layer") + ", " + counted(t.parameters, "parameter") + " (" +
          std::to_string(t.quantizableParameters) + " in quantizable layers), " + std::to_string(t.bytes) +
          " bytes of weights\n";
     if (rules) {
         size_t quantized = 0;
         for (const auto& r : resolution->ruleOfLayer)
             quantized += r.has_value();
-        s += "rules: " + rulesFile + ", " + std::to_string(rules->size()) + " rules, " + std::to_string(quantized) +
+        s += "rules: " + rulesFile + ", " + counted(int64_t(rules->size()), "rule") + ", " + std::to_string(quantized) +
              " of " + std::to_string(t.layers) + " layers matched\n";
         for (size_t r = 0; r < rules->size(); ++r)
             s += "  rule " + std::to_string(r) + " (" + rules->rules()[r].modulePath.text() +
-                 "): " + std::to_string(resolution->matchCount[r]) + " layers" +
+                 "): " + counted(int64_t(resolution->matchCount[r]), "layer") +
                  (resolution->matchCount[r] == 0 ? " (unused)" : "") + "\n";
     }
     for (const std::string& w : model.warnings)
@@ -281,6 +294,8 @@ Command inspectCommand()
                  "outputs: [{name, type, shape (ints, symbol strings, null when unknown; null when the rank is\n"
                  "unknown)}], layers: [{module_path, op_type, weight, shape, dtype, parameters, channel_axis,\n"
                  "contraction_axes, groups, rule (null = float)}], op_types: [{domain, op_type, count}],\n"
+                 "unsupported_ops (op types the runtime cannot run at the model's opset: \"Op\", \"domain:Op\",\n"
+                 "\"Op (opset N)\" when only other opsets are),\n"
                  "warnings, totals: {layers, parameters, quantizable_parameters, bytes, layers_matched (with\n"
                  "--rules)}, rules (with --rules): {file, count, match_counts, unused}}.";
     return {spec, runInspect};
