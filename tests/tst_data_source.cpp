@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "io/data_source.h"
+#include "io/onnx_loader.h"
 
 using namespace qs;
 
@@ -243,6 +244,29 @@ private slots:
         const Model vector = modelWithInputs({input("v", DType::F32, {Dim::named("N"), Dim::fixed(3)})});
         source = openDataSource(fixture("single.npy"), {.batchSize = 5}, &vector);
         QVERIFY(holdsRows<float>(source->next()->inputs.at("v"), 0, 5, {3}));
+    }
+
+    // The bundled demo: its calibration and evaluation sets feed its model.
+    void demoDataFeedsDemoModel()
+    {
+        const std::string demo = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/";
+        const Model model = loadOnnx(demo + "digits_cnn.onnx");
+        for (const char* file : {"digits_calib.npz", "digits_eval.npz"}) {
+            auto source = openDataSource(demo + file, {.batchSize = 64}, &model);
+            QCOMPARE(source->inputs().size(), size_t(1));
+            QCOMPARE(source->inputs()[0].name, "input");
+            QVERIFY(source->labels());
+            int64_t rows = 0, batches = 0;
+            while (auto batch = source->next()) {
+                QCOMPARE(batch->inputs.at("input").shape(), (Shape{batch->rows, 1, 8, 8}));
+                for (int64_t label : batch->labels->values<int64_t>())
+                    QVERIFY(label >= 0 && label < 10);
+                rows += batch->rows;
+                ++batches;
+            }
+            QCOMPARE(rows, source->rowCount());
+            QCOMPARE(batches, source->batchCount());
+        }
     }
 
     void errorsNameFileAndArrays()
