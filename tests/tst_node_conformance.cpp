@@ -87,8 +87,8 @@ std::string compare(const Tensor& expected, const Tensor& actual)
         const Tensor a = castTensor(actual, DType::F64);
         for (size_t i = 0; i < size_t(e.numel()); ++i)
             if (e.values<double>()[i] != a.values<double>()[i])
-                return "element " + std::to_string(i) + " is " + std::to_string(a.values<double>()[i]) +
-                       ", expected " + std::to_string(e.values<double>()[i]);
+                return "element " + std::to_string(i) + " is " + std::to_string(a.values<double>()[i]) + ", expected " +
+                       std::to_string(e.values<double>()[i]);
         return "bytes differ";
     }
     return {};
@@ -226,8 +226,8 @@ private slots:
                 << "when fewer than " << int(kRequiredPassRate * 100) << "% of those tests pass.\n\n"
                 << "| node tests | with unsupported ops | skipped | supported | passed | pass rate |\n"
                 << "|---|---|---|---|---|---|\n"
-                << "| " << dirs.size() << " | " << unsupported << " | " << skipped.size() << " | " << supported
-                << " | " << passed << " | " << QString::number(100.0 * rate, 'f', 1).toStdString() << "% |\n\n"
+                << "| " << dirs.size() << " | " << unsupported << " | " << skipped.size() << " | " << supported << " | "
+                << passed << " | " << QString::number(100.0 * rate, 'f', 1).toStdString() << "% |\n\n"
                 << "## Failing tests\n\n";
             if (failures.empty())
                 out << "None.\n";

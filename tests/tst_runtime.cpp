@@ -36,7 +36,10 @@ std::string indexed(const char* prefix, int i)
     return s;
 }
 
-ValueInfo floatValue(const std::string& name) { return ValueInfo{name, DType::F32, "float32", std::nullopt}; }
+ValueInfo floatValue(const std::string& name)
+{
+    return ValueInfo{name, DType::F32, "float32", std::nullopt};
+}
 
 Node node(const std::string& name, const std::string& op, std::vector<std::string> in, std::vector<std::string> out,
           std::vector<Attribute> attrs = {})
@@ -264,9 +267,9 @@ private slots:
 
     void cancellationStopsBetweenNodes()
     {
-        const Interpreter interpreter(modelOf({node("n0", "Relu", {"x"}, {"a"}), node("n1", "Neg", {"a"}, {"b"}),
-                                               node("n2", "Abs", {"b"}, {"y"})},
-                                              {"x"}, {"y"}));
+        const Interpreter interpreter(modelOf(
+            {node("n0", "Relu", {"x"}, {"a"}), node("n1", "Neg", {"a"}, {"b"}), node("n2", "Abs", {"b"}, {"y"})}, {"x"},
+            {"y"}));
         RunOptions options;
         RecordingObserver obs;
         obs.cancelAfterFirst = &options.cancel;
@@ -287,12 +290,13 @@ private slots:
             interpreter.run({{"x", Tensor(DType::F32, {2, 3})}});
             QFAIL("expected an Error");
         } catch (const Error& e) {
-            QCOMPARE(std::string(e.what()), std::string("node 'swap' (Transpose): attribute 'perm' must be a list of ints"));
+            QCOMPARE(std::string(e.what()),
+                     std::string("node 'swap' (Transpose): attribute 'perm' must be a list of ints"));
         }
         // An unnamed node is named by its index.
-        const Interpreter unnamed(modelOf({node("", "Relu", {"x"}, {"a"}),
-                                           node("", "Transpose", {"a"}, {"y"}, {intsAttr("perm", {0, 0})})},
-                                          {"x"}, {"y"}));
+        const Interpreter unnamed(
+            modelOf({node("", "Relu", {"x"}, {"a"}), node("", "Transpose", {"a"}, {"y"}, {intsAttr("perm", {0, 0})})},
+                    {"x"}, {"y"}));
         try {
             unnamed.run({{"x", Tensor(DType::F32, {2, 3})}});
             QFAIL("expected an Error");
@@ -338,13 +342,13 @@ private slots:
     void smallGraphEndToEnd()
     {
         // y = Transpose(Concat(Where(x > 0, x * 2, Sigmoid(x)), Slice(x, reversed columns)), perm [1, 0])
-        Model m = modelOf(
-            {node("gt", "Greater", {"x", "zero"}, {"pos"}), node("dbl", "Mul", {"x", "two"}, {"x2"}),
-             node("sig", "Sigmoid", {"x"}, {"s"}), node("sel", "Where", {"pos", "x2", "s"}, {"w"}),
-             node("rev", "Slice", {"x", "starts", "ends", "axes", "steps"}, {"r"}),
-             node("cat", "Concat", {"w", "r"}, {"c"}, {Attribute{"axis", Attribute::Kind::Int, 0, 0, {}, {}, {}, {}, {}}}),
-             node("tr", "Transpose", {"c"}, {"y"}, {intsAttr("perm", {1, 0})})},
-            {"x"}, {"y"});
+        Model m = modelOf({node("gt", "Greater", {"x", "zero"}, {"pos"}), node("dbl", "Mul", {"x", "two"}, {"x2"}),
+                           node("sig", "Sigmoid", {"x"}, {"s"}), node("sel", "Where", {"pos", "x2", "s"}, {"w"}),
+                           node("rev", "Slice", {"x", "starts", "ends", "axes", "steps"}, {"r"}),
+                           node("cat", "Concat", {"w", "r"}, {"c"},
+                                {Attribute{"axis", Attribute::Kind::Int, 0, 0, {}, {}, {}, {}, {}}}),
+                           node("tr", "Transpose", {"c"}, {"y"}, {intsAttr("perm", {1, 0})})},
+                          {"x"}, {"y"});
         m.addInitializer("zero", Tensor::fromVector(DType::F32, {}, std::vector<float>{0.0f}));
         m.addInitializer("two", Tensor::fromVector(DType::F32, {}, std::vector<float>{2.0f}));
         m.addInitializer("starts", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{-1}));

@@ -33,8 +33,7 @@ inline constexpr int64_t kParallelElementwiseThreshold = 1 << 15;
 // output element outOffset + j is inOffsets[k] + j * inSteps[k] (steps are 0
 // or 1). `inStrides[k]` come from broadcastStrides. Runs may be called from
 // several threads at once.
-template <size_t N, class Run>
-void forEachBroadcastRun(const Shape& out, std::array<Shape, N> inStrides, Run&& run)
+template <size_t N, class Run> void forEachBroadcastRun(const Shape& out, std::array<Shape, N> inStrides, Run&& run)
 {
     // Drop size-1 axes, then merge axes that are contiguous for every input.
     Shape dims;

@@ -45,7 +45,7 @@ public:
 };
 
 struct RunOptions {
-    CancellationToken cancel;          // checked between nodes and by long kernels
+    CancellationToken cancel;         // checked between nodes and by long kernels
     NodeObserver* observer = nullptr; // optional; not owned
 };
 

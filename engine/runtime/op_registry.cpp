@@ -100,10 +100,16 @@ std::string KernelContext::describe() const
     return s;
 }
 
-void KernelContext::fail(const std::string& problem) const { throw Error(describe() + ": " + problem); }
+void KernelContext::fail(const std::string& problem) const
+{
+    throw Error(describe() + ": " + problem);
+}
 
 namespace {
-std::string_view canonicalDomain(std::string_view domain) { return domain == "ai.onnx" ? std::string_view{} : domain; }
+std::string_view canonicalDomain(std::string_view domain)
+{
+    return domain == "ai.onnx" ? std::string_view{} : domain;
+}
 } // namespace
 
 const OpKernelEntry* findOpKernel(std::string_view domain, std::string_view opType, int64_t opset)
@@ -121,8 +127,8 @@ int64_t modelOpset(const Model& model, std::string_view domain)
     for (const auto& [d, version] : model.opsetImports)
         if (canonicalDomain(d) == domain)
             return version;
-    throw Error("the model does not import an opset for domain '" +
-                std::string(domain.empty() ? "ai.onnx" : domain) + "'");
+    throw Error("the model does not import an opset for domain '" + std::string(domain.empty() ? "ai.onnx" : domain) +
+                "'");
 }
 
 std::vector<std::string> unsupportedOps(const Model& model)

@@ -11,10 +11,12 @@ namespace qs {
 
 namespace {
 
-[[noreturn]] void castFailure(const std::string& problem) { throw Error("Cast: " + problem); }
+[[noreturn]] void castFailure(const std::string& problem)
+{
+    throw Error("Cast: " + problem);
+}
 
-template <class To, class From>
-To convertValue(From v)
+template <class To, class From> To convertValue(From v)
 {
     if constexpr (std::is_same_v<To, bool>) {
         return v != From(0);
@@ -34,8 +36,7 @@ To convertValue(From v)
     }
 }
 
-template <class From>
-void castFrom(const From* src, Tensor& out, int64_t n)
+template <class From> void castFrom(const From* src, Tensor& out, int64_t n)
 {
     const DType to = out.dtype();
     if (to == DType::F16 || to == DType::BF16) {

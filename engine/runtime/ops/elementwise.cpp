@@ -21,7 +21,10 @@ namespace qs::ops {
 
 namespace {
 
-bool isHalf(DType t) { return t == DType::F16 || t == DType::BF16; }
+bool isHalf(DType t)
+{
+    return t == DType::F16 || t == DType::BF16;
+}
 
 // The node's inputs with float16/bfloat16 widened to float32; `narrowTo` is set
 // to the half type found so results can be rounded back (F32 when none).
@@ -55,18 +58,15 @@ void emit(KernelContext& ctx, size_t i, Tensor t, const Operands& ops)
     ctx.setOutput(i, std::move(t));
 }
 
-template <class Body>
-decltype(auto) visit(const KernelContext& ctx, DType t, Body&& body)
+template <class Body> decltype(auto) visit(const KernelContext& ctx, DType t, Body&& body)
 {
     return visitDType(t, std::forward<Body>(body), [&](const std::string& problem) { ctx.fail(problem); });
 }
 
-template <class T>
-constexpr bool kIsNumber = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <class T> constexpr bool kIsNumber = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
 
 // out = op(x) elementwise; O is the output element type.
-template <class T, class O, class Op>
-Tensor mapUnary(const Tensor& x, DType outType, Op op)
+template <class T, class O, class Op> Tensor mapUnary(const Tensor& x, DType outType, Op op)
 {
     Tensor out(outType, x.shape());
     const T* src = x.values<T>().data();
@@ -133,8 +133,7 @@ void requireSameType(const KernelContext& ctx, const Operands& ops)
 }
 
 // Folds the inputs left to right with a numeric binary op (Add ... Sum, Max).
-template <class MakeOp>
-Tensor foldNumeric(const KernelContext& ctx, const Operands& ops, MakeOp makeOp)
+template <class MakeOp> Tensor foldNumeric(const KernelContext& ctx, const Operands& ops, MakeOp makeOp)
 {
     requireSameType(ctx, ops);
     if (ops.tensors.empty())
@@ -155,16 +154,14 @@ Tensor foldNumeric(const KernelContext& ctx, const Operands& ops, MakeOp makeOp)
     });
 }
 
-template <class MakeOp>
-void numericBinaryKernel(KernelContext& ctx, MakeOp makeOp)
+template <class MakeOp> void numericBinaryKernel(KernelContext& ctx, MakeOp makeOp)
 {
     const Operands ops = operands(ctx);
     emit(ctx, 0, foldNumeric(ctx, ops, makeOp), ops);
 }
 
 // Float-only unary maps (Exp, Tanh, ...). `op` is called with float or double.
-template <class Op>
-void floatUnaryKernel(KernelContext& ctx, Op op)
+template <class Op> void floatUnaryKernel(KernelContext& ctx, Op op)
 {
     const Operands ops = operands(ctx);
     const Tensor& x = ops.tensors.at(0);
@@ -178,8 +175,7 @@ void floatUnaryKernel(KernelContext& ctx, Op op)
 }
 
 // Unary maps defined for signed numbers too (Neg, Abs, Sign, Relu).
-template <class Op>
-void numericUnaryKernel(KernelContext& ctx, Op op)
+template <class Op> void numericUnaryKernel(KernelContext& ctx, Op op)
 {
     const Operands ops = operands(ctx);
     const Tensor& x = ops.tensors.at(0);
@@ -192,20 +188,18 @@ void numericUnaryKernel(KernelContext& ctx, Op op)
     emit(ctx, 0, std::move(out), ops);
 }
 
-template <class Cmp>
-void comparisonKernel(KernelContext& ctx, Cmp cmp)
+template <class Cmp> void comparisonKernel(KernelContext& ctx, Cmp cmp)
 {
     const Operands ops = operands(ctx);
     requireSameType(ctx, ops);
     const Tensor& a = ops.tensors.at(0);
     const Tensor& b = ops.tensors.at(1);
     ctx.setOutput(0, visit(ctx, a.dtype(), [&]<class T>() {
-        return mapBinary<T, bool>(ctx, a, b, DType::Bool, [&](T x, T y) { return bool(cmp(x, y)); });
-    }));
+                      return mapBinary<T, bool>(ctx, a, b, DType::Bool, [&](T x, T y) { return bool(cmp(x, y)); });
+                  }));
 }
 
-template <class Op>
-void logicKernel(KernelContext& ctx, Op op)
+template <class Op> void logicKernel(KernelContext& ctx, Op op)
 {
     const Tensor& a = ctx.input(0);
     const Tensor& b = ctx.input(1);
@@ -215,7 +209,10 @@ void logicKernel(KernelContext& ctx, Op op)
 }
 
 // A float attribute's value, for activation parameters.
-float param(const KernelContext& ctx, const char* name, float fallback) { return ctx.floatAttribute(name, fallback); }
+float param(const KernelContext& ctx, const char* name, float fallback)
+{
+    return ctx.floatAttribute(name, fallback);
+}
 
 } // namespace
 
@@ -242,7 +239,10 @@ void div(KernelContext& ctx)
         };
     });
 }
-void sum(KernelContext& ctx) { add(ctx); }
+void sum(KernelContext& ctx)
+{
+    add(ctx);
+}
 void min(KernelContext& ctx)
 {
     numericBinaryKernel(ctx, []<class T>() {
@@ -416,9 +416,8 @@ void selu(KernelContext& ctx)
 void celu(KernelContext& ctx)
 {
     const float alpha = param(ctx, "alpha", 1.0f);
-    floatUnaryKernel(ctx, [alpha]<class T>(T v) {
-        return std::max(T(0), v) + std::min(T(0), T(alpha) * std::expm1(v / T(alpha)));
-    });
+    floatUnaryKernel(
+        ctx, [alpha]<class T>(T v) { return std::max(T(0), v) + std::min(T(0), T(alpha) * std::expm1(v / T(alpha))); });
 }
 void hardSigmoid(KernelContext& ctx)
 {
@@ -573,23 +572,22 @@ void where(KernelContext& ctx)
         ctx.fail("condition must be bool, got " + std::string(dtypeName(c.dtype())));
     if (a.dtype() != b.dtype())
         ctx.fail("X and Y must share one element type");
-    const Shape shape = broadcastShapes(broadcastShapes(c.shape(), a.shape(), ctx.describe()), b.shape(),
-                                        ctx.describe());
+    const Shape shape =
+        broadcastShapes(broadcastShapes(c.shape(), a.shape(), ctx.describe()), b.shape(), ctx.describe());
     Tensor out = visit(ctx, a.dtype(), [&]<class T>() {
         Tensor r(a.dtype(), shape);
         const bool* pc = c.values<bool>().data();
         const T* pa = a.values<T>().data();
         const T* pb = b.values<T>().data();
         T* po = r.mutableValues<T>().data();
-        forEachBroadcastRun<3>(shape,
-                               {broadcastStrides(c.shape(), shape), broadcastStrides(a.shape(), shape),
-                                broadcastStrides(b.shape(), shape)},
-                               [&](int64_t o, const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st,
-                                   int64_t n) {
-                                   for (int64_t j = 0; j < n; ++j)
-                                       po[o + j] = pc[off[0] + j * st[0]] ? pa[off[1] + j * st[1]]
-                                                                          : pb[off[2] + j * st[2]];
-                               });
+        forEachBroadcastRun<3>(
+            shape,
+            {broadcastStrides(c.shape(), shape), broadcastStrides(a.shape(), shape),
+             broadcastStrides(b.shape(), shape)},
+            [&](int64_t o, const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st, int64_t n) {
+                for (int64_t j = 0; j < n; ++j)
+                    po[o + j] = pc[off[0] + j * st[0]] ? pa[off[1] + j * st[1]] : pb[off[2] + j * st[2]];
+            });
         return r;
     });
     emit(ctx, 0, std::move(out), ops);
@@ -638,11 +636,11 @@ void isNaN(KernelContext& ctx)
     const Operands ops = operands(ctx);
     const Tensor& x = ops.tensors.at(0);
     ctx.setOutput(0, visit(ctx, x.dtype(), [&]<class T>() -> Tensor {
-        if constexpr (!std::is_floating_point_v<T>)
-            ctx.fail("needs a floating-point input");
-        else
-            return mapUnary<T, bool>(x, DType::Bool, [](T v) { return std::isnan(v); });
-    }));
+                      if constexpr (!std::is_floating_point_v<T>)
+                          ctx.fail("needs a floating-point input");
+                      else
+                          return mapUnary<T, bool>(x, DType::Bool, [](T v) { return std::isnan(v); });
+                  }));
 }
 void isInf(KernelContext& ctx)
 {
@@ -651,13 +649,13 @@ void isInf(KernelContext& ctx)
     const Operands ops = operands(ctx);
     const Tensor& x = ops.tensors.at(0);
     ctx.setOutput(0, visit(ctx, x.dtype(), [&]<class T>() -> Tensor {
-        if constexpr (!std::is_floating_point_v<T>)
-            ctx.fail("needs a floating-point input");
-        else
-            return mapUnary<T, bool>(x, DType::Bool, [=](T v) {
-                return std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
-            });
-    }));
+                      if constexpr (!std::is_floating_point_v<T>)
+                          ctx.fail("needs a floating-point input");
+                      else
+                          return mapUnary<T, bool>(x, DType::Bool, [=](T v) {
+                              return std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
+                          });
+                  }));
 }
 
 } // namespace qs::ops

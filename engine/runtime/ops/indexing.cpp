@@ -15,8 +15,7 @@ namespace qs::ops {
 
 namespace {
 
-template <class Body>
-decltype(auto) visit(const KernelContext& ctx, DType t, Body&& body)
+template <class Body> decltype(auto) visit(const KernelContext& ctx, DType t, Body&& body)
 {
     return visitDType(t, std::forward<Body>(body), [&](const std::string& problem) { ctx.fail(problem); });
 }
@@ -55,8 +54,7 @@ AxisView viewAround(const Shape& shape, int64_t axis)
     return v;
 }
 
-template <class T>
-T combine(const KernelContext& ctx, const std::string& reduction, T old, T update)
+template <class T> T combine(const KernelContext& ctx, const std::string& reduction, T old, T update)
 {
     if (reduction == "none")
         return update;
@@ -105,30 +103,30 @@ void cumSum(KernelContext& ctx)
     const bool reverse = ctx.intAttribute("reverse", 0) != 0;
     const AxisView v = viewAround(x.shape(), axis);
     ctx.setOutput(0, visit(ctx, x.dtype(), [&]<class T>() -> Tensor {
-        if constexpr (std::is_same_v<T, bool>) {
-            ctx.fail("needs numeric input");
-        } else {
-            Tensor out(x.dtype(), x.shape());
-            const T* src = x.values<T>().data();
-            T* dst = out.mutableValues<T>().data();
-            for (int64_t o = 0; o < v.outer; ++o)
-                for (int64_t i = 0; i < v.inner; ++i) {
-                    T acc = T(0);
-                    for (int64_t s = 0; s < v.len; ++s) {
-                        const int64_t j = reverse ? v.len - 1 - s : s;
-                        const int64_t at = (o * v.len + j) * v.inner + i;
-                        if (exclusive) {
-                            dst[at] = acc;
-                            acc = T(acc + src[at]);
-                        } else {
-                            acc = T(acc + src[at]);
-                            dst[at] = acc;
-                        }
-                    }
-                }
-            return out;
-        }
-    }));
+                      if constexpr (std::is_same_v<T, bool>) {
+                          ctx.fail("needs numeric input");
+                      } else {
+                          Tensor out(x.dtype(), x.shape());
+                          const T* src = x.values<T>().data();
+                          T* dst = out.mutableValues<T>().data();
+                          for (int64_t o = 0; o < v.outer; ++o)
+                              for (int64_t i = 0; i < v.inner; ++i) {
+                                  T acc = T(0);
+                                  for (int64_t s = 0; s < v.len; ++s) {
+                                      const int64_t j = reverse ? v.len - 1 - s : s;
+                                      const int64_t at = (o * v.len + j) * v.inner + i;
+                                      if (exclusive) {
+                                          dst[at] = acc;
+                                          acc = T(acc + src[at]);
+                                      } else {
+                                          acc = T(acc + src[at]);
+                                          dst[at] = acc;
+                                      }
+                                  }
+                              }
+                          return out;
+                      }
+                  }));
 }
 
 void oneHot(KernelContext& ctx)
@@ -211,10 +209,9 @@ void eyeLike(KernelContext& ctx)
     DType type = x.dtype();
     if (ctx.hasAttribute("dtype")) {
         const int64_t code = ctx.intAttribute("dtype", 1);
-        static const std::pair<int64_t, DType> codes[] = {{1, DType::F32}, {2, DType::U8},  {3, DType::I8},
-                                                          {4, DType::U16}, {5, DType::I16}, {6, DType::I32},
-                                                          {7, DType::I64}, {9, DType::Bool}, {10, DType::F16},
-                                                          {11, DType::F64}, {12, DType::U32}, {13, DType::U64}};
+        static const std::pair<int64_t, DType> codes[] = {
+            {1, DType::F32}, {2, DType::U8},   {3, DType::I8},   {4, DType::U16},  {5, DType::I16},  {6, DType::I32},
+            {7, DType::I64}, {9, DType::Bool}, {10, DType::F16}, {11, DType::F64}, {12, DType::U32}, {13, DType::U64}};
         bool found = false;
         for (const auto& [c, t] : codes)
             if (c == code) {
@@ -376,9 +373,8 @@ void topK(KernelContext& ctx)
                 auto at = [&](int64_t j) { return src[(o * v.len + j) * v.inner + i]; };
                 std::iota(order.begin(), order.end(), 0);
                 // Ties keep the lower index first, as ONNX specifies.
-                std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-                    return largest ? at(b) < at(a) : at(a) < at(b);
-                });
+                std::stable_sort(order.begin(), order.end(),
+                                 [&](int64_t a, int64_t b) { return largest ? at(b) < at(a) : at(a) < at(b); });
                 for (int64_t j = 0; j < k; ++j) {
                     dst[(o * k + j) * v.inner + i] = at(order[size_t(j)]);
                     pi[(o * k + j) * v.inner + i] = order[size_t(j)];

@@ -55,9 +55,9 @@ double inputCoordinate(const KernelContext& ctx, const ResizeSettings& s, int64_
         return offset + (double(x) + 0.5) / scale - 0.5;
     }
     if (t == "tf_crop_and_resize")
-        return outLen > 1 ? roiStart * double(inLen - 1) + double(x) * (roiEnd - roiStart) * double(inLen - 1) /
-                                                               (outLen - 1.0)
-                          : 0.5 * (roiStart + roiEnd) * double(inLen - 1);
+        return outLen > 1
+                   ? roiStart * double(inLen - 1) + double(x) * (roiEnd - roiStart) * double(inLen - 1) / (outLen - 1.0)
+                   : 0.5 * (roiStart + roiEnd) * double(inLen - 1);
     ctx.fail("coordinate_transformation_mode '" + t + "' is not supported");
 }
 
@@ -209,8 +209,8 @@ void run(KernelContext& ctx, const ResizeSettings& s, const std::vector<double>&
     const bool half = input.dtype() != DType::F32;
     Tensor x = half ? castTensor(input, DType::F32) : input;
     for (int a = rank; a-- > 0;) {
-        const bool identity = sizes[size_t(a)] == input.dim(a) && scales[size_t(a)] == 1.0 &&
-                              s.transform != "tf_crop_and_resize";
+        const bool identity =
+            sizes[size_t(a)] == input.dim(a) && scales[size_t(a)] == 1.0 && s.transform != "tf_crop_and_resize";
         if (identity)
             continue;
         x = resizeAxis(ctx, s, x, a, sizes[size_t(a)], scales[size_t(a)], roi.empty() ? 0.0 : roi[size_t(a)],

@@ -18,14 +18,21 @@ namespace qs::ops {
 
 namespace {
 
-template <class Body>
-void byElementWidth(size_t bytes, Body&& body)
+template <class Body> void byElementWidth(size_t bytes, Body&& body)
 {
     switch (bytes) {
-    case 1: body.template operator()<uint8_t>(); break;
-    case 2: body.template operator()<uint16_t>(); break;
-    case 4: body.template operator()<uint32_t>(); break;
-    default: body.template operator()<uint64_t>(); break;
+    case 1:
+        body.template operator()<uint8_t>();
+        break;
+    case 2:
+        body.template operator()<uint16_t>();
+        break;
+    case 4:
+        body.template operator()<uint32_t>();
+        break;
+    default:
+        body.template operator()<uint64_t>();
+        break;
     }
 }
 
@@ -106,20 +113,34 @@ std::optional<std::vector<int64_t>> axesArgument(const KernelContext& ctx, int i
 std::optional<DType> dtypeOfOnnxCode(int64_t code)
 {
     switch (code) {
-    case 1: return DType::F32;
-    case 2: return DType::U8;
-    case 3: return DType::I8;
-    case 4: return DType::U16;
-    case 5: return DType::I16;
-    case 6: return DType::I32;
-    case 7: return DType::I64;
-    case 9: return DType::Bool;
-    case 10: return DType::F16;
-    case 11: return DType::F64;
-    case 12: return DType::U32;
-    case 13: return DType::U64;
-    case 16: return DType::BF16;
-    default: return std::nullopt;
+    case 1:
+        return DType::F32;
+    case 2:
+        return DType::U8;
+    case 3:
+        return DType::I8;
+    case 4:
+        return DType::U16;
+    case 5:
+        return DType::I16;
+    case 6:
+        return DType::I32;
+    case 7:
+        return DType::I64;
+    case 9:
+        return DType::Bool;
+    case 10:
+        return DType::F16;
+    case 11:
+        return DType::F64;
+    case 12:
+        return DType::U32;
+    case 13:
+        return DType::U64;
+    case 16:
+        return DType::BF16;
+    default:
+        return std::nullopt;
     }
 }
 
@@ -286,7 +307,7 @@ void split(KernelContext& ctx)
         sizes = intValues(ctx, *s, "split");
     if (sizes.empty()) {
         const int64_t parts = ctx.opset() >= 18 && ctx.hasAttribute("num_outputs") ? ctx.intAttribute("num_outputs", 1)
-                                                                                 : int64_t(ctx.outputCount());
+                                                                                   : int64_t(ctx.outputCount());
         if (parts <= 0)
             ctx.fail("cannot split into " + std::to_string(parts) + " parts");
         const int64_t chunk = (dim + parts - 1) / parts; // the last part may be smaller (opset 18)
@@ -386,7 +407,8 @@ void gather(KernelContext& ctx)
     auto* dst = static_cast<std::byte*>(result.mutableRawData());
     for (size_t k = 0; k < indices.size(); ++k)
         if (indices[k] < -dim || indices[k] >= dim)
-            ctx.fail("index " + std::to_string(indices[k]) + " is out of range for axis of size " + std::to_string(dim));
+            ctx.fail("index " + std::to_string(indices[k]) + " is out of range for axis of size " +
+                     std::to_string(dim));
     for (int64_t o = 0; o < outer; ++o)
         for (size_t k = 0; k < indices.size(); ++k) {
             const int64_t idx = indices[k] < 0 ? indices[k] + dim : indices[k];
@@ -486,7 +508,10 @@ void shape(KernelContext& ctx)
     ctx.setOutput(0, int64Vector(dims));
 }
 
-void size(KernelContext& ctx) { ctx.setOutput(0, Tensor::fromVector(DType::I64, {}, std::vector<int64_t>{ctx.input(0).numel()})); }
+void size(KernelContext& ctx)
+{
+    ctx.setOutput(0, Tensor::fromVector(DType::I64, {}, std::vector<int64_t>{ctx.input(0).numel()}));
+}
 
 void constantOfShape(KernelContext& ctx)
 {
@@ -532,23 +557,29 @@ void range(KernelContext& ctx)
                          [&](const std::string& p) { ctx.fail(p); }));
 }
 
-void identity(KernelContext& ctx) { ctx.setOutput(0, ctx.input(0)); }
+void identity(KernelContext& ctx)
+{
+    ctx.setOutput(0, ctx.input(0));
+}
 
 void constant(KernelContext& ctx)
 {
     if (auto t = ctx.tensorAttribute("value"))
         return ctx.setOutput(0, *t);
     if (ctx.hasAttribute("value_float"))
-        return ctx.setOutput(0, Tensor::fromVector(DType::F32, {}, std::vector<float>{ctx.floatAttribute("value_float", 0)}));
+        return ctx.setOutput(
+            0, Tensor::fromVector(DType::F32, {}, std::vector<float>{ctx.floatAttribute("value_float", 0)}));
     if (ctx.hasAttribute("value_floats")) {
         const auto v = ctx.floatsAttribute("value_floats");
         return ctx.setOutput(0, Tensor::fromVector(DType::F32, {int64_t(v.size())}, v));
     }
     if (ctx.hasAttribute("value_int"))
-        return ctx.setOutput(0, Tensor::fromVector(DType::I64, {}, std::vector<int64_t>{ctx.intAttribute("value_int", 0)}));
+        return ctx.setOutput(
+            0, Tensor::fromVector(DType::I64, {}, std::vector<int64_t>{ctx.intAttribute("value_int", 0)}));
     if (ctx.hasAttribute("value_ints"))
         return ctx.setOutput(0, int64Vector(ctx.intsAttribute("value_ints")));
-    ctx.fail("needs one of the attributes value, value_float(s), value_int(s) (strings and sparse tensors are not supported)");
+    ctx.fail("needs one of the attributes value, value_float(s), value_int(s) (strings and sparse tensors are not "
+             "supported)");
 }
 
 void cast(KernelContext& ctx)
@@ -556,11 +587,15 @@ void cast(KernelContext& ctx)
     const int64_t to = ctx.requiredIntAttribute("to");
     const std::optional<DType> type = dtypeOfOnnxCode(to);
     if (!type)
-        ctx.fail("cannot cast to ONNX element type " + std::to_string(to) + " (strings, float8 and int4 are not supported)");
+        ctx.fail("cannot cast to ONNX element type " + std::to_string(to) +
+                 " (strings, float8 and int4 are not supported)");
     ctx.setOutput(0, castTensor(ctx.input(0), *type));
 }
 
-void castLike(KernelContext& ctx) { ctx.setOutput(0, castTensor(ctx.input(0), ctx.input(1).dtype())); }
+void castLike(KernelContext& ctx)
+{
+    ctx.setOutput(0, castTensor(ctx.input(0), ctx.input(1).dtype()));
+}
 
 void pad(KernelContext& ctx)
 {
@@ -572,7 +607,8 @@ void pad(KernelContext& ctx)
     std::vector<int64_t> axes;
     if (ctx.opset() < 11) {
         pads = ctx.intsAttribute("pads");
-        fill = castTensor(Tensor::fromVector(DType::F32, {}, std::vector<float>{ctx.floatAttribute("value", 0)}), x.dtype());
+        fill = castTensor(Tensor::fromVector(DType::F32, {}, std::vector<float>{ctx.floatAttribute("value", 0)}),
+                          x.dtype());
     } else {
         pads = intValues(ctx, ctx.input(1), "pads");
         if (const Tensor* v = ctx.optionalInput(2); v && v->numel() > 0)
@@ -678,8 +714,9 @@ void spaceToDepth(KernelContext& ctx)
     const int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2) / b, w = x.dim(3) / b;
     const Tensor t = x.reshaped({n, c, h, b, w, b});
     const Shape s = rowMajorStrides(t.shape()); // -> [n, b1, b2, c, h, w]
-    ctx.setOutput(0, gatherStrided(t, {n, b, b, c, h, w}, {s[0], s[3], s[5], s[1], s[2], s[4]}, 0)
-                         .reshaped({n, c * b * b, h, w}));
+    ctx.setOutput(
+        0,
+        gatherStrided(t, {n, b, b, c, h, w}, {s[0], s[3], s[5], s[1], s[2], s[4]}, 0).reshaped({n, c * b * b, h, w}));
 }
 
 void dropout(KernelContext& ctx)
