@@ -1,5 +1,6 @@
 #include "runtime/ops/pooling.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <tbb/parallel_for.h>
@@ -32,6 +33,84 @@ int64_t product(const std::vector<int64_t>& v)
     return p;
 }
 
+// Taps k in [lo, hi) of a window starting at `start` (dilation `d`, `kernel`
+// taps) that land in [0, size).
+std::pair<int64_t, int64_t> tapsInside(int64_t start, int64_t d, int64_t kernel, int64_t size)
+{
+    auto firstAtLeast = [d](int64_t v) { return v <= 0 ? int64_t(0) : (v + d - 1) / d; };
+    const int64_t lo = std::min(kernel, firstAtLeast(-start));
+    const int64_t hi = std::min(kernel, firstAtLeast(size - start));
+    return {lo, std::max(lo, hi)};
+}
+
+// Two spatial axes: each window's in-bounds taps are computed once per row and
+// column, so the inner loops have no bounds checks.
+void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad, float p, bool columnMajor,
+            int64_t indexBase, float* y, int64_t* indices)
+{
+    const int64_t H = g.input[0], W = g.input[1];
+    // Column windows repeat on every output row: compute their tap ranges once.
+    std::vector<std::array<int64_t, 3>> columns(static_cast<size_t>(g.output[1]));
+    for (int64_t ow = 0; ow < g.output[1]; ++ow) {
+        const int64_t wStart = ow * g.strides[1] - g.padBegin[1];
+        const auto [lo, hi] = tapsInside(wStart, g.dilations[1], g.kernel[1], W);
+        columns[size_t(ow)] = {lo, hi, tapsInside(wStart, g.dilations[1], g.kernel[1], W + g.padEnd[1]).second};
+    }
+    for (int64_t oh = 0; oh < g.output[0]; ++oh) {
+        const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
+        const auto [khLo, khHi] = tapsInside(hStart, g.dilations[0], g.kernel[0], H);
+        const int64_t khPadded = tapsInside(hStart, g.dilations[0], g.kernel[0], H + g.padEnd[0]).second;
+        for (int64_t ow = 0; ow < g.output[1]; ++ow) {
+            const int64_t wStart = ow * g.strides[1] - g.padBegin[1];
+            const auto [kwLo, kwHi, kwPadded] = columns[size_t(ow)];
+            const int64_t o = oh * g.output[1] + ow;
+            if (kind == Pool::Max && !indices) {
+                // No index asked for: a branch-free running maximum.
+                float m = -std::numeric_limits<float>::infinity();
+                for (int64_t kh = khLo; kh < khHi; ++kh) {
+                    const float* xr = xc + (hStart + kh * g.dilations[0]) * W + wStart;
+                    for (int64_t kw = kwLo; kw < kwHi; ++kw)
+                        m = std::max(m, xr[kw * g.dilations[1]]);
+                }
+                y[o] = m;
+                continue;
+            }
+            float best = -std::numeric_limits<float>::infinity();
+            int64_t bestH = -1, bestW = -1;
+            double sum = 0.0;
+            for (int64_t kh = khLo; kh < khHi; ++kh) {
+                const int64_t ih = hStart + kh * g.dilations[0];
+                const float* xr = xc + ih * W;
+                for (int64_t kw = kwLo; kw < kwHi; ++kw) {
+                    const int64_t iw = wStart + kw * g.dilations[1];
+                    const float v = xr[iw];
+                    if (kind == Pool::Max) {
+                        if (v > best || bestH < 0) {
+                            best = v;
+                            bestH = ih;
+                            bestW = iw;
+                        }
+                    } else if (kind == Pool::Average) {
+                        sum += v;
+                    } else {
+                        sum += std::pow(std::fabs(double(v)), double(p));
+                    }
+                }
+            }
+            if (kind == Pool::Max) {
+                y[o] = best;
+                if (indices)
+                    indices[o] = bestH < 0 ? -1 : indexBase + (columnMajor ? bestW * H + bestH : bestH * W + bestW);
+            } else if (kind == Pool::Average) {
+                const int64_t count = includePad ? khPadded * kwPadded : (khHi - khLo) * (kwHi - kwLo);
+                y[o] = count == 0 ? 0.0f : float(sum / double(count));
+            } else {
+                y[o] = float(std::pow(sum, 1.0 / double(p)));
+            }
+        }
+    }
+}
+
 void runPool(KernelContext& ctx, Pool kind)
 {
     // MaxPool also takes int8/uint8: every such value is exact in float32 and a max picks one of them.
@@ -61,6 +140,11 @@ void runPool(KernelContext& ctx, Pool kind)
 
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
         const float* xc = x + nc * inSpatial;
+        if (rank == 2) {
+            pool2d(xc, g, kind, includePad, p, columnMajor, nc * inSpatial, y + nc * outSpatial,
+                   indices ? indices + nc * outSpatial : nullptr);
+            return;
+        }
         std::vector<int64_t> o(rank, 0), k(rank);
         for (int64_t op = 0; op < outSpatial; ++op) {
             float best = -std::numeric_limits<float>::infinity();
