@@ -6,6 +6,7 @@
 
 #include "runtime/op_registry.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/einsum.h"
 #include "runtime/ops/indexing.h"
 #include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
@@ -113,6 +114,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "DepthToSpace", 1, L, ops::depthToSpace},
     {"", "SpaceToDepth", 1, L, ops::spaceToDepth},
     {"", "Dropout", 7, L, ops::dropout},
+    // ops/einsum.cpp
+    {"", "Einsum", 12, L, ops::einsum},
     // ops/indexing.cpp
     {"", "Trilu", 14, L, ops::trilu},
     {"", "CumSum", 11, L, ops::cumSum},
@@ -134,6 +137,7 @@ constexpr OpKernelEntry kTable[] = {
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},
     {"", "MatMul", 1, L, ops::matMul},
+    {"", "MatMulInteger", 10, L, ops::matMulInteger},
     // ops/pooling.cpp
     {"", "MaxPool", 1, L, ops::maxPool},
     {"", "AveragePool", 1, L, ops::averagePool},
