@@ -414,6 +414,34 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(Error, runKernel(ops::matMul, "MatMul", {&A, &B}, {}));
     }
 
+    void matMulIntegerSubtractsZeroPointsAndAccumulatesExactly()
+    {
+        // Extreme codes make sums beyond float's 24-bit exactness: int32 must hold them exactly.
+        const int64_t M = 3, K = 700, N = 4;
+        std::vector<uint8_t> a(size_t(2 * M * K));
+        std::vector<int8_t> b(size_t(K * N));
+        for (auto& v : a)
+            v = uint8_t(randInt(0, 1) ? 255 : randInt(0, 255));
+        for (auto& v : b)
+            v = int8_t(randInt(0, 1) ? -128 : randInt(-128, 127));
+        const Tensor A = Tensor::fromVector<uint8_t>(DType::U8, {2, M, K}, a);
+        const Tensor B = Tensor::fromVector<int8_t>(DType::I8, {K, N}, b);
+        const Tensor aZero = Tensor::fromVector<uint8_t>(DType::U8, {M}, {0, 7, 200});
+        const Tensor bZero = Tensor::fromVector<int8_t>(DType::I8, {N}, {0, -3, 5, 127});
+        auto y = runKernel(ops::matMulInteger, "MatMulInteger", {&A, &B, &aZero, &bZero}, {}, 10);
+        QCOMPARE(y[0].dtype(), DType::I32);
+        QCOMPARE(y[0].shape(), (Shape{2, M, N}));
+        for (int64_t t = 0; t < 2; ++t)
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = 0; j < N; ++j) {
+                    int64_t acc = 0;
+                    for (int64_t k = 0; k < K; ++k)
+                        acc += (int64_t(a[size_t((t * M + i) * K + k)]) - aZero.values<uint8_t>()[size_t(i)]) *
+                               (int64_t(b[size_t(k * N + j)]) - bZero.values<int8_t>()[size_t(j)]);
+                    QCOMPARE(int64_t(y[0].values<int32_t>()[size_t((t * M + i) * N + j)]), acc);
+                }
+    }
+
     void gemmHonoursTransposesScalarsAndBroadcastC()
     {
         for (int trial = 0; trial < 16; ++trial) {

@@ -137,6 +137,7 @@ constexpr OpKernelEntry kTable[] = {
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},
     {"", "MatMul", 1, L, ops::matMul},
+    {"", "MatMulInteger", 10, L, ops::matMulInteger},
     // ops/pooling.cpp
     {"", "MaxPool", 1, L, ops::maxPool},
     {"", "AveragePool", 1, L, ops::averagePool},

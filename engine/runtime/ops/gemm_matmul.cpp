@@ -90,62 +90,103 @@ void gemm(KernelContext& ctx)
     ctx.setOutput(0, std::move(Y));
 }
 
-void matMul(KernelContext& ctx)
+namespace {
+
+// The batches of an N-D product under NumPy rules: every batch's A and B
+// matrix offsets, the matrix sizes and the result's shape.
+struct BatchedProduct {
+    int64_t M = 0, K = 0, N = 0, batches = 0;
+    Shape outputShape;
+    std::vector<int64_t> aOffset, bOffset; // in elements, per batch
+};
+
+BatchedProduct planBatches(const KernelContext& ctx, const Shape& aShape, const Shape& bShape)
 {
-    const Tensor& A = floatInput(ctx, 0);
-    const Tensor& B = floatInput(ctx, 1);
-    if (A.rank() == 0 || B.rank() == 0)
-        ctx.fail("MatMul operands must have at least one dimension");
+    if (aShape.empty() || bShape.empty())
+        ctx.fail("operands must have at least one dimension");
     // 1-D operands become a row (A) or a column (B) and lose that axis again in the result.
-    Shape a = A.shape(), b = B.shape();
+    Shape a = aShape, b = bShape;
     if (a.size() == 1)
         a.insert(a.begin(), 1);
     if (b.size() == 1)
         b.push_back(1);
-    const int64_t M = a[a.size() - 2], K = a.back(), N = b.back();
-    if (b[b.size() - 2] != K)
-        ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(B.shape()) +
-                 " disagree on the inner dimension");
+    BatchedProduct plan;
+    plan.M = a[a.size() - 2];
+    plan.K = a.back();
+    plan.N = b.back();
+    if (b[b.size() - 2] != plan.K)
+        ctx.fail("A " + shapeToString(aShape) + " and B " + shapeToString(bShape) + " disagree on the inner dimension");
     const size_t batchRank = std::max(a.size(), b.size()) - 2;
     Shape batch(batchRank), aBatch(batchRank, 1), bBatch(batchRank, 1);
     std::copy(a.begin(), a.end() - 2, aBatch.end() - (a.size() - 2));
     std::copy(b.begin(), b.end() - 2, bBatch.end() - (b.size() - 2));
     for (size_t d = 0; d < batchRank; ++d) {
         if (aBatch[d] != bBatch[d] && aBatch[d] != 1 && bBatch[d] != 1)
-            ctx.fail("batch dimensions of A " + shapeToString(A.shape()) + " and B " + shapeToString(B.shape()) +
+            ctx.fail("batch dimensions of A " + shapeToString(aShape) + " and B " + shapeToString(bShape) +
                      " do not broadcast");
         batch[d] = aBatch[d] == 1 ? bBatch[d] : aBatch[d];
     }
-    const int64_t batches = shapeElementCount(batch);
-    Shape yShape = batch;
-    if (A.rank() > 1)
-        yShape.push_back(M);
-    if (B.rank() > 1)
-        yShape.push_back(N);
-    Tensor Y(DType::F32, yShape);
+    plan.batches = shapeElementCount(batch);
+    plan.outputShape = batch;
+    if (aShape.size() > 1)
+        plan.outputShape.push_back(plan.M);
+    if (bShape.size() > 1)
+        plan.outputShape.push_back(plan.N);
+    std::vector<int64_t> idx(batchRank, 0);
+    for (int64_t t = 0; t < plan.batches; ++t) {
+        int64_t ao = 0, bo = 0;
+        for (size_t d = 0; d < batchRank; ++d) {
+            ao = ao * aBatch[d] + (aBatch[d] == 1 ? 0 : idx[d]);
+            bo = bo * bBatch[d] + (bBatch[d] == 1 ? 0 : idx[d]);
+        }
+        plan.aOffset.push_back(ao * plan.M * plan.K);
+        plan.bOffset.push_back(bo * plan.K * plan.N);
+        for (size_t d = batchRank; d-- > 0;) {
+            if (++idx[d] < batch[d])
+                break;
+            idx[d] = 0;
+        }
+    }
+    return plan;
+}
+
+// An 8-bit operand minus its zero point, as int32. The zero point is a scalar
+// or one value per row (A) or per column (B).
+std::vector<int32_t> centred(const KernelContext& ctx, const Tensor& t, const Tensor* zp, int64_t rows, int64_t cols,
+                             bool perRow, const char* name)
+{
+    auto read = [&](const Tensor& v, size_t i) -> int32_t {
+        return v.dtype() == DType::U8 ? int32_t(v.values<uint8_t>()[i]) : int32_t(v.values<int8_t>()[i]);
+    };
+    if (t.dtype() != DType::U8 && t.dtype() != DType::I8)
+        ctx.fail(std::string(name) + " must be int8 or uint8, not " + std::string(dtypeName(t.dtype())));
+    const int64_t perAxis = perRow ? rows : cols;
+    if (zp && (zp->dtype() != t.dtype() || (zp->numel() != 1 && zp->numel() != perAxis)))
+        ctx.fail(std::string(name) + "'s zero point " + shapeToString(zp->shape()) + " must be a scalar or hold " +
+                 std::to_string(perAxis) + " values of " + std::string(dtypeName(t.dtype())));
+    std::vector<int32_t> out(size_t(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i) {
+        const int64_t inMatrix = int64_t(i) % (rows * cols);
+        const int64_t axisIndex = perRow ? inMatrix / cols : inMatrix % cols;
+        out[i] = read(t, i) - (zp ? read(*zp, zp->numel() == 1 ? 0 : size_t(axisIndex)) : 0);
+    }
+    return out;
+}
+
+} // namespace
+
+void matMul(KernelContext& ctx)
+{
+    const Tensor& A = floatInput(ctx, 0);
+    const Tensor& B = floatInput(ctx, 1);
+    const BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
+    const int64_t M = plan.M, K = plan.K, N = plan.N, batches = plan.batches;
+    const auto& aOffset = plan.aOffset;
+    const auto& bOffset = plan.bOffset;
+    Tensor Y(DType::F32, plan.outputShape);
     const float* pa = A.values<float>().data();
     const float* pb = B.values<float>().data();
     float* py = Y.mutableValues<float>().data();
-
-    // Offsets of every batch's A and B matrices under broadcasting.
-    std::vector<int64_t> aOffset(static_cast<size_t>(batches)), bOffset(static_cast<size_t>(batches));
-    {
-        std::vector<int64_t> idx(batchRank, 0);
-        for (int64_t t = 0; t < batches; ++t) {
-            int64_t ao = 0, bo = 0;
-            for (size_t d = 0; d < batchRank; ++d) {
-                ao = ao * aBatch[d] + (aBatch[d] == 1 ? 0 : idx[d]);
-                bo = bo * bBatch[d] + (bBatch[d] == 1 ? 0 : idx[d]);
-            }
-            aOffset[size_t(t)] = ao * M * K;
-            bOffset[size_t(t)] = bo * K * N;
-            for (size_t d = batchRank; d-- > 0;) {
-                if (++idx[d] < batch[d])
-                    break;
-                idx[d] = 0;
-            }
-        }
-    }
     const int64_t step = rowsPerTask(M, K, N, batches), rowTasks = (M + step - 1) / step;
     tbb::parallel_for(int64_t(0), batches * rowTasks, [&](int64_t task) {
         const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
@@ -153,6 +194,26 @@ void matMul(KernelContext& ctx)
         ConstMatrixMap bm(pb + bOffset[size_t(t)], K, N);
         MatrixMap ym(py + (t * M + r0) * N, rows, N);
         ym.noalias() = am * bm;
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+void matMulInteger(KernelContext& ctx)
+{
+    const Tensor& A = ctx.input(0);
+    const Tensor& B = ctx.input(1);
+    const BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
+    const int64_t M = plan.M, K = plan.K, N = plan.N;
+    // Integer products summed in int32 exactly, as the op defines (no float rounding).
+    const std::vector<int32_t> a = centred(ctx, A, ctx.optionalInput(2), M, K, true, "A");
+    const std::vector<int32_t> b = centred(ctx, B, ctx.optionalInput(3), K, N, false, "B");
+    using IntMatrix = Eigen::Matrix<int32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    Tensor Y(DType::I32, plan.outputShape);
+    int32_t* y = Y.mutableValues<int32_t>().data();
+    tbb::parallel_for(int64_t(0), plan.batches, [&](int64_t t) {
+        Eigen::Map<const IntMatrix> am(a.data() + plan.aOffset[size_t(t)], M, K);
+        Eigen::Map<const IntMatrix> bm(b.data() + plan.bOffset[size_t(t)], K, N);
+        Eigen::Map<IntMatrix>(y + t * M * N, M, N).noalias() = am * bm;
     });
     ctx.setOutput(0, std::move(Y));
 }

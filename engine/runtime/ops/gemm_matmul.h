@@ -1,6 +1,6 @@
 #pragma once
 // Matrix products: Gemm (transposes, alpha, beta, broadcast C) and MatMul
-// (NumPy semantics: N-D batches with broadcasting, 1-D operands).
+// (NumPy semantics: N-D batches with broadcasting, 1-D operands), MatMulInteger.
 
 #include "runtime/op_registry.h"
 
@@ -8,5 +8,8 @@ namespace qs::ops {
 
 void gemm(KernelContext& ctx);
 void matMul(KernelContext& ctx);
+// MatMul of int8/uint8 operands minus their zero points (scalar, per row of A,
+// per column of B), accumulated exactly in int32.
+void matMulInteger(KernelContext& ctx);
 
 } // namespace qs::ops
