@@ -78,7 +78,10 @@ std::mt19937& rng()
     static std::mt19937 g(20261122);
     return g;
 }
-int64_t randInt(int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng()); }
+int64_t randInt(int64_t lo, int64_t hi)
+{
+    return std::uniform_int_distribution<int64_t>(lo, hi)(rng());
+}
 
 Tensor randomTensor(Shape shape, float scale = 1.0f)
 {
@@ -96,14 +99,15 @@ double maxError(const Tensor& a, const std::vector<float>& b)
         return INFINITY;
     double worst = 0.0;
     for (size_t i = 0; i < b.size(); ++i)
-        worst = std::max(worst, std::fabs(double(a.values<float>()[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
+        worst =
+            std::max(worst, std::fabs(double(a.values<float>()[i]) - b[i]) / std::max(1.0, std::fabs(double(b[i]))));
     return worst;
 }
 
-#define EXPECT_CLOSE(tensor, reference, tol)                                                                         \
-    do {                                                                                                             \
-        const double e_ = maxError(tensor, reference);                                                               \
-        QVERIFY2(e_ <= (tol), qPrintable(QStringLiteral("max error %1").arg(e_)));                                   \
+#define EXPECT_CLOSE(tensor, reference, tol)                                                                           \
+    do {                                                                                                               \
+        const double e_ = maxError(tensor, reference);                                                                 \
+        QVERIFY2(e_ <= (tol), qPrintable(QStringLiteral("max error %1").arg(e_)));                                     \
     } while (0)
 
 int64_t product(const Shape& s, size_t from = 0)
@@ -133,9 +137,8 @@ int64_t flatten(const std::vector<int64_t>& idx, const Shape& shape)
 }
 
 // Direct convolution: for every output element, sum over its window.
-std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor* B, int64_t group,
-                                 const Shape& strides, const Shape& dilations, const Shape& padBegin,
-                                 const Shape& outSpatial)
+std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor* B, int64_t group, const Shape& strides,
+                                 const Shape& dilations, const Shape& padBegin, const Shape& outSpatial)
 {
     const size_t r = outSpatial.size();
     const int64_t N = X.dim(0), C = X.dim(1), M = W.dim(0), Cg = C / group, Mg = M / group;
@@ -169,14 +172,18 @@ std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor*
     return y;
 }
 
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+float sigmoid(float x)
+{
+    return 1.0f / (1.0f + std::exp(-x));
+}
 
 // A naive LSTM (cell == 0) or GRU (cell == 1, `lbr` = linear_before_reset) over
 // layout-0 tensors, written from the ONNX equations one scalar at a time.
 // `reverse` runs a single direction backwards. Returns Y [T, dirs, N, H] followed by Y_h and, for LSTM, Y_c.
-std::vector<std::vector<float>> referenceRecurrent(int cell, bool lbr, int dirs, bool reverse, const Tensor& X, const Tensor& W,
-                                                   const Tensor& R, const Tensor& B, const std::vector<int64_t>& lens,
-                                                   const Tensor& h0, const Tensor& c0, const Tensor* P, int64_t H)
+std::vector<std::vector<float>> referenceRecurrent(int cell, bool lbr, int dirs, bool reverse, const Tensor& X,
+                                                   const Tensor& W, const Tensor& R, const Tensor& B,
+                                                   const std::vector<int64_t>& lens, const Tensor& h0, const Tensor& c0,
+                                                   const Tensor* P, int64_t H)
 {
     const int64_t T = X.dim(0), N = X.dim(1), I = X.dim(2), G = (cell == 0 ? 4 : 3) * H;
     std::vector<float> Y(size_t(T * dirs * N * H), 0.0f), Yh(size_t(dirs * N * H)), Yc(size_t(dirs * N * H));
@@ -212,10 +219,12 @@ std::vector<std::vector<float>> referenceRecurrent(int cell, bool lbr, int dirs,
                     if (cell == 0) {
                         const float* p = P ? P->values<float>().data() + d * 3 * H : nullptr;
                         const float i = sigmoid(float(xw(k) + hr(k, h)) + (p ? p[k] * c[size_t(k)] : 0.0f));
-                        const float f = sigmoid(float(xw(2 * H + k) + hr(2 * H + k, h)) + (p ? p[2 * H + k] * c[size_t(k)] : 0.0f));
+                        const float f =
+                            sigmoid(float(xw(2 * H + k) + hr(2 * H + k, h)) + (p ? p[2 * H + k] * c[size_t(k)] : 0.0f));
                         const float g = std::tanh(float(xw(3 * H + k) + hr(3 * H + k, h)));
                         nc[size_t(k)] = f * c[size_t(k)] + i * g;
-                        const float o = sigmoid(float(xw(H + k) + hr(H + k, h)) + (p ? p[H + k] * nc[size_t(k)] : 0.0f));
+                        const float o =
+                            sigmoid(float(xw(H + k) + hr(H + k, h)) + (p ? p[H + k] * nc[size_t(k)] : 0.0f));
                         nh[size_t(k)] = o * std::tanh(nc[size_t(k)]);
                     } else {
                         const float z = sigmoid(float(xw(k) + hr(k, h)));
@@ -223,7 +232,8 @@ std::vector<std::vector<float>> referenceRecurrent(int cell, bool lbr, int dirs,
                         for (int64_t j = 0; j < H; ++j)
                             rh[size_t(j)] = sigmoid(float(xw(H + j) + hr(H + j, h))) * h[size_t(j)];
                         const float rk = sigmoid(float(xw(H + k) + hr(H + k, h)));
-                        const float pre = lbr ? float(xw(2 * H + k) + rk * hr(2 * H + k, h)) : float(xw(2 * H + k) + hr(2 * H + k, rh));
+                        const float pre = lbr ? float(xw(2 * H + k) + rk * hr(2 * H + k, h))
+                                              : float(xw(2 * H + k) + hr(2 * H + k, rh));
                         nh[size_t(k)] = (1 - z) * std::tanh(pre) + z * h[size_t(k)];
                     }
                 }
@@ -272,8 +282,8 @@ private slots:
             const Tensor X = randomTensor(xs), W = randomTensor(ws), B = randomTensor({Mg * group});
             const bool withBias = trial % 2 == 0;
             auto y = runKernel(ops::conv, "Conv", {&X, &W, withBias ? &B : nullptr},
-                               {intAttr("group", group), intsAttr("strides", strides),
-                                intsAttr("dilations", dilations), intsAttr("pads", pads)});
+                               {intAttr("group", group), intsAttr("strides", strides), intsAttr("dilations", dilations),
+                                intsAttr("pads", pads)});
             Shape expectedShape{N, Mg * group};
             expectedShape.insert(expectedShape.end(), out.begin(), out.end());
             QCOMPARE(y[0].shape(), expectedShape);
@@ -309,9 +319,12 @@ private slots:
         // Input 5, kernel 2, stride 2 -> output 3, total pad 1: SAME_UPPER pads the end, SAME_LOWER the start.
         const Tensor X = Tensor::fromVector<float>(DType::F32, {1, 1, 5}, {1, 2, 3, 4, 5});
         const Tensor W = Tensor::fromVector<float>(DType::F32, {1, 1, 2}, {1, 10});
-        auto upper = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_UPPER"), intsAttr("strides", {2})});
-        auto lower = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_LOWER"), intsAttr("strides", {2})});
-        auto valid = runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "VALID"), intsAttr("strides", {2})});
+        auto upper =
+            runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_UPPER"), intsAttr("strides", {2})});
+        auto lower =
+            runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "SAME_LOWER"), intsAttr("strides", {2})});
+        auto valid =
+            runKernel(ops::conv, "Conv", {&X, &W}, {stringAttr("auto_pad", "VALID"), intsAttr("strides", {2})});
         EXPECT_CLOSE(upper[0], (std::vector<float>{21, 43, 5}), 0);
         EXPECT_CLOSE(lower[0], (std::vector<float>{10, 32, 54}), 0);
         EXPECT_CLOSE(valid[0], (std::vector<float>{21, 43}), 0);
@@ -367,8 +380,8 @@ private slots:
     void matMulBroadcastsBatchesAndOneDimensionalOperands()
     {
         const std::vector<std::pair<Shape, Shape>> cases = {
-            {{2, 1, 3, 4}, {5, 4, 6}}, {{4}, {3, 4, 2}}, {{2, 3, 4}, {4}}, {{4}, {4}}, {{7, 33}, {33, 65}},
-            {{1, 3, 4}, {2, 1, 4, 5}}, {{300, 20}, {20, 30}}};
+            {{2, 1, 3, 4}, {5, 4, 6}}, {{4}, {3, 4, 2}},          {{2, 3, 4}, {4}},     {{4}, {4}},
+            {{7, 33}, {33, 65}},       {{1, 3, 4}, {2, 1, 4, 5}}, {{300, 20}, {20, 30}}};
         for (const auto& [as, bs] : cases) {
             const Tensor A = randomTensor(as), B = randomTensor(bs);
             auto y = runKernel(ops::matMul, "MatMul", {&A, &B}, {});
@@ -398,7 +411,8 @@ private slots:
                     for (int64_t j = 0; j < N; ++j) {
                         double acc = 0;
                         for (int64_t k = 0; k < K; ++k)
-                            acc += double(A.values<float>()[size_t(ao + i * K + k)]) * B.values<float>()[size_t(bo + k * N + j)];
+                            acc += double(A.values<float>()[size_t(ao + i * K + k)]) *
+                                   B.values<float>()[size_t(bo + k * N + j)];
                         ref.push_back(float(acc));
                     }
             }
@@ -447,13 +461,14 @@ private slots:
         for (int trial = 0; trial < 16; ++trial) {
             const bool tA = trial & 1, tB = trial & 2;
             const int64_t M = randInt(1, 40), K = randInt(1, 20), N = randInt(1, 30);
-            const Tensor A = randomTensor(tA ? Shape{K, M} : Shape{M, K}), B = randomTensor(tB ? Shape{N, K} : Shape{K, N});
+            const Tensor A = randomTensor(tA ? Shape{K, M} : Shape{M, K}),
+                         B = randomTensor(tB ? Shape{N, K} : Shape{K, N});
             const Shape cShape = std::vector<Shape>{{N}, {M, 1}, {M, N}, {}}[size_t(trial / 4)];
             const Tensor C = randomTensor(cShape);
             const float alpha = 0.5f, beta = -2.0f;
-            auto y = runKernel(ops::gemm, "Gemm", {&A, &B, &C},
-                               {intAttr("transA", tA), intAttr("transB", tB), floatAttr("alpha", alpha),
-                                floatAttr("beta", beta)});
+            auto y = runKernel(
+                ops::gemm, "Gemm", {&A, &B, &C},
+                {intAttr("transA", tA), intAttr("transB", tB), floatAttr("alpha", alpha), floatAttr("beta", beta)});
             std::vector<float> ref;
             for (int64_t i = 0; i < M; ++i)
                 for (int64_t j = 0; j < N; ++j) {
@@ -598,7 +613,8 @@ private slots:
             v /= 30;
             for (int i = 0; i < 30; ++i) {
                 refBn.push_back(float((x[i] - mean.values<float>()[c]) / std::sqrt(var.values<float>()[c] + 1e-5) *
-                                          s.values<float>()[c] + b.values<float>()[c]));
+                                          s.values<float>()[c] +
+                                      b.values<float>()[c]));
                 refIn.push_back(float((x[i] - m) / std::sqrt(v + 1e-5) * s.values<float>()[c] + b.values<float>()[c]));
             }
         }
@@ -684,7 +700,8 @@ private slots:
         // ArgMax with ties: first index, or the last with select_last_index.
         const Tensor ties = Tensor::fromVector<float>(DType::F32, {2, 3}, {1, 5, 5, 2, 2, 0});
         auto first = runKernel(ops::argMax, "ArgMax", {&ties}, {intAttr("axis", 1), intAttr("keepdims", 0)}, 13);
-        auto last = runKernel(ops::argMax, "ArgMax", {&ties}, {intAttr("axis", 1), intAttr("select_last_index", 1)}, 13);
+        auto last =
+            runKernel(ops::argMax, "ArgMax", {&ties}, {intAttr("axis", 1), intAttr("select_last_index", 1)}, 13);
         auto minimum = runKernel(ops::argMin, "ArgMin", {&ties}, {intAttr("axis", 0)}, 13);
         QCOMPARE(first[0].shape(), (Shape{2}));
         QCOMPARE(last[0].shape(), (Shape{2, 1}));
@@ -701,7 +718,8 @@ private slots:
         for (int trial = 0; trial < 12; ++trial) {
             const int cell = trial % 2;
             const bool lbr = trial % 4 == 3;
-            const std::string direction = std::vector<std::string>{"forward", "reverse", "bidirectional"}[size_t(trial / 4)];
+            const std::string direction =
+                std::vector<std::string>{"forward", "reverse", "bidirectional"}[size_t(trial / 4)];
             const int dirs = direction == "bidirectional" ? 2 : 1;
             const int64_t T = randInt(1, 5), N = randInt(1, 3), I = randInt(1, 4), H = randInt(1, 5);
             const int64_t G = (cell == 0 ? 4 : 3) * H;
@@ -713,13 +731,15 @@ private slots:
             for (auto& l : lens)
                 l = randInt(0, T);
             lens[0] = T;
-            const Tensor seqLens = Tensor::fromVector<int32_t>(DType::I32, {N}, std::vector<int32_t>(lens.begin(), lens.end()));
+            const Tensor seqLens =
+                Tensor::fromVector<int32_t>(DType::I32, {N}, std::vector<int32_t>(lens.begin(), lens.end()));
             std::vector<Attribute> attrs = {intAttr("hidden_size", H), stringAttr("direction", direction)};
             if (lbr)
                 attrs.push_back(intAttr("linear_before_reset", 1));
             auto out = cell == 0 ? runKernel(ops::lstm, "LSTM", {&X, &W, &R, &B, &seqLens, &h0, &c0, &P}, attrs, 14, 3)
                                  : runKernel(ops::gru, "GRU", {&X, &W, &R, &B, &seqLens, &h0}, attrs, 14, 2);
-            const auto ref = referenceRecurrent(cell, lbr, dirs, direction == "reverse", X, W, R, B, lens, h0, c0, cell == 0 ? &P : nullptr, H);
+            const auto ref = referenceRecurrent(cell, lbr, dirs, direction == "reverse", X, W, R, B, lens, h0, c0,
+                                                cell == 0 ? &P : nullptr, H);
             QCOMPARE(out[0].shape(), (Shape{T, dirs, N, H}));
             EXPECT_CLOSE(out[0], ref[0], 1e-5);
             EXPECT_CLOSE(out[1], ref[1], 1e-5);
@@ -736,7 +756,8 @@ private slots:
         for (int64_t t = 0; t < T; ++t)
             for (int64_t b = 0; b < N; ++b)
                 for (int64_t i = 0; i < I; ++i)
-                    Xb.mutableValues<float>()[size_t((b * T + t) * I + i)] = X.values<float>()[size_t((t * N + b) * I + i)];
+                    Xb.mutableValues<float>()[size_t((b * T + t) * I + i)] =
+                        X.values<float>()[size_t((t * N + b) * I + i)];
         const std::vector<Attribute> attrs = {intAttr("hidden_size", H), stringAttr("direction", "bidirectional")};
         auto seqFirst = runKernel(ops::lstm, "LSTM", {&X, &W, &R}, attrs, 14, 3);
         auto withLayout = attrs;
@@ -756,7 +777,8 @@ private slots:
     void quantizeLinearRoundsHalfToEvenAndSaturatesPerAxisAndBlocked()
     {
         // Per tensor, uint8 by default: ties to even, saturation at both ends.
-        const Tensor x = Tensor::fromVector<float>(DType::F32, {8}, {0.5f, 1.5f, 2.5f, -0.5f, 300.0f, -300.0f, 127.4f, 3.0f});
+        const Tensor x =
+            Tensor::fromVector<float>(DType::F32, {8}, {0.5f, 1.5f, 2.5f, -0.5f, 300.0f, -300.0f, 127.4f, 3.0f});
         const Tensor scale = Tensor::fromVector<float>(DType::F32, {}, {1.0f});
         auto u8 = runKernel(ops::quantizeLinear, "QuantizeLinear", {&x, &scale}, {}, 13);
         QCOMPARE(u8[0].dtype(), DType::U8);
@@ -771,7 +793,8 @@ private slots:
         const Tensor X = randomTensor({2, 5, 3}, 4.0f);
         const Tensor perAxis = Tensor::fromVector<float>(DType::F32, {5}, {0.1f, 0.2f, 0.05f, 1.0f, 0.3f});
         const Tensor perAxisZp = Tensor::fromVector<int8_t>(DType::I8, {5}, {0, 3, -4, 10, 0});
-        auto qa = runKernel(ops::quantizeLinear, "QuantizeLinear", {&X, &perAxis, &perAxisZp}, {intAttr("axis", 1)}, 13);
+        auto qa =
+            runKernel(ops::quantizeLinear, "QuantizeLinear", {&X, &perAxis, &perAxisZp}, {intAttr("axis", 1)}, 13);
         Tensor blockScale = randomTensor({2, 3, 3});
         for (float& v : blockScale.mutableValues<float>())
             v = std::fabs(v) * 0.1f + 0.01f;
@@ -784,18 +807,21 @@ private slots:
                     const size_t e = size_t((o * 5 + a) * 3 + i);
                     const float v = X.values<float>()[e];
                     const double wantA = std::clamp(std::nearbyint(double(v / perAxis.values<float>()[size_t(a)])) +
-                                                        perAxisZp.values<int8_t>()[size_t(a)], -128.0, 127.0);
+                                                        perAxisZp.values<int8_t>()[size_t(a)],
+                                                    -128.0, 127.0);
                     const float bs = blockScale.values<float>()[size_t((o * 3 + a / 2) * 3 + i)];
                     const double wantB = std::clamp(std::nearbyint(double(v / bs)), -128.0, 127.0);
                     QCOMPARE(double(qa[0].values<int8_t>()[e]), wantA);
                     QCOMPARE(double(qb[0].values<int8_t>()[e]), wantB);
                 }
         // Dequantize undoes the grid exactly: (q - zp) * scale.
-        auto dq = runKernel(ops::dequantizeLinear, "DequantizeLinear", {&qa[0], &perAxis, &perAxisZp}, {intAttr("axis", 1)}, 13);
+        auto dq = runKernel(ops::dequantizeLinear, "DequantizeLinear", {&qa[0], &perAxis, &perAxisZp},
+                            {intAttr("axis", 1)}, 13);
         std::vector<float> back;
         for (int64_t e = 0; e < 30; ++e) {
             const size_t a = size_t((e / 3) % 5);
-            back.push_back(float(qa[0].values<int8_t>()[size_t(e)] - perAxisZp.values<int8_t>()[a]) * perAxis.values<float>()[a]);
+            back.push_back(float(qa[0].values<int8_t>()[size_t(e)] - perAxisZp.values<int8_t>()[a]) *
+                           perAxis.values<float>()[a]);
         }
         EXPECT_CLOSE(dq[0], back, 0);
         // A blocked scale of the wrong shape is refused.

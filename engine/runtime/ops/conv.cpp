@@ -1,7 +1,7 @@
 #include "runtime/ops/conv.h"
 
-#include <algorithm>
 #include <Eigen/Core>
+#include <algorithm>
 #include <tbb/parallel_for.h>
 
 namespace qs::ops {
@@ -74,7 +74,10 @@ void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p
 }
 
 // Smallest o >= 0 with o * stride >= v (v may be negative).
-int64_t firstAtLeast(int64_t v, int64_t stride) { return v <= 0 ? 0 : (v + stride - 1) / stride; }
+int64_t firstAtLeast(int64_t v, int64_t stride)
+{
+    return v <= 0 ? 0 : (v + stride - 1) / stride;
+}
 
 // The outputs o in [lo, hi) whose tap o * stride + offset lands inside [0, size).
 std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t size, int64_t outputs)
@@ -150,7 +153,10 @@ void im2col2d(const float* x, int64_t channels, const WindowGeometry& g, int64_t
             }
 }
 
-std::vector<int64_t> spatialOf(const Shape& shape) { return {shape.begin() + 2, shape.end()}; }
+std::vector<int64_t> spatialOf(const Shape& shape)
+{
+    return {shape.begin() + 2, shape.end()};
+}
 
 } // namespace
 
@@ -162,8 +168,8 @@ WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t
     g.input = input;
     g.kernel = kernel;
     g.strides = ctx.intsAttribute("strides", std::vector<int64_t>(rank, 1));
-    g.dilations = hasDilations ? ctx.intsAttribute("dilations", std::vector<int64_t>(rank, 1))
-                               : std::vector<int64_t>(rank, 1);
+    g.dilations =
+        hasDilations ? ctx.intsAttribute("dilations", std::vector<int64_t>(rank, 1)) : std::vector<int64_t>(rank, 1);
     if (g.strides.size() != rank || g.dilations.size() != rank)
         ctx.fail("strides and dilations need " + std::to_string(rank) + " values, one per spatial axis");
     for (size_t d = 0; d < rank; ++d)
@@ -196,8 +202,7 @@ WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t
         const int64_t span = input[d] + g.padBegin[d] + g.padEnd[d] - extent;
         if (span < 0)
             ctx.fail("the window (" + std::to_string(extent) + ") is larger than the padded input (" +
-                     std::to_string(input[d] + g.padBegin[d] + g.padEnd[d]) + ") on spatial axis " +
-                     std::to_string(d));
+                     std::to_string(input[d] + g.padBegin[d] + g.padEnd[d]) + ") on spatial axis " + std::to_string(d));
         if (ceilMode) {
             g.output[d] = (span + g.strides[d] - 1) / g.strides[d] + 1;
             // The last window must start inside the input or its begin padding.
@@ -258,9 +263,11 @@ void conv(KernelContext& ctx)
 
     // Tasks: (batch, group, column chunk); a chunk's column buffer stays near L2 size
     // while its GEMM stays wide enough to run at full speed.
-    const int64_t chunk = std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(K, 1), 256, std::max<int64_t>(P, 256));
+    const int64_t chunk =
+        std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(K, 1), 256, std::max<int64_t>(P, 256));
     const int64_t chunks = (P + chunk - 1) / chunk;
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
+        ctx.checkCancelled();
         const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);
         const int64_t n = ng / group, gi = ng % group;
         const float* xg = x + (n * C + gi * Cg) * inSpatial;
@@ -354,6 +361,7 @@ void convTranspose(KernelContext& ctx)
     const int64_t rows = Mg * kernelSize;
 
     tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
+        ctx.checkCancelled();
         const int64_t n = ng / group, gi = ng % group;
         // col[m * k, i] = sum_c W[c, m, k] X[c, i]; then every column scatters into the output.
         ConstMatrixMap wg(w + gi * Cg * rows, Cg, rows);

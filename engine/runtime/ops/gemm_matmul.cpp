@@ -1,7 +1,7 @@
 #include "runtime/ops/gemm_matmul.h"
 
-#include <algorithm>
 #include <Eigen/Core>
+#include <algorithm>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -28,7 +28,8 @@ int64_t rowsPerTask(int64_t M, int64_t K, int64_t N, int64_t batches)
 {
     if (M * K * N < (int64_t(1) << 17))
         return M;
-    const int64_t wanted = std::max<int64_t>(1, 4 * tbb::this_task_arena::max_concurrency() / std::max<int64_t>(1, batches));
+    const int64_t wanted =
+        std::max<int64_t>(1, 4 * tbb::this_task_arena::max_concurrency() / std::max<int64_t>(1, batches));
     return std::max<int64_t>(std::min<int64_t>(M, 32), (M + wanted - 1) / wanted);
 }
 
@@ -189,6 +190,7 @@ void matMul(KernelContext& ctx)
     float* py = Y.mutableValues<float>().data();
     const int64_t step = rowsPerTask(M, K, N, batches), rowTasks = (M + step - 1) / step;
     tbb::parallel_for(int64_t(0), batches * rowTasks, [&](int64_t task) {
+        ctx.checkCancelled();
         const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
         ConstMatrixMap am(pa + aOffset[size_t(t)] + r0 * K, rows, K);
         ConstMatrixMap bm(pb + bOffset[size_t(t)], K, N);

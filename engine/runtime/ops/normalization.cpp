@@ -109,7 +109,8 @@ void layerNormalization(KernelContext& ctx)
     // Scale and B broadcast to X's trailing [axis:] shape.
     auto trailing = [&](const Tensor& t, const char* name) {
         if (t.dtype() != DType::F32 || t.rank() > rank - axis)
-            ctx.fail(std::string(name) + " " + shapeToString(t.shape()) + " does not broadcast to the normalized shape");
+            ctx.fail(std::string(name) + " " + shapeToString(t.shape()) +
+                     " does not broadcast to the normalized shape");
         const int off = rank - t.rank();
         for (int d = 0; d < t.rank(); ++d)
             if (t.dim(d) != 1 && t.dim(d) != X.dim(off + d))

@@ -249,11 +249,29 @@ void runGlobalPool(KernelContext& ctx, Pool kind)
 
 } // namespace
 
-void maxPool(KernelContext& ctx) { runPool(ctx, Pool::Max); }
-void averagePool(KernelContext& ctx) { runPool(ctx, Pool::Average); }
-void lpPool(KernelContext& ctx) { runPool(ctx, Pool::Lp); }
-void globalAveragePool(KernelContext& ctx) { runGlobalPool(ctx, Pool::Average); }
-void globalMaxPool(KernelContext& ctx) { runGlobalPool(ctx, Pool::Max); }
-void globalLpPool(KernelContext& ctx) { runGlobalPool(ctx, Pool::Lp); }
+void maxPool(KernelContext& ctx)
+{
+    runPool(ctx, Pool::Max);
+}
+void averagePool(KernelContext& ctx)
+{
+    runPool(ctx, Pool::Average);
+}
+void lpPool(KernelContext& ctx)
+{
+    runPool(ctx, Pool::Lp);
+}
+void globalAveragePool(KernelContext& ctx)
+{
+    runGlobalPool(ctx, Pool::Average);
+}
+void globalMaxPool(KernelContext& ctx)
+{
+    runGlobalPool(ctx, Pool::Max);
+}
+void globalLpPool(KernelContext& ctx)
+{
+    runGlobalPool(ctx, Pool::Lp);
+}
 
 } // namespace qs::ops

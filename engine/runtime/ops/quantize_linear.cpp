@@ -73,12 +73,23 @@ std::vector<int32_t> zeroPoints(const KernelContext& ctx, const Tensor* zp, cons
     std::vector<int32_t> v(size_t(zp->numel()));
     auto copy = [&](auto span) { std::copy(span.begin(), span.end(), v.begin()); };
     switch (zp->dtype()) {
-    case DType::I8: copy(zp->values<int8_t>()); break;
-    case DType::U8: copy(zp->values<uint8_t>()); break;
-    case DType::I16: copy(zp->values<int16_t>()); break;
-    case DType::U16: copy(zp->values<uint16_t>()); break;
-    case DType::I32: copy(zp->values<int32_t>()); break;
-    default: ctx.fail("zero point type " + std::string(dtypeName(zp->dtype())) + " is not supported");
+    case DType::I8:
+        copy(zp->values<int8_t>());
+        break;
+    case DType::U8:
+        copy(zp->values<uint8_t>());
+        break;
+    case DType::I16:
+        copy(zp->values<int16_t>());
+        break;
+    case DType::U16:
+        copy(zp->values<uint16_t>());
+        break;
+    case DType::I32:
+        copy(zp->values<int32_t>());
+        break;
+    default:
+        ctx.fail("zero point type " + std::string(dtypeName(zp->dtype())) + " is not supported");
     }
     return v;
 }
@@ -110,12 +121,18 @@ void quantizeInto(const float* x, int64_t n, const ParameterLayout& layout, cons
 DType quantizedDType(const KernelContext& ctx, int64_t onnxType)
 {
     switch (onnxType) {
-    case 2: return DType::U8;
-    case 3: return DType::I8;
-    case 4: return DType::U16;
-    case 5: return DType::I16;
-    case 6: return DType::I32;
-    default: ctx.fail("output_dtype " + std::to_string(onnxType) + " is not an integer type the runtime supports");
+    case 2:
+        return DType::U8;
+    case 3:
+        return DType::I8;
+    case 4:
+        return DType::U16;
+    case 5:
+        return DType::I16;
+    case 6:
+        return DType::I32;
+    default:
+        ctx.fail("output_dtype " + std::to_string(onnxType) + " is not an integer type the runtime supports");
     }
 }
 
@@ -140,12 +157,23 @@ void quantizeLinear(KernelContext& ctx)
     const float* x = X.values<float>().data();
     const float* s = scale.values<float>().data();
     switch (outType) {
-    case DType::I8: quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int8_t>().data()); break;
-    case DType::U8: quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<uint8_t>().data()); break;
-    case DType::I16: quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int16_t>().data()); break;
-    case DType::U16: quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<uint16_t>().data()); break;
-    case DType::I32: quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int32_t>().data()); break;
-    default: ctx.fail("output type " + std::string(dtypeName(outType)) + " is not supported");
+    case DType::I8:
+        quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int8_t>().data());
+        break;
+    case DType::U8:
+        quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<uint8_t>().data());
+        break;
+    case DType::I16:
+        quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int16_t>().data());
+        break;
+    case DType::U16:
+        quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<uint16_t>().data());
+        break;
+    case DType::I32:
+        quantizeInto(x, X.numel(), layout, s, zeros, Y.mutableValues<int32_t>().data());
+        break;
+    default:
+        ctx.fail("output type " + std::string(dtypeName(outType)) + " is not supported");
     }
     ctx.setOutput(0, std::move(Y));
 }
@@ -164,20 +192,32 @@ void dequantizeLinear(KernelContext& ctx)
     float* y = Y.mutableValues<float>().data();
     const float* s = scale.values<float>().data();
     auto dequantize = [&](auto span) {
-        tbb::parallel_for(tbb::blocked_range<int64_t>(0, X.numel(), 1 << 14), [&](const tbb::blocked_range<int64_t>& r) {
-            for (int64_t i = r.begin(); i < r.end(); ++i) {
-                const int64_t p = layout.index(i);
-                y[i] = float(int64_t(span[size_t(i)]) - zeros[size_t(p)]) * s[p];
-            }
-        });
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, X.numel(), 1 << 14),
+                          [&](const tbb::blocked_range<int64_t>& r) {
+                              for (int64_t i = r.begin(); i < r.end(); ++i) {
+                                  const int64_t p = layout.index(i);
+                                  y[i] = float(int64_t(span[size_t(i)]) - zeros[size_t(p)]) * s[p];
+                              }
+                          });
     };
     switch (X.dtype()) {
-    case DType::I8: dequantize(X.values<int8_t>()); break;
-    case DType::U8: dequantize(X.values<uint8_t>()); break;
-    case DType::I16: dequantize(X.values<int16_t>()); break;
-    case DType::U16: dequantize(X.values<uint16_t>()); break;
-    case DType::I32: dequantize(X.values<int32_t>()); break;
-    default: ctx.fail("x type " + std::string(dtypeName(X.dtype())) + " is not supported");
+    case DType::I8:
+        dequantize(X.values<int8_t>());
+        break;
+    case DType::U8:
+        dequantize(X.values<uint8_t>());
+        break;
+    case DType::I16:
+        dequantize(X.values<int16_t>());
+        break;
+    case DType::U16:
+        dequantize(X.values<uint16_t>());
+        break;
+    case DType::I32:
+        dequantize(X.values<int32_t>());
+        break;
+    default:
+        ctx.fail("x type " + std::string(dtypeName(X.dtype())) + " is not supported");
     }
     ctx.setOutput(0, std::move(Y));
 }

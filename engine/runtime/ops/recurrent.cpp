@@ -1,9 +1,9 @@
 #include "runtime/ops/recurrent.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <Eigen/Core>
 
 namespace qs::ops {
 
@@ -16,24 +16,46 @@ enum class Cell { LSTM, GRU, RNN };
 
 // One activation function of the ONNX recurrent family with its alpha and beta.
 struct Activation {
-    enum class Kind { Sigmoid, Tanh, Relu, HardSigmoid, LeakyRelu, ThresholdedRelu, ScaledTanh, Affine, Elu,
-                      Softsign, Softplus } kind = Kind::Sigmoid;
+    enum class Kind {
+        Sigmoid,
+        Tanh,
+        Relu,
+        HardSigmoid,
+        LeakyRelu,
+        ThresholdedRelu,
+        ScaledTanh,
+        Affine,
+        Elu,
+        Softsign,
+        Softplus
+    } kind = Kind::Sigmoid;
     float alpha = 0.0f, beta = 0.0f;
 
     float operator()(float x) const
     {
         switch (kind) {
-        case Kind::Sigmoid: return 1.0f / (1.0f + std::exp(-x));
-        case Kind::Tanh: return std::tanh(x);
-        case Kind::Relu: return std::max(0.0f, x);
-        case Kind::HardSigmoid: return std::clamp(alpha * x + beta, 0.0f, 1.0f);
-        case Kind::LeakyRelu: return x >= 0.0f ? x : alpha * x;
-        case Kind::ThresholdedRelu: return x > alpha ? x : 0.0f;
-        case Kind::ScaledTanh: return alpha * std::tanh(beta * x);
-        case Kind::Affine: return alpha * x + beta;
-        case Kind::Elu: return x >= 0.0f ? x : alpha * (std::exp(x) - 1.0f);
-        case Kind::Softsign: return x / (1.0f + std::fabs(x));
-        case Kind::Softplus: return std::log1p(std::exp(x));
+        case Kind::Sigmoid:
+            return 1.0f / (1.0f + std::exp(-x));
+        case Kind::Tanh:
+            return std::tanh(x);
+        case Kind::Relu:
+            return std::max(0.0f, x);
+        case Kind::HardSigmoid:
+            return std::clamp(alpha * x + beta, 0.0f, 1.0f);
+        case Kind::LeakyRelu:
+            return x >= 0.0f ? x : alpha * x;
+        case Kind::ThresholdedRelu:
+            return x > alpha ? x : 0.0f;
+        case Kind::ScaledTanh:
+            return alpha * std::tanh(beta * x);
+        case Kind::Affine:
+            return alpha * x + beta;
+        case Kind::Elu:
+            return x >= 0.0f ? x : alpha * (std::exp(x) - 1.0f);
+        case Kind::Softsign:
+            return x / (1.0f + std::fabs(x));
+        case Kind::Softplus:
+            return std::log1p(std::exp(x));
         }
         return x;
     }
@@ -47,7 +69,8 @@ std::vector<Activation> activations(const KernelContext& ctx, Cell cell, int dir
     if (const Attribute* a = ctx.attribute("activations"); a && a->kind == Attribute::Kind::Strings)
         names = a->strings;
     if (names.empty()) {
-        const std::vector<std::string> defaults = cell == Cell::LSTM  ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
+        const std::vector<std::string> defaults = cell == Cell::LSTM
+                                                      ? std::vector<std::string>{"Sigmoid", "Tanh", "Tanh"}
                                                   : cell == Cell::GRU ? std::vector<std::string>{"Sigmoid", "Tanh"}
                                                                       : std::vector<std::string>{"Tanh"};
         for (int d = 0; d < directions; ++d)
@@ -147,7 +170,8 @@ void runRecurrent(KernelContext& ctx, Cell cell)
         if (sl->numel() != N || (sl->dtype() != DType::I32 && sl->dtype() != DType::I64))
             ctx.fail("sequence_lens " + shapeToString(sl->shape()) + " must be int32 with one length per batch item");
         for (int64_t b = 0; b < N; ++b) {
-            lengths[size_t(b)] = sl->dtype() == DType::I32 ? sl->values<int32_t>()[size_t(b)] : sl->values<int64_t>()[size_t(b)];
+            lengths[size_t(b)] =
+                sl->dtype() == DType::I32 ? sl->values<int32_t>()[size_t(b)] : sl->values<int64_t>()[size_t(b)];
             if (lengths[size_t(b)] < 0 || lengths[size_t(b)] > T)
                 ctx.fail("sequence_lens holds " + std::to_string(lengths[size_t(b)]) + ", outside [0, " +
                          std::to_string(T) + "]");
@@ -183,8 +207,8 @@ void runRecurrent(KernelContext& ctx, Cell cell)
         // LSTM and RNN add both biases to the input part; GRU adds Rb where its recurrent part is formed.
         xw.rowwise() += cell == Cell::GRU ? Eigen::RowVectorXf(wb) : Eigen::RowVectorXf(wb + rb);
         RowMatrix h = ConstMatrixMap(H0.values<float>().data() + d * N * H, N, H);
-        RowMatrix c = cell == Cell::LSTM ? RowMatrix(ConstMatrixMap(C0.values<float>().data() + d * N * H, N, H))
-                                         : RowMatrix();
+        RowMatrix c =
+            cell == Cell::LSTM ? RowMatrix(ConstMatrixMap(C0.values<float>().data() + d * N * H, N, H)) : RowMatrix();
         const float* p = P ? P->values<float>().data() + d * 3 * H : nullptr;
         RowMatrix hr(N, G);
         std::vector<float> z(static_cast<size_t>(H)), rh(static_cast<size_t>(H));
@@ -213,9 +237,10 @@ void runRecurrent(KernelContext& ctx, Cell cell)
                     for (int64_t k = 0; k < H; ++k) {
                         const float cPrev = cb[k];
                         const float i = act[0](clipped(xg[k] + hg[k] + (p ? p[k] * cPrev : 0.0f)));
-                        const float f = inputForget ? 1.0f - i
-                                                    : act[0](clipped(xg[2 * H + k] + hg[2 * H + k] +
-                                                                     (p ? p[2 * H + k] * cPrev : 0.0f)));
+                        const float f =
+                            inputForget
+                                ? 1.0f - i
+                                : act[0](clipped(xg[2 * H + k] + hg[2 * H + k] + (p ? p[2 * H + k] * cPrev : 0.0f)));
                         const float g = act[1](clipped(xg[3 * H + k] + hg[3 * H + k]));
                         const float cNew = f * cPrev + i * g;
                         const float o = act[0](clipped(xg[H + k] + hg[H + k] + (p ? p[H + k] * cNew : 0.0f)));
@@ -277,8 +302,17 @@ void runRecurrent(KernelContext& ctx, Cell cell)
 
 } // namespace
 
-void lstm(KernelContext& ctx) { runRecurrent(ctx, Cell::LSTM); }
-void gru(KernelContext& ctx) { runRecurrent(ctx, Cell::GRU); }
-void rnn(KernelContext& ctx) { runRecurrent(ctx, Cell::RNN); }
+void lstm(KernelContext& ctx)
+{
+    runRecurrent(ctx, Cell::LSTM);
+}
+void gru(KernelContext& ctx)
+{
+    runRecurrent(ctx, Cell::GRU);
+}
+void rnn(KernelContext& ctx)
+{
+    runRecurrent(ctx, Cell::RNN);
+}
 
 } // namespace qs::ops

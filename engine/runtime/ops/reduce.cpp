@@ -18,13 +18,26 @@ std::vector<double> valuesAsDouble(const KernelContext& ctx, const Tensor& t)
             v[i] = double(span[i]);
     };
     switch (t.dtype()) {
-    case DType::F32: copy(t.values<float>()); break;
-    case DType::F64: copy(t.values<double>()); break;
-    case DType::I32: copy(t.values<int32_t>()); break;
-    case DType::I64: copy(t.values<int64_t>()); break;
-    case DType::U8: copy(t.values<uint8_t>()); break;
-    case DType::I8: copy(t.values<int8_t>()); break;
-    default: ctx.fail("input type " + std::string(dtypeName(t.dtype())) + " is not supported");
+    case DType::F32:
+        copy(t.values<float>());
+        break;
+    case DType::F64:
+        copy(t.values<double>());
+        break;
+    case DType::I32:
+        copy(t.values<int32_t>());
+        break;
+    case DType::I64:
+        copy(t.values<int64_t>());
+        break;
+    case DType::U8:
+        copy(t.values<uint8_t>());
+        break;
+    case DType::I8:
+        copy(t.values<int8_t>());
+        break;
+    default:
+        ctx.fail("input type " + std::string(dtypeName(t.dtype())) + " is not supported");
     }
     return v;
 }
@@ -38,13 +51,26 @@ Tensor tensorFromDoubles(DType dtype, Shape shape, const std::vector<double>& v)
             span[i] = T(v[i]);
     };
     switch (dtype) {
-    case DType::F32: fill(t.mutableValues<float>()); break;
-    case DType::F64: fill(t.mutableValues<double>()); break;
-    case DType::I32: fill(t.mutableValues<int32_t>()); break;
-    case DType::I64: fill(t.mutableValues<int64_t>()); break;
-    case DType::U8: fill(t.mutableValues<uint8_t>()); break;
-    case DType::I8: fill(t.mutableValues<int8_t>()); break;
-    default: break;
+    case DType::F32:
+        fill(t.mutableValues<float>());
+        break;
+    case DType::F64:
+        fill(t.mutableValues<double>());
+        break;
+    case DType::I32:
+        fill(t.mutableValues<int32_t>());
+        break;
+    case DType::I64:
+        fill(t.mutableValues<int64_t>());
+        break;
+    case DType::U8:
+        fill(t.mutableValues<uint8_t>());
+        break;
+    case DType::I8:
+        fill(t.mutableValues<int8_t>());
+        break;
+    default:
+        break;
     }
     return t;
 }
@@ -145,14 +171,28 @@ void runReduction(KernelContext& ctx, Reduction kind)
         switch (kind) {
         case Reduction::Mean:
         case Reduction::Sum:
-        case Reduction::LogSum: acc[o] += v; break;
-        case Reduction::Max: acc[o] = std::max(acc[o], v); break;
-        case Reduction::Min: acc[o] = std::min(acc[o], v); break;
-        case Reduction::Prod: acc[o] *= v; break;
-        case Reduction::L1: acc[o] += std::fabs(v); break;
+        case Reduction::LogSum:
+            acc[o] += v;
+            break;
+        case Reduction::Max:
+            acc[o] = std::max(acc[o], v);
+            break;
+        case Reduction::Min:
+            acc[o] = std::min(acc[o], v);
+            break;
+        case Reduction::Prod:
+            acc[o] *= v;
+            break;
+        case Reduction::L1:
+            acc[o] += std::fabs(v);
+            break;
         case Reduction::L2:
-        case Reduction::SumSquare: acc[o] += v * v; break;
-        case Reduction::LogSumExp: acc[o] += std::exp(v - shift[o]); break;
+        case Reduction::SumSquare:
+            acc[o] += v * v;
+            break;
+        case Reduction::LogSumExp:
+            acc[o] += std::exp(v - shift[o]);
+            break;
         }
     });
     for (size_t o = 0; o < acc.size(); ++o) {
@@ -214,17 +254,53 @@ void runArgReduction(KernelContext& ctx, bool wantMax)
 
 } // namespace
 
-void reduceMean(KernelContext& ctx) { runReduction(ctx, Reduction::Mean); }
-void reduceSum(KernelContext& ctx) { runReduction(ctx, Reduction::Sum); }
-void reduceMax(KernelContext& ctx) { runReduction(ctx, Reduction::Max); }
-void reduceMin(KernelContext& ctx) { runReduction(ctx, Reduction::Min); }
-void reduceProd(KernelContext& ctx) { runReduction(ctx, Reduction::Prod); }
-void reduceL1(KernelContext& ctx) { runReduction(ctx, Reduction::L1); }
-void reduceL2(KernelContext& ctx) { runReduction(ctx, Reduction::L2); }
-void reduceSumSquare(KernelContext& ctx) { runReduction(ctx, Reduction::SumSquare); }
-void reduceLogSum(KernelContext& ctx) { runReduction(ctx, Reduction::LogSum); }
-void reduceLogSumExp(KernelContext& ctx) { runReduction(ctx, Reduction::LogSumExp); }
-void argMax(KernelContext& ctx) { runArgReduction(ctx, true); }
-void argMin(KernelContext& ctx) { runArgReduction(ctx, false); }
+void reduceMean(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::Mean);
+}
+void reduceSum(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::Sum);
+}
+void reduceMax(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::Max);
+}
+void reduceMin(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::Min);
+}
+void reduceProd(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::Prod);
+}
+void reduceL1(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::L1);
+}
+void reduceL2(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::L2);
+}
+void reduceSumSquare(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::SumSquare);
+}
+void reduceLogSum(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::LogSum);
+}
+void reduceLogSumExp(KernelContext& ctx)
+{
+    runReduction(ctx, Reduction::LogSumExp);
+}
+void argMax(KernelContext& ctx)
+{
+    runArgReduction(ctx, true);
+}
+void argMin(KernelContext& ctx)
+{
+    runArgReduction(ctx, false);
+}
 
 } // namespace qs::ops

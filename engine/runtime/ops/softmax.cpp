@@ -80,8 +80,17 @@ void runNormalizer(KernelContext& ctx, Normalizer kind)
 
 } // namespace
 
-void softmax(KernelContext& ctx) { runNormalizer(ctx, Normalizer::Softmax); }
-void logSoftmax(KernelContext& ctx) { runNormalizer(ctx, Normalizer::LogSoftmax); }
-void hardmax(KernelContext& ctx) { runNormalizer(ctx, Normalizer::Hardmax); }
+void softmax(KernelContext& ctx)
+{
+    runNormalizer(ctx, Normalizer::Softmax);
+}
+void logSoftmax(KernelContext& ctx)
+{
+    runNormalizer(ctx, Normalizer::LogSoftmax);
+}
+void hardmax(KernelContext& ctx)
+{
+    runNormalizer(ctx, Normalizer::Hardmax);
+}
 
 } // namespace qs::ops
