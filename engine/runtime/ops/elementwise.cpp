@@ -33,6 +33,29 @@ struct Operands {
     DType narrowTo = DType::F32;
 };
 
+// Before opset 7, binary ops broadcast only with `broadcast=1`, aligning B's
+// dimensions at `axis` of A (default: the trailing ones); PRelu's slope of one
+// value per channel aligns with axis 1. Reshaping B with trailing 1s turns both
+// into numpy broadcasting.
+void alignLegacyBroadcast(const KernelContext& ctx, const Tensor& a, Tensor& b)
+{
+    int64_t axis = -1;
+    if (ctx.node().opType == "PRelu") {
+        if (b.rank() == 1 && a.rank() > 2 && b.dim(0) == a.dim(1) && b.dim(0) != a.dim(a.rank() - 1))
+            axis = 1;
+    } else if (ctx.intAttribute("broadcast", 0) != 0) {
+        axis = ctx.intAttribute("axis", a.rank() - b.rank());
+    }
+    if (axis < 0)
+        return;
+    if (axis + b.rank() > a.rank())
+        ctx.fail("B of shape " + shapeToString(b.shape()) + " does not fit A of shape " + shapeToString(a.shape()) +
+                 " at axis " + std::to_string(axis));
+    Shape shape = b.shape();
+    shape.resize(size_t(a.rank() - axis), 1);
+    b = b.reshaped(shape);
+}
+
 Operands operands(const KernelContext& ctx)
 {
     Operands ops;
@@ -48,6 +71,8 @@ Operands operands(const KernelContext& ctx)
             ops.tensors[i] = *t;
         }
     }
+    if (ctx.opset() < 7 && ops.tensors.size() == 2 && ops.tensors[0].rawData() && ops.tensors[1].rawData())
+        alignLegacyBroadcast(ctx, ops.tensors[0], ops.tensors[1]);
     return ops;
 }
 
