@@ -10,6 +10,7 @@ import json
 import os
 import sys
 
+import h5py
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
@@ -102,7 +103,27 @@ def rules_seeds():
     put("rules", "bad_field.json", '{"version": 1, "rules": [{"module_path": "(a", "tile_size": 0.3}]}')
 
 
+def hdf5_seeds():
+    path = os.path.join(HERE, "corpus", "hdf5", "seed_keras.h5")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with h5py.File(path, "w", libver="latest") as f:
+        g = f.create_group("model_weights")
+        g.attrs["layer_names"] = np.array([b"dense"], dtype="S")
+        layer = g.create_group("dense")
+        layer.attrs["weight_names"] = np.array([b"dense/kernel:0", b"dense/bias:0"], dtype="S")
+        layer.create_dataset("dense/kernel:0", data=np.ones((4, 2), np.float32))
+        layer.create_dataset("dense/bias:0", data=np.zeros(2, np.float32))
+        f.attrs["keras_version"] = "2.15.0"
+        f.attrs["model_config"] = json.dumps({"class_name": "Sequential", "config": {"name": "s", "layers": [
+            {"class_name": "Dense", "config": {"name": "dense", "units": 2}}]}})
+    with h5py.File(os.path.join(HERE, "corpus", "hdf5", "seed_generic.h5"), "w") as f:
+        f.create_dataset("encoder/layer0/weight", data=np.arange(6, dtype=">f4").reshape(2, 3))
+        f.create_dataset("scalar", data=np.float64(2))
+        f.create_dataset("gzip", data=np.ones(8, np.float16), compression="gzip", chunks=(4,))
+
+
 onnx_seeds()
+hdf5_seeds()
 safetensors_seeds()
 npy_seeds()
 npz_seeds()
