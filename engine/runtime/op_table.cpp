@@ -8,6 +8,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/einsum.h"
 #include "runtime/ops/indexing.h"
+#include "runtime/ops/loss.h"
 #include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
 #include "runtime/ops/conv.h"
@@ -128,6 +129,9 @@ constexpr OpKernelEntry kTable[] = {
     {"", "ScatterElements", 11, L, ops::scatterElements},
     {"", "ScatterND", 11, L, ops::scatterND},
     {"", "TopK", 1, L, ops::topK},
+    // ops/loss.cpp
+    {"", "NegativeLogLikelihoodLoss", 12, L, ops::negativeLogLikelihoodLoss},
+    {"", "SoftmaxCrossEntropyLoss", 12, L, ops::softmaxCrossEntropyLoss},
     // ops/resize.cpp
     {"", "Resize", 10, L, ops::resize},
     {"", "Upsample", 7, 9, ops::upsample},
