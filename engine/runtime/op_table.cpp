@@ -6,11 +6,13 @@
 
 #include "runtime/op_registry.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/detection.h"
 #include "runtime/ops/einsum.h"
 #include "runtime/ops/indexing.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
+#include "runtime/ops/signal.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/normalization.h"
@@ -115,6 +117,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "DepthToSpace", 1, L, ops::depthToSpace},
     {"", "SpaceToDepth", 1, L, ops::spaceToDepth},
     {"", "Dropout", 7, L, ops::dropout},
+    // ops/detection.cpp
+    {"", "NonMaxSuppression", 10, L, ops::nonMaxSuppression},
     // ops/einsum.cpp
     {"", "Einsum", 12, L, ops::einsum},
     // ops/indexing.cpp
@@ -132,6 +136,10 @@ constexpr OpKernelEntry kTable[] = {
     // ops/loss.cpp
     {"", "NegativeLogLikelihoodLoss", 12, L, ops::negativeLogLikelihoodLoss},
     {"", "SoftmaxCrossEntropyLoss", 12, L, ops::softmaxCrossEntropyLoss},
+    // ops/signal.cpp
+    {"", "HannWindow", 17, L, ops::hannWindow},
+    {"", "HammingWindow", 17, L, ops::hammingWindow},
+    {"", "BlackmanWindow", 17, L, ops::blackmanWindow},
     // ops/resize.cpp
     {"", "Resize", 10, L, ops::resize},
     {"", "Upsample", 7, 9, ops::upsample},
