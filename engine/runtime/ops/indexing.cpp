@@ -209,17 +209,10 @@ void eyeLike(KernelContext& ctx)
     DType type = x.dtype();
     if (ctx.hasAttribute("dtype")) {
         const int64_t code = ctx.intAttribute("dtype", 1);
-        static const std::pair<int64_t, DType> codes[] = {
-            {1, DType::F32}, {2, DType::U8},   {3, DType::I8},   {4, DType::U16},  {5, DType::I16},  {6, DType::I32},
-            {7, DType::I64}, {9, DType::Bool}, {10, DType::F16}, {11, DType::F64}, {12, DType::U32}, {13, DType::U64}};
-        bool found = false;
-        for (const auto& [c, t] : codes)
-            if (c == code) {
-                type = t;
-                found = true;
-            }
-        if (!found)
+        const std::optional<DType> t = dtypeOfOnnxElementCode(code);
+        if (!t)
             ctx.fail("dtype " + std::to_string(code) + " is not supported");
+        type = *t;
     }
     const int64_t k = ctx.intAttribute("k", 0);
     Tensor ones(DType::F64, x.shape());

@@ -110,40 +110,6 @@ std::optional<std::vector<int64_t>> axesArgument(const KernelContext& ctx, int i
     return std::nullopt;
 }
 
-std::optional<DType> dtypeOfOnnxCode(int64_t code)
-{
-    switch (code) {
-    case 1:
-        return DType::F32;
-    case 2:
-        return DType::U8;
-    case 3:
-        return DType::I8;
-    case 4:
-        return DType::U16;
-    case 5:
-        return DType::I16;
-    case 6:
-        return DType::I32;
-    case 7:
-        return DType::I64;
-    case 9:
-        return DType::Bool;
-    case 10:
-        return DType::F16;
-    case 11:
-        return DType::F64;
-    case 12:
-        return DType::U32;
-    case 13:
-        return DType::U64;
-    case 16:
-        return DType::BF16;
-    default:
-        return std::nullopt;
-    }
-}
-
 } // namespace
 
 void reshape(KernelContext& ctx)
@@ -585,7 +551,7 @@ void constant(KernelContext& ctx)
 void cast(KernelContext& ctx)
 {
     const int64_t to = ctx.requiredIntAttribute("to");
-    const std::optional<DType> type = dtypeOfOnnxCode(to);
+    const std::optional<DType> type = dtypeOfOnnxElementCode(to);
     if (!type)
         ctx.fail("cannot cast to ONNX element type " + std::to_string(to) +
                  " (strings, float8 and int4 are not supported)");

@@ -12,38 +12,6 @@ namespace qs::ops {
 
 namespace {
 
-std::optional<DType> dtypeOfOnnxCode(int64_t code)
-{
-    switch (code) {
-    case 1:
-        return DType::F32;
-    case 2:
-        return DType::U8;
-    case 3:
-        return DType::I8;
-    case 4:
-        return DType::U16;
-    case 5:
-        return DType::I16;
-    case 6:
-        return DType::I32;
-    case 7:
-        return DType::I64;
-    case 10:
-        return DType::F16;
-    case 11:
-        return DType::F64;
-    case 12:
-        return DType::U32;
-    case 13:
-        return DType::U64;
-    case 16:
-        return DType::BF16;
-    default:
-        return std::nullopt;
-    }
-}
-
 void window(KernelContext& ctx, double a0, double a1, double a2)
 {
     const Tensor& sizeT = ctx.input(0);
@@ -53,7 +21,7 @@ void window(KernelContext& ctx, double a0, double a1, double a2)
     if (size < 0)
         ctx.fail("size must not be negative");
     const bool periodic = ctx.intAttribute("periodic", 1) != 0;
-    const std::optional<DType> type = dtypeOfOnnxCode(ctx.intAttribute("output_datatype", 1));
+    const std::optional<DType> type = dtypeOfOnnxElementCode(ctx.intAttribute("output_datatype", 1));
     if (!type)
         ctx.fail("output_datatype is not a supported element type");
     const double n = double(periodic ? size : size - 1);
