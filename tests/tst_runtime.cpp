@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "core/half.h"
 #include "runtime/interpreter.h"
 
 using namespace qs;
@@ -186,6 +187,75 @@ private slots:
                                return std::isnan(x) || std::isnan(y) ? NAN : std::max(x, y);
                            })));
         QVERIFY(sameFloats(runBinary("Div", a, b), referenceBinary(a, b, [](float x, float y) { return x / y; })));
+    }
+
+    void largeUnaryMapsMatchTheScalarFormula()
+    {
+        // Above the parallel threshold, with the values where naive formulas overflow.
+        std::mt19937 rng(5);
+        Tensor x = randomTensor({3, 50000}, rng);
+        const float special[] = {std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(),
+                                 std::numeric_limits<float>::quiet_NaN(),
+                                 -100.0f,
+                                 100.0f,
+                                 -0.0f,
+                                 89.0f,
+                                 -89.0f};
+        for (size_t i = 0; i < std::size(special); ++i)
+            x.mutableValues<float>()[i * 997] = special[i];
+        const Interpreter sigmoid(modelOf({node("s", "Sigmoid", {"x"}, {"y"})}, {"x"}, {"y"}));
+        const Interpreter softplus(modelOf({node("p", "Softplus", {"x"}, {"y"})}, {"x"}, {"y"}));
+        const Tensor ys = sigmoid.run({{"x", x}}).at("y");
+        const Tensor yp = softplus.run({{"x", x}}).at("y");
+        for (size_t i = 0; i < size_t(x.numel()); ++i) {
+            const double v = x.values<float>()[i];
+            const double s = 1.0 / (1.0 + std::exp(-v));
+            const double p = v > 30 ? v : std::log1p(std::exp(v));
+            if (std::isnan(v)) {
+                QVERIFY(std::isnan(ys.values<float>()[i]) && std::isnan(yp.values<float>()[i]));
+                continue;
+            }
+            QVERIFY2(std::abs(ys.values<float>()[i] - s) <= 1e-6 * (1 + std::abs(s)), qPrintable(QString::number(v)));
+            if (std::isinf(p))
+                QCOMPARE(double(yp.values<float>()[i]), p);
+            else
+                QVERIFY2(std::abs(yp.values<float>()[i] - p) <= 1e-5 * (1 + std::abs(p)),
+                         qPrintable(QString::number(v)));
+        }
+    }
+
+    void castSaturatesAndHalfRoundsToNearestEven()
+    {
+        Attribute to;
+        to.name = "to";
+        to.kind = Attribute::Kind::Int;
+        to.i = 6; // int32
+        Model m = modelOf({node("c", "Cast", {"x"}, {"y"}, {to})}, {"x"}, {});
+        m.outputs.push_back(ValueInfo{"y", DType::I32, "int32", std::nullopt});
+        const Tensor x = Tensor::fromVector(DType::F32, {6}, std::vector<float>{1e10f, -1e10f, 2.9f, -2.9f, NAN, 0.5f});
+        const Tensor y = Interpreter(m).run({{"x", x}}).at("y");
+        QCOMPARE(std::vector<int32_t>(y.values<int32_t>().begin(), y.values<int32_t>().end()),
+                 (std::vector<int32_t>{INT32_MAX, INT32_MIN, 2, -2, 0, 0}));
+        // float16 arithmetic is float arithmetic rounded back once.
+        std::vector<uint16_t> a, b;
+        std::mt19937 rng(9);
+        std::uniform_real_distribution<float> d(-1000.0f, 1000.0f);
+        for (int i = 0; i < 1000; ++i) {
+            a.push_back(floatToFp16(d(rng)));
+            b.push_back(floatToFp16(d(rng) / 1000.0f));
+        }
+        Model h = modelOf({node("add", "Add", {"a", "b"}, {"y"})}, {}, {});
+        h.inputs = {ValueInfo{"a", DType::F16, "float16", std::nullopt},
+                    ValueInfo{"b", DType::F16, "float16", std::nullopt}};
+        h.outputs = {ValueInfo{"y", DType::F16, "float16", std::nullopt}};
+        const Tensor sum = Interpreter(h)
+                               .run({{"a", Tensor::fromVector(DType::F16, {1000}, a)},
+                                     {"b", Tensor::fromVector(DType::F16, {1000}, b)}})
+                               .at("y");
+        QCOMPARE(sum.dtype(), DType::F16);
+        for (size_t i = 0; i < a.size(); ++i)
+            QCOMPARE(sum.values<uint16_t>()[i], floatToFp16(fp16ToFloat(a[i]) + fp16ToFloat(b[i])));
     }
 
     void incompatibleShapesNameTheNode()
