@@ -133,6 +133,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "ScatterElements", 11, L, ops::scatterElements},
     {"", "ScatterND", 11, L, ops::scatterND},
     {"", "TopK", 1, L, ops::topK},
+    {"", "ReverseSequence", 10, L, ops::reverseSequence},
+    {"", "Unique", 11, L, ops::unique},
     // ops/loss.cpp
     {"", "NegativeLogLikelihoodLoss", 12, L, ops::negativeLogLikelihoodLoss},
     {"", "SoftmaxCrossEntropyLoss", 12, L, ops::softmaxCrossEntropyLoss},

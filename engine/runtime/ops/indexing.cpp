@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "runtime/dtype_dispatch.h"
@@ -377,6 +378,103 @@ void topK(KernelContext& ctx)
     });
     ctx.setOutput(0, std::move(values));
     ctx.setOutput(1, std::move(indices));
+}
+
+void reverseSequence(KernelContext& ctx)
+{
+    const Tensor& x = ctx.input(0);
+    const std::vector<int64_t> lens = int64Values(ctx.input(1));
+    const int64_t timeAxis = ctx.intAttribute("time_axis", 0);
+    const int64_t batchAxis = ctx.intAttribute("batch_axis", 1);
+    if (x.rank() < 2 || (timeAxis != 0 && timeAxis != 1) || (batchAxis != 0 && batchAxis != 1) || timeAxis == batchAxis)
+        ctx.fail("needs rank >= 2 and time_axis, batch_axis being 0 and 1");
+    if (int64_t(lens.size()) != x.dim(int(batchAxis)))
+        ctx.fail("sequence_lens must hold one length per batch entry");
+    const Shape strides = rowMajorStrides(x.shape());
+    const int64_t steps = x.dim(int(timeAxis));
+    const size_t block = size_t(strides[1]) * dtypeSize(x.dtype()); // everything after axes 0 and 1
+    Tensor out = x.clone();
+    const auto* src = static_cast<const std::byte*>(x.rawData());
+    auto* dst = static_cast<std::byte*>(out.mutableRawData());
+    for (int64_t b = 0; b < int64_t(lens.size()); ++b) {
+        if (lens[size_t(b)] < 0 || lens[size_t(b)] > steps)
+            ctx.fail("sequence length " + std::to_string(lens[size_t(b)]) + " is out of range");
+        for (int64_t t = 0; t < lens[size_t(b)]; ++t) {
+            const int64_t from = t, to = lens[size_t(b)] - 1 - t;
+            auto offset = [&](int64_t time) {
+                return size_t(
+                           (timeAxis == 0 ? time * strides[0] + b * strides[1] : b * strides[0] + time * strides[1])) *
+                       dtypeSize(x.dtype());
+            };
+            std::memcpy(dst + offset(to), src + offset(from), block);
+        }
+    }
+    ctx.setOutput(0, std::move(out));
+}
+
+void unique(KernelContext& ctx)
+{
+    const Tensor& x = ctx.input(0);
+    const bool sorted = ctx.intAttribute("sorted", 1) != 0;
+    const bool hasAxis = ctx.hasAttribute("axis");
+    const Tensor data = hasAxis ? x : x.reshaped({x.numel()});
+    const int64_t axis = hasAxis ? normalizeAxis(ctx, ctx.intAttribute("axis", 0), x.rank()) : 0;
+    const AxisView v = viewAround(data.shape(), axis);
+    // Slices along `axis` compared as tuples of doubles (exact for every supported type but 64-bit integers
+    // beyond 2^53, which compare by their nearest double).
+    const Tensor values = castTensor(data, DType::F64);
+    const double* p = values.values<double>().data();
+    auto slice = [&](int64_t j) {
+        std::vector<double> s;
+        s.reserve(size_t(v.outer * v.inner));
+        for (int64_t o = 0; o < v.outer; ++o)
+            for (int64_t i = 0; i < v.inner; ++i)
+                s.push_back(p[(o * v.len + j) * v.inner + i]);
+        return s;
+    };
+    std::vector<std::vector<double>> slices;
+    for (int64_t j = 0; j < v.len; ++j)
+        slices.push_back(slice(j));
+    std::vector<int64_t> firstOf; // index of each unique slice's first occurrence, in order of appearance
+    std::vector<int64_t> inverse(size_t(v.len));
+    std::map<std::vector<double>, int64_t> seen;
+    for (int64_t j = 0; j < v.len; ++j) {
+        auto [it, inserted] = seen.emplace(slices[size_t(j)], int64_t(firstOf.size()));
+        if (inserted)
+            firstOf.push_back(j);
+        inverse[size_t(j)] = it->second;
+    }
+    std::vector<int64_t> order(firstOf.size());
+    std::iota(order.begin(), order.end(), 0);
+    if (sorted)
+        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+            return slices[size_t(firstOf[size_t(a)])] < slices[size_t(firstOf[size_t(b)])];
+        });
+    std::vector<int64_t> rank(order.size());
+    for (size_t r = 0; r < order.size(); ++r)
+        rank[size_t(order[r])] = int64_t(r);
+    std::vector<int64_t> indices, counts(order.size(), 0), inv;
+    for (int64_t u : order)
+        indices.push_back(firstOf[size_t(u)]);
+    for (int64_t j = 0; j < v.len; ++j) {
+        inv.push_back(rank[size_t(inverse[size_t(j)])]);
+        ++counts[size_t(inv.back())];
+    }
+    Shape outShape = data.shape();
+    outShape[size_t(axis)] = int64_t(indices.size());
+    Tensor y(x.dtype(), outShape);
+    const size_t block = size_t(v.inner) * dtypeSize(x.dtype());
+    const auto* src = static_cast<const std::byte*>(data.rawData());
+    auto* dst = static_cast<std::byte*>(y.mutableRawData());
+    for (int64_t o = 0; o < v.outer; ++o)
+        for (size_t k = 0; k < indices.size(); ++k)
+            std::memcpy(dst + (size_t(o) * indices.size() + k) * block, src + size_t(o * v.len + indices[k]) * block,
+                        block);
+    ctx.setOutput(0, std::move(y));
+    const int64_t n = int64_t(indices.size());
+    ctx.setOutput(1, Tensor::fromVector(DType::I64, {n}, indices));
+    ctx.setOutput(2, Tensor::fromVector(DType::I64, {v.len}, inv));
+    ctx.setOutput(3, Tensor::fromVector(DType::I64, {n}, counts));
 }
 
 } // namespace qs::ops

@@ -16,5 +16,7 @@ void gatherND(KernelContext& ctx);
 void scatterElements(KernelContext& ctx);
 void scatterND(KernelContext& ctx);
 void topK(KernelContext& ctx);
+void reverseSequence(KernelContext& ctx);
+void unique(KernelContext& ctx);
 
 } // namespace qs::ops
