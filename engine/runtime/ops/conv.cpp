@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 namespace qs::ops {
 
@@ -11,6 +12,9 @@ namespace {
 using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
+
+// Tasks per thread a kernel aims for: enough to balance uneven tasks.
+constexpr int64_t tasksPerThread = 4;
 
 int64_t product(const std::vector<int64_t>& v, size_t from = 0)
 {
@@ -263,8 +267,11 @@ void conv(KernelContext& ctx)
 
     // Tasks: (batch, group, column chunk); a chunk's column buffer stays near L2 size
     // while its GEMM stays wide enough to run at full speed.
-    const int64_t chunk =
-        std::clamp<int64_t>((int64_t(1) << 18) / std::max<int64_t>(K, 1), 256, std::max<int64_t>(P, 256));
+    // With few (batch, group) pairs, chunks also shrink so that every thread gets work.
+    const int64_t wantedChunks =
+        (tasksPerThread * tbb::this_task_arena::max_concurrency() + N * group - 1) / (N * group);
+    const int64_t chunk = std::max<int64_t>(
+        64, std::min((int64_t(1) << 18) / std::max<int64_t>(K, 1), (P + wantedChunks - 1) / wantedChunks));
     const int64_t chunks = (P + chunk - 1) / chunk;
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();
@@ -360,20 +367,27 @@ void convTranspose(KernelContext& ctx)
     const int64_t inSpatial = product(input), outSpatial = product(out), kernelSize = product(kernel);
     const int64_t rows = Mg * kernelSize;
 
-    tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
+    // Tasks: (batch, group, block of output channels). A block's rows of
+    // col = W^T X ([channels * kernel, input positions]) scatter into its own
+    // output channels only, so blocks never write the same element.
+    const int64_t wantedBlocks =
+        (tasksPerThread * tbb::this_task_arena::max_concurrency() + N * group - 1) / (N * group);
+    const int64_t mBlock = std::max<int64_t>(1, (Mg + wantedBlocks - 1) / wantedBlocks);
+    const int64_t blocks = (Mg + mBlock - 1) / mBlock;
+    tbb::parallel_for(int64_t(0), N * group * blocks, [&](int64_t task) {
         ctx.checkCancelled();
+        const int64_t ng = task / blocks, m0 = (task % blocks) * mBlock, m1 = std::min(Mg, m0 + mBlock);
         const int64_t n = ng / group, gi = ng % group;
-        // col[m * k, i] = sum_c W[c, m, k] X[c, i]; then every column scatters into the output.
         ConstMatrixMap wg(w + gi * Cg * rows, Cg, rows);
         ConstMatrixMap xg(x + (n * C + gi * Cg) * inSpatial, Cg, inSpatial);
-        RowMatrix col = wg.transpose() * xg;
+        const RowMatrix col = wg.middleCols(m0 * kernelSize, (m1 - m0) * kernelSize).transpose() * xg;
         float* yg = y + (n * M + gi * Mg) * outSpatial;
-        for (int64_t m = 0; m < Mg; ++m) {
+        for (int64_t m = m0; m < m1; ++m) {
             const float bias = B ? B->values<float>()[size_t(gi * Mg + m)] : 0.0f;
             std::fill(yg + m * outSpatial, yg + (m + 1) * outSpatial, bias);
         }
         std::vector<int64_t> k(rank), i(rank);
-        for (int64_t r = 0; r < rows; ++r) {
+        for (int64_t r = m0 * kernelSize; r < m1 * kernelSize; ++r) {
             const int64_t m = r / kernelSize;
             int64_t rem = r % kernelSize;
             for (size_t d = rank; d-- > 0;) {
@@ -381,7 +395,7 @@ void convTranspose(KernelContext& ctx)
                 rem /= kernel[d];
             }
             std::fill(i.begin(), i.end(), 0);
-            const float* src = col.data() + r * inSpatial;
+            const float* src = col.data() + (r - m0 * kernelSize) * inSpatial;
             float* dst = yg + m * outSpatial;
             for (int64_t p = 0; p < inSpatial; ++p) {
                 int64_t offset = 0;

@@ -33,7 +33,7 @@ struct ParameterLayout {
 ParameterLayout parameterLayout(const KernelContext& ctx, const Tensor& x, const Tensor& scale)
 {
     ParameterLayout layout;
-    if (scale.rank() == 0 || (scale.rank() == 1 && scale.numel() == 1 && !ctx.hasAttribute("block_size")))
+    if (scale.rank() == 0 || (scale.rank() == 1 && scale.numel() == 1 && ctx.intAttribute("block_size", 0) <= 0))
         return layout;
     const int rank = x.rank();
     int64_t axis = ctx.intAttribute("axis", 1);
