@@ -8,6 +8,7 @@
 #include "runtime/ops/elementwise.h"
 #include "runtime/ops/detection.h"
 #include "runtime/ops/einsum.h"
+#include "runtime/ops/grid_sample.h"
 #include "runtime/ops/indexing.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/resize.h"
@@ -121,6 +122,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "NonMaxSuppression", 10, L, ops::nonMaxSuppression},
     // ops/einsum.cpp
     {"", "Einsum", 12, L, ops::einsum},
+    // ops/grid_sample.cpp
+    {"", "GridSample", 16, L, ops::gridSample},
     // ops/indexing.cpp
     {"", "Trilu", 14, L, ops::trilu},
     {"", "CumSum", 11, L, ops::cumSum},
