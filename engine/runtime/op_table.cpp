@@ -10,6 +10,7 @@
 #include "runtime/ops/einsum.h"
 #include "runtime/ops/grid_sample.h"
 #include "runtime/ops/indexing.h"
+#include "runtime/ops/linalg.h"
 #include "runtime/ops/loss.h"
 #include "runtime/ops/resize.h"
 #include "runtime/ops/shape.h"
@@ -138,6 +139,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "TopK", 1, L, ops::topK},
     {"", "ReverseSequence", 10, L, ops::reverseSequence},
     {"", "Unique", 11, L, ops::unique},
+    // ops/linalg.cpp
+    {"", "Det", 11, L, ops::det},
     // ops/loss.cpp
     {"", "NegativeLogLikelihoodLoss", 12, L, ops::negativeLogLikelihoodLoss},
     {"", "SoftmaxCrossEntropyLoss", 12, L, ops::softmaxCrossEntropyLoss},
@@ -150,6 +153,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Upsample", 7, 9, ops::upsample},
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
+    {"", "ConvInteger", 10, L, ops::convInteger},
     {"", "ConvTranspose", 1, L, ops::convTranspose},
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},
