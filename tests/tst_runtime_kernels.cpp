@@ -314,6 +314,34 @@ private slots:
         EXPECT_CLOSE(y[0], referenceConv(Xs, Wl, nullptr, 1, {2, 3}, {2, 1}, {2, 1}, {30, 22}), 1e-4);
     }
 
+    void convIntegerSubtractsZeroPointsBeforePadding()
+    {
+        // Padding contributes zero after the zero point is subtracted (not the raw code 0).
+        const Shape xs{2, 4, 7, 6}, ws{6, 2, 3, 3};
+        std::vector<uint8_t> xc(size_t(product(xs)));
+        std::vector<int8_t> wc(size_t(product(ws)));
+        for (auto& v : xc)
+            v = uint8_t(randInt(0, 255));
+        for (auto& v : wc)
+            v = int8_t(randInt(-128, 127));
+        const Tensor X = Tensor::fromVector<uint8_t>(DType::U8, xs, xc),
+                     W = Tensor::fromVector<int8_t>(DType::I8, ws, wc);
+        const Tensor xZero = Tensor::fromVector<uint8_t>(DType::U8, {}, {uint8_t(131)});
+        const Tensor wZero = Tensor::fromVector<int8_t>(DType::I8, {6}, {0, 1, -1, 5, -128, 127});
+        auto y = runKernel(ops::convInteger, "ConvInteger", {&X, &W, &xZero, &wZero},
+                           {intAttr("group", 2), intsAttr("pads", {1, 2, 1, 0}), intsAttr("strides", {2, 1})}, 10);
+        QCOMPARE(y[0].dtype(), DType::I32);
+        Tensor xf(DType::F32, xs), wf(DType::F32, ws);
+        for (size_t i = 0; i < xc.size(); ++i)
+            xf.mutableValues<float>()[i] = float(int(xc[i]) - 131);
+        for (size_t i = 0; i < wc.size(); ++i)
+            wf.mutableValues<float>()[i] = float(int(wc[i]) - wZero.values<int8_t>()[i / 18]);
+        const auto ref = referenceConv(xf, wf, nullptr, 2, {2, 1}, {1, 1}, {1, 2}, {4, 6});
+        QCOMPARE(y[0].shape(), (Shape{2, 6, 4, 6}));
+        for (size_t i = 0; i < ref.size(); ++i)
+            QCOMPARE(double(y[0].values<int32_t>()[i]), double(ref[i]));
+    }
+
     void convAutoPadPlacesTheOddPadAsOnnxSays()
     {
         // Input 5, kernel 2, stride 2 -> output 3, total pad 1: SAME_UPPER pads the end, SAME_LOWER the start.

@@ -153,6 +153,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Upsample", 7, 9, ops::upsample},
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
+    {"", "ConvInteger", 10, L, ops::convInteger},
     {"", "ConvTranspose", 1, L, ops::convTranspose},
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},

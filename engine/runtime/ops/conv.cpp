@@ -35,7 +35,7 @@ const Tensor& floatInput(const KernelContext& ctx, size_t i)
 // Copies the window columns [p0, p1) of one group's channels into `col`
 // ([channels * kernel elements, p1 - p0], row-major); taps outside the
 // input read zero.
-void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, float* col)
+template <class T> void im2col(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, T* col)
 {
     const size_t rank = g.input.size();
     const int64_t inSpatial = product(g.input);
@@ -43,10 +43,10 @@ void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p
     const int64_t width = p1 - p0;
     std::vector<int64_t> k(rank), o(rank);
     for (int64_t c = 0; c < channels; ++c) {
-        const float* xc = x + c * inSpatial;
+        const T* xc = x + c * inSpatial;
         std::fill(k.begin(), k.end(), 0);
         for (int64_t kk = 0; kk < kernelSize; ++kk) {
-            float* row = col + (c * kernelSize + kk) * width;
+            T* row = col + (c * kernelSize + kk) * width;
             // Output coordinates of p0.
             int64_t rem = p0;
             for (size_t d = rank; d-- > 0;) {
@@ -61,7 +61,7 @@ void im2col(const float* x, int64_t channels, const WindowGeometry& g, int64_t p
                     inside = inside && i >= 0 && i < g.input[d];
                     offset = offset * g.input[d] + i;
                 }
-                row[p] = inside ? xc[offset] : 0.0f;
+                row[p] = inside ? xc[offset] : T(0);
                 for (size_t d = rank; d-- > 0;) {
                     if (++o[d] < g.output[d])
                         break;
@@ -125,32 +125,32 @@ void depthwise2d(const float* x, const float* w, float bias, const WindowGeometr
 
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
 // falls in the padding, a plain (or strided) copy elsewhere.
-void im2col2d(const float* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, float* col)
+template <class T> void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, T* col)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OW = g.output[1], sw = g.strides[1], width = p1 - p0;
     for (int64_t c = 0; c < channels; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
             for (int64_t kw = 0; kw < KW; ++kw) {
-                float* row = col + ((c * KH + kh) * KW + kw) * width;
+                T* row = col + ((c * KH + kh) * KW + kw) * width;
                 const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
                 const auto [lo, hi] = validOutputs(offset, sw, W, OW);
                 for (int64_t p = p0; p < p1;) {
                     const int64_t oh = p / OW, owBegin = p % OW, owEnd = std::min(OW, owBegin + (p1 - p));
-                    float* dst = row + (p - p0) - owBegin;
+                    T* dst = row + (p - p0) - owBegin;
                     const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
                     if (ih < 0 || ih >= H) {
-                        std::fill(dst + owBegin, dst + owEnd, 0.0f);
+                        std::fill(dst + owBegin, dst + owEnd, T(0));
                     } else {
-                        const float* xr = x + (c * H + ih) * W + offset;
+                        const T* xr = x + (c * H + ih) * W + offset;
                         const int64_t a = std::clamp(lo, owBegin, owEnd), b = std::clamp(hi, a, owEnd);
-                        std::fill(dst + owBegin, dst + a, 0.0f);
+                        std::fill(dst + owBegin, dst + a, T(0));
                         if (sw == 1)
                             std::copy(xr + a, xr + b, dst + a);
                         else
                             for (int64_t ow = a; ow < b; ++ow)
                                 dst[ow] = xr[ow * sw];
-                        std::fill(dst + b, dst + owEnd, 0.0f);
+                        std::fill(dst + b, dst + owEnd, T(0));
                     }
                     p += owEnd - owBegin;
                 }
@@ -219,35 +219,79 @@ WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t
     return g;
 }
 
+namespace {
+
+// Shapes of a Conv or ConvInteger node, checked.
+struct ConvPlan {
+    int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+    std::vector<int64_t> kernel;
+    WindowGeometry g;
+    Shape outputShape;
+};
+
+ConvPlan planConv(const KernelContext& ctx, const Tensor& X, const Tensor& Wt)
+{
+    if (X.rank() < 3 || Wt.rank() != X.rank())
+        ctx.fail("X " + shapeToString(X.shape()) + " and W " + shapeToString(Wt.shape()) +
+                 " must both be [N, C, spatial...] and [M, C/group, kernel...]");
+    ConvPlan plan;
+    plan.N = X.dim(0);
+    plan.C = X.dim(1);
+    plan.M = Wt.dim(0);
+    plan.group = ctx.intAttribute("group", 1);
+    if (plan.group < 1 || plan.C % plan.group != 0 || plan.M % plan.group != 0 || Wt.dim(1) != plan.C / plan.group)
+        ctx.fail("group " + std::to_string(plan.group) + " does not fit X " + shapeToString(X.shape()) + " and W " +
+                 shapeToString(Wt.shape()));
+    plan.Cg = plan.C / plan.group;
+    plan.Mg = plan.M / plan.group;
+    plan.kernel = spatialOf(Wt.shape());
+    if (auto ks = ctx.optionalIntsAttribute("kernel_shape"); ks && *ks != plan.kernel)
+        ctx.fail("kernel_shape does not match W " + shapeToString(Wt.shape()));
+    plan.g = resolveWindow(ctx, spatialOf(X.shape()), plan.kernel, false, true);
+    plan.outputShape = {plan.N, plan.M};
+    plan.outputShape.insert(plan.outputShape.end(), plan.g.output.begin(), plan.g.output.end());
+    return plan;
+}
+
+// An 8-bit tensor minus its zero point as int32; the zero point is a scalar or
+// holds one value per each of `slices` equal leading slices (W's output channels).
+std::vector<int32_t> centredCodes(const KernelContext& ctx, const Tensor& t, const Tensor* zp, int64_t slices,
+                                  const char* name)
+{
+    if (t.dtype() != DType::U8 && t.dtype() != DType::I8)
+        ctx.fail(std::string(name) + " must be int8 or uint8, not " + std::string(dtypeName(t.dtype())));
+    if (zp && (zp->dtype() != t.dtype() || (zp->numel() != 1 && zp->numel() != slices)))
+        ctx.fail(std::string(name) + "'s zero point " + shapeToString(zp->shape()) + " must be a scalar or hold " +
+                 std::to_string(slices) + " values of " + std::string(dtypeName(t.dtype())));
+    auto read = [](const Tensor& v, size_t i) {
+        return v.dtype() == DType::U8 ? int32_t(v.values<uint8_t>()[i]) : int32_t(v.values<int8_t>()[i]);
+    };
+    const int64_t sliceSize = slices > 0 ? t.numel() / slices : 1;
+    std::vector<int32_t> out(size_t(t.numel()));
+    for (size_t i = 0; i < out.size(); ++i)
+        out[i] = read(t, i) - (zp ? read(*zp, zp->numel() == 1 ? 0 : size_t(int64_t(i) / sliceSize)) : 0);
+    return out;
+}
+
+} // namespace
+
 void conv(KernelContext& ctx)
 {
     const Tensor& X = floatInput(ctx, 0);
     const Tensor& Wt = floatInput(ctx, 1);
     const Tensor* B = ctx.optionalInput(2);
-    if (X.rank() < 3 || Wt.rank() != X.rank())
-        ctx.fail("X " + shapeToString(X.shape()) + " and W " + shapeToString(Wt.shape()) +
-                 " must both be [N, C, spatial...] and [M, C/group, kernel...]");
-    const int64_t N = X.dim(0), C = X.dim(1), M = Wt.dim(0);
-    const int64_t group = ctx.intAttribute("group", 1);
-    if (group < 1 || C % group != 0 || M % group != 0 || Wt.dim(1) != C / group)
-        ctx.fail("group " + std::to_string(group) + " does not fit X " + shapeToString(X.shape()) + " and W " +
-                 shapeToString(Wt.shape()));
-    std::vector<int64_t> kernel = spatialOf(Wt.shape());
-    if (auto ks = ctx.optionalIntsAttribute("kernel_shape"); ks && *ks != kernel)
-        ctx.fail("kernel_shape does not match W " + shapeToString(Wt.shape()));
+    const ConvPlan plan = planConv(ctx, X, Wt);
+    const int64_t N = plan.N, C = plan.C, M = plan.M, group = plan.group, Cg = plan.Cg, Mg = plan.Mg;
+    const std::vector<int64_t>& kernel = plan.kernel;
+    const WindowGeometry& g = plan.g;
     if (B && (B->dtype() != DType::F32 || B->numel() != M))
         ctx.fail("B must be float32 with " + std::to_string(M) + " values");
-    const WindowGeometry g = resolveWindow(ctx, spatialOf(X.shape()), kernel, false, true);
-
-    Shape yShape{N, M};
-    yShape.insert(yShape.end(), g.output.begin(), g.output.end());
-    Tensor Y(DType::F32, yShape);
+    Tensor Y(DType::F32, plan.outputShape);
     const float* x = X.values<float>().data();
     const float* w = Wt.values<float>().data();
     const float* bias = B ? B->values<float>().data() : nullptr;
     float* y = Y.mutableValues<float>().data();
 
-    const int64_t Cg = C / group, Mg = M / group;
     const int64_t inSpatial = product(g.input), P = product(g.output), kernelSize = product(kernel);
     const int64_t K = Cg * kernelSize;
 
@@ -294,6 +338,35 @@ void conv(KernelContext& ctx)
         if (bias)
             for (int64_t m = 0; m < Mg; ++m)
                 yg.row(m).array() += bias[gi * Mg + m];
+    });
+    ctx.setOutput(0, std::move(Y));
+}
+
+void convInteger(KernelContext& ctx)
+{
+    const Tensor& X = ctx.input(0);
+    const Tensor& Wt = ctx.input(1);
+    const ConvPlan plan = planConv(ctx, X, Wt);
+    // Zero points are subtracted first, so padding contributes zero as the op defines.
+    const std::vector<int32_t> x = centredCodes(ctx, X, ctx.optionalInput(2), 1, "x");
+    const std::vector<int32_t> w = centredCodes(ctx, Wt, ctx.optionalInput(3), plan.M, "w");
+    Tensor Y(DType::I32, plan.outputShape);
+    int32_t* y = Y.mutableValues<int32_t>().data();
+    const int64_t inSpatial = product(plan.g.input), P = product(plan.g.output);
+    const int64_t K = plan.Cg * product(plan.kernel);
+    using IntMatrix = Eigen::Matrix<int32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    tbb::parallel_for(int64_t(0), plan.N * plan.group, [&](int64_t ng) {
+        ctx.checkCancelled();
+        const int64_t n = ng / plan.group, gi = ng % plan.group;
+        std::vector<int32_t> col(size_t(K * P));
+        const int32_t* xg = x.data() + (n * plan.C + gi * plan.Cg) * inSpatial;
+        if (plan.kernel.size() == 2)
+            im2col2d(xg, plan.Cg, plan.g, 0, P, col.data());
+        else
+            im2col(xg, plan.Cg, plan.g, 0, P, col.data());
+        Eigen::Map<IntMatrix>(y + (n * plan.M + gi * plan.Mg) * P, plan.Mg, P).noalias() =
+            Eigen::Map<const IntMatrix>(w.data() + gi * plan.Mg * K, plan.Mg, K) *
+            Eigen::Map<const IntMatrix>(col.data(), K, P);
     });
     ctx.setOutput(0, std::move(Y));
 }

@@ -1,5 +1,5 @@
 #pragma once
-// Convolution kernels (Conv, ConvTranspose) and the sliding-window geometry
+// Convolution kernels (Conv, ConvInteger, ConvTranspose) and the sliding-window geometry
 // they share with pooling: kernel extent, strides, dilations, pads, auto_pad.
 
 #include <cstdint>
@@ -28,6 +28,9 @@ WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t
                              const std::vector<int64_t>& kernel, bool ceilMode, bool hasDilations);
 
 void conv(KernelContext& ctx);
+// Conv of int8/uint8 codes minus their zero points (x: scalar; w: scalar or per
+// output channel), accumulated exactly in int32.
+void convInteger(KernelContext& ctx);
 void convTranspose(KernelContext& ctx);
 
 } // namespace qs::ops
