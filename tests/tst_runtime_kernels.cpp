@@ -484,6 +484,39 @@ private slots:
                 }
     }
 
+    void qLinearMatMulRequantizesWithPerColumnScalesAndSaturates()
+    {
+        const int64_t M = 4, K = 9, N = 3;
+        std::vector<int8_t> a(size_t(M * K)), b(size_t(K * N));
+        for (auto& v : a)
+            v = int8_t(randInt(-128, 127));
+        for (auto& v : b)
+            v = int8_t(randInt(-128, 127));
+        const Tensor A = Tensor::fromVector<int8_t>(DType::I8, {M, K}, a),
+                     B = Tensor::fromVector<int8_t>(DType::I8, {K, N}, b);
+        const Tensor aScale = Tensor::fromVector<float>(DType::F32, {}, {0.02f});
+        const Tensor aZero = Tensor::fromVector<int8_t>(DType::I8, {}, {int8_t(-3)});
+        const Tensor bScale = Tensor::fromVector<float>(DType::F32, {N}, {0.01f, 0.001f, 0.05f});
+        const Tensor bZero = Tensor::fromVector<int8_t>(DType::I8, {N}, {0, 2, -1});
+        const Tensor yScale = Tensor::fromVector<float>(DType::F32, {}, {0.05f});
+        const Tensor yZero = Tensor::fromVector<uint8_t>(DType::U8, {}, {uint8_t(100)});
+        auto y = runKernel(ops::qLinearMatMul, "QLinearMatMul",
+                           {&A, &aScale, &aZero, &B, &bScale, &bZero, &yScale, &yZero}, {}, 10);
+        QCOMPARE(y[0].dtype(), DType::U8);
+        bool saturated = false;
+        for (int64_t i = 0; i < M; ++i)
+            for (int64_t j = 0; j < N; ++j) {
+                int64_t acc = 0;
+                for (int64_t k = 0; k < K; ++k)
+                    acc += (a[size_t(i * K + k)] + 3) * (b[size_t(k * N + j)] - bZero.values<int8_t>()[size_t(j)]);
+                const float m = 0.02f * bScale.values<float>()[size_t(j)] / 0.05f;
+                const float want = std::clamp(std::nearbyint(float(acc) * m) + 100.0f, 0.0f, 255.0f);
+                saturated = saturated || want == 0.0f || want == 255.0f;
+                QCOMPARE(float(y[0].values<uint8_t>()[size_t(i * N + j)]), want);
+            }
+        QVERIFY(saturated); // the large third column's scale drives some outputs past the range
+    }
+
     void gemmHonoursTransposesScalarsAndBroadcastC()
     {
         for (int trial = 0; trial < 16; ++trial) {

@@ -159,6 +159,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Gemm", 7, L, ops::gemm},
     {"", "MatMul", 1, L, ops::matMul},
     {"", "MatMulInteger", 10, L, ops::matMulInteger},
+    {"", "QLinearMatMul", 10, L, ops::qLinearMatMul},
     // ops/pooling.cpp
     {"", "MaxPool", 1, L, ops::maxPool},
     {"", "AveragePool", 1, L, ops::averagePool},

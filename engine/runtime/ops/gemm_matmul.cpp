@@ -5,6 +5,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "numerics/rounding.h"
+
 namespace qs::ops {
 
 namespace {
@@ -200,23 +202,74 @@ void matMul(KernelContext& ctx)
     ctx.setOutput(0, std::move(Y));
 }
 
-void matMulInteger(KernelContext& ctx)
+namespace {
+
+// (A - a_zero_point) x (B - b_zero_point) summed exactly in int32, with its plan.
+Tensor integerProduct(const KernelContext& ctx, size_t a, size_t aZero, size_t b, size_t bZero, BatchedProduct& plan)
 {
-    const Tensor& A = ctx.input(0);
-    const Tensor& B = ctx.input(1);
-    const BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
+    const Tensor& A = ctx.input(a);
+    const Tensor& B = ctx.input(b);
+    plan = planBatches(ctx, A.shape(), B.shape());
     const int64_t M = plan.M, K = plan.K, N = plan.N;
-    // Integer products summed in int32 exactly, as the op defines (no float rounding).
-    const std::vector<int32_t> a = centred(ctx, A, ctx.optionalInput(2), M, K, true, "A");
-    const std::vector<int32_t> b = centred(ctx, B, ctx.optionalInput(3), K, N, false, "B");
+    const std::vector<int32_t> ac = centred(ctx, A, ctx.optionalInput(aZero), M, K, true, "A");
+    const std::vector<int32_t> bc = centred(ctx, B, ctx.optionalInput(bZero), K, N, false, "B");
     using IntMatrix = Eigen::Matrix<int32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     Tensor Y(DType::I32, plan.outputShape);
     int32_t* y = Y.mutableValues<int32_t>().data();
     tbb::parallel_for(int64_t(0), plan.batches, [&](int64_t t) {
-        Eigen::Map<const IntMatrix> am(a.data() + plan.aOffset[size_t(t)], M, K);
-        Eigen::Map<const IntMatrix> bm(b.data() + plan.bOffset[size_t(t)], K, N);
+        Eigen::Map<const IntMatrix> am(ac.data() + plan.aOffset[size_t(t)], M, K);
+        Eigen::Map<const IntMatrix> bm(bc.data() + plan.bOffset[size_t(t)], K, N);
         Eigen::Map<IntMatrix>(y + t * M * N, M, N).noalias() = am * bm;
     });
+    return Y;
+}
+
+// A float32 scale with one value or `count` values.
+std::span<const float> scaleValues(const KernelContext& ctx, size_t i, int64_t count, const char* name)
+{
+    const Tensor& t = ctx.input(i);
+    if (t.dtype() != DType::F32 || (t.numel() != 1 && t.numel() != count))
+        ctx.fail(std::string(name) + " " + shapeToString(t.shape()) + " must be float32 with 1 or " +
+                 std::to_string(count) + " values");
+    return t.values<float>();
+}
+
+} // namespace
+
+void matMulInteger(KernelContext& ctx)
+{
+    BatchedProduct plan;
+    ctx.setOutput(0, integerProduct(ctx, 0, 2, 1, 3, plan));
+}
+
+void qLinearMatMul(KernelContext& ctx)
+{
+    BatchedProduct plan;
+    const Tensor acc = integerProduct(ctx, 0, 2, 3, 5, plan);
+    const auto aScale = scaleValues(ctx, 1, plan.M, "a_scale");
+    const auto bScale = scaleValues(ctx, 4, plan.N, "b_scale");
+    const auto yScale = scaleValues(ctx, 6, 1, "y_scale");
+    const Tensor* yZero = ctx.optionalInput(7);
+    const DType outType = yZero ? yZero->dtype() : DType::U8;
+    if (outType != DType::U8 && outType != DType::I8)
+        ctx.fail("y_zero_point must be int8 or uint8");
+    const float lo = outType == DType::U8 ? 0.0f : -128.0f, hi = outType == DType::U8 ? 255.0f : 127.0f;
+    const float zero = !yZero                 ? 0.0f
+                       : outType == DType::U8 ? float(yZero->values<uint8_t>()[0])
+                                              : float(yZero->values<int8_t>()[0]);
+    Tensor Y(outType, acc.shape());
+    const auto a = acc.values<int32_t>();
+    for (size_t e = 0; e < a.size(); ++e) {
+        const int64_t j = int64_t(e) % plan.N, i = (int64_t(e) / plan.N) % plan.M;
+        // The real product's scale over the output's, in float as the op's reference computes it.
+        const float multiplier =
+            aScale[aScale.size() == 1 ? 0 : size_t(i)] * bScale[bScale.size() == 1 ? 0 : size_t(j)] / yScale[0];
+        const float q = std::clamp(roundHalfEven(float(a[e]) * multiplier) + zero, lo, hi);
+        if (outType == DType::U8)
+            Y.mutableValues<uint8_t>()[e] = uint8_t(q);
+        else
+            Y.mutableValues<int8_t>()[e] = int8_t(q);
+    }
     ctx.setOutput(0, std::move(Y));
 }
 
