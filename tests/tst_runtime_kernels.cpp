@@ -342,6 +342,39 @@ private slots:
             QCOMPARE(double(y[0].values<int32_t>()[i]), double(ref[i]));
     }
 
+    void qLinearConvAddsBiasAndRequantizesPerChannel()
+    {
+        const Shape xs{1, 3, 6, 5}, ws{4, 3, 3, 3};
+        std::vector<uint8_t> xc(size_t(product(xs)));
+        std::vector<int8_t> wc(size_t(product(ws)));
+        for (auto& v : xc)
+            v = uint8_t(randInt(0, 255));
+        for (auto& v : wc)
+            v = int8_t(randInt(-128, 127));
+        const Tensor X = Tensor::fromVector<uint8_t>(DType::U8, xs, xc),
+                     W = Tensor::fromVector<int8_t>(DType::I8, ws, wc);
+        const Tensor xScale = Tensor::fromVector<float>(DType::F32, {}, {0.03f});
+        const Tensor xZero = Tensor::fromVector<uint8_t>(DType::U8, {}, {uint8_t(120)});
+        const Tensor wScale = Tensor::fromVector<float>(DType::F32, {4}, {0.002f, 0.01f, 0.0005f, 0.004f});
+        const Tensor wZero = Tensor::fromVector<int8_t>(DType::I8, {4}, {0, 0, 0, 0});
+        const Tensor yScale = Tensor::fromVector<float>(DType::F32, {}, {0.1f});
+        const Tensor yZero = Tensor::fromVector<int8_t>(DType::I8, {}, {int8_t(-5)});
+        const Tensor B = Tensor::fromVector<int32_t>(DType::I32, {4}, {1000, -2000, 0, 123456});
+        const std::vector<Attribute> attrs = {intsAttr("pads", {1, 1, 1, 1})};
+        auto q = runKernel(ops::qLinearConv, "QLinearConv",
+                           {&X, &xScale, &xZero, &W, &wScale, &wZero, &yScale, &yZero, &B}, attrs, 10);
+        auto acc = runKernel(ops::convInteger, "ConvInteger", {&X, &W, &xZero, &wZero}, attrs, 10);
+        QCOMPARE(q[0].dtype(), DType::I8);
+        QCOMPARE(q[0].shape(), acc[0].shape());
+        const int64_t P = 30;
+        for (int64_t e = 0; e < acc[0].numel(); ++e) {
+            const size_t m = size_t(e / P);
+            const float real = float(acc[0].values<int32_t>()[size_t(e)] + B.values<int32_t>()[m]) *
+                               (0.03f * wScale.values<float>()[m] / 0.1f);
+            QCOMPARE(float(q[0].values<int8_t>()[size_t(e)]), std::clamp(std::nearbyint(real) - 5.0f, -128.0f, 127.0f));
+        }
+    }
+
     void convAutoPadPlacesTheOddPadAsOnnxSays()
     {
         // Input 5, kernel 2, stride 2 -> output 3, total pad 1: SAME_UPPER pads the end, SAME_LOWER the start.

@@ -154,6 +154,7 @@ constexpr OpKernelEntry kTable[] = {
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
     {"", "ConvInteger", 10, L, ops::convInteger},
+    {"", "QLinearConv", 10, L, ops::qLinearConv},
     {"", "ConvTranspose", 1, L, ops::convTranspose},
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},

@@ -5,6 +5,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "runtime/ops/quantize_linear.h"
+
 namespace qs::ops {
 
 namespace {
@@ -342,14 +344,17 @@ void conv(KernelContext& ctx)
     ctx.setOutput(0, std::move(Y));
 }
 
-void convInteger(KernelContext& ctx)
+namespace {
+
+// (x - x_zero_point) convolved with (w - w_zero_point), exactly in int32.
+Tensor integerConv(const KernelContext& ctx, size_t xi, size_t xZero, size_t wi, size_t wZero, ConvPlan& plan)
 {
-    const Tensor& X = ctx.input(0);
-    const Tensor& Wt = ctx.input(1);
-    const ConvPlan plan = planConv(ctx, X, Wt);
+    const Tensor& X = ctx.input(xi);
+    const Tensor& Wt = ctx.input(wi);
+    plan = planConv(ctx, X, Wt);
     // Zero points are subtracted first, so padding contributes zero as the op defines.
-    const std::vector<int32_t> x = centredCodes(ctx, X, ctx.optionalInput(2), 1, "x");
-    const std::vector<int32_t> w = centredCodes(ctx, Wt, ctx.optionalInput(3), plan.M, "w");
+    const std::vector<int32_t> x = centredCodes(ctx, X, ctx.optionalInput(xZero), 1, "x");
+    const std::vector<int32_t> w = centredCodes(ctx, Wt, ctx.optionalInput(wZero), plan.M, "w");
     Tensor Y(DType::I32, plan.outputShape);
     int32_t* y = Y.mutableValues<int32_t>().data();
     const int64_t inSpatial = product(plan.g.input), P = product(plan.g.output);
@@ -368,7 +373,45 @@ void convInteger(KernelContext& ctx)
             Eigen::Map<const IntMatrix>(w.data() + gi * plan.Mg * K, plan.Mg, K) *
             Eigen::Map<const IntMatrix>(col.data(), K, P);
     });
-    ctx.setOutput(0, std::move(Y));
+    return Y;
+}
+
+} // namespace
+
+void convInteger(KernelContext& ctx)
+{
+    ConvPlan plan;
+    ctx.setOutput(0, integerConv(ctx, 0, 2, 1, 3, plan));
+}
+
+void qLinearConv(KernelContext& ctx)
+{
+    ConvPlan plan;
+    Tensor acc = integerConv(ctx, 0, 2, 3, 5, plan);
+    auto scale = [&](size_t i, int64_t count, const char* name) {
+        const Tensor& t = ctx.input(i);
+        if (t.dtype() != DType::F32 || (t.numel() != 1 && t.numel() != count))
+            ctx.fail(std::string(name) + " " + shapeToString(t.shape()) + " must be float32 with 1 or " +
+                     std::to_string(count) + " values");
+        return t.values<float>();
+    };
+    const auto xScale = scale(1, 1, "x_scale");
+    const auto wScale = scale(4, plan.M, "w_scale");
+    const auto yScale = scale(6, 1, "y_scale");
+    const int64_t P = product(plan.g.output);
+    if (const Tensor* B = ctx.optionalInput(8)) {
+        // The bias is already in the accumulator's units (x_scale * w_scale).
+        if (B->dtype() != DType::I32 || B->numel() != plan.M)
+            ctx.fail("B must be int32 with " + std::to_string(plan.M) + " values");
+        auto a = acc.mutableValues<int32_t>();
+        for (size_t e = 0; e < a.size(); ++e)
+            a[e] += B->values<int32_t>()[size_t((int64_t(e) / P) % plan.M)];
+    }
+    auto multiplier = [&](int64_t e) {
+        const int64_t m = (e / P) % plan.M;
+        return xScale[0] * wScale[wScale.size() == 1 ? 0 : size_t(m)] / yScale[0];
+    };
+    ctx.setOutput(0, requantize(ctx, acc, multiplier, ctx.optionalInput(7)));
 }
 
 void convTranspose(KernelContext& ctx)

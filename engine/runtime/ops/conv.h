@@ -1,5 +1,5 @@
 #pragma once
-// Convolution kernels (Conv, ConvInteger, ConvTranspose) and the sliding-window geometry
+// Convolution kernels (Conv, ConvInteger, QLinearConv, ConvTranspose) and the sliding-window geometry
 // they share with pooling: kernel extent, strides, dilations, pads, auto_pad.
 
 #include <cstdint>
@@ -31,6 +31,9 @@ void conv(KernelContext& ctx);
 // Conv of int8/uint8 codes minus their zero points (x: scalar; w: scalar or per
 // output channel), accumulated exactly in int32.
 void convInteger(KernelContext& ctx);
+// ConvInteger of the codes plus the int32 bias, requantized to the output's
+// scale and zero point (per-channel w_scale allowed).
+void qLinearConv(KernelContext& ctx);
 void convTranspose(KernelContext& ctx);
 
 } // namespace qs::ops

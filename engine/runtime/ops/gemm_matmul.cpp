@@ -5,7 +5,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#include "numerics/rounding.h"
+#include "runtime/ops/quantize_linear.h"
 
 namespace qs::ops {
 
@@ -249,28 +249,13 @@ void qLinearMatMul(KernelContext& ctx)
     const auto aScale = scaleValues(ctx, 1, plan.M, "a_scale");
     const auto bScale = scaleValues(ctx, 4, plan.N, "b_scale");
     const auto yScale = scaleValues(ctx, 6, 1, "y_scale");
-    const Tensor* yZero = ctx.optionalInput(7);
-    const DType outType = yZero ? yZero->dtype() : DType::U8;
-    if (outType != DType::U8 && outType != DType::I8)
-        ctx.fail("y_zero_point must be int8 or uint8");
-    const float lo = outType == DType::U8 ? 0.0f : -128.0f, hi = outType == DType::U8 ? 255.0f : 127.0f;
-    const float zero = !yZero                 ? 0.0f
-                       : outType == DType::U8 ? float(yZero->values<uint8_t>()[0])
-                                              : float(yZero->values<int8_t>()[0]);
-    Tensor Y(outType, acc.shape());
-    const auto a = acc.values<int32_t>();
-    for (size_t e = 0; e < a.size(); ++e) {
-        const int64_t j = int64_t(e) % plan.N, i = (int64_t(e) / plan.N) % plan.M;
-        // The real product's scale over the output's, in float as the op's reference computes it.
-        const float multiplier =
-            aScale[aScale.size() == 1 ? 0 : size_t(i)] * bScale[bScale.size() == 1 ? 0 : size_t(j)] / yScale[0];
-        const float q = std::clamp(roundHalfEven(float(a[e]) * multiplier) + zero, lo, hi);
-        if (outType == DType::U8)
-            Y.mutableValues<uint8_t>()[e] = uint8_t(q);
-        else
-            Y.mutableValues<int8_t>()[e] = int8_t(q);
-    }
-    ctx.setOutput(0, std::move(Y));
+    const int64_t M = plan.M, N = plan.N;
+    // The real product's scale over the output's, in float as the op's reference computes it.
+    auto multiplier = [&](int64_t e) {
+        const int64_t j = e % N, i = (e / N) % M;
+        return aScale[aScale.size() == 1 ? 0 : size_t(i)] * bScale[bScale.size() == 1 ? 0 : size_t(j)] / yScale[0];
+    };
+    ctx.setOutput(0, requantize(ctx, acc, multiplier, ctx.optionalInput(7)));
 }
 
 } // namespace qs::ops

@@ -248,4 +248,28 @@ void dynamicQuantizeLinear(KernelContext& ctx)
     ctx.setOutput(2, Tensor::fromVector<uint8_t>(DType::U8, {}, {uint8_t(zeroPoint)}));
 }
 
+Tensor requantize(const KernelContext& ctx, const Tensor& accumulators, const std::function<float(int64_t)>& multiplier,
+                  const Tensor* zeroPoint)
+{
+    const DType outType = zeroPoint ? zeroPoint->dtype() : DType::U8;
+    if (outType != DType::U8 && outType != DType::I8)
+        ctx.fail("the output zero point must be int8 or uint8, not " + std::string(dtypeName(outType)));
+    if (zeroPoint && zeroPoint->numel() != 1)
+        ctx.fail("the output zero point must be a scalar");
+    const float lo = outType == DType::U8 ? 0.0f : -128.0f, hi = outType == DType::U8 ? 255.0f : 127.0f;
+    const float zero = !zeroPoint             ? 0.0f
+                       : outType == DType::U8 ? float(zeroPoint->values<uint8_t>()[0])
+                                              : float(zeroPoint->values<int8_t>()[0]);
+    Tensor Y(outType, accumulators.shape());
+    const auto acc = accumulators.values<int32_t>();
+    for (size_t e = 0; e < acc.size(); ++e) {
+        const float q = std::clamp(roundHalfEven(float(acc[e]) * multiplier(int64_t(e))) + zero, lo, hi);
+        if (outType == DType::U8)
+            Y.mutableValues<uint8_t>()[e] = uint8_t(q);
+        else
+            Y.mutableValues<int8_t>()[e] = int8_t(q);
+    }
+    return Y;
+}
+
 } // namespace qs::ops

@@ -3,6 +3,8 @@
 // block_size; int8, uint8, int16, uint16, int32) and DynamicQuantizeLinear
 // (uint8 with a per-tensor scale and zero point computed from the data).
 
+#include <functional>
+
 #include "runtime/op_registry.h"
 
 namespace qs::ops {
@@ -10,5 +12,12 @@ namespace qs::ops {
 void quantizeLinear(KernelContext& ctx);
 void dequantizeLinear(KernelContext& ctx);
 void dynamicQuantizeLinear(KernelContext& ctx);
+
+// Requantizes exact int32 accumulators (of QLinearMatMul, QLinearConv) to the
+// type of `zeroPoint` (uint8 when absent; int8 or uint8):
+// saturate(roundHalfEven(acc * multiplier(e)) + zero point), where
+// multiplier(e) is element e's input scale product over the output scale.
+Tensor requantize(const KernelContext& ctx, const Tensor& accumulators, const std::function<float(int64_t)>& multiplier,
+                  const Tensor* zeroPoint);
 
 } // namespace qs::ops
