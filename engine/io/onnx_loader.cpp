@@ -6,6 +6,9 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <map>
+#include <optional>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -174,6 +177,58 @@ void runChecker(const onnx::ModelProto& proto, const Model& model, const std::st
     }
 }
 
+// libonnx 1.12's shape inference for convolutions and pooling indexes the data
+// input's dimensions by the kernel's rank and the attribute lengths without
+// checking them, and crashes the process when they disagree (a Conv on a rank-2
+// input, a kernel of another rank, pads of the wrong length). Such a node is
+// invalid ONNX; finding it here lets the loader skip shape inference with a
+// warning instead of handing libonnx a model that takes the app down. Only ranks
+// the file declares are known at this point, so this guards the declared cases.
+std::optional<std::string> convPoolRankProblem(const onnx::GraphProto& graph)
+{
+    static const std::set<std::string> kConvOps = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"};
+    static const std::set<std::string> kPoolOps = {"MaxPool", "AveragePool", "LpPool", "MaxUnpool", "MaxRoiPool"};
+    std::map<std::string, int> rank;
+    auto declare = [&](const onnx::ValueInfoProto& v) {
+        if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
+            rank[v.name()] = v.type().tensor_type().shape().dim_size();
+    };
+    for (const auto& v : graph.input())
+        declare(v);
+    for (const auto& v : graph.value_info())
+        declare(v);
+    for (const auto& t : graph.initializer())
+        rank[t.name()] = t.dims_size();
+    for (const auto& node : graph.node()) {
+        const bool conv = kConvOps.contains(node.op_type()), pool = kPoolOps.contains(node.op_type());
+        if ((!conv && !pool) || node.input_size() == 0 || !node.domain().empty())
+            continue;
+        const std::string label = "node '" + node.name() + "' (" + node.op_type() + ")";
+        const auto data = rank.find(node.input(0));
+        if (data == rank.end())
+            continue;
+        if (data->second < 3)
+            return label + " has a rank-" + std::to_string(data->second) + " input; it needs at least 3";
+        const int spatial = data->second - 2;
+        const int weightInput = node.op_type() == "QLinearConv" ? 3 : 1;
+        if (conv && node.input_size() > weightInput) {
+            const auto weight = rank.find(node.input(weightInput));
+            if (weight != rank.end() && weight->second != data->second)
+                return label + " has a rank-" + std::to_string(weight->second) + " kernel for a rank-" +
+                       std::to_string(data->second) + " input";
+        }
+        for (const auto& a : node.attribute()) {
+            const int expected = a.name() == "pads" ? 2 * spatial : spatial;
+            const bool sized = a.name() == "pads" || a.name() == "strides" || a.name() == "dilations" ||
+                               a.name() == "kernel_shape" || a.name() == "output_padding";
+            if (sized && a.ints_size() != expected)
+                return label + " has " + std::to_string(a.ints_size()) + " values in '" + a.name() + "' where " +
+                       std::to_string(expected) + " are needed";
+        }
+    }
+    return std::nullopt;
+}
+
 } // namespace
 
 Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceName,
@@ -264,7 +319,11 @@ Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceN
 
     if (options.runChecker)
         runChecker(*proto, model, sourceName, folder, model);
-    if (options.runShapeInference) {
+    const std::optional<std::string> rankProblem =
+        options.runShapeInference ? convPoolRankProblem(graph) : std::nullopt;
+    if (rankProblem) {
+        model.warnings.push_back("shape inference skipped: " + *rankProblem);
+    } else if (options.runShapeInference) {
         try {
             onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(),
                                                onnx::ShapeInferenceOptions(false, 1, false));

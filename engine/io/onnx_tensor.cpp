@@ -87,7 +87,7 @@ std::string onnxElementTypeName(int32_t elemType)
     case TensorProto::UNDEFINED:
         return "undefined";
     default:
-        return "element type " + std::to_string(elemType);
+        return "#" + std::to_string(elemType); // an unnamed code: "element type #99"
     }
 }
 

@@ -78,7 +78,7 @@ def make_onnx():
          onnx_bytes(tiny_model(raw_tensor("w", TensorProto.FLOAT, [1 << 40, 1 << 40], b"\0" * 32))),
          ["initializer 'w'", "overflows"])
     emit("onnx_unknown_dtype.onnx", "onnx",
-         onnx_bytes(tiny_model(raw_tensor("w", 99, [4, 2], b"\0" * 32))), ["initializer 'w'", "element type 99"])
+         onnx_bytes(tiny_model(raw_tensor("w", 99, [4, 2], b"\0" * 32))), ["initializer 'w'", "element type #99 is not supported"])
     emit("onnx_int4_initializer.onnx", "onnx",
          onnx_bytes(tiny_model(raw_tensor("w", 22, [4, 2], b"\0" * 4))), ["initializer 'w'", "int4"])
     ext = raw_tensor("w", TensorProto.FLOAT, [4, 2], b"")
