@@ -14,38 +14,22 @@
 #include "io/npy.h"
 #include "io/safetensors.h"
 
+#include "test_support.h"
+
 using namespace qs;
 
 namespace {
 
-const QString kPython = QStringLiteral("/usr/bin/python3");
 const QString kArchives = QStringLiteral(QUANTSCOPE_TEST_DATA "/archives");
 
 bool runGenerator(const QString& script, const QString& outDir)
 {
-    QProcess p;
-    p.setProcessChannelMode(QProcess::ForwardedChannels);
-    p.start(kPython, {kArchives + "/" + script, outDir});
-    return p.waitForFinished(120000) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+    return test::runPython(kArchives + "/" + script, {outDir});
 }
 
-void writeFile(const std::string& path, const std::string& bytes)
-{
-    // A new file rather than a truncated one: ext4 flushes a file truncated to zero, which is slow.
-    std::filesystem::remove(path);
-    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
-}
-
-std::string readFile(const std::string& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), {}};
-}
-
-QByteArray bytesOf(const Tensor& t)
-{
-    return QByteArray(static_cast<const char*>(t.rawData()), qsizetype(t.nbytes()));
-}
+using test::bytesOf;
+using test::readFile;
+using test::writeFile;
 
 // Opens a checkpoint and touches every tensor, as a loader would.
 void openAndReadAll(const std::filesystem::path& path)

@@ -1,0 +1,50 @@
+#pragma once
+// Small helpers the test suites share: Debian's python3 for fixture
+// generators, whole-file reads and writes, and a tensor's bytes for exact
+// comparisons.
+
+#include <QByteArray>
+#include <QProcess>
+#include <QString>
+#include <QStringList>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace qs::test {
+
+// Debian's interpreter, where python3-numpy, -onnx and -h5py live (not a pyenv shim).
+inline const QString kPython = QStringLiteral("/usr/bin/python3");
+
+// Runs a committed generator script with arguments; true when it exited 0.
+inline bool runPython(const QString& script, const QStringList& arguments, int timeoutMs = 120000)
+{
+    QProcess p;
+    p.setProcessChannelMode(QProcess::ForwardedChannels);
+    p.start(kPython, QStringList{script} + arguments);
+    return p.waitForFinished(timeoutMs) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+inline void writeFile(const std::string& path, const std::string& bytes)
+{
+    // A new file rather than a truncated one: ext4 flushes a file truncated to zero, which is slow.
+    std::filesystem::remove(path);
+    std::ofstream(path, std::ios::binary).write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+inline std::string readFile(const std::string& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), {}};
+}
+
+inline QByteArray bytesOf(const Tensor& t)
+{
+    return QByteArray(static_cast<const char*>(t.rawData()), qsizetype(t.nbytes()));
+}
+
+} // namespace qs::test
