@@ -89,6 +89,9 @@ public:
     struct Handle; // the open HDF5 file, closed with the last copy of this object
 
 private:
+    // Opens the file into `f` and lists its tree (the caller holds the library lock).
+    static void openAndWalk(Hdf5File& f, const std::filesystem::path& path, uint64_t fileSize);
+
     std::filesystem::path path_;
     std::shared_ptr<Handle> handle_;
     std::vector<Hdf5Dataset> datasets_;
