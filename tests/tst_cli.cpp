@@ -115,6 +115,22 @@ class TestCli : public QObject {
     std::unique_ptr<QTemporaryDir> fixtures_; // generated model files; null when python3 is missing
 
 private slots:
+    void readmeTestCommandIsWhatCiRuns()
+    {
+        // The README's second command is the test command, and .ci/run must run exactly it.
+        QFile readme(QStringLiteral(QUANTSCOPE_TEST_DATA "/../../README.md"));
+        QFile ci(QStringLiteral(QUANTSCOPE_TEST_DATA "/../../.ci/run"));
+        QVERIFY(readme.open(QIODevice::ReadOnly) && ci.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(readme.readAll()).split('\n');
+        QVERIFY(lines.size() > 3);
+        QCOMPARE(lines[0], QStringLiteral("```sh"));
+        QVERIFY(lines[1].contains("install-deps.sh") && lines[1].contains("quantscope"));
+        QVERIFY(lines[2].contains("ctest"));
+        QCOMPARE(lines[3], QStringLiteral("```"));
+        QVERIFY2(QString::fromUtf8(ci.readAll()).split('\n').contains(lines[2]),
+                 "the last README command is not a line of .ci/run");
+    }
+
     // Model fixtures of every format from the loaders' generator scripts, plus
     // copies under names that do not say what they are.
     void initTestCase()
