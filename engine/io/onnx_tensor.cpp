@@ -87,41 +87,7 @@ std::string onnxElementTypeName(int32_t elemType)
     case TensorProto::UNDEFINED:
         return "undefined";
     default:
-        return "#" + std::to_string(elemType); // an unnamed code: "element type #99"
-    }
-}
-
-std::optional<DType> dtypeOfOnnxElementType(int32_t elemType)
-{
-    switch (elemType) {
-    case TensorProto::FLOAT:
-        return DType::F32;
-    case TensorProto::UINT8:
-        return DType::U8;
-    case TensorProto::INT8:
-        return DType::I8;
-    case TensorProto::UINT16:
-        return DType::U16;
-    case TensorProto::INT16:
-        return DType::I16;
-    case TensorProto::INT32:
-        return DType::I32;
-    case TensorProto::INT64:
-        return DType::I64;
-    case TensorProto::BOOL:
-        return DType::Bool;
-    case TensorProto::FLOAT16:
-        return DType::F16;
-    case TensorProto::DOUBLE:
-        return DType::F64;
-    case TensorProto::UINT32:
-        return DType::U32;
-    case TensorProto::UINT64:
-        return DType::U64;
-    case TensorProto::BFLOAT16:
-        return DType::BF16;
-    default:
-        return std::nullopt;
+        return std::string(1, '#').append(std::to_string(elemType)); // an unnamed code: "element type #99"
     }
 }
 

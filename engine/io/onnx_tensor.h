@@ -13,6 +13,7 @@
 
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "graph/onnx_element_type.h"
 
 namespace qs {
 
@@ -46,7 +47,5 @@ private:
 
 // The ONNX element type's name ("float32", "string", "float8e4m3fn", ...).
 std::string onnxElementTypeName(int32_t elemType);
-// The DType of an ONNX element type, or none (string, complex, float8, int4 ...).
-std::optional<DType> dtypeOfOnnxElementType(int32_t elemType);
 
 } // namespace qs

@@ -6,13 +6,9 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "graph/onnx_element_type.h"
 
 namespace qs {
-
-// The DType of an ONNX TensorProto element type code (Cast's `to`, EyeLike's
-// `dtype`, the windows' `output_datatype`); none for types the engine has no
-// DType for (string, complex, float8, int4).
-std::optional<DType> dtypeOfOnnxElementCode(int64_t code);
 
 // A tensor of `to` with the values of `t` (returns `t` itself when already `to`).
 Tensor castTensor(const Tensor& t, DType to);

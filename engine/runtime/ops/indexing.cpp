@@ -210,7 +210,7 @@ void eyeLike(KernelContext& ctx)
     DType type = x.dtype();
     if (ctx.hasAttribute("dtype")) {
         const int64_t code = ctx.intAttribute("dtype", 1);
-        const std::optional<DType> t = dtypeOfOnnxElementCode(code);
+        const std::optional<DType> t = dtypeOfOnnxElementType(code);
         if (!t)
             ctx.fail("dtype " + std::to_string(code) + " is not supported");
         type = *t;

@@ -5,6 +5,7 @@
 #include <limits>
 #include <tbb/parallel_for.h>
 
+#include "graph/onnx_element_type.h"
 #include "numerics/rounding.h"
 
 namespace qs::ops {
@@ -120,20 +121,10 @@ void quantizeInto(const float* x, int64_t n, const ParameterLayout& layout, cons
 // TensorProto element types that QuantizeLinear may produce.
 DType quantizedDType(const KernelContext& ctx, int64_t onnxType)
 {
-    switch (onnxType) {
-    case 2:
-        return DType::U8;
-    case 3:
-        return DType::I8;
-    case 4:
-        return DType::U16;
-    case 5:
-        return DType::I16;
-    case 6:
-        return DType::I32;
-    default:
+    const std::optional<DType> t = dtypeOfOnnxElementType(onnxType);
+    if (!t || (*t != DType::U8 && *t != DType::I8 && *t != DType::U16 && *t != DType::I16 && *t != DType::I32))
         ctx.fail("output_dtype " + std::to_string(onnxType) + " is not an integer type the runtime supports");
-    }
+    return *t;
 }
 
 } // namespace

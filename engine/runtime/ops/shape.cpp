@@ -551,7 +551,7 @@ void constant(KernelContext& ctx)
 void cast(KernelContext& ctx)
 {
     const int64_t to = ctx.requiredIntAttribute("to");
-    const std::optional<DType> type = dtypeOfOnnxElementCode(to);
+    const std::optional<DType> type = dtypeOfOnnxElementType(to);
     if (!type)
         ctx.fail("cannot cast to ONNX element type " + std::to_string(to) +
                  " (strings, float8 and int4 are not supported)");

@@ -21,7 +21,7 @@ void window(KernelContext& ctx, double a0, double a1, double a2)
     if (size < 0)
         ctx.fail("size must not be negative");
     const bool periodic = ctx.intAttribute("periodic", 1) != 0;
-    const std::optional<DType> type = dtypeOfOnnxElementCode(ctx.intAttribute("output_datatype", 1));
+    const std::optional<DType> type = dtypeOfOnnxElementType(ctx.intAttribute("output_datatype", 1));
     if (!type)
         ctx.fail("output_datatype is not a supported element type");
     const double n = double(periodic ? size : size - 1);
