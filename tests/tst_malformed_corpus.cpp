@@ -112,6 +112,12 @@ private slots:
         }
         for (const auto& loader : loaders())
             QVERIFY2(perLoader[loader.first] >= 4, qPrintable(loader.first));
+        // The hostile archive corpora each hold at least 30 cases.
+        for (const QString format : {"safetensors", "npz"}) {
+            QFile hostile(kData + "/archives/hostile/" + format + "/manifest.json");
+            QVERIFY(hostile.open(QIODevice::ReadOnly));
+            QVERIFY2(QJsonDocument::fromJson(hostile.readAll()).array().size() >= 30, qPrintable(format));
+        }
     }
 
     void refusedByItsLoaderNamingFileAndField_data()
