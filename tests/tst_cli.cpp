@@ -592,14 +592,27 @@ private slots:
         std::vector<float> q(xs.begin(), xs.end());
         for (float& v : q)
             v += std::uniform_real_distribution<float>(-1e-3f, 1e-3f)(rng);
-        double signal = 0, noise = 0;
+        double signal = 0, noise = 0, cross = 0, qq = 0, maxAbs = 0;
         for (size_t i = 0; i < xs.size(); ++i) {
             signal += double(xs[i]) * xs[i];
             noise += (double(xs[i]) - q[i]) * (double(xs[i]) - q[i]);
+            cross += double(xs[i]) * q[i];
+            qq += double(q[i]) * q[i];
+            maxAbs = std::max(maxAbs, std::abs(double(xs[i]) - q[i]));
         }
         const ErrorMetrics m = errorMetrics(xs, q);
         QVERIFY(std::abs(m.mse - noise / double(xs.size())) <= 1e-12 * m.mse);
         QVERIFY(std::abs(m.sqnrDb - 10 * std::log10(signal / noise)) < 1e-9);
+        QCOMPARE(m.maxAbsError, maxAbs);
+        QVERIFY(std::abs(m.cosine - cross / std::sqrt(signal * qq)) < 1e-12);
+        QVERIFY(m.cosine < 1.0);
+        std::vector<float> negated(xs.begin(), xs.end());
+        for (float& v : negated)
+            v = -v;
+        QVERIFY(std::abs(errorMetrics(xs, negated).cosine + 1.0) < 1e-12);
+        const std::vector<float> zeros(xs.size(), 0.0f);
+        QCOMPARE(errorMetrics(xs, zeros).cosine, 0.0);
+        QCOMPARE(errorMetrics(zeros, zeros).cosine, 1.0);
         QVERIFY(std::isinf(errorMetrics(xs, xs).sqnrDb) && errorMetrics(xs, xs).sqnrDb > 0);
         QCOMPARE(errorMetrics(xs, xs).mse, 0.0);
 

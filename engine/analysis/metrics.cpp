@@ -1,5 +1,6 @@
 #include "analysis/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -29,27 +30,41 @@ ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float
         throw Error("errorMetrics: " + std::to_string(original.size()) + " original values against " +
                     std::to_string(quantized.size()) + " quantized ones");
     const auto n = int64_t(original.size());
-    std::vector<double> signal(size_t(chunkCount(n))), noise(signal.size());
+    struct Sums {
+        double signal = 0, noise = 0, cross = 0, quantized = 0, maxAbs = 0;
+    };
+    std::vector<Sums> chunks(size_t(chunkCount(n)));
     tbb::parallel_for(int64_t(0), chunkCount(n), [&](int64_t c) {
-        double s = 0, e = 0;
+        Sums s;
         for (int64_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i) {
             const double x = original[size_t(i)];
-            const double d = x - double(quantized[size_t(i)]);
-            s += x * x;
-            e += d * d;
+            const double q = quantized[size_t(i)];
+            const double d = x - q;
+            s.signal += x * x;
+            s.noise += d * d;
+            s.cross += x * q;
+            s.quantized += q * q;
+            s.maxAbs = std::max(s.maxAbs, std::abs(d));
         }
-        signal[size_t(c)] = s;
-        noise[size_t(c)] = e;
+        chunks[size_t(c)] = s;
     });
-    double s = 0, e = 0;
-    for (size_t c = 0; c < signal.size(); ++c) {
-        s += signal[c];
-        e += noise[c];
+    Sums t;
+    for (const Sums& s : chunks) {
+        t.signal += s.signal;
+        t.noise += s.noise;
+        t.cross += s.cross;
+        t.quantized += s.quantized;
+        t.maxAbs = std::max(t.maxAbs, s.maxAbs);
     }
     ErrorMetrics m;
-    m.mse = n ? e / double(n) : 0.0;
+    m.mse = n ? t.noise / double(n) : 0.0;
     constexpr double inf = std::numeric_limits<double>::infinity();
-    m.sqnrDb = e == 0 ? inf : (s == 0 ? -inf : 10.0 * std::log10(s / e));
+    m.sqnrDb = t.noise == 0 ? inf : (t.signal == 0 ? -inf : 10.0 * std::log10(t.signal / t.noise));
+    m.maxAbsError = t.maxAbs;
+    if (t.signal == 0 || t.quantized == 0)
+        m.cosine = (t.signal == 0 && t.quantized == 0) ? 1.0 : 0.0;
+    else
+        m.cosine = t.cross / std::sqrt(t.signal * t.quantized);
     return m;
 }
 

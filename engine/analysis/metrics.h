@@ -3,6 +3,8 @@
 //   mse              Σ(x − x̂)² / n
 //   sqnr_db          10·log10(Σx² / Σ(x − x̂)²); +∞ when x̂ equals x, −∞ when x is all
 //                    zero and x̂ is not
+//   max_abs_error    max |x − x̂|
+//   cosine           Σx·x̂ / sqrt(Σx² · Σx̂²); 1 when both are all zero, 0 when only one is
 //   fraction_clipped elements outside their group's calibrated range [min, max],
 //                    divided by n
 // Sums are accumulated in double, in parallel over fixed chunks combined in a
@@ -18,10 +20,12 @@ namespace qs {
 struct ErrorMetrics {
     double mse = 0;
     double sqnrDb = 0;
+    double maxAbsError = 0;
+    double cosine = 1;
     double fractionClipped = 0;
 };
 
-// MSE and SQNR of `quantized` against `original` (same length).
+// MSE, SQNR, max abs error and cosine of `quantized` against `original` (same length).
 ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized);
 
 // The fraction of elements of x (row-major over layout.shape) outside the range
