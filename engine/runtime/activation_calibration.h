@@ -1,0 +1,76 @@
+#pragma once
+// Activation calibration: runs the float model on calibration batches with an
+// Observer (calib/observer.h) on exactly the activations the plan quantizes,
+// and keeps the statistics, not ranges — so changing a rule's act_calibration
+// method recomputes ranges from the same statistics without running the model
+// again. The statistics serialize to JSON (the session file and
+// `quantscope-cli quantize --calib` reuse them).
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "calib/observer.h"
+#include "core/cancellation.h"
+#include "io/data_source.h"
+#include "quant/scale.h"
+#include "runtime/interpreter.h"
+#include "runtime/quantization_plan.h"
+
+namespace qs {
+
+class ActivationStatistics {
+public:
+    // The observer of a value, or null when it was not observed.
+    const Observer* find(const std::string& value) const;
+    const std::map<std::string, Observer>& observers() const { return observers_; }
+    int64_t batches() const { return batches_; }
+    // Whether every activation `plan` quantizes statically was observed with
+    // the batch axes it asks for (if not, calibration must run again).
+    bool covers(const QuantizationPlan& plan) const;
+
+    void add(Observer observer);
+    void setBatches(int64_t batches) { batches_ = batches; }
+
+    nlohmann::json toJson() const;
+    // Throws Error naming the field for a malformed document.
+    static ActivationStatistics fromJson(const nlohmann::json& j);
+    void save(const std::filesystem::path& file) const; // atomic write
+    static ActivationStatistics load(const std::filesystem::path& file);
+
+private:
+    std::map<std::string, Observer> observers_;
+    int64_t batches_ = 0;
+};
+
+struct CalibrationOptions {
+    std::optional<int64_t> maxBatches; // stop after this many batches; default all
+    int histogramBinsPerSide = 2048;   // resolution of the observers' histograms
+};
+
+// Runs `data` (rewound first) through `interpreter` in float, observing every
+// activation of plan.observedActivations(). Progress is reported per batch
+// and the token checked per batch and between nodes. Throws Error naming the
+// data file for a batch the model rejects, Cancelled on cancellation.
+ActivationStatistics calibrateActivations(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                          DataSource& data, const CalibrationOptions& options = {},
+                                          const CancellationToken& cancel = {},
+                                          const ProgressCallback& progress = {});
+
+// A statically quantized activation's range and parameters.
+struct StaticActivation {
+    Range range;
+    QuantParams params; // one group (per tensor)
+};
+
+// Per plan layer with a static activation: its range from the statistics with
+// the layer's method. Throws Error naming the value when the statistics lack it.
+std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& plan,
+                                                     const ActivationStatistics& statistics);
+
+} // namespace qs

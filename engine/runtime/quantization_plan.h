@@ -1,0 +1,96 @@
+#pragma once
+// What a RuleSet asks of one model: for every layer a rule applies to, how its
+// weight is quantized (a QuantizationSpec) and how its input activation is
+// quantized (ActivationQuantization). Built once per rule edit; cheap (no data
+// is touched). The weight quantizer (runtime/weight_quantizer.h), the
+// quantization hook (runtime/quantization_hook.h), calibration
+// (runtime/activation_calibration.h) and the exporters all read it.
+//
+// The quantized activation of a layer is its data input: input 0 of Conv,
+// ConvTranspose, Gemm and MatMul (MatMul with a constant right operand: the
+// left one; with a constant left operand: the right one). Gather's indices are
+// never quantized. Weights-only models (checkpoints) have no activations.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "analysis/tensor_quantization.h"
+#include "calib/calibrate.h"
+#include "calib/observer.h"
+#include "graph/model.h"
+#include "numerics/rounding.h"
+#include "rules/ruleset.h"
+
+namespace qs {
+
+// How a rule set is applied. Ptq: rules as written (act_calibration defaults
+// to absmax). Odml: the full-integer conversion of export/odml (act_calibration
+// defaults to minmax).
+enum class QuantizationMode : uint8_t { Ptq, Odml };
+std::string_view quantizationModeName(QuantizationMode m); // "ptq", "odml"
+std::optional<QuantizationMode> parseQuantizationMode(std::string_view name);
+
+// One layer's quantized input activation. Always one scale per tensor.
+struct ActivationQuantization {
+    std::string value;          // the node input value that is quantized
+    CalibrationMethod method;   // act_calibration, or the mode's default
+    CalibrationTarget target;   // qtype (act_qtype), narrow range, scale restriction, symmetric
+    bool staticScale = false;   // act_static_scale: range from calibration statistics; else from each batch
+    std::vector<int> batchAxes; // act_batch_axes
+    Rounding rounding = Rounding::Nearest;
+    uint64_t seed = 0;
+};
+
+struct LayerQuantization {
+    size_t layer = 0; // index into Model::layers
+    size_t rule = 0;  // index of the rule that applies
+    // weight_qtype set: the spec the weight is quantized with (axis = the
+    // layer's channel axis; tiles along its first contraction axis, which the
+    // weight quantizer moves last when it is not already).
+    std::optional<QuantizationSpec> weight;
+    Rounding weightRounding = Rounding::Nearest;
+    uint64_t weightSeed = 0;
+    // act_qtype set and the layer has a node: its input activation.
+    std::optional<ActivationQuantization> activation;
+    // Non-empty: why the rule cannot apply to this layer as written (e.g. a
+    // tile size the contraction axis cannot take, act_qtype on a weights-only
+    // model); the layer stays float and the text is shown to the user.
+    std::string problem;
+};
+
+// An activation calibration must observe, and how.
+struct ObservedActivation {
+    std::string value;
+    ObserverConfig config; // batch axes of the first layer (model order) quantizing the value; per tensor
+    std::vector<size_t> layers; // the layers whose input it is
+};
+
+class QuantizationPlan {
+public:
+    QuantizationPlan() = default;
+    // Resolves `rules` over `model.layers` (first full match, as RuleSet::resolve).
+    static QuantizationPlan build(const Model& model, const RuleSet& rules,
+                                  QuantizationMode mode = QuantizationMode::Ptq);
+
+    QuantizationMode mode() const { return mode_; }
+    const RuleResolution& resolution() const { return resolution_; }
+    // The layers a rule applies to, in model order (problem layers included).
+    const std::vector<LayerQuantization>& layers() const { return layers_; }
+    const LayerQuantization* forLayer(size_t layer) const;
+    const LayerQuantization* forNode(size_t node) const;
+    // The activations with act_qtype set (static or dynamic), one entry per value.
+    std::vector<ObservedActivation> observedActivations() const;
+
+private:
+    QuantizationMode mode_ = QuantizationMode::Ptq;
+    RuleResolution resolution_;
+    std::vector<LayerQuantization> layers_;
+    std::vector<std::optional<size_t>> byLayer_; // model layer -> index into layers_
+    std::vector<std::optional<size_t>> byNode_;  // model node -> index into layers_
+};
+
+} // namespace qs

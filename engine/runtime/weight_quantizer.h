@@ -1,0 +1,58 @@
+#pragma once
+// Fake-quantized weights, computed once per layer and rule and cached: an edit
+// of the rules recomputes only the layers whose quantization changed. What the
+// quantization hook feeds the interpreter, what the layer table's weight
+// columns show and what the exporters write.
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "analysis/metrics.h"
+#include "analysis/tensor_quantization.h"
+#include "core/cancellation.h"
+#include "graph/model.h"
+#include "runtime/quantization_plan.h"
+
+namespace qs {
+
+struct QuantizedWeight {
+    size_t layer = 0;
+    QuantizationSpec spec; // as in the plan
+    Rounding rounding = Rounding::Nearest;
+    uint64_t seed = 0;
+    // Scales and clipping ranges. For a tiled weight whose contraction axis is
+    // not last, the layout is over the weight transposed so that it is
+    // (`transposedAxes`); empty transposedAxes = the weight's own axes.
+    TensorQuantization quantization;
+    std::vector<int> transposedAxes;
+    Tensor fakeQuant;     // float32, the weight's own shape and axis order
+    ErrorMetrics metrics; // against the float weight, fractionClipped included
+};
+
+class WeightQuantizer {
+public:
+    // Brings the cache in line with `plan`: layers that are new or whose spec,
+    // rounding or seed changed are recomputed (in parallel across layers),
+    // layers no longer quantized are dropped, the rest are kept as they are.
+    // Returns the layers recomputed. A layer whose weight cannot be quantized
+    // (NaN/Inf, a spec the weight cannot take) is not cached: problems() says
+    // why. Checks `cancel` between layers; on Cancelled the cache keeps what
+    // was complete.
+    std::vector<size_t> update(const Model& model, const QuantizationPlan& plan, const CancellationToken& cancel = {},
+                               const ProgressCallback& progress = {});
+
+    // The cached weight of a model layer, or null (float, or a problem).
+    std::shared_ptr<const QuantizedWeight> find(size_t layer) const;
+    const std::map<size_t, std::shared_ptr<const QuantizedWeight>>& weights() const { return weights_; }
+    // Layer -> why its weight could not be quantized.
+    const std::map<size_t, std::string>& problems() const { return problems_; }
+
+private:
+    std::map<size_t, std::shared_ptr<const QuantizedWeight>> weights_;
+    std::map<size_t, std::string> problems_;
+};
+
+} // namespace qs

@@ -1,0 +1,118 @@
+#pragma once
+// Model-level analysis: the float model and its fake-quantized version run side
+// by side on evaluation batches; per layer the activation error isolated (only
+// this layer quantized) and accumulated (everything quantized, the view of
+// ONNX Runtime's QDQ debugger), per graph output SQNR and cosine, with labels
+// top-1 (and top-5 where the output has more than 5 classes) accuracy of both.
+// Sensitivity: one layer quantized at a time, and all but one, ranked by
+// output degradation. What the layer table's activation columns, the per-layer
+// error chart and `quantscope-cli quantize --eval` report show.
+//
+// This lives in `session`, not `analysis`: it drives the runtime, which itself
+// uses analysis (tensor quantization, metrics) for its hooks.
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "analysis/metrics.h"
+#include "core/cancellation.h"
+#include "io/data_source.h"
+#include "runtime/activation_calibration.h"
+#include "runtime/interpreter.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+
+namespace qs {
+
+// Sums over all evaluated elements (double), so a metric over many batches is
+// the metric of their concatenation.
+class ErrorAccumulator {
+public:
+    void add(std::span<const float> reference, std::span<const float> measured);
+    int64_t count() const { return count_; }
+    // mse, sqnrDb, maxAbsError and cosine as analysis/metrics.h defines them;
+    // fractionClipped is 0.
+    ErrorMetrics metrics() const;
+
+private:
+    int64_t count_ = 0;
+    double signal_ = 0, noise_ = 0, cross_ = 0, measured_ = 0, maxAbs_ = 0;
+};
+
+struct LayerEvaluation {
+    size_t layer = 0;                  // index into Model::layers
+    std::optional<ErrorMetrics> weight; // the weight's own error (weight quantized)
+    // At the layer's output: the layer alone quantized (weight and input
+    // activation) on the float model's inputs, against the float output.
+    std::optional<ErrorMetrics> isolated;
+    // At the layer's output: everything quantized, against the float run.
+    std::optional<ErrorMetrics> accumulated;
+};
+
+struct OutputEvaluation {
+    std::string name;     // graph output
+    ErrorMetrics metrics; // quantized against float over all batches
+};
+
+struct Accuracy {
+    int64_t samples = 0;
+    double floatTop1 = 0, quantizedTop1 = 0; // fractions in [0, 1]
+    std::optional<double> floatTop5, quantizedTop5;
+};
+
+struct EvaluationResult {
+    std::vector<LayerEvaluation> layers; // plan layers, model order
+    std::vector<OutputEvaluation> outputs;
+    std::optional<Accuracy> accuracy; // when the data has labels
+    int64_t batches = 0;
+    int64_t samples = 0;
+    nlohmann::json toJson() const;
+};
+
+struct EvaluationOptions {
+    std::optional<int64_t> maxBatches;
+    bool isolated = true;    // also compute the per-layer isolated error (one extra kernel call per layer)
+    bool accumulated = true; // also compute the per-layer accumulated error
+    std::string labelsOutput; // graph output the labels are scored against; default the first output
+};
+
+// Runs `data` (rewound first) float and fake-quantized. `statistics` must
+// cover the plan's static activations (ActivationStatistics::covers); null
+// when there are none. Progress per batch; Cancelled on cancellation.
+EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan& plan,
+                          const WeightQuantizer& weights, const ActivationStatistics* statistics, DataSource& data,
+                          const EvaluationOptions& options = {}, const CancellationToken& cancel = {},
+                          const ProgressCallback& progress = {});
+
+enum class SensitivityKind : uint8_t {
+    OneLayer,  // only this layer quantized
+    AllButOne, // every plan layer quantized except this one
+};
+
+struct LayerSensitivity {
+    size_t layer = 0;
+    ErrorMetrics output;               // at the (first, or labelsOutput) graph output, against float
+    std::optional<double> top1;        // quantized top-1 when the data has labels
+};
+
+struct SensitivityResult {
+    SensitivityKind kind = SensitivityKind::OneLayer;
+    // Most sensitive first: OneLayer by lowest output SQNR; AllButOne by
+    // highest output SQNR (leaving the layer float helps most).
+    std::vector<LayerSensitivity> ranking;
+    nlohmann::json toJson() const;
+};
+
+SensitivityResult sensitivity(const Interpreter& interpreter, const QuantizationPlan& plan,
+                              const WeightQuantizer& weights, const ActivationStatistics* statistics,
+                              DataSource& data, SensitivityKind kind, const EvaluationOptions& options = {},
+                              const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
+
+} // namespace qs
