@@ -1,0 +1,80 @@
+#pragma once
+// The analysis charts the app embeds: four tabs (distribution, method
+// comparison, scale ranges, layer errors), fed only engine results. Every
+// setter takes shared, immutable results; heavy work (binning a tensor,
+// comparing methods) runs off the GUI thread and a newer request supersedes
+// an older one. Signals say what the user asked for; the app applies it (the
+// panel never edits rules itself).
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include <QStringList>
+#include <QWidget>
+
+namespace qs {
+
+class Model;
+class QuantizationPlan;
+class WeightQuantizer;
+class RuleSet;
+class ActivationStatistics;
+struct EvaluationResult;
+struct SensitivityResult;
+class DistributionView;
+class MethodComparisonView;
+class ScaleRangeView;
+class LayerErrorView;
+
+class ChartsPanel : public QWidget {
+    Q_OBJECT
+public:
+    explicit ChartsPanel(QWidget* parent = nullptr);
+    ~ChartsPanel() override;
+
+    // A new model clears everything computed from the previous one.
+    void setModel(std::shared_ptr<const Model> model);
+    // The current plan, its fake-quantized weights and the rules it came from.
+    void setPlan(std::shared_ptr<const QuantizationPlan> plan, std::shared_ptr<const WeightQuantizer> weights,
+                 std::shared_ptr<const RuleSet> rules);
+    // Calibration statistics of the activations (null: none yet).
+    void setActivationStatistics(std::shared_ptr<const ActivationStatistics> stats);
+    // The per-layer error of the last evaluation (null: none yet).
+    void setEvaluation(std::shared_ptr<const EvaluationResult> eval);
+    // The last sensitivity run (null: none yet).
+    void setSensitivity(std::shared_ptr<const SensitivityResult> s);
+    // The layer (index into Model::layers) the distribution, method and scale views show.
+    void setSelectedLayer(std::optional<size_t> layer);
+
+    DistributionView* distributionView() const { return distribution_; }
+    MethodComparisonView* methodComparisonView() const { return methods_; }
+    ScaleRangeView* scaleRangeView() const { return scales_; }
+    LayerErrorView* layerErrorView() const { return layerErrors_; }
+
+signals:
+    // A bar of the layer-error chart was clicked: select this layer everywhere.
+    void layerClicked(size_t layer);
+    // "Apply" in the method comparison: write `method` (a calibration method
+    // string) into the rule that governs `layer` (weight_calibration, or
+    // act_calibration when the comparison was of the input activation).
+    void methodApplied(size_t layer, QString method, bool activation);
+    // The threshold line marks these layers (module paths) to keep in float.
+    void keepFloatProposed(QStringList modulePaths);
+
+private:
+    void refreshLayer();
+
+    std::shared_ptr<const Model> model_;
+    std::shared_ptr<const QuantizationPlan> plan_;
+    std::shared_ptr<const WeightQuantizer> weights_;
+    std::shared_ptr<const RuleSet> rules_;
+    std::shared_ptr<const ActivationStatistics> stats_;
+    std::optional<size_t> layer_;
+    DistributionView* distribution_ = nullptr;
+    MethodComparisonView* methods_ = nullptr;
+    ScaleRangeView* scales_ = nullptr;
+    LayerErrorView* layerErrors_ = nullptr;
+};
+
+} // namespace qs
