@@ -12,6 +12,7 @@ packages=(
   python3 python3-numpy python3-h5py python3-onnx python3-torch python3-torchvision python3-sklearn libonnx-testdata
   nodejs npm
   xvfb xauth
+  desktop-file-utils appstream debootstrap
 )
 
 missing=()
