@@ -61,11 +61,31 @@ struct OutputEvaluation {
     ErrorMetrics metrics; // quantized against float over all batches
 };
 
+// Classification hits of one batch: logits [N, C, ...] (classes = the
+// elements of a row) against integer labels [N] or [N, 1]. A sample hits
+// top-k when fewer than k classes rank above its label; ties rank the lower
+// class index first (as numpy's argmax and a stable sort do). Outputs with
+// at most 5 classes have no top-5. Throws Error naming `outputName` for
+// logits that are not [N, ...] with N rows, and `labelsName` and the row for
+// a label that is not an integer class index in [0, C).
+struct ClassificationHits {
+    int64_t samples = 0;
+    int64_t top1 = 0;
+    std::optional<int64_t> top5;
+};
+ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels, const std::string& outputName,
+                                      const std::string& labelsName = "labels");
+
 struct Accuracy {
     int64_t samples = 0;
     double floatTop1 = 0, quantizedTop1 = 0; // fractions in [0, 1]
     std::optional<double> floatTop5, quantizedTop5;
 };
+
+// Metrics as the JSON reports write them: {mse, sqnr_db, max_abs_error,
+// cosine}; sqnr_db is null when infinite (+inf when mse is 0, else -inf: the
+// float values are all zero).
+nlohmann::json errorMetricsJson(const ErrorMetrics& m);
 
 struct EvaluationResult {
     std::vector<LayerEvaluation> layers; // plan layers, model order
@@ -82,6 +102,17 @@ struct EvaluationOptions {
     bool accumulated = true; // also compute the per-layer accumulated error
     std::string labelsOutput; // graph output the labels are scored against; default the first output
 };
+
+// The static activation parameters a hooked run of `plan` needs: from
+// `statistics` (null when the plan has no static activation); an Error naming
+// the first value that needs calibration when statistics are missing or do
+// not cover it.
+std::map<size_t, StaticActivation> requiredStaticActivations(const Model& model, const QuantizationPlan& plan,
+                                                             const ActivationStatistics* statistics);
+
+// The graph output labels are scored against: `labelsOutput`, or the first
+// output when empty; an Error naming it when the model has no such output.
+std::string scoredOutput(const Model& model, const std::string& labelsOutput);
 
 // Runs `data` (rewound first) float and fake-quantized. `statistics` must
 // cover the plan's static activations (ActivationStatistics::covers); null

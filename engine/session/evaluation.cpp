@@ -1,0 +1,377 @@
+#include "session/evaluation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+#include <tbb/parallel_for.h>
+
+#include "core/error.h"
+#include "runtime/quantization_hook.h"
+
+namespace qs {
+namespace {
+
+// Fixed chunks, combined in order: the sums do not depend on the thread count.
+constexpr int64_t kChunk = 1 << 16;
+
+// Float32 view of a value (a copy only when it is stored in another dtype).
+Tensor asFloat(const Tensor& t)
+{
+    return t.dtype() == DType::F32 ? t : t.toFloat32();
+}
+
+// One analysed plan layer: a plan layer with a node.
+struct TrackedLayer {
+    size_t layer = 0;
+    size_t node = 0;
+    bool quantized = false; // the hook changes something at it (weight or activation)
+};
+
+std::vector<TrackedLayer> trackedLayers(const Model& model, const QuantizationPlan& plan,
+                                        const WeightQuantizer& weights)
+{
+    std::vector<TrackedLayer> tracked;
+    for (const LayerQuantization& lq : plan.layers()) {
+        const QuantizableLayer& layer = model.layers.at(lq.layer);
+        if (!layer.node)
+            continue;
+        const bool quantized = lq.problem.empty() && (weights.find(lq.layer) || lq.activation);
+        tracked.push_back({lq.layer, *layer.node, quantized});
+    }
+    return tracked;
+}
+
+// Records, during the float run, the inputs and the first output of the
+// tracked layers' nodes (shared storage: the run's values are never written
+// after they are produced).
+struct FloatRecorder : NodeObserver {
+    FloatRecorder(size_t nodes, const std::vector<TrackedLayer>& tracked, bool keepInputs)
+        : slotOfNode_(nodes, -1), inputs(tracked.size()), outputs(tracked.size()), keepInputs_(keepInputs)
+    {
+        for (size_t i = 0; i < tracked.size(); ++i)
+            slotOfNode_[tracked[i].node] = int(i);
+    }
+    void afterNode(NodeEvent& event) override
+    {
+        const int slot = slotOfNode_[event.nodeIndex];
+        if (slot < 0)
+            return;
+        if (keepInputs_)
+            inputs[size_t(slot)].assign(event.inputs.begin(), event.inputs.end());
+        outputs[size_t(slot)] = event.outputs[0];
+    }
+    void clear()
+    {
+        for (auto& i : inputs)
+            i.clear();
+        for (auto& o : outputs)
+            o = Tensor();
+    }
+
+    std::vector<int> slotOfNode_;
+    std::vector<std::vector<Tensor>> inputs; // per tracked layer, this batch
+    std::vector<Tensor> outputs;
+    bool keepInputs_;
+};
+
+// Chained after the quantization hook: compares each tracked layer's output
+// with the float run's.
+class AccumulatedComparer : public NodeObserver {
+public:
+    AccumulatedComparer(size_t nodes, const std::vector<TrackedLayer>& tracked, const FloatRecorder& reference,
+                        std::vector<ErrorAccumulator>& accumulators)
+        : slotOfNode_(nodes, -1), reference_(reference), accumulators_(accumulators)
+    {
+        for (size_t i = 0; i < tracked.size(); ++i)
+            slotOfNode_[tracked[i].node] = int(i);
+    }
+    void afterNode(NodeEvent& event) override
+    {
+        const int slot = slotOfNode_[event.nodeIndex];
+        if (slot < 0)
+            return;
+        const Tensor measured = asFloat(event.outputs[0]);
+        const Tensor expected = asFloat(reference_.outputs[size_t(slot)]);
+        accumulators_[size_t(slot)].add(expected.values<float>(), measured.values<float>());
+    }
+
+private:
+    std::vector<int> slotOfNode_;
+    const FloatRecorder& reference_;
+    std::vector<ErrorAccumulator>& accumulators_;
+};
+
+nlohmann::json optionalMetricsJson(const std::optional<ErrorMetrics>& m)
+{
+    return m ? errorMetricsJson(*m) : nlohmann::json();
+}
+
+} // namespace
+
+void ErrorAccumulator::add(std::span<const float> reference, std::span<const float> measured)
+{
+    if (reference.size() != measured.size())
+        throw Error("ErrorAccumulator: " + std::to_string(reference.size()) + " reference values against " +
+                    std::to_string(measured.size()) + " measured ones");
+    const auto n = int64_t(reference.size());
+    struct Sums {
+        double signal = 0, noise = 0, cross = 0, measured = 0, maxAbs = 0;
+    };
+    std::vector<Sums> chunks(size_t((n + kChunk - 1) / kChunk));
+    tbb::parallel_for(size_t(0), chunks.size(), [&](size_t c) {
+        Sums s;
+        const int64_t end = std::min(n, int64_t(c + 1) * kChunk);
+        for (int64_t i = int64_t(c) * kChunk; i < end; ++i) {
+            const double x = reference[size_t(i)];
+            const double q = measured[size_t(i)];
+            const double d = x - q;
+            s.signal += x * x;
+            s.noise += d * d;
+            s.cross += x * q;
+            s.measured += q * q;
+            s.maxAbs = std::max(s.maxAbs, std::abs(d));
+        }
+        chunks[c] = s;
+    });
+    for (const Sums& s : chunks) {
+        signal_ += s.signal;
+        noise_ += s.noise;
+        cross_ += s.cross;
+        measured_ += s.measured;
+        maxAbs_ = std::max(maxAbs_, s.maxAbs);
+    }
+    count_ += n;
+}
+
+ErrorMetrics ErrorAccumulator::metrics() const
+{
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    ErrorMetrics m;
+    m.mse = count_ ? noise_ / double(count_) : 0.0;
+    m.sqnrDb = noise_ == 0 ? inf : (signal_ == 0 ? -inf : 10.0 * std::log10(signal_ / noise_));
+    m.maxAbsError = maxAbs_;
+    if (signal_ == 0 || measured_ == 0)
+        m.cosine = (signal_ == 0 && measured_ == 0) ? 1.0 : 0.0;
+    else
+        m.cosine = cross_ / std::sqrt(signal_ * measured_);
+    return m;
+}
+
+ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels, const std::string& outputName,
+                                      const std::string& labelsName)
+{
+    if (labels.rank() < 1 || labels.rank() > 2 || (labels.rank() == 2 && labels.dim(1) != 1))
+        throw Error(labelsName + ": labels must have shape [N] or [N, 1], got " + shapeToString(labels.shape()));
+    const int64_t n = labels.dim(0);
+    if (logits.rank() < 2 || logits.dim(0) != n)
+        throw Error("output '" + outputName + "': scoring " + std::to_string(n) +
+                    " labels needs logits of shape [" + std::to_string(n) + ", classes], got " +
+                    shapeToString(logits.shape()));
+    const int64_t classes = n ? logits.numel() / n : 0;
+    if (classes < 1)
+        throw Error("output '" + outputName + "': no classes in shape " + shapeToString(logits.shape()));
+    const Tensor scores = asFloat(logits);
+    const Tensor targets = asFloat(labels);
+    const std::span<const float> s = scores.values<float>();
+    const std::span<const float> y = targets.values<float>();
+    ClassificationHits hits;
+    hits.samples = n;
+    int64_t top5 = 0;
+    for (int64_t row = 0; row < n; ++row) {
+        const float label = y[size_t(row)];
+        if (!(label >= 0 && label < float(classes)) || std::floor(label) != label)
+            throw Error(labelsName + ": row " + std::to_string(row) + " holds label " + std::to_string(label) +
+                        "; expected a class index in [0, " + std::to_string(classes) + ") of output '" +
+                        outputName + "'");
+        const auto target = int64_t(label);
+        const float* r = s.data() + row * classes;
+        const float mine = r[target];
+        int64_t above = std::isnan(mine) ? classes : 0; // a NaN score never hits
+        for (int64_t c = 0; c < classes && above < 5; ++c)
+            above += r[c] > mine || (r[c] == mine && c < target);
+        hits.top1 += above < 1;
+        top5 += above < 5;
+    }
+    if (classes > 5)
+        hits.top5 = top5;
+    return hits;
+}
+
+nlohmann::json errorMetricsJson(const ErrorMetrics& m)
+{
+    return {{"mse", m.mse},
+            {"sqnr_db", std::isinf(m.sqnrDb) ? nlohmann::json() : nlohmann::json(m.sqnrDb)},
+            {"max_abs_error", m.maxAbsError},
+            {"cosine", m.cosine}};
+}
+
+nlohmann::json EvaluationResult::toJson() const
+{
+    nlohmann::json j{{"batches", batches}, {"samples", samples}};
+    j["layers"] = nlohmann::json::array();
+    for (const LayerEvaluation& l : layers)
+        j["layers"].push_back({{"layer", l.layer},
+                               {"weight", optionalMetricsJson(l.weight)},
+                               {"isolated", optionalMetricsJson(l.isolated)},
+                               {"accumulated", optionalMetricsJson(l.accumulated)}});
+    j["outputs"] = nlohmann::json::array();
+    for (const OutputEvaluation& o : outputs) {
+        nlohmann::json m = errorMetricsJson(o.metrics);
+        m["name"] = o.name;
+        j["outputs"].push_back(m);
+    }
+    if (accuracy) {
+        auto optional = [](const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(); };
+        j["accuracy"] = {{"samples", accuracy->samples},
+                         {"float_top1", accuracy->floatTop1},
+                         {"quantized_top1", accuracy->quantizedTop1},
+                         {"float_top5", optional(accuracy->floatTop5)},
+                         {"quantized_top5", optional(accuracy->quantizedTop5)}};
+    } else {
+        j["accuracy"] = nullptr;
+    }
+    return j;
+}
+
+std::map<size_t, StaticActivation> requiredStaticActivations(const Model& model, const QuantizationPlan& plan,
+                                                             const ActivationStatistics* statistics)
+{
+    for (const LayerQuantization& lq : plan.layers()) {
+        if (!lq.problem.empty() || !lq.activation || !lq.activation->staticScale)
+            continue;
+        if (!statistics || !statistics->find(lq.activation->value))
+            throw Error("rule " + std::to_string(lq.rule) + " asks for a static activation scale at layer '" +
+                        model.layers.at(lq.layer).modulePath + "' (value '" + lq.activation->value +
+                        "'): it needs calibration data");
+    }
+    return statistics ? staticActivations(plan, *statistics) : std::map<size_t, StaticActivation>{};
+}
+
+std::string scoredOutput(const Model& model, const std::string& labelsOutput)
+{
+    if (model.outputs.empty())
+        throw Error(model.sourcePath.string() + ": the model has no graph outputs to evaluate");
+    if (labelsOutput.empty())
+        return model.outputs.front().name;
+    for (const ValueInfo& o : model.outputs)
+        if (o.name == labelsOutput)
+            return labelsOutput;
+    throw Error("labels output '" + labelsOutput + "' is not a graph output of " + model.sourcePath.string());
+}
+
+EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                          const ActivationStatistics* statistics, DataSource& data, const EvaluationOptions& options,
+                          const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    if (model.weightsOnly)
+        throw Error(model.sourcePath.string() + ": a weights-only checkpoint has no graph to run; evaluation needs "
+                                                "a model the interpreter runs (ONNX)");
+    const std::string scored = scoredOutput(model, options.labelsOutput);
+    const std::map<size_t, StaticActivation> statics = requiredStaticActivations(model, plan, statistics);
+    const std::vector<TrackedLayer> tracked = trackedLayers(model, plan, weights);
+    const int64_t opset = model.opsetImports.count("") ? model.opsetImports.at("") : 0;
+
+    std::vector<ErrorAccumulator> isolated(tracked.size()), accumulated(tracked.size());
+    std::map<std::string, ErrorAccumulator> outputs;
+    FloatRecorder recorder(model.nodes.size(), tracked, options.isolated);
+    AccumulatedComparer comparer(model.nodes.size(), tracked, recorder, accumulated);
+    QuantizationHook hook(model, plan, weights, statics);
+    if (options.accumulated)
+        hook.setNext(&comparer);
+    // The isolated view: the same hook, shown one node at a time with the float run's inputs.
+    QuantizationHook isolatedHook(model, plan, weights, statics);
+
+    data.rewind();
+    const int64_t total = std::min(data.batchCount(), options.maxBatches.value_or(data.batchCount()));
+    EvaluationResult result;
+    bool labelled = true, top5 = true;
+    int64_t floatTop1 = 0, quantizedTop1 = 0, floatTop5 = 0, quantizedTop5 = 0, labelledSamples = 0;
+    for (int64_t b = 0; b < total; ++b) {
+        cancel.check();
+        if (progress)
+            progress(double(b) / double(std::max<int64_t>(total, 1)),
+                     "evaluating batch " + std::to_string(b + 1) + "/" + std::to_string(total));
+        std::optional<Batch> batch = data.next();
+        if (!batch)
+            break;
+        const bool needFloatNodes = !tracked.empty() && (options.isolated || options.accumulated);
+        const std::map<std::string, Tensor> floatOut =
+            interpreter.run(batch->inputs, {cancel, needFloatNodes ? &recorder : nullptr});
+
+        if (options.isolated) {
+            for (size_t i = 0; i < tracked.size(); ++i) {
+                if (!tracked[i].quantized)
+                    continue;
+                cancel.check();
+                std::vector<Tensor> inputs = recorder.inputs[i];
+                NodeEvent event;
+                event.nodeIndex = tracked[i].node;
+                event.node = &model.nodes[tracked[i].node];
+                event.opset = opset;
+                event.inputs = inputs;
+                isolatedHook.beforeNode(event);
+                const std::vector<Tensor> out = interpreter.runNode(tracked[i].node, inputs);
+                const Tensor measured = asFloat(out.at(0));
+                const Tensor expected = asFloat(recorder.outputs[i]);
+                isolated[i].add(expected.values<float>(), measured.values<float>());
+            }
+        }
+
+        const std::map<std::string, Tensor> quantizedOut = interpreter.run(batch->inputs, {cancel, &hook});
+        recorder.clear();
+        for (const ValueInfo& o : model.outputs) {
+            const Tensor expected = asFloat(floatOut.at(o.name));
+            const Tensor measured = asFloat(quantizedOut.at(o.name));
+            outputs[o.name].add(expected.values<float>(), measured.values<float>());
+        }
+        if (batch->labels && labelled) {
+            const std::string labelsName = data.path().string() + ": labels";
+            const ClassificationHits f = classificationHits(floatOut.at(scored), *batch->labels, scored, labelsName);
+            const ClassificationHits q =
+                classificationHits(quantizedOut.at(scored), *batch->labels, scored, labelsName);
+            labelledSamples += f.samples;
+            floatTop1 += f.top1;
+            quantizedTop1 += q.top1;
+            top5 = top5 && f.top5.has_value();
+            floatTop5 += f.top5.value_or(0);
+            quantizedTop5 += q.top5.value_or(0);
+        } else {
+            labelled = false;
+        }
+        ++result.batches;
+        result.samples += batch->rows;
+    }
+    if (progress)
+        progress(1.0, "evaluated " + std::to_string(result.batches) + " batches");
+
+    for (size_t i = 0; i < tracked.size(); ++i) {
+        LayerEvaluation l;
+        l.layer = tracked[i].layer;
+        if (const auto w = weights.find(tracked[i].layer); w && plan.forLayer(tracked[i].layer)->problem.empty())
+            l.weight = w->metrics;
+        if (options.isolated && tracked[i].quantized && result.batches)
+            l.isolated = isolated[i].metrics();
+        if (options.accumulated && result.batches)
+            l.accumulated = accumulated[i].metrics();
+        result.layers.push_back(l);
+    }
+    for (const ValueInfo& o : model.outputs)
+        result.outputs.push_back({o.name, outputs[o.name].metrics()});
+    if (labelled && labelledSamples > 0) {
+        Accuracy a;
+        a.samples = labelledSamples;
+        a.floatTop1 = double(floatTop1) / double(labelledSamples);
+        a.quantizedTop1 = double(quantizedTop1) / double(labelledSamples);
+        if (top5) {
+            a.floatTop5 = double(floatTop5) / double(labelledSamples);
+            a.quantizedTop5 = double(quantizedTop5) / double(labelledSamples);
+        }
+        result.accuracy = a;
+    }
+    return result;
+}
+
+} // namespace qs

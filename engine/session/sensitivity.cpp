@@ -1,0 +1,97 @@
+#include <algorithm>
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "runtime/quantization_hook.h"
+#include "session/evaluation.h"
+
+namespace qs {
+
+nlohmann::json SensitivityResult::toJson() const
+{
+    nlohmann::json j{{"kind", kind == SensitivityKind::OneLayer ? "one_layer" : "all_but_one"},
+                     {"ranking", nlohmann::json::array()}};
+    for (const LayerSensitivity& l : ranking)
+        j["ranking"].push_back({{"layer", l.layer},
+                                {"output", errorMetricsJson(l.output)},
+                                {"top1", l.top1 ? nlohmann::json(*l.top1) : nlohmann::json()}});
+    return j;
+}
+
+SensitivityResult sensitivity(const Interpreter& interpreter, const QuantizationPlan& plan,
+                              const WeightQuantizer& weights, const ActivationStatistics* statistics,
+                              DataSource& data, SensitivityKind kind, const EvaluationOptions& options,
+                              const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    if (model.weightsOnly)
+        throw Error(model.sourcePath.string() + ": a weights-only checkpoint has no graph to run; sensitivity needs "
+                                                "a model the interpreter runs (ONNX)");
+    const std::string scored = scoredOutput(model, options.labelsOutput);
+    const std::map<size_t, StaticActivation> statics = requiredStaticActivations(model, plan, statistics);
+
+    // The layers the hook changes: a layer that stays float has no sensitivity.
+    std::vector<size_t> layers;
+    for (const LayerQuantization& lq : plan.layers())
+        if (model.layers.at(lq.layer).node && lq.problem.empty() && (weights.find(lq.layer) || lq.activation))
+            layers.push_back(lq.layer);
+
+    QuantizationHook hook(model, plan, weights, statics);
+    std::vector<ErrorAccumulator> errors(layers.size());
+    std::vector<int64_t> hits(layers.size(), 0);
+    int64_t labelledSamples = 0;
+    bool labelled = true;
+
+    data.rewind();
+    const int64_t total = std::min(data.batchCount(), options.maxBatches.value_or(data.batchCount()));
+    const double steps = double(std::max<size_t>(layers.size(), 1)) * double(std::max<int64_t>(total, 1));
+    // Batches outside, layers inside: the float run of a batch is shared by every layer's run.
+    for (int64_t b = 0; b < total && !layers.empty(); ++b) {
+        cancel.check();
+        std::optional<Batch> batch = data.next();
+        if (!batch)
+            break;
+        const Tensor reference = interpreter.run(batch->inputs, {cancel, nullptr}).at(scored).toFloat32();
+        labelled = labelled && batch->labels.has_value();
+        labelledSamples += labelled ? batch->rows : 0;
+        for (size_t i = 0; i < layers.size(); ++i) {
+            cancel.check();
+            if (progress)
+                progress((double(b) * double(layers.size()) + double(i)) / steps,
+                         "sensitivity: layer " + std::to_string(i + 1) + "/" + std::to_string(layers.size()) + " (" +
+                             model.layers[layers[i]].modulePath + "), batch " + std::to_string(b + 1) + "/" +
+                             std::to_string(total));
+            std::vector<bool> enabled(model.layers.size(), kind == SensitivityKind::AllButOne);
+            enabled[layers[i]] = kind == SensitivityKind::OneLayer;
+            hook.setEnabledLayers(enabled);
+            const Tensor measured = interpreter.run(batch->inputs, {cancel, &hook}).at(scored).toFloat32();
+            errors[i].add(reference.values<float>(), measured.values<float>());
+            if (labelled)
+                hits[i] += classificationHits(measured, *batch->labels, scored, data.path().string() + ": labels").top1;
+        }
+    }
+    if (progress)
+        progress(1.0, "sensitivity done");
+
+    SensitivityResult result;
+    result.kind = kind;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        LayerSensitivity s;
+        s.layer = layers[i];
+        s.output = errors[i].metrics();
+        if (labelled && labelledSamples > 0)
+            s.top1 = double(hits[i]) / double(labelledSamples);
+        result.ranking.push_back(s);
+    }
+    // Most sensitive first; equal SQNRs keep model order.
+    std::stable_sort(result.ranking.begin(), result.ranking.end(),
+                     [kind](const LayerSensitivity& a, const LayerSensitivity& b) {
+                         return kind == SensitivityKind::OneLayer ? a.output.sqnrDb < b.output.sqnrDb
+                                                                  : a.output.sqnrDb > b.output.sqnrDb;
+                     });
+    return result;
+}
+
+} // namespace qs
