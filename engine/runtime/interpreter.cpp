@@ -119,6 +119,30 @@ std::vector<std::vector<std::string>> Interpreter::freedAfterEachNode() const
     return out;
 }
 
+std::vector<Tensor> Interpreter::runNode(size_t nodeIndex, std::span<const Tensor> inputs,
+                                         const CancellationToken& cancel) const
+{
+    if (nodeIndex >= plan_.size())
+        throw Error("node index " + std::to_string(nodeIndex) + " is out of range: the model has " +
+                    std::to_string(plan_.size()) + " nodes");
+    const PlannedNode& p = plan_[nodeIndex];
+    const Node& node = model_.nodes[nodeIndex];
+    if (inputs.size() != node.inputs.size())
+        throw Error("node '" + node.name + "' (" + node.opType + ") takes " + std::to_string(node.inputs.size()) +
+                    " inputs, got " + std::to_string(inputs.size()));
+    std::vector<const Tensor*> inputPtrs(inputs.size(), nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i)
+        if (!node.inputs[i].empty())
+            inputPtrs[i] = &inputs[i];
+    std::vector<Tensor> outputs(p.outputs.size());
+    KernelContext ctx(node, nodeIndex, p.opset, inputPtrs, outputs, &cancel);
+    p.kernel->kernel(ctx);
+    for (size_t o = 0; o < outputs.size(); ++o)
+        if (!node.outputs[o].empty() && outputs[o].rawData() == nullptr)
+            ctx.fail("the kernel did not produce output " + std::to_string(o) + " ('" + node.outputs[o] + "')");
+    return outputs;
+}
+
 std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inputs, const RunOptions& options) const
 {
     std::vector<Tensor> values(valueNames_.size());

@@ -60,6 +60,14 @@ public:
     // or fixed dimensions contradict the model are Errors naming the input.
     std::map<std::string, Tensor> run(std::map<std::string, Tensor> inputs, const RunOptions& options = {}) const;
 
+    // Runs node `nodeIndex`'s kernel alone on `inputs`, one per node input in
+    // order (an absent optional input: an empty Tensor); returns one tensor per
+    // node output (empty for outputs the node leaves unnamed). What the
+    // isolated per-layer analysis calls with a layer's float inputs replaced.
+    // A wrong input count is an Error naming the node.
+    std::vector<Tensor> runNode(size_t nodeIndex, std::span<const Tensor> inputs,
+                                const CancellationToken& cancel = {}) const;
+
     const Model& model() const { return model_; }
     // For each node, the values freed right after it (by name): the memory plan.
     std::vector<std::vector<std::string>> freedAfterEachNode() const;

@@ -6,6 +6,14 @@
 // dynamic activation, a range calibrated on this batch with the layer's method.
 // The stored values are not changed, so the float path and the quantized path
 // can run side by side on the same batch.
+//
+// Layers the plan gives a problem stay float, as do weights the quantizer
+// reports a problem for (both are shown to the user where they are computed);
+// a weight that is neither cached nor a problem is an Error (update() was not
+// run with this plan). Inputs that are not floating point (integer
+// activations) are never quantized. Replacements take the dtype of the input
+// they replace (fp16 models get fp16 fake-quant values). beforeNode keeps no
+// state, so one hook may serve concurrent runs.
 
 #include <cstddef>
 #include <map>
@@ -20,6 +28,14 @@
 
 namespace qs {
 
+// The fake-quantized copy of an activation `x` (float32, float16, bfloat16 or
+// float64; the result has x's dtype): with `staticActivation`'s parameters
+// when given, else with a range calibrated on x alone (a per-tensor
+// calibrateRanges with the layer's method; microscaling types: their block
+// scales along a.blockAxis). What the hook does to a data input.
+Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
+                              const StaticActivation* staticActivation);
+
 class QuantizationHook : public NodeObserver {
 public:
     // `staticActivations` (from staticActivations()) must hold every plan layer
@@ -29,8 +45,10 @@ public:
                      const std::map<size_t, StaticActivation>& staticActivations);
 
     // Which model layers are quantized: all plan layers by default; the
-    // isolated and sensitivity analyses enable one, or all but one.
+    // isolated and sensitivity analyses enable one, or all but one. A mask
+    // whose size is not the model's layer count is an Error.
     void setEnabledLayers(std::optional<std::vector<bool>> enabledByModelLayer);
+    bool isEnabled(size_t modelLayer) const;
     void setQuantizeWeights(bool on) { weights_ = on; }
     void setQuantizeActivations(bool on) { activations_ = on; }
 

@@ -43,6 +43,10 @@ struct ActivationQuantization {
     std::vector<int> batchAxes; // act_batch_axes
     Rounding rounding = Rounding::Nearest;
     uint64_t seed = 0;
+    size_t input = 0; // which node input `value` is
+    // Microscaling act_qtype: the axis of the activation its blocks run along
+    // (the input's contraction axis: 1 for Conv's [N, C, ...], the last for MatMul).
+    int blockAxis = -1;
 };
 
 struct LayerQuantization {
@@ -60,6 +64,14 @@ struct LayerQuantization {
     // tile size the contraction axis cannot take, act_qtype on a weights-only
     // model); the layer stays float and the text is shown to the user.
     std::string problem;
+    // Non-empty: a part of the rule that does not apply to this layer while the
+    // rest does (act_qtype on a weights-only model or on Gather, whose indices
+    // are never quantized; tile_size with a microscaling type). Shown to the user.
+    std::string note;
+    // The weight's axes in the order it is quantized in: the first contraction
+    // axis moved last when tiles or microscaling blocks run along it and it is
+    // not last already; empty = the weight's own order.
+    std::vector<int> weightAxes;
 };
 
 // An activation calibration must observe, and how.
@@ -82,7 +94,9 @@ public:
     const std::vector<LayerQuantization>& layers() const { return layers_; }
     const LayerQuantization* forLayer(size_t layer) const;
     const LayerQuantization* forNode(size_t node) const;
-    // The activations with act_qtype set (static or dynamic), one entry per value.
+    // The activations with act_qtype set (static or dynamic), one entry per
+    // value, in model order of the first layer reading them. A value several
+    // layers quantize is observed with the first layer's batch axes.
     std::vector<ObservedActivation> observedActivations() const;
 
 private:

@@ -50,9 +50,28 @@ public:
     // Layer -> why its weight could not be quantized.
     const std::map<size_t, std::string>& problems() const { return problems_; }
 
+    // The fake-quantized weight of one plan layer, computed now (what update()
+    // caches). Throws Error naming the weight.
+    static QuantizedWeight quantize(const Model& model, const LayerQuantization& layer);
+
 private:
+    // What a cached result was computed from: the spec, rounding and seed, and
+    // which tensor (name, storage, shape and dtype: a reloaded model is new data).
+    struct Key {
+        QuantizationSpec spec;
+        Rounding rounding = Rounding::Nearest;
+        uint64_t seed = 0;
+        std::string weightName;
+        const void* data = nullptr;
+        Shape shape;
+        DType dtype = DType::F32;
+        bool operator==(const Key& other) const;
+    };
+    static Key keyOf(const Model& model, const LayerQuantization& layer);
+
     std::map<size_t, std::shared_ptr<const QuantizedWeight>> weights_;
     std::map<size_t, std::string> problems_;
+    std::map<size_t, Key> keys_; // for cached weights and for problems alike
 };
 
 } // namespace qs

@@ -1,0 +1,216 @@
+#include "runtime/activation_calibration.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.h"
+#include "core/block_layout.h"
+
+namespace qs {
+namespace {
+
+// Feeds each observed activation to its observer, once per run: at the first
+// node (model order) that reads it as a quantized data input.
+class CalibrationObserver : public NodeObserver {
+public:
+    void watch(size_t node, size_t input, Observer* observer) { watches_.push_back({node, input, observer}); }
+
+    void beforeNode(NodeEvent& event) override
+    {
+        for (const Watch& w : watches_)
+            if (w.node == event.nodeIndex && w.input < event.inputs.size())
+                w.observer->observe(event.inputs[w.input]);
+    }
+
+private:
+    struct Watch {
+        size_t node;
+        size_t input;
+        Observer* observer;
+    };
+    std::vector<Watch> watches_;
+};
+
+} // namespace
+
+const Observer* ActivationStatistics::find(const std::string& value) const
+{
+    auto it = observers_.find(value);
+    return it == observers_.end() ? nullptr : &it->second;
+}
+
+bool ActivationStatistics::covers(const QuantizationPlan& plan) const
+{
+    for (const ObservedActivation& o : plan.observedActivations()) {
+        bool needed = false, needsHistogram = false;
+        for (size_t layer : o.layers) {
+            const ActivationQuantization& a = *plan.forLayer(layer)->activation;
+            needed = needed || a.staticScale;
+            needsHistogram = needsHistogram || (a.staticScale && a.method.needsHistogram());
+        }
+        if (!needed)
+            continue;
+        const Observer* observer = find(o.value);
+        if (!observer || observer->batches() == 0 || observer->config().batchAxes != o.config.batchAxes ||
+            observer->config().channelAxis != o.config.channelAxis ||
+            (needsHistogram && observer->config().histogramBinsPerSide == 0))
+            return false;
+    }
+    return true;
+}
+
+void ActivationStatistics::add(Observer observer)
+{
+    const std::string name = observer.name();
+    observers_.insert_or_assign(name, std::move(observer));
+}
+
+nlohmann::json ActivationStatistics::toJson() const
+{
+    nlohmann::json observers = nlohmann::json::array();
+    for (const auto& [name, observer] : observers_)
+        observers.push_back(observer.toJson());
+    return {{"version", 1}, {"batches", batches_}, {"observers", std::move(observers)}};
+}
+
+ActivationStatistics ActivationStatistics::fromJson(const nlohmann::json& j)
+{
+    auto fail = [](const std::string& field, const std::string& what) -> Error {
+        return Error("activation statistics, field \"" + field + "\": " + what);
+    };
+    if (!j.is_object())
+        throw Error("activation statistics: expected a JSON object, got " + std::string(j.type_name()));
+    if (!j.contains("version") || !j["version"].is_number_integer() || j["version"].get<int64_t>() != 1)
+        throw fail("version", "must be 1" + (j.contains("version") ? ", got " + j["version"].dump() : ""));
+    if (!j.contains("batches") || !j["batches"].is_number_integer() || j["batches"].get<int64_t>() < 0)
+        throw fail("batches", "must be a whole number of batches >= 0");
+    if (!j.contains("observers") || !j["observers"].is_array())
+        throw fail("observers", "must be a list of observers");
+    for (const auto& [key, value] : j.items())
+        if (key != "version" && key != "batches" && key != "observers")
+            throw fail(key, "is not a field of activation statistics (version, batches, observers)");
+
+    ActivationStatistics s;
+    s.batches_ = j["batches"].get<int64_t>();
+    const nlohmann::json& list = j["observers"];
+    for (size_t i = 0; i < list.size(); ++i) {
+        const std::string field = "observers[" + std::to_string(i) + "]";
+        Observer o = [&] {
+            try {
+                return Observer::fromJson(list[i]);
+            } catch (const Error& e) {
+                throw fail(field, e.what());
+            }
+        }();
+        if (s.observers_.count(o.name()))
+            throw fail(field, "a second observer of activation '" + o.name() + "'");
+        s.observers_.emplace(o.name(), std::move(o));
+    }
+    return s;
+}
+
+void ActivationStatistics::save(const std::filesystem::path& file) const
+{
+    const std::string text = toJson().dump();
+    writeFileAtomically(file, text.data(), text.size());
+}
+
+ActivationStatistics ActivationStatistics::load(const std::filesystem::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    if (!in)
+        throw Error(file.string() + ": cannot open the activation statistics file");
+    std::stringstream text;
+    text << in.rdbuf();
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(text.str());
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(file.string() + ": not JSON: " + e.what());
+    }
+    try {
+        return fromJson(j);
+    } catch (const Error& e) {
+        throw Error(file.string() + ": " + e.what());
+    }
+}
+
+ActivationStatistics calibrateActivations(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                          DataSource& data, const CalibrationOptions& options,
+                                          const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    std::map<std::string, Observer> observers;
+    CalibrationObserver feeder;
+    const std::vector<ObservedActivation> observed = plan.observedActivations();
+    for (const ObservedActivation& o : observed) {
+        ObserverConfig config = o.config;
+        config.histogramBinsPerSide = options.histogramBinsPerSide;
+        observers.emplace(o.value, Observer(o.value, config));
+    }
+    for (const ObservedActivation& o : observed) {
+        const LayerQuantization* lq = plan.forLayer(o.layers.front());
+        const QuantizableLayer& layer = model.layers.at(lq->layer);
+        feeder.watch(*layer.node, lq->activation->input, &observers.at(o.value));
+    }
+
+    data.rewind();
+    int64_t total = data.batchCount();
+    if (options.maxBatches)
+        total = std::min(total, std::max<int64_t>(*options.maxBatches, 0));
+    RunOptions run;
+    run.cancel = cancel;
+    run.observer = &feeder;
+    int64_t done = 0;
+    for (; done < total; ++done) {
+        cancel.check();
+        std::optional<Batch> batch = data.next();
+        if (!batch)
+            break;
+        try {
+            interpreter.run(batch->inputs, run);
+        } catch (const Cancelled&) {
+            throw;
+        } catch (const Error& e) {
+            throw Error("calibration data '" + data.path().string() + "', batch " + std::to_string(done + 1) +
+                        " (rows " + std::to_string(batch->firstRow) + " to " +
+                        std::to_string(batch->firstRow + batch->rows - 1) + "): " + e.what());
+        }
+        if (progress)
+            progress(double(done + 1) / double(total),
+                     "calibrating batch " + std::to_string(done + 1) + "/" + std::to_string(total));
+    }
+
+    ActivationStatistics statistics;
+    for (auto& [name, observer] : observers)
+        statistics.add(std::move(observer));
+    statistics.setBatches(done);
+    return statistics;
+}
+
+std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& plan,
+                                                     const ActivationStatistics& statistics)
+{
+    std::map<size_t, StaticActivation> out;
+    for (const LayerQuantization& lq : plan.layers()) {
+        if (!lq.activation || !lq.activation->staticScale || !lq.problem.empty())
+            continue;
+        const ActivationQuantization& a = *lq.activation;
+        const Observer* observer = statistics.find(a.value);
+        if (!observer)
+            throw Error("activation '" + a.value +
+                        "' has a static scale but the calibration statistics do not hold it; it needs "
+                        "calibration: run activation calibration with the current rules");
+        StaticActivation s;
+        s.range = observer->ranges(a.method, a.target).at(0);
+        s.params = quantParamsFromRanges(a.target.qtype, BlockLayout::perTensor({}), std::span(&s.range, 1),
+                                         calibrationSymmetric(a.method, a.target), a.target.options, a.value);
+        out.emplace(lq.layer, std::move(s));
+    }
+    return out;
+}
+
+} // namespace qs

@@ -1,0 +1,233 @@
+#include "runtime/quantization_plan.h"
+
+#include <algorithm>
+
+#include "core/block_layout.h"
+#include "core/error.h"
+#include "graph/rule_resolution.h"
+#include "numerics/qtype.h"
+
+namespace qs {
+namespace {
+
+// The node input a layer's op reads its activation from: of inputs 0 and 1,
+// the one that is not the weight. Gather (indices) and unknown ops have none.
+std::optional<size_t> dataInputOf(const QuantizableLayer& layer, const Node& node)
+{
+    static constexpr std::string_view kOps[] = {"Conv", "ConvTranspose", "Gemm", "MatMul"};
+    if (std::find(std::begin(kOps), std::end(kOps), layer.opType) == std::end(kOps) || !layer.weightInput)
+        return std::nullopt;
+    const size_t input = *layer.weightInput == 0 ? 1 : 0;
+    if (input >= node.inputs.size() || node.inputs[input].empty())
+        return std::nullopt;
+    return input;
+}
+
+// The axis of the activation that the op contracts: where microscaling blocks run.
+int activationContractionAxis(const QuantizableLayer& layer, const Node& node, size_t input)
+{
+    if (layer.opType == "Conv" || layer.opType == "ConvTranspose")
+        return 1; // [N, C, spatial...]
+    if (layer.opType == "Gemm")
+        return node.intAttribute("transA", 0) != 0 ? 0 : 1;
+    return input == 0 ? -1 : -2; // MatMul: x·W contracts x's last axis, W·x contracts x's second-to-last
+}
+
+// The order of the weight's axes it is quantized in (see LayerQuantization::weightAxes).
+std::vector<int> quantizationAxes(const QuantizableLayer& layer, bool alongContraction)
+{
+    const int rank = int(layer.weightShape.size());
+    if (!alongContraction || layer.contractionAxes.empty())
+        return {};
+    const int contraction = normalizeAxis(layer.contractionAxes.front(), rank, "contraction axis");
+    if (contraction == rank - 1)
+        return {};
+    std::vector<int> axes;
+    for (int a = 0; a < rank; ++a)
+        if (a != contraction)
+            axes.push_back(a);
+    axes.push_back(contraction);
+    return axes;
+}
+
+// The weight half of a layer's quantization; sets `problem` when the rule cannot apply.
+void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, LayerQuantization& lq)
+{
+    QuantizationSpec spec;
+    spec.qtype = *rule.weightQType;
+    spec.method = rule.weightCalibration;
+    spec.granularity = rule.granularity;
+    spec.axis = layer.channelAxis;
+    spec.tileSize = rule.tileSize;
+    spec.symmetric = rule.symmetric;
+    spec.options = {rule.narrowRange, rule.scaleRestriction};
+    const bool microscaling = isMicroscaling(spec.qtype);
+    if (microscaling && spec.tileSize) {
+        lq.note = "tile_size does not apply to " + std::string(qtypeName(spec.qtype)) +
+                  ", which has its own blocks of " + std::to_string(qtypeInfo(spec.qtype).blockSize) +
+                  " along the contraction axis";
+        spec.tileSize.reset();
+    }
+    lq.weight = spec;
+    lq.weightRounding = rule.rounding;
+    lq.weightSeed = rule.roundingSeed;
+
+    const std::string what = "weight '" + layer.weightName + "' " + shapeToString(layer.weightShape);
+    try {
+        if ((spec.tileSize || microscaling) && layer.contractionAxes.empty())
+            throw Error("the layer has no contraction axis to cut tiles or blocks along");
+        lq.weightAxes = quantizationAxes(layer, spec.tileSize.has_value() || microscaling);
+        if (microscaling) {
+            if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
+                throw Error(std::string(qtypeName(spec.qtype)) +
+                            " computes its block scales from each block's absmax; weight_calibration must be absmax, "
+                            "not '" +
+                            spec.method.toString() + "'");
+            return;
+        }
+        Shape shape = layer.weightShape;
+        if (!lq.weightAxes.empty()) {
+            for (size_t i = 0; i < lq.weightAxes.size(); ++i)
+                shape[i] = layer.weightShape[size_t(lq.weightAxes[i])];
+            spec.axis = int(std::find(lq.weightAxes.begin(), lq.weightAxes.end(),
+                                      normalizeAxis(layer.channelAxis, int(shape.size()), "channel axis")) -
+                            lq.weightAxes.begin());
+        }
+        (void)layoutFor(shape, spec);
+        const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
+        if (!calibrationSymmetric(spec.method, target) && qtypeInfo(spec.qtype).kind != QKind::Integer)
+            throw Error("weight_calibration '" + spec.method.toString() + "' is asymmetric but " +
+                        std::string(qtypeName(spec.qtype)) + " has no zero point");
+    } catch (const Error& e) {
+        lq.problem = what + ": " + e.what();
+    }
+}
+
+// The activation half of a layer's quantization (or a note why it does not apply).
+void planActivation(const Model& model, const QuantizableLayer& layer, const QuantizationRule& rule,
+                    QuantizationMode mode, LayerQuantization& lq)
+{
+    auto addNote = [&lq](const std::string& text) { lq.note += (lq.note.empty() ? "" : "; ") + text; };
+    if (!layer.node) {
+        addNote("act_qtype does not apply: a weights-only model has no activations");
+        return;
+    }
+    const Node& node = model.nodes.at(*layer.node);
+    const std::optional<size_t> input = dataInputOf(layer, node);
+    if (!input) {
+        addNote("act_qtype does not apply: a " + layer.opType + " layer has no float data input to quantize");
+        return;
+    }
+    ActivationQuantization a;
+    a.value = node.inputs[*input];
+    a.input = *input;
+    a.method = rule.actMethod(CalibrationMethod::parse(mode == QuantizationMode::Odml ? "minmax" : "absmax"));
+    a.target.qtype = *rule.actQType;
+    a.target.options = {rule.narrowRange, rule.scaleRestriction};
+    a.target.symmetric = rule.symmetric;
+    a.staticScale = rule.actStaticScale;
+    a.batchAxes = rule.actBatchAxes;
+    a.rounding = rule.rounding;
+    a.seed = rule.roundingSeed;
+    a.blockAxis = activationContractionAxis(layer, node, *input);
+    lq.activation = a;
+
+    const std::string what = "activation '" + a.value + "'";
+    try {
+        if (isMicroscaling(a.target.qtype)) {
+            if (a.staticScale)
+                throw Error(std::string(qtypeName(a.target.qtype)) +
+                            " computes its block scales from each batch; set act_static_scale to false");
+            if (a.method.kind != CalibrationKind::AbsMax || a.method.factor != 1.0)
+                throw Error(std::string(qtypeName(a.target.qtype)) +
+                            " computes its block scales from each block's absmax; act_calibration must be absmax");
+            return;
+        }
+        if (!calibrationSymmetric(a.method, a.target) && qtypeInfo(a.target.qtype).kind != QKind::Integer)
+            throw Error("act_calibration '" + a.method.toString() + "' is asymmetric but " +
+                        std::string(qtypeName(a.target.qtype)) + " has no zero point");
+    } catch (const Error& e) {
+        lq.problem += (lq.problem.empty() ? "" : "; ") + what + ": " + e.what();
+    }
+}
+
+} // namespace
+
+std::string_view quantizationModeName(QuantizationMode m)
+{
+    return m == QuantizationMode::Odml ? "odml" : "ptq";
+}
+
+std::optional<QuantizationMode> parseQuantizationMode(std::string_view name)
+{
+    if (name == "ptq")
+        return QuantizationMode::Ptq;
+    if (name == "odml")
+        return QuantizationMode::Odml;
+    return std::nullopt;
+}
+
+QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rules, QuantizationMode mode)
+{
+    QuantizationPlan plan;
+    plan.mode_ = mode;
+    plan.resolution_ = resolveRules(rules, model);
+    plan.byLayer_.assign(model.layers.size(), std::nullopt);
+    plan.byNode_.assign(model.nodes.size(), std::nullopt);
+    for (size_t l = 0; l < model.layers.size(); ++l) {
+        const std::optional<size_t> rule = plan.resolution_.ruleOfLayer[l];
+        if (!rule)
+            continue;
+        const QuantizableLayer& layer = model.layers[l];
+        const QuantizationRule& r = rules.rules()[*rule];
+        LayerQuantization lq;
+        lq.layer = l;
+        lq.rule = *rule;
+        if (r.weightQType)
+            planWeight(layer, r, lq);
+        if (r.actQType)
+            planActivation(model, layer, r, mode, lq);
+        plan.byLayer_[l] = plan.layers_.size();
+        if (layer.node && *layer.node < plan.byNode_.size())
+            plan.byNode_[*layer.node] = plan.layers_.size();
+        plan.layers_.push_back(std::move(lq));
+    }
+    return plan;
+}
+
+const LayerQuantization* QuantizationPlan::forLayer(size_t layer) const
+{
+    if (layer >= byLayer_.size() || !byLayer_[layer])
+        return nullptr;
+    return &layers_[*byLayer_[layer]];
+}
+
+const LayerQuantization* QuantizationPlan::forNode(size_t node) const
+{
+    if (node >= byNode_.size() || !byNode_[node])
+        return nullptr;
+    return &layers_[*byNode_[node]];
+}
+
+std::vector<ObservedActivation> QuantizationPlan::observedActivations() const
+{
+    std::vector<ObservedActivation> out;
+    for (const LayerQuantization& lq : layers_) {
+        if (!lq.activation || !lq.problem.empty())
+            continue;
+        auto it = std::find_if(out.begin(), out.end(),
+                               [&](const ObservedActivation& o) { return o.value == lq.activation->value; });
+        if (it == out.end()) {
+            ObservedActivation o;
+            o.value = lq.activation->value;
+            o.config.batchAxes = lq.activation->batchAxes;
+            o.config.channelAxis = -1;
+            out.push_back(std::move(o));
+            it = out.end() - 1;
+        }
+        it->layers.push_back(lq.layer);
+    }
+    return out;
+}
+
+} // namespace qs

@@ -1,0 +1,194 @@
+#include "runtime/weight_quantizer.h"
+
+#include <algorithm>
+#include <mutex>
+#include <optional>
+
+#include <tbb/parallel_for.h>
+
+#include "core/block_layout.h"
+#include "numerics/qtype.h"
+#include "quant/kernels.h"
+
+namespace qs {
+namespace {
+
+bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b)
+{
+    return a.qtype == b.qtype && a.method == b.method && a.granularity == b.granularity && a.axis == b.axis &&
+           a.tileSize == b.tileSize && a.symmetric == b.symmetric && a.options.narrowRange == b.options.narrowRange &&
+           a.options.restriction == b.options.restriction;
+}
+
+// x (float32) with its axes reordered: axis i of the result is axis axes[i] of x.
+Tensor permuteAxes(const Tensor& x, const std::vector<int>& axes)
+{
+    const size_t rank = axes.size();
+    const Shape inStrides = rowMajorStrides(x.shape());
+    Shape shape(rank), strides(rank);
+    for (size_t i = 0; i < rank; ++i) {
+        shape[i] = x.shape()[size_t(axes[i])];
+        strides[i] = inStrides[size_t(axes[i])];
+    }
+    Tensor out(DType::F32, shape);
+    const float* in = x.values<float>().data();
+    std::span<float> dst = out.mutableValues<float>();
+    // Walk the output in row-major order, carrying the input offset along.
+    std::vector<int64_t> index(rank, 0);
+    int64_t offset = 0;
+    for (float& v : dst) {
+        v = in[offset];
+        for (size_t d = rank; d-- > 0;) {
+            offset += strides[d];
+            if (++index[d] < shape[d])
+                break;
+            offset -= strides[d] * shape[d];
+            index[d] = 0;
+        }
+    }
+    return out;
+}
+
+std::vector<int> inverseAxes(const std::vector<int>& axes)
+{
+    std::vector<int> inverse(axes.size());
+    for (size_t i = 0; i < axes.size(); ++i)
+        inverse[size_t(axes[i])] = int(i);
+    return inverse;
+}
+
+} // namespace
+
+bool WeightQuantizer::Key::operator==(const Key& other) const
+{
+    return sameSpec(spec, other.spec) && rounding == other.rounding && seed == other.seed &&
+           weightName == other.weightName && data == other.data && shape == other.shape && dtype == other.dtype;
+}
+
+WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuantization& lq)
+{
+    const QuantizableLayer& layer = model.layers.at(lq.layer);
+    const Tensor* w = model.initializer(layer.weightName);
+    return {*lq.weight, lq.weightRounding, lq.weightSeed, layer.weightName, w ? w->rawData() : nullptr,
+            w ? w->shape() : Shape{}, w ? w->dtype() : DType::F32};
+}
+
+QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq)
+{
+    const QuantizableLayer& layer = model.layers.at(lq.layer);
+    if (!lq.weight)
+        throw Error("layer '" + layer.modulePath + "': its rule sets no weight_qtype");
+    const Tensor* weight = model.initializer(layer.weightName);
+    if (!weight)
+        throw Error("layer '" + layer.modulePath + "': weight '" + layer.weightName + "' is not in the model");
+
+    QuantizedWeight q;
+    q.layer = lq.layer;
+    q.spec = *lq.weight;
+    q.rounding = lq.weightRounding;
+    q.seed = lq.weightSeed;
+    q.transposedAxes = lq.weightAxes;
+
+    // Tiles and microscaling blocks run along the last axis: quantize the
+    // weight with its contraction axis moved there, and move it back after.
+    const bool halfFloat = weight->dtype() == DType::F16 || weight->dtype() == DType::BF16;
+    Tensor x = halfFloat && q.transposedAxes.empty() ? *weight : weight->toFloat32();
+    QuantizationSpec spec = q.spec;
+    if (!q.transposedAxes.empty()) {
+        x = permuteAxes(x, q.transposedAxes);
+        const int channel = normalizeAxis(spec.axis, x.rank(), "channel axis");
+        spec.axis = int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) -
+                        q.transposedAxes.begin());
+    }
+    q.quantization = computeQuantization(x, spec, layer.weightName);
+    Tensor fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);
+
+    const Tensor original = x.toFloat32();
+    q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
+    q.metrics.fractionClipped =
+        fractionClipped(original.values<float>(), q.quantization.params.layout, q.quantization.ranges);
+    q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : permuteAxes(fake, inverseAxes(q.transposedAxes));
+    return q;
+}
+
+std::vector<size_t> WeightQuantizer::update(const Model& model, const QuantizationPlan& plan,
+                                            const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    // What the plan wants, and which of it must be computed.
+    std::map<size_t, const LayerQuantization*> wanted;
+    for (const LayerQuantization& lq : plan.layers())
+        if (lq.weight && lq.problem.empty())
+            wanted[lq.layer] = &lq;
+    for (auto it = keys_.begin(); it != keys_.end();) {
+        if (wanted.count(it->first)) {
+            ++it;
+            continue;
+        }
+        weights_.erase(it->first);
+        problems_.erase(it->first);
+        it = keys_.erase(it);
+    }
+    std::vector<std::pair<const LayerQuantization*, Key>> todo;
+    for (const auto& [layer, lq] : wanted) {
+        Key key = keyOf(model, *lq);
+        auto it = keys_.find(layer);
+        if (it == keys_.end() || !(it->second == key))
+            todo.emplace_back(lq, std::move(key));
+    }
+
+    struct Outcome {
+        std::shared_ptr<const QuantizedWeight> weight;
+        std::string problem;
+        bool done = false;
+    };
+    std::vector<Outcome> outcomes(todo.size());
+    std::mutex progressMutex;
+    size_t finished = 0;
+    tbb::parallel_for(size_t(0), todo.size(), [&](size_t i) {
+        if (cancel.isCancelled())
+            return;
+        try {
+            outcomes[i].weight = std::make_shared<const QuantizedWeight>(quantize(model, *todo[i].first));
+        } catch (const Error& e) {
+            outcomes[i].problem = e.what();
+        }
+        outcomes[i].done = true;
+        if (progress) {
+            std::lock_guard lock(progressMutex);
+            ++finished;
+            progress(double(finished) / double(todo.size()),
+                     "quantizing weights " + std::to_string(finished) + "/" + std::to_string(todo.size()));
+        }
+    });
+
+    std::vector<size_t> recomputed;
+    for (size_t i = 0; i < todo.size(); ++i) {
+        const size_t layer = todo[i].first->layer;
+        if (!outcomes[i].done) {
+            // Cancelled before it ran: nothing valid is cached for it.
+            weights_.erase(layer);
+            problems_.erase(layer);
+            keys_.erase(layer);
+            continue;
+        }
+        if (outcomes[i].weight) {
+            weights_[layer] = std::move(outcomes[i].weight);
+            problems_.erase(layer);
+        } else {
+            weights_.erase(layer);
+            problems_[layer] = std::move(outcomes[i].problem);
+        }
+        keys_.insert_or_assign(layer, std::move(todo[i].second));
+        recomputed.push_back(layer);
+    }
+    cancel.check();
+    return recomputed;
+}
+
+std::shared_ptr<const QuantizedWeight> WeightQuantizer::find(size_t layer) const
+{
+    auto it = weights_.find(layer);
+    return it == weights_.end() ? nullptr : it->second;
+}
+
+} // namespace qs
