@@ -1,0 +1,111 @@
+#include "widgets/rule_field_delegate.h"
+
+#include <QComboBox>
+#include <QLineEdit>
+#include <QPalette>
+
+#include "core/error.h"
+#include "rules/regex_syntax.h"
+#include "rules/rule.h"
+#include "rules/schema.h"
+#include "widgets/rule_table_model.h"
+
+namespace qs {
+
+QString RuleFieldDelegate::regexProblem(const QString& pattern)
+{
+    try {
+        ModulePathPattern compiled(pattern.toStdString());
+        return {};
+    } catch (const Error& e) {
+        // The engine's message names the pattern, the error and its position.
+        return QString::fromStdString(e.what());
+    }
+}
+
+QWidget* RuleFieldDelegate::createEditor(QWidget* parent, const QStyleOptionViewItem& option,
+                                         const QModelIndex& index) const
+{
+    const RuleField* field = RuleTableModel::fieldOfColumn(index.column());
+    if (!field)
+        return nullptr;
+    const QStringList allowed = index.data(RuleTableModel::AllowedValuesRole).toStringList();
+    const std::string_view type = field->jsonType;
+    if (!allowed.isEmpty() || type.starts_with("boolean")) {
+        auto* combo = new QComboBox(parent);
+        combo->setToolTip(index.data(Qt::ToolTipRole).toString());
+        // The first entry is the field's default (the field left out).
+        combo->addItem(tr("(default)"), QString());
+        if (type.starts_with("boolean")) {
+            combo->addItem(QStringLiteral("true"), QStringLiteral("true"));
+            combo->addItem(QStringLiteral("false"), QStringLiteral("false"));
+        }
+        for (const QString& v : allowed)
+            combo->addItem(v, v);
+        // Calibration methods take parameters ("percentile,99.9"): the syntax
+        // entries are a starting point, the text is free.
+        combo->setEditable(field->name.find("calibration") != std::string_view::npos);
+        return combo;
+    }
+    auto* edit = new QLineEdit(parent);
+    edit->setToolTip(index.data(Qt::ToolTipRole).toString());
+    if (field->name == "module_path") {
+        const QPalette normal = edit->palette();
+        connect(edit, &QLineEdit::textChanged, this, [this, edit, normal](const QString& text) {
+            const QString problem = regexProblem(text);
+            QPalette p = normal;
+            if (!problem.isEmpty())
+                p.setColor(QPalette::Base, QColor(255, 200, 200));
+            if (!problem.isEmpty())
+                p.setColor(QPalette::Text, QColor(120, 0, 0));
+            edit->setPalette(p);
+            edit->setToolTip(problem.isEmpty() ? tr("valid regex; must match the whole module path") : problem);
+            emit regexStatus(problem);
+        });
+    }
+    (void)option;
+    return edit;
+}
+
+void RuleFieldDelegate::setEditorData(QWidget* editor, const QModelIndex& index) const
+{
+    const QString text = index.data(Qt::EditRole).toString();
+    if (auto* combo = qobject_cast<QComboBox*>(editor)) {
+        const int i = combo->findData(text);
+        if (i >= 0)
+            combo->setCurrentIndex(i);
+        else if (combo->isEditable())
+            combo->setEditText(text);
+        return;
+    }
+    if (auto* edit = qobject_cast<QLineEdit*>(editor)) {
+        edit->setText(text);
+        return;
+    }
+    QStyledItemDelegate::setEditorData(editor, index);
+}
+
+void RuleFieldDelegate::setModelData(QWidget* editor, QAbstractItemModel* model, const QModelIndex& index) const
+{
+    if (auto* combo = qobject_cast<QComboBox*>(editor)) {
+        QString value = combo->currentData().toString();
+        if (combo->isEditable() && combo->currentText() != combo->itemText(combo->currentIndex()))
+            value = combo->currentText();
+        else if (combo->isEditable() && combo->currentIndex() > 0)
+            value = combo->currentText();
+        // Syntax entries such as "absmax[,s]" become the plain method name.
+        const auto bracket = value.indexOf(QLatin1Char('['));
+        if (bracket > 0)
+            value = value.left(bracket);
+        model->setData(index, value, Qt::EditRole);
+        return;
+    }
+    if (auto* edit = qobject_cast<QLineEdit*>(editor)) {
+        model->setData(index, edit->text(), Qt::EditRole);
+        emit regexStatus({});
+        return;
+    }
+    QStyledItemDelegate::setModelData(editor, model, index);
+}
+
+} // namespace qs
