@@ -1,0 +1,84 @@
+#pragma once
+// ODML (full-integer LiteRT) annotations, as Qwix's ODML conversion provider
+// defines the scheme: every value of the graph that the converted model holds
+// as an integer gets one quantization point, written to a JSON file that a
+// converter applies.
+//
+// The scheme (int8 only):
+//   weights      per-channel along the layer's channel axis (a single
+//                quantization dimension; N-D MatMul weights are described
+//                flattened to 2-D [rows, N], dimension 1), symmetric, narrow
+//                range [−127, 127], zero point 0, with the rule's
+//                weight_calibration (absmax by default). A rule's per_tensor
+//                gives one scale (quantization_dimension null); tiles are
+//                refused (LiteRT int8 has no sub-channel scales).
+//   activations  per tensor, static, asymmetric int8 [−128, 127] from the
+//                calibration statistics, with the layer's act_calibration (the
+//                plan's Odml mode default: minmax) for layer inputs and minmax
+//                elsewhere. Model inputs and outputs take a fixed range when
+//                OdmlOptions gives one.
+//   biases       (Conv input 2, Gemm input C) int32, zero point 0, scale per
+//                channel = input scale × weight scale, dimension 0.
+//   other float constants an op reads (an Add's constant operand): per
+//                tensor, asymmetric int8 from their min and max.
+// Which ops are quantizable (strict mode: any other op is an Error naming
+// the node and its op type, and so is a layer no rule quantizes to int8):
+//   layers            Conv, ConvTranspose, Gemm, MatMul, Gather (an embedding):
+//                     output gets its own scale
+//   pass-through      Relu, MaxPool, Reshape, Flatten, Transpose, Squeeze,
+//                     Unsqueeze, Identity, Dropout: the output shares the
+//                     input's scale and zero point (no requantization)
+//   own output scale  Add, Sub, Mul, Concat, AveragePool, GlobalAveragePool:
+//                     the output gets its own scale (Concat's inputs are
+//                     requantized to it by the converter)
+// A NaN, Inf or zero scale is an Error naming the tensor.
+//
+// JSON written: {"format": "quantscope-odml", "format_version": 1,
+//   "tool_version", "model", "calibration": {"data", "batches"},
+//   "quantization_points": [{"tensor", "kind" (activation, weight, bias,
+//   constant), "dtype" ("i8"; "i32" for biases), "scale": [...],
+//   "zero_point": [...] (integers), "narrow_range", "quantization_dimension"
+//   (integer or null), "shape" (weights: as quantized, flattened for N-D
+//   MatMul), "range": [min, max] (activations)}], "ops": [{"node",
+//   "op_type", "scheme"}]}.
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "core/cancellation.h"
+#include "io/data_source.h"
+#include "quant/scale.h"
+#include "runtime/interpreter.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+
+namespace qs {
+
+struct OdmlOptions {
+    // Fixed [min, max] ranges for model inputs and outputs, by value name;
+    // a name that is not a graph input or output is an Error.
+    std::map<std::string, Range> fixedRanges;
+    std::optional<int64_t> maxBatches; // calibration batches; default all
+};
+
+struct OdmlSummary {
+    std::filesystem::path path;
+    int64_t activations = 0; // quantization points by kind
+    int64_t weights = 0;
+    int64_t biases = 0;
+    int64_t constants = 0;
+    int64_t ops = 0;         // nodes annotated
+    int64_t batches = 0;     // calibration batches run
+};
+
+// Calibrates on `calib` (rewound first) with the interpreter's float model,
+// builds every quantization point and writes the JSON to `out` atomically.
+// `plan` must be built in QuantizationMode::Odml (an Error otherwise).
+OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                       DataSource& calib, const OdmlOptions& options, const std::filesystem::path& out,
+                       const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
+
+} // namespace qs
