@@ -1,0 +1,118 @@
+#pragma once
+// The one place background work starts. A job is a callable that receives a
+// cancellation token and a progress callback and returns a value; it runs on
+// Qt's thread pool and its result is posted back to the GUI thread with a
+// queued call. Jobs have a kind ("load", "weights", "calibrate", "evaluate"):
+// starting a job cancels the running job of the same kind, and a result whose
+// job is no longer the current one of its kind is dropped, never shown.
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <QElapsedTimer>
+#include <QMetaObject>
+#include <QObject>
+#include <QString>
+#include <QThreadPool>
+#include <QTimer>
+
+#include "core/cancellation.h"
+#include "core/error.h"
+
+namespace qs {
+
+class JobTracker : public QObject {
+    Q_OBJECT
+public:
+    explicit JobTracker(QObject* parent = nullptr);
+    ~JobTracker() override;
+
+    // Runs `work` in the background; `done` gets its value on the GUI thread,
+    // `failed` the Error's message (not called on cancellation). Returns the job id.
+    template <class T>
+    quint64 start(const QString& kind, const QString& title,
+                  std::function<T(const CancellationToken&, const ProgressCallback&)> work,
+                  std::function<void(T)> done, std::function<void(const QString&)> failed = {});
+
+    // Cancels the running job of `kind` (its result will be dropped).
+    void cancel(const QString& kind);
+    void cancelAll();
+    bool isRunning(const QString& kind) const { return jobs_.count(kind) != 0; }
+    bool isIdle() const { return jobs_.empty(); }
+    // Processes events until no job runs or `timeoutMs` passes (tests, quit).
+    bool waitForIdle(int timeoutMs);
+
+signals:
+    void jobStarted(const QString& kind, const QString& title);
+    // Polled from the GUI thread: fraction done, the job's step text, and the
+    // estimated seconds left (negative while unknown).
+    void jobProgress(const QString& kind, const QString& title, double fraction, const QString& step,
+                     double secondsLeft);
+    // A job ended: finished, failed or cancelled.
+    void jobEnded(const QString& kind, const QString& title, bool cancelled);
+
+private:
+    struct Job {
+        quint64 id = 0;
+        QString title;
+        CancellationToken token;
+        std::atomic<double> fraction{0.0};
+        std::mutex stepMutex;
+        std::string step;
+        QElapsedTimer clock;
+    };
+
+    std::shared_ptr<Job> begin(const QString& kind, const QString& title);
+    // True when `job` is still the current one of `kind`; then it is removed.
+    bool finish(const QString& kind, const std::shared_ptr<Job>& job, bool cancelled);
+    void pollProgress();
+
+    quint64 nextId_ = 0;
+    std::map<QString, std::shared_ptr<Job>> jobs_; // running, by kind
+    QThreadPool pool_;
+    QTimer poll_;
+};
+
+template <class T>
+quint64 JobTracker::start(const QString& kind, const QString& title,
+                          std::function<T(const CancellationToken&, const ProgressCallback&)> work,
+                          std::function<void(T)> done, std::function<void(const QString&)> failed)
+{
+    std::shared_ptr<Job> job = begin(kind, title);
+    ProgressCallback progress = [job](double fraction, std::string_view step) {
+        job->fraction.store(fraction, std::memory_order_relaxed);
+        std::lock_guard lock(job->stepMutex);
+        job->step.assign(step);
+    };
+    pool_.start([this, kind, job, work = std::move(work), done = std::move(done), failed = std::move(failed),
+                 progress]() {
+        try {
+            auto value = std::make_shared<T>(work(job->token, progress));
+            QMetaObject::invokeMethod(
+                this,
+                [this, kind, job, value, done] {
+                    if (finish(kind, job, false) && done)
+                        done(std::move(*value));
+                },
+                Qt::QueuedConnection);
+        } catch (const Cancelled&) {
+            QMetaObject::invokeMethod(this, [this, kind, job] { finish(kind, job, true); }, Qt::QueuedConnection);
+        } catch (const std::exception& e) {
+            const QString message = QString::fromStdString(e.what());
+            QMetaObject::invokeMethod(
+                this,
+                [this, kind, job, message, failed] {
+                    if (finish(kind, job, false) && failed)
+                        failed(message);
+                },
+                Qt::QueuedConnection);
+        }
+    });
+    return job->id;
+}
+
+} // namespace qs

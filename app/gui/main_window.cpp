@@ -1,0 +1,820 @@
+#include "gui/main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCheckBox>
+#include <QClipboard>
+#include <QCloseEvent>
+#include <QDateTime>
+#include <QDir>
+#include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFile>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QItemSelectionModel>
+#include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QMimeData>
+#include <QProgressBar>
+#include <QRegularExpression>
+#include <QLocale>
+#include <QSettings>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QStatusBar>
+#include <QStyle>
+#include <QTextBrowser>
+#include <QTextEdit>
+#include <QTimer>
+#include <QToolBar>
+#include <QToolButton>
+#include <QTreeView>
+#include <QUndoStack>
+#include <QVBoxLayout>
+
+#include "core/error.h"
+#include "gui/data_dialog.h"
+#include "gui/job_tracker.h"
+#include "gui/stall_watchdog.h"
+#include "gui/workspace.h"
+#if QUANTSCOPE_HAS_CHARTS
+#include "widgets/charts/charts_panel.h"
+#endif
+#include "widgets/layer_inspector.h"
+#include "widgets/layer_tree_model.h"
+#include "widgets/rule_editor.h"
+#include "widgets/rule_field_delegate.h"
+#include "widgets/rule_table_model.h"
+
+namespace qs {
+
+namespace {
+
+constexpr int kMaxRecentFiles = 8;
+const char* const kSessionSuffix = "qssession";
+
+bool isSessionFile(const QString& path)
+{
+    return path.endsWith(QLatin1Char('.') + QLatin1String(kSessionSuffix));
+}
+
+bool isRuleFile(const QString& path)
+{
+    return path.endsWith(QLatin1String(".json")) && !path.endsWith(QLatin1String(".index.json"));
+}
+
+} // namespace
+
+MainWindow::MainWindow(bool askUser, QWidget* parent)
+    : QMainWindow(parent), askUser_(askUser), workspace_(new Workspace(this))
+{
+    setObjectName(QStringLiteral("MainWindow"));
+    setWindowIcon(QIcon(QStringLiteral(":/icons/quantscope.svg")));
+    setAcceptDrops(true);
+    setDockNestingEnabled(true);
+    createDocks();
+    createActions();
+    createStatusBar();
+    defaultState_ = saveState();
+    readSettings();
+
+    connect(workspace_, &Workspace::logMessage, this, &MainWindow::log);
+    connect(workspace_, &Workspace::modelLoaded, this, [this] {
+        addRecentFile(workspace_->modelPath());
+        layerView_->expandAll();
+        for (int c = 0; c < LayerTreeModel::ColumnCount; ++c)
+            layerView_->resizeColumnToContents(c);
+        const auto model = workspace_->model();
+        statusModel_->setText(tr("%1 · %2 layers · %3 parameters%4")
+                                  .arg(QFileInfo(workspace_->modelPath()).fileName())
+                                  .arg(model->layers.size())
+                                  .arg(QLocale().toString(qlonglong(model->parameterCount())))
+                                  .arg(workspace_->unsupportedOps().isEmpty()
+                                           ? QString()
+                                           : tr(" · unsupported ops: %1 (weight-only)")
+                                                 .arg(workspace_->unsupportedOps().join(QStringLiteral(", ")))));
+        statusBar()->showMessage(tr("Model loaded"), 4000);
+        updateCharts(ChartsUpdate::Model);
+        updateActions();
+        updateTitle();
+        updateInspector();
+    });
+    connect(workspace_, &Workspace::modelFailed, this,
+            [this](const QString& message) { showError(tr("Cannot open the model"), message); });
+    connect(workspace_, &Workspace::planChanged, this, [this] {
+        updateInspector();
+        updateActions();
+    });
+    connect(workspace_, &Workspace::weightsUpdated, this, [this] {
+        updateInspector();
+        updateCharts(ChartsUpdate::Plan);
+        maybeRunPending();
+    });
+    connect(workspace_, &Workspace::statisticsChanged, this, [this] {
+        updateCharts(ChartsUpdate::Statistics);
+        maybeRunPending();
+    });
+    connect(workspace_, &Workspace::evaluationChanged, this, [this] {
+        updateCharts(ChartsUpdate::Evaluation);
+        updateInspector();
+    });
+    connect(workspace_, &Workspace::modifiedChanged, this, &MainWindow::updateTitle);
+
+    autosaveTimer_ = new QTimer(this);
+    autosaveTimer_->setInterval(60 * 1000);
+    connect(autosaveTimer_, &QTimer::timeout, this, &MainWindow::autosave);
+    autosaveTimer_->start();
+    if (StallWatchdog::wanted())
+        watchdog_ = new StallWatchdog(std::chrono::milliseconds(50), this);
+    updateActions();
+    updateTitle();
+    if (askUser_)
+        QTimer::singleShot(0, this, &MainWindow::offerRecovery);
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::createDocks()
+{
+    // Layers: the main view, in the centre.
+    auto* layers = new QWidget(this);
+    filter_ = new QLineEdit(layers);
+    filter_->setPlaceholderText(tr("Filter layers by module path…"));
+    filter_->setClearButtonEnabled(true);
+    filterRegex_ = new QCheckBox(tr("Regex"), layers);
+    auto* filterRow = new QHBoxLayout;
+    filterRow->addWidget(filter_, 1);
+    filterRow->addWidget(filterRegex_);
+    proxy_ = new QSortFilterProxyModel(this);
+    proxy_->setSourceModel(workspace_->layers());
+    proxy_->setRecursiveFilteringEnabled(true);
+    proxy_->setFilterRole(LayerTreeModel::ModulePathRole);
+    proxy_->setSortRole(LayerTreeModel::SortRole);
+    proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
+    layerView_ = new QTreeView(layers);
+    layerView_->setObjectName(QStringLiteral("LayerView"));
+    layerView_->setModel(proxy_);
+    layerView_->setSortingEnabled(true);
+    layerView_->sortByColumn(-1, Qt::AscendingOrder); // model order until the user sorts
+    layerView_->setAlternatingRowColors(true);
+    layerView_->setUniformRowHeights(true);
+    layerView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    auto* layersLayout = new QVBoxLayout(layers);
+    layersLayout->setContentsMargins(2, 2, 2, 2);
+    layersLayout->addLayout(filterRow);
+    layersLayout->addWidget(layerView_, 1);
+    setCentralWidget(layers);
+
+    auto applyFilter = [this] {
+        const QString text = filter_->text();
+        QRegularExpression re(filterRegex_->isChecked() ? text : QRegularExpression::escape(text),
+                              QRegularExpression::CaseInsensitiveOption);
+        const bool valid = re.isValid();
+        filter_->setStyleSheet(valid ? QString() : QStringLiteral("QLineEdit { background: #ffd0d0; }"));
+        filter_->setToolTip(valid ? QString()
+                                  : tr("%1 at offset %2").arg(re.errorString()).arg(re.patternErrorOffset()));
+        if (valid)
+            proxy_->setFilterRegularExpression(re);
+        layerView_->expandAll();
+    };
+    connect(filter_, &QLineEdit::textChanged, this, applyFilter);
+    connect(filterRegex_, &QCheckBox::toggled, this, applyFilter);
+    connect(layerView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
+        updateInspector();
+        updateCharts(ChartsUpdate::Selection);
+    });
+
+    auto makeDock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+        auto* dock = new QDockWidget(title, this);
+        dock->setObjectName(name);
+        dock->setWidget(w);
+        addDockWidget(area, dock);
+        return dock;
+    };
+
+    ruleEditor_ = new RuleEditor(workspace_->rules(), this);
+    auto* rulesDock = makeDock(tr("Rules"), QStringLiteral("RulesDock"), ruleEditor_, Qt::BottomDockWidgetArea);
+    connect(ruleEditor_, &RuleEditor::ruleSelected, this,
+            [this](std::optional<size_t> rule) { workspace_->layers()->setHighlightedRule(rule); });
+    connect(ruleEditor_->delegate(), &RuleFieldDelegate::regexStatus, this, [this](const QString& message) {
+        if (!message.isEmpty())
+            statusBar()->showMessage(message, 5000);
+    });
+
+    log_ = new QTextEdit(this);
+    log_->setReadOnly(true);
+    auto* logDock = makeDock(tr("Log"), QStringLiteral("LogDock"), log_, Qt::BottomDockWidgetArea);
+    tabifyDockWidget(rulesDock, logDock);
+    rulesDock->raise();
+
+    inspector_ = new QTextBrowser(this);
+    inspector_->setOpenLinks(false);
+    auto* inspectorDock = makeDock(tr("Inspector"), QStringLiteral("InspectorDock"), inspector_, Qt::RightDockWidgetArea);
+    QDockWidget* chartsDock = makeDock(tr("Charts"), QStringLiteral("ChartsDock"), createCharts(), Qt::RightDockWidgetArea);
+    splitDockWidget(inspectorDock, chartsDock, Qt::Vertical);
+
+    resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
+    resizeDocks({rulesDock}, {230}, Qt::Vertical);
+}
+
+QWidget* MainWindow::createCharts()
+{
+#if QUANTSCOPE_HAS_CHARTS
+    auto* charts = new ChartsPanel(this);
+    connect(charts, &ChartsPanel::layerClicked, this, [this](size_t layer) {
+        const QModelIndex source = workspace_->layers()->indexOfLayer(layer);
+        const QModelIndex index = proxy_->mapFromSource(source);
+        if (index.isValid())
+            layerView_->setCurrentIndex(index);
+    });
+    connect(charts, &ChartsPanel::methodApplied, this, [this](size_t layer, const QString& method, bool activation) {
+        const auto& rule = workspace_->plan() ? workspace_->plan()->resolution().ruleOfLayer : std::vector<std::optional<size_t>>{};
+        if (layer < rule.size() && rule[layer])
+            workspace_->rules()->setField(int(*rule[layer]), activation ? "act_calibration" : "weight_calibration",
+                                          method.toStdString());
+    });
+    connect(charts, &ChartsPanel::keepFloatProposed, this, [this](const QStringList& paths) {
+        if (paths.isEmpty())
+            return;
+        QStringList escaped;
+        for (const QString& p : paths)
+            escaped << QRegularExpression::escape(p);
+        nlohmann::ordered_json rule = nlohmann::ordered_json::object();
+        rule["module_path"] = (escaped.size() == 1 ? escaped.first() : QStringLiteral("(%1)").arg(escaped.join(QLatin1Char('|')))).toStdString();
+        workspace_->rules()->insertRule(0, rule, tr("Keep %n layer(s) float", nullptr, int(paths.size())));
+    });
+
+    charts_ = charts;
+    return charts;
+#else
+    auto* label = new QLabel(tr("The charts module is not part of this build."), this);
+    label->setAlignment(Qt::AlignCenter);
+    label->setEnabled(false);
+    return label;
+#endif
+}
+
+void MainWindow::updateCharts(ChartsUpdate what)
+{
+#if QUANTSCOPE_HAS_CHARTS
+    auto* charts = static_cast<ChartsPanel*>(charts_);
+    switch (what) {
+    case ChartsUpdate::Model:
+        charts->setModel(workspace_->model());
+        break;
+    case ChartsUpdate::Plan:
+        charts->setPlan(workspace_->plan(), workspace_->weights(),
+                        std::make_shared<const RuleSet>(workspace_->rules()->effectiveRules()));
+        break;
+    case ChartsUpdate::Statistics:
+        charts->setActivationStatistics(workspace_->statistics());
+        break;
+    case ChartsUpdate::Evaluation:
+        charts->setEvaluation(workspace_->evaluation());
+        break;
+    case ChartsUpdate::Selection:
+        charts->setSelectedLayer(selectedLayer());
+        break;
+    }
+#else
+    (void)what;
+#endif
+}
+
+void MainWindow::createActions()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    QAction* open = file->addAction(QIcon::fromTheme(QStringLiteral("document-open"), style()->standardIcon(QStyle::SP_DialogOpenButton)),
+                                    tr("&Open Model…"), this, [this] {
+                                        const QString path = QFileDialog::getOpenFileName(
+                                            this, tr("Open model"), lastFolder(QStringLiteral("model")),
+                                            tr("Models (*.onnx *.safetensors *.index.json *.h5 *.hdf5 *.keras *.npz "
+                                               "*.npy);;Sessions (*.qssession);;All files (*)"));
+                                        if (!path.isEmpty())
+                                            openPath(path);
+                                    });
+    open->setShortcut(QKeySequence::Open);
+    recentMenu_ = file->addMenu(tr("Open &Recent"));
+    file->addSeparator();
+    file->addAction(tr("Open &Session…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), lastFolder(QStringLiteral("session")),
+                                                          tr("Sessions (*.qssession)"));
+        if (!path.isEmpty())
+            openPath(path);
+    });
+    saveSession_ = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save Session"), this, [this] {
+        if (workspace_->sessionPath().isEmpty())
+            saveSessionAs();
+        else
+            saveSession(workspace_->sessionPath());
+    });
+    saveSession_->setShortcut(QKeySequence::Save);
+    file->addAction(tr("Save Session &As…"), this, [this] { saveSessionAs(); })->setShortcut(QKeySequence::SaveAs);
+    file->addSeparator();
+    file->addAction(tr("Open R&ules…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open rules"), lastFolder(QStringLiteral("rules")),
+                                                          tr("Rule files (*.json)"));
+        if (!path.isEmpty())
+            openRules(path);
+    });
+    saveRules_ = file->addAction(tr("Save Rules As…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save rules"), lastFolder(QStringLiteral("rules")),
+                                                          tr("Rule files (*.json)"));
+        if (path.isEmpty())
+            return;
+        try {
+            workspace_->saveRules(path);
+            setLastFolder(QStringLiteral("rules"), path);
+            statusBar()->showMessage(tr("Rules saved to %1").arg(path), 4000);
+        } catch (const Error& e) {
+            showError(tr("Cannot save the rules"), QString::fromUtf8(e.what()));
+        }
+    });
+    file->addSeparator();
+    QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+    quit->setMenuRole(QAction::QuitRole);
+
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = workspace_->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    QAction* redo = workspace_->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addSeparator();
+    copyRules_ = edit->addAction(tr("&Copy Rules as JSON"), this, [this] {
+        QApplication::clipboard()->setText(QString::fromStdString(workspace_->rules()->toJsonText()));
+        statusBar()->showMessage(tr("Rules copied to the clipboard as JSON"), 3000);
+    });
+    copyRules_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    edit->addAction(tr("Find Layer"), this, [this] { filter_->setFocus(); })->setShortcut(QKeySequence::Find);
+
+    QMenu* run = menuBar()->addMenu(tr("&Run"));
+    calibData_ = run->addAction(tr("Calibration &Data…"), this, [this] { editData(true); });
+    evalData_ = run->addAction(tr("&Evaluation Data…"), this, [this] { editData(false); });
+    run->addSeparator();
+    calibrate_ = run->addAction(QIcon::fromTheme(QStringLiteral("system-run")), tr("&Calibrate"), this,
+                                [this] { workspace_->calibrate(); });
+    calibrate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+    evaluate_ = run->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("E&valuate"), this,
+                               [this] { workspace_->evaluate(); });
+    evaluate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),
+                                 tr("Ca&ncel Jobs"), this, [this] {
+                                     workspace_->jobs()->cancel(QStringLiteral("load"));
+                                     workspace_->jobs()->cancel(QStringLiteral("calibrate"));
+                                     workspace_->jobs()->cancel(QStringLiteral("evaluate"));
+                                     pendingCalibrate_ = pendingEvaluate_ = false;
+                                 });
+    cancelJobs_->setShortcut(QKeySequence(Qt::Key_Escape));
+    cancelJobs_->setShortcutContext(Qt::WindowShortcut);
+
+    viewMenu_ = menuBar()->addMenu(tr("&View"));
+    for (QDockWidget* dock : findChildren<QDockWidget*>())
+        viewMenu_->addAction(dock->toggleViewAction());
+    viewMenu_->addSeparator();
+    viewMenu_->addAction(tr("Reset Layout"), this, [this] { restoreState(defaultState_); });
+    viewMenu_->addAction(tr("Expand All Layers"), this, [this] { layerView_->expandAll(); });
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About Quantscope"), this, [this] {
+        QMessageBox::about(this, tr("About Quantscope"),
+                           tr("<h3>Quantscope %1</h3><p>A quantization explorer for neural-network models: regex "
+                              "rules, live per-layer errors, calibration and evaluation.</p>"
+                              "<p>Engine %2 · Qt %3 (built with %4)</p>")
+                               .arg(QStringLiteral(QUANTSCOPE_VERSION), QStringLiteral(QUANTSCOPE_VERSION),
+                                    QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR)));
+    })->setMenuRole(QAction::AboutRole);
+    help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)->setMenuRole(QAction::AboutQtRole);
+
+    auto* bar = addToolBar(tr("Main"));
+    bar->setObjectName(QStringLiteral("MainToolBar"));
+    bar->addAction(open);
+    bar->addAction(saveSession_);
+    bar->addSeparator();
+    bar->addAction(undo);
+    bar->addAction(redo);
+    bar->addSeparator();
+    bar->addAction(calibData_);
+    bar->addAction(calibrate_);
+    bar->addAction(evalData_);
+    bar->addAction(evaluate_);
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    rebuildRecentMenu();
+}
+
+void MainWindow::createStatusBar()
+{
+    statusModel_ = new QLabel(tr("No model — File ▸ Open, or drop a model here"), this);
+    statusJob_ = new QLabel(this);
+    progress_ = new QProgressBar(this);
+    progress_->setMaximumWidth(180);
+    progress_->setRange(0, 1000);
+    progress_->setTextVisible(true);
+    cancel_ = new QToolButton(this);
+    cancel_->setDefaultAction(cancelJobs_);
+    cancel_->setAutoRaise(true);
+    statusBar()->addWidget(statusModel_, 1);
+    statusBar()->addPermanentWidget(statusJob_);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    progress_->hide();
+    cancel_->hide();
+    JobTracker* jobs = workspace_->jobs();
+    connect(jobs, &JobTracker::jobStarted, this, [this](const QString& kind, const QString& title) {
+        if (kind == QLatin1String("weights"))
+            return; // quick and frequent: no progress bar
+        statusJob_->setText(title + QStringLiteral("…"));
+        progress_->setValue(0);
+        progress_->show();
+        cancel_->show();
+        updateActions();
+    });
+    connect(jobs, &JobTracker::jobProgress, this,
+            [this](const QString& kind, const QString& title, double fraction, const QString& step, double left) {
+                if (kind == QLatin1String("weights"))
+                    return;
+                progress_->setValue(int(fraction * 1000));
+                QString text = title;
+                if (!step.isEmpty())
+                    text += QStringLiteral(": ") + step;
+                if (left >= 0)
+                    text += tr(" — about %1 s left").arg(qRound(left));
+                statusJob_->setText(text);
+            });
+    connect(jobs, &JobTracker::jobEnded, this, [this, jobs](const QString& kind, const QString& title, bool cancelled) {
+        if (cancelled && kind != QLatin1String("weights"))
+            log(tr("%1: cancelled").arg(title), false);
+        bool visible = false;
+        for (const char* k : {"load", "calibrate", "evaluate"})
+            visible = visible || jobs->isRunning(QString::fromLatin1(k));
+        if (!visible) {
+            progress_->hide();
+            cancel_->hide();
+            statusJob_->clear();
+        }
+        updateActions();
+    });
+}
+
+void MainWindow::updateActions()
+{
+    const bool model = workspace_->model() != nullptr;
+    const bool runnable = model && workspace_->canRun();
+    JobTracker* jobs = workspace_->jobs();
+    calibData_->setEnabled(runnable);
+    evalData_->setEnabled(runnable);
+    calibrate_->setEnabled(runnable && workspace_->calibrationData() && !jobs->isRunning(QStringLiteral("calibrate")));
+    evaluate_->setEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(QStringLiteral("evaluate")));
+    const QString why = !model ? tr("Open a model first") : !runnable ? tr("The runtime cannot run this model") : QString();
+    calibrate_->setToolTip(why.isEmpty() ? (workspace_->calibrationData() ? tr("Run the model on the calibration data")
+                                                                          : tr("Set the calibration data first"))
+                                         : why);
+    evaluate_->setToolTip(why.isEmpty() ? (workspace_->evaluationData() ? tr("Run float and quantized side by side")
+                                                                        : tr("Set the evaluation data first"))
+                                        : why);
+    saveSession_->setEnabled(model);
+}
+
+void MainWindow::updateTitle()
+{
+    QString name = workspace_->sessionPath().isEmpty() ? QFileInfo(workspace_->modelPath()).fileName()
+                                                       : QFileInfo(workspace_->sessionPath()).fileName();
+    if (name.isEmpty())
+        name = tr("No model");
+    setWindowTitle(QStringLiteral("%1[*] — Quantscope").arg(name));
+    setWindowModified(workspace_->isModified());
+}
+
+std::optional<size_t> MainWindow::selectedLayer() const
+{
+    const QModelIndex index = layerView_->currentIndex();
+    if (!index.isValid())
+        return std::nullopt;
+    const int layer = proxy_->mapToSource(index).siblingAtColumn(0).data(LayerTreeModel::LayerRole).toInt();
+    return layer >= 0 ? std::optional<size_t>(size_t(layer)) : std::nullopt;
+}
+
+void MainWindow::updateInspector()
+{
+    const auto model = workspace_->model();
+    const auto layer = selectedLayer();
+    if (!model || !layer) {
+        inspector_->setHtml(layerInspectionHtml({}));
+        return;
+    }
+    LayerInspection in;
+    in.model = model.get();
+    in.layer = *layer;
+    const RuleSet& rules = workspace_->rules()->effectiveRules();
+    in.rules = &rules;
+    in.plan = workspace_->plan().get();
+    std::shared_ptr<const QuantizedWeight> weight;
+    if (workspace_->weights())
+        weight = workspace_->weights()->find(*layer);
+    in.weight = weight.get();
+    in.weightStale = workspace_->weightsGeneration() != workspace_->generation();
+    if (const auto eval = workspace_->evaluation()) {
+        for (const LayerEvaluation& l : eval->layers)
+            if (l.layer == *layer)
+                in.evaluation = &l;
+        in.evaluationStale = workspace_->evaluationGeneration() != workspace_->generation();
+    }
+    inspector_->setHtml(layerInspectionHtml(in));
+}
+
+void MainWindow::log(const QString& text, bool error)
+{
+    const QString time = QDateTime::currentDateTime().toString(QStringLiteral("HH:mm:ss"));
+    log_->append(QStringLiteral("<span style='color:gray'>%1</span> %2")
+                     .arg(time, error ? QStringLiteral("<span style='color:#c62828'>%1</span>").arg(text.toHtmlEscaped())
+                                      : text.toHtmlEscaped()));
+    if (error)
+        statusBar()->showMessage(text, 6000);
+}
+
+void MainWindow::showError(const QString& title, const QString& message)
+{
+    log(message, true);
+    if (askUser_)
+        QMessageBox::warning(this, title, message);
+}
+
+QString MainWindow::lastFolder(const QString& key) const
+{
+    return QSettings().value(QStringLiteral("folders/") + key, QDir::homePath()).toString();
+}
+
+void MainWindow::setLastFolder(const QString& key, const QString& file)
+{
+    QSettings().setValue(QStringLiteral("folders/") + key, QFileInfo(file).absolutePath());
+}
+
+void MainWindow::openPath(const QString& path)
+{
+    if (isSessionFile(path)) {
+        if (!confirmDiscard())
+            return;
+        try {
+            workspace_->openSession(path);
+            setLastFolder(QStringLiteral("session"), path);
+            addRecentFile(path);
+        } catch (const Error& e) {
+            showError(tr("Cannot open the session"), QString::fromUtf8(e.what()));
+        }
+    } else if (isRuleFile(path)) {
+        openRules(path);
+    } else {
+        openModel(path);
+    }
+}
+
+void MainWindow::openModel(const QString& path)
+{
+    setLastFolder(QStringLiteral("model"), path);
+    workspace_->openModel(path);
+}
+
+void MainWindow::openRules(const QString& path)
+{
+    try {
+        workspace_->loadRules(path);
+        setLastFolder(QStringLiteral("rules"), path);
+    } catch (const Error& e) {
+        showError(tr("Cannot open the rules"), QString::fromUtf8(e.what()));
+    }
+}
+
+void MainWindow::setCalibrationFile(const QString& path)
+{
+    DataConfig c;
+    c.path = QFileInfo(path).absoluteFilePath().toStdString();
+    workspace_->setCalibrationData(c);
+    updateActions();
+}
+
+void MainWindow::setEvaluationFile(const QString& path)
+{
+    DataConfig c;
+    c.path = QFileInfo(path).absoluteFilePath().toStdString();
+    workspace_->setEvaluationData(c);
+    updateActions();
+}
+
+void MainWindow::runWhenReady(bool calibrate, bool evaluate)
+{
+    pendingCalibrate_ = calibrate;
+    pendingEvaluate_ = evaluate;
+    maybeRunPending();
+}
+
+void MainWindow::maybeRunPending()
+{
+    if (!workspace_->model() || workspace_->weightsGeneration() != workspace_->generation())
+        return;
+    if (pendingCalibrate_ && workspace_->calibrationData() && workspace_->canRun()) {
+        pendingCalibrate_ = false;
+        workspace_->calibrate();
+        return; // evaluation follows statisticsChanged
+    }
+    if (pendingEvaluate_ && !workspace_->jobs()->isRunning(QStringLiteral("calibrate")) &&
+        workspace_->evaluationData() && workspace_->canRun()) {
+        pendingEvaluate_ = false;
+        workspace_->evaluate();
+    }
+}
+
+void MainWindow::editData(bool calibration)
+{
+    DataDialog dialog(calibration ? tr("Calibration data") : tr("Evaluation data"),
+                      calibration ? workspace_->calibrationData() : workspace_->evaluationData(),
+                      lastFolder(QStringLiteral("data")), this);
+    if (dialog.exec() != QDialog::Accepted)
+        return;
+    const DataConfig config = dialog.config();
+    // Opened once here so a wrong file or a mismatch with the model is said now, not at run time.
+    try {
+        auto data = Workspace::openData(config, workspace_->model().get());
+        log(tr("%1 data: %2 rows in %3 batches%4")
+                .arg(calibration ? tr("Calibration") : tr("Evaluation"))
+                .arg(data->rowCount())
+                .arg(data->batchCount())
+                .arg(data->labels() ? tr(", with labels") : QString()),
+            false);
+    } catch (const Error& e) {
+        showError(tr("Cannot use this data"), QString::fromUtf8(e.what()));
+        return;
+    }
+    if (config.kind == DataConfig::Kind::Synthetic)
+        log(tr("Synthetic data: results are not representative of real inputs."), true);
+    else
+        setLastFolder(QStringLiteral("data"), QString::fromStdString(config.path.string()));
+    if (calibration)
+        workspace_->setCalibrationData(config);
+    else
+        workspace_->setEvaluationData(config);
+    updateActions();
+}
+
+bool MainWindow::saveSession(const QString& path)
+{
+    try {
+        workspace_->toSession().save(path.toStdString());
+    } catch (const Error& e) {
+        showError(tr("Cannot save the session"), QString::fromUtf8(e.what()));
+        return false;
+    }
+    workspace_->setSessionPath(path);
+    workspace_->setModified(false);
+    workspace_->undoStack()->setClean();
+    setLastFolder(QStringLiteral("session"), path);
+    addRecentFile(path);
+    QFile::remove(autosavePath());
+    statusBar()->showMessage(tr("Session saved to %1").arg(path), 4000);
+    updateTitle();
+    return true;
+}
+
+bool MainWindow::saveSessionAs()
+{
+    QString path = QFileDialog::getSaveFileName(this, tr("Save session"), lastFolder(QStringLiteral("session")),
+                                                tr("Sessions (*.qssession)"));
+    if (path.isEmpty())
+        return false;
+    if (!isSessionFile(path))
+        path += QLatin1Char('.') + QLatin1String(kSessionSuffix);
+    return saveSession(path);
+}
+
+bool MainWindow::confirmDiscard()
+{
+    if (!workspace_->isModified() || !askUser_)
+        return true;
+    const auto answer = QMessageBox::warning(this, tr("Unsaved changes"),
+                                             tr("The session has unsaved changes. Save them?"),
+                                             QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel);
+    if (answer == QMessageBox::Save)
+        return workspace_->sessionPath().isEmpty() ? saveSessionAs() : saveSession(workspace_->sessionPath());
+    return answer == QMessageBox::Discard;
+}
+
+QString MainWindow::autosavePath()
+{
+    const QString folder = QStandardPaths::writableLocation(QStandardPaths::AppDataLocation);
+    QDir().mkpath(folder);
+    return folder + QStringLiteral("/autosave.") + QLatin1String(kSessionSuffix);
+}
+
+void MainWindow::autosave()
+{
+    if (!workspace_->isModified() || !workspace_->model())
+        return;
+    try {
+        workspace_->toSession().save(autosavePath().toStdString());
+    } catch (const Error& e) {
+        log(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())), true);
+    }
+}
+
+void MainWindow::offerRecovery()
+{
+    const QString path = autosavePath();
+    if (!QFileInfo::exists(path))
+        return;
+    const auto answer = QMessageBox::question(
+        this, tr("Recover session"),
+        tr("Quantscope did not close cleanly last time. Recover the autosaved session from %1?")
+            .arg(QFileInfo(path).lastModified().toString()),
+        QMessageBox::Yes | QMessageBox::Discard);
+    if (answer == QMessageBox::Yes) {
+        try {
+            workspace_->openSession(path);
+            workspace_->setSessionPath({}); // saving asks where: the autosave file is not the user's
+        } catch (const Error& e) {
+            showError(tr("Cannot recover the session"), QString::fromUtf8(e.what()));
+        }
+    } else {
+        QFile::remove(path);
+    }
+}
+
+void MainWindow::addRecentFile(const QString& path)
+{
+    QSettings settings;
+    QStringList files = settings.value(QStringLiteral("recentFiles")).toStringList();
+    const QString absolute = QFileInfo(path).absoluteFilePath();
+    files.removeAll(absolute);
+    files.prepend(absolute);
+    while (files.size() > kMaxRecentFiles)
+        files.removeLast();
+    settings.setValue(QStringLiteral("recentFiles"), files);
+    rebuildRecentMenu();
+}
+
+void MainWindow::rebuildRecentMenu()
+{
+    recentMenu_->clear();
+    const QStringList files = QSettings().value(QStringLiteral("recentFiles")).toStringList();
+    for (const QString& f : files)
+        recentMenu_->addAction(QFileInfo(f).fileName(), this, [this, f] { openPath(f); })->setToolTip(f);
+    recentMenu_->setEnabled(!files.isEmpty());
+    if (!files.isEmpty()) {
+        recentMenu_->addSeparator();
+        recentMenu_->addAction(tr("Clear List"), this, [this] {
+            QSettings().remove(QStringLiteral("recentFiles"));
+            rebuildRecentMenu();
+        });
+    }
+}
+
+void MainWindow::readSettings()
+{
+    QSettings settings;
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
+        resize(1400, 860);
+    restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
+}
+
+void MainWindow::writeSettings()
+{
+    QSettings settings;
+    settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
+    settings.setValue(QStringLiteral("window/state"), saveState());
+}
+
+void MainWindow::closeEvent(QCloseEvent* event)
+{
+    if (!confirmDiscard()) {
+        event->ignore();
+        return;
+    }
+    writeSettings();
+    workspace_->jobs()->cancelAll();
+    QFile::remove(autosavePath()); // a clean exit leaves nothing to recover
+    event->accept();
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event)
+{
+    if (event->mimeData()->hasUrls())
+        event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event)
+{
+    for (const QUrl& url : event->mimeData()->urls())
+        if (url.isLocalFile())
+            openPath(url.toLocalFile());
+    event->acceptProposedAction();
+}
+
+} // namespace qs

@@ -1,0 +1,126 @@
+#pragma once
+// The main window: docks for Layers (tree by module path with rule and error
+// columns, filterable), Rules (the rule editor), Inspector, Charts and Log; the
+// File/Edit/Run/View/Help menus; a status bar with the running job's progress,
+// time estimate and cancel button. It wires actions to the Workspace and shows
+// what the Workspace holds; it computes nothing itself.
+
+#include <optional>
+
+#include <QMainWindow>
+#include <QStringList>
+
+class QAction;
+class QLabel;
+class QLineEdit;
+class QCheckBox;
+class QMenu;
+class QProgressBar;
+class QSortFilterProxyModel;
+class QTextBrowser;
+class QTextEdit;
+class QTimer;
+class QToolButton;
+class QTreeView;
+
+namespace qs {
+
+class Workspace;
+class RuleEditor;
+class StallWatchdog;
+
+class MainWindow : public QMainWindow {
+    Q_OBJECT
+public:
+    // `askUser` false: no modal questions (recovery offer, unsaved changes);
+    // the tests use it.
+    explicit MainWindow(bool askUser = true, QWidget* parent = nullptr);
+    ~MainWindow() override;
+
+    Workspace* workspace() const { return workspace_; }
+    QTreeView* layerView() const { return layerView_; }
+    QSortFilterProxyModel* layerProxy() const { return proxy_; }
+    RuleEditor* ruleEditor() const { return ruleEditor_; }
+    QTextBrowser* inspector() const { return inspector_; }
+
+    // Opening a file by its kind: a session (.qssession), rules (.json) or a model.
+    void openPath(const QString& path);
+    void openModel(const QString& path);
+    // Loads a rule file; an error goes to a dialog (or the log when not asking).
+    void openRules(const QString& path);
+    // Calibrate / Evaluate with data from a file (command line).
+    void setCalibrationFile(const QString& path);
+    void setEvaluationFile(const QString& path);
+    // Runs calibration then evaluation, whichever has data, once the model and
+    // the weights are ready (the command line's --calib / --eval).
+    void runWhenReady(bool calibrate, bool evaluate);
+
+    // The autosave file and whether a previous run left one behind.
+    static QString autosavePath();
+
+protected:
+    void closeEvent(QCloseEvent* event) override;
+    void dragEnterEvent(QDragEnterEvent* event) override;
+    void dropEvent(QDropEvent* event) override;
+
+private:
+    enum class ChartsUpdate { Model, Plan, Statistics, Evaluation, Selection };
+    void createDocks();
+    QWidget* createCharts();
+    void updateCharts(ChartsUpdate what);
+    void createActions();
+    void createStatusBar();
+    void readSettings();
+    void writeSettings();
+    void updateActions();
+    void updateTitle();
+    void updateInspector();
+    void addRecentFile(const QString& path);
+    void rebuildRecentMenu();
+    void log(const QString& text, bool error);
+    void showError(const QString& title, const QString& message);
+    QString lastFolder(const QString& key) const;
+    void setLastFolder(const QString& key, const QString& file);
+    bool saveSession(const QString& path);
+    bool saveSessionAs();
+    bool confirmDiscard();
+    void autosave();
+    void offerRecovery();
+    void editData(bool calibration);
+    void maybeRunPending();
+    std::optional<size_t> selectedLayer() const;
+
+    bool askUser_;
+    Workspace* workspace_;
+    QTreeView* layerView_ = nullptr;
+    QSortFilterProxyModel* proxy_ = nullptr;
+    QLineEdit* filter_ = nullptr;
+    QCheckBox* filterRegex_ = nullptr;
+    RuleEditor* ruleEditor_ = nullptr;
+    QTextBrowser* inspector_ = nullptr;
+    QTextEdit* log_ = nullptr;
+    QWidget* charts_ = nullptr; // the ChartsPanel, when the build has it
+    QMenu* recentMenu_ = nullptr;
+    QMenu* viewMenu_ = nullptr;
+    QLabel* statusJob_ = nullptr;
+    QProgressBar* progress_ = nullptr;
+    QToolButton* cancel_ = nullptr;
+    QLabel* statusModel_ = nullptr;
+    QTimer* autosaveTimer_ = nullptr;
+    StallWatchdog* watchdog_ = nullptr;
+
+    QAction* saveSession_ = nullptr;
+    QAction* saveRules_ = nullptr;
+    QAction* copyRules_ = nullptr;
+    QAction* calibrate_ = nullptr;
+    QAction* evaluate_ = nullptr;
+    QAction* cancelJobs_ = nullptr;
+    QAction* calibData_ = nullptr;
+    QAction* evalData_ = nullptr;
+
+    bool pendingCalibrate_ = false;
+    bool pendingEvaluate_ = false;
+    QByteArray defaultState_;
+};
+
+} // namespace qs

@@ -1,0 +1,56 @@
+#include "gui/stall_watchdog.h"
+
+#include <QtGlobal>
+
+namespace qs {
+
+StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
+    : QObject(parent), limit_(limit), lastBeat_(nowMs())
+{
+    beat_.setInterval(10);
+    connect(&beat_, &QTimer::timeout, this, [this] { lastBeat_.store(nowMs()); });
+    beat_.start();
+    watcher_ = std::thread([this] {
+        bool inStall = false;
+        int64_t worst = 0;
+        while (!stop_.load()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            // The beat itself fires every 10 ms: a gap beyond limit + 10 ms is a stall.
+            const int64_t gap = nowMs() - lastBeat_.load();
+            if (gap > limit_.count() + 10) {
+                inStall = true;
+                worst = std::max(worst, gap);
+            } else if (inStall) {
+                inStall = false;
+                ++stalls_;
+                qWarning("watchdog: the GUI thread was blocked for %lld ms (limit %lld ms)", (long long)worst,
+                         (long long)limit_.count());
+                worst = 0;
+            }
+        }
+    });
+}
+
+StallWatchdog::~StallWatchdog()
+{
+    stop_.store(true);
+    watcher_.join();
+}
+
+bool StallWatchdog::wanted()
+{
+#ifndef NDEBUG
+    return true;
+#else
+    return qEnvironmentVariableIntValue("QUANTSCOPE_WATCHDOG") == 1;
+#endif
+}
+
+int64_t StallWatchdog::nowMs()
+{
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+} // namespace qs

@@ -1,0 +1,38 @@
+#pragma once
+// Checks that the GUI thread stays responsive: a timer on the GUI thread
+// stamps a heartbeat every 10 ms and a watcher thread logs (qWarning) every
+// stall longer than the limit, once per stall, with its length. On in debug
+// builds, and in any build when QUANTSCOPE_WATCHDOG=1.
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include <QObject>
+#include <QTimer>
+
+namespace qs {
+
+class StallWatchdog : public QObject {
+    Q_OBJECT
+public:
+    explicit StallWatchdog(std::chrono::milliseconds limit = std::chrono::milliseconds(50), QObject* parent = nullptr);
+    ~StallWatchdog() override;
+
+    // Whether this build starts one (debug, or QUANTSCOPE_WATCHDOG=1).
+    static bool wanted();
+    // Stalls seen so far.
+    int stalls() const { return stalls_.load(); }
+
+private:
+    static int64_t nowMs();
+
+    std::chrono::milliseconds limit_;
+    QTimer beat_;
+    std::atomic<int64_t> lastBeat_;
+    std::atomic<bool> stop_{false};
+    std::atomic<int> stalls_{0};
+    std::thread watcher_;
+};
+
+} // namespace qs

@@ -1,0 +1,152 @@
+#include "widgets/layer_inspector.h"
+
+#include <QObject>
+#include <QStringList>
+
+#include <algorithm>
+#include <cmath>
+
+#include "graph/model.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+#include "session/evaluation.h"
+
+namespace qs {
+
+namespace {
+
+QString esc(const std::string& s)
+{
+    return QString::fromStdString(s).toHtmlEscaped();
+}
+
+QString row(const QString& key, const QString& value)
+{
+    return QStringLiteral("<tr><td style='padding-right:12px'><b>%1</b></td><td>%2</td></tr>").arg(key, value);
+}
+
+QString shapeText(const Shape& shape)
+{
+    QStringList dims;
+    for (const int64_t d : shape)
+        dims << QString::number(d);
+    return QLatin1Char('[') + dims.join(QStringLiteral(", ")) + QLatin1Char(']');
+}
+
+QString metricsText(const ErrorMetrics& m)
+{
+    const QString sqnr = std::isinf(m.sqnrDb) ? QStringLiteral("∞") : QString::number(m.sqnrDb, 'f', 2);
+    return QObject::tr("SQNR %1 dB · MSE %2 · max |err| %3 · cosine %4")
+        .arg(sqnr)
+        .arg(m.mse, 0, 'g', 3)
+        .arg(m.maxAbsError, 0, 'g', 3)
+        .arg(m.cosine, 0, 'f', 5);
+}
+
+QString section(const QString& title)
+{
+    return QStringLiteral("<h4 style='margin-bottom:2px'>%1</h4>").arg(title);
+}
+
+} // namespace
+
+QString layerInspectionHtml(const LayerInspection& in)
+{
+    if (!in.model || in.layer >= in.model->layers.size())
+        return QObject::tr("<p>Select a layer to see its tensors, rule, scales and errors.</p>");
+    const QuantizableLayer& l = in.model->layers[in.layer];
+    QString html = QStringLiteral("<h3 style='margin-bottom:2px'>%1</h3>").arg(esc(l.modulePath));
+    html += QStringLiteral("<table>");
+    html += row(QObject::tr("Op"), esc(l.opType) + (l.groups > 1 ? QObject::tr(" (groups %1)").arg(l.groups) : QString()));
+    if (l.node && *l.node < in.model->nodes.size())
+        html += row(QObject::tr("Node"), esc(in.model->nodes[*l.node].name));
+    html += row(QObject::tr("Weight"), esc(l.weightName));
+    html += row(QObject::tr("Shape"), shapeText(l.weightShape) + QStringLiteral(" ") + esc(std::string(dtypeName(l.weightDType))));
+    html += row(QObject::tr("Parameters"), QString::number(l.parameterCount));
+    QStringList contraction;
+    for (const int a : l.contractionAxes)
+        contraction << QString::number(a);
+    html += row(QObject::tr("Channel axis"), QString::number(l.channelAxis));
+    html += row(QObject::tr("Contraction axes"), contraction.join(QStringLiteral(", ")));
+    html += QStringLiteral("</table>");
+
+    html += section(QObject::tr("Rules"));
+    if (!in.rules || in.rules->empty()) {
+        html += QObject::tr("<p>No rules: the layer stays float.</p>");
+    } else {
+        html += QStringLiteral("<ul style='margin-top:0'>");
+        for (const RuleExplanation& e : in.rules->explain(l.modulePath, l.opType)) {
+            const bool applies = e.verdict == RuleVerdict::Applies;
+            html += QStringLiteral("<li>%1%2%3</li>")
+                        .arg(applies ? QStringLiteral("<b>") : QString(), esc(e.text),
+                             applies ? QStringLiteral("</b>") : QString());
+        }
+        html += QStringLiteral("</ul>");
+    }
+
+    const LayerQuantization* lq = in.plan ? in.plan->forLayer(in.layer) : nullptr;
+    html += section(QObject::tr("Quantization"));
+    if (!lq) {
+        html += QObject::tr("<p>Float (no rule applies).</p>");
+    } else {
+        html += QStringLiteral("<table>");
+        if (!lq->problem.empty())
+            html += row(QObject::tr("Problem"), QStringLiteral("<span style='color:#c62828'>%1</span>").arg(esc(lq->problem)));
+        if (lq->weight) {
+            html += row(QObject::tr("Weight qtype"), esc(std::string(qtypeName(lq->weight->qtype))));
+            html += row(QObject::tr("Weight calibration"), esc(lq->weight->method.toString()));
+            html += row(QObject::tr("Granularity"),
+                        esc(std::string(granularityName(lq->weight->granularity))) +
+                            (lq->weight->tileSize ? QObject::tr(", tiles of %1").arg(*lq->weight->tileSize) : QString()));
+        } else {
+            html += row(QObject::tr("Weight"), QObject::tr("float"));
+        }
+        if (lq->activation) {
+            html += row(QObject::tr("Activation"), esc(lq->activation->value));
+            html += row(QObject::tr("Act qtype"), esc(std::string(qtypeName(lq->activation->target.qtype))) +
+                                                     (lq->activation->staticScale ? QObject::tr(", static scale")
+                                                                                  : QObject::tr(", dynamic scale")));
+            html += row(QObject::tr("Act calibration"), esc(lq->activation->method.toString()));
+        } else {
+            html += row(QObject::tr("Activation"), QObject::tr("float"));
+        }
+        html += QStringLiteral("</table>");
+    }
+
+    if (in.weight) {
+        const auto& scales = in.weight->quantization.params.scales;
+        html += section(QObject::tr("Weight scales") + (in.weightStale ? QObject::tr(" (stale)") : QString()));
+        html += QStringLiteral("<table>");
+        if (!scales.empty()) {
+            const auto [lo, hi] = std::minmax_element(scales.begin(), scales.end());
+            double sum = 0;
+            for (const float s : scales)
+                sum += s;
+            html += row(QObject::tr("Groups"), QString::number(scales.size()));
+            html += row(QObject::tr("Scale min / mean / max"), QStringLiteral("%1 / %2 / %3")
+                                                                   .arg(*lo, 0, 'g', 4)
+                                                                   .arg(sum / double(scales.size()), 0, 'g', 4)
+                                                                   .arg(*hi, 0, 'g', 4));
+            html += row(QObject::tr("Max / min scale"), QString::number(*lo > 0 ? *hi / *lo : 0.0, 'g', 4));
+        }
+        html += row(QObject::tr("Zero points"), in.weight->quantization.params.zeroPoints.empty()
+                                                   ? QObject::tr("none (symmetric)")
+                                                   : QString::number(in.weight->quantization.params.zeroPoints.size()));
+        html += row(QObject::tr("Weight error"), metricsText(in.weight->metrics));
+        html += row(QObject::tr("Clipped"), QStringLiteral("%1 %").arg(in.weight->metrics.fractionClipped * 100, 0, 'f', 3));
+        html += QStringLiteral("</table>");
+    }
+
+    if (in.evaluation) {
+        html += section(QObject::tr("Activations (evaluation)") + (in.evaluationStale ? QObject::tr(" (stale)") : QString()));
+        html += QStringLiteral("<table>");
+        if (in.evaluation->isolated)
+            html += row(QObject::tr("Isolated"), metricsText(*in.evaluation->isolated));
+        if (in.evaluation->accumulated)
+            html += row(QObject::tr("Accumulated"), metricsText(*in.evaluation->accumulated));
+        html += QStringLiteral("</table>");
+    }
+    return html;
+}
+
+} // namespace qs
