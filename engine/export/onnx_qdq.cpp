@@ -1,0 +1,467 @@
+#include "export/onnx_qdq.h"
+
+#include <google/protobuf/io/coded_stream.h>
+#include <onnx/checker.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <numeric>
+#include <set>
+#include <tuple>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "export/passes/pipeline.h"
+#include "export/passes/raise_opset.h"
+
+namespace qs {
+
+namespace {
+
+constexpr int64_t kPerAxisOpset = 13;  // DequantizeLinear/QuantizeLinear `axis`
+constexpr int64_t kNewTypesOpset = 21; // int16, int4, uint4 and block_size
+constexpr size_t kMaxProtobufBytes = size_t(2147483647);
+
+std::string layerLabel(const Model& model, size_t layer)
+{
+    return "layer '" + model.layers.at(layer).modulePath + "'";
+}
+
+// The ONNX element type of a qtype's codes and the opset it needs; Error for a qtype ONNX cannot hold.
+std::pair<int32_t, int64_t> onnxCodeType(QType t, const std::string& who)
+{
+    switch (t) {
+    case QType::Int8:
+        return {onnx::TensorProto::INT8, kPerAxisOpset};
+    case QType::UInt8:
+        return {onnx::TensorProto::UINT8, kPerAxisOpset};
+    case QType::Int16:
+        return {onnx::TensorProto::INT16, kNewTypesOpset};
+    case QType::Int4:
+        return {kOnnxInt4, kNewTypesOpset};
+    case QType::UInt4:
+        return {kOnnxUInt4, kNewTypesOpset};
+    default:
+        throw Error("ONNX export: " + who + " is quantized to " + std::string(qtypeName(t)) +
+                    ", which ONNX's QuantizeLinear/DequantizeLinear cannot hold (int8, uint8, int16, int4 and uint4 "
+                    "can be exported)");
+    }
+}
+
+// How a weight's groups are written: per tensor, per axis, or blocked along one axis.
+struct WeightGrouping {
+    Shape scaleDims;             // {} per tensor, {C} per axis, the grid per block
+    std::optional<int> axis;     // per axis and blocked
+    int64_t blockSize = 0;       // blocked only
+    Shape block;                 // elements per group along each of the weight's own axes
+    std::vector<float> scales;   // row-major over the weight's own grid
+    std::vector<int32_t> zeros;  // same
+};
+
+WeightGrouping groupingOf(const Model& model, const QdqWeight& w)
+{
+    const QuantizableLayer& layer = model.layers.at(w.layer);
+    const std::string who = layerLabel(model, w.layer);
+    const Shape& own = w.fakeQuant.shape();
+    const int rank = int(own.size());
+    std::vector<int> perm = w.transposedAxes;
+    if (perm.empty()) {
+        perm.resize(static_cast<size_t>(rank));
+        std::iota(perm.begin(), perm.end(), 0);
+    }
+    const BlockLayout& layout = w.params.layout;
+    if (int(perm.size()) != rank || layout.shape.size() != size_t(rank) || layout.block.size() != size_t(rank))
+        throw Error("ONNX export: " + who + ": the quantization layout does not fit the weight " + shapeToString(own));
+    for (int i = 0; i < rank; ++i)
+        if (perm[size_t(i)] < 0 || perm[size_t(i)] >= rank || layout.shape[size_t(i)] != own[size_t(perm[size_t(i)])])
+            throw Error("ONNX export: " + who + ": the quantization layout does not fit the weight " +
+                        shapeToString(own));
+    const Shape grid = layout.gridShape();
+    Shape ownGrid(static_cast<size_t>(rank)), ownBlock(static_cast<size_t>(rank));
+    for (int i = 0; i < rank; ++i) {
+        ownGrid[size_t(perm[size_t(i)])] = grid[size_t(i)];
+        ownBlock[size_t(perm[size_t(i)])] = layout.block[size_t(i)];
+    }
+    WeightGrouping g;
+    g.block = ownBlock;
+    // Scales and zero points in the weight's own grid order.
+    const int64_t groups = shapeElementCount(ownGrid);
+    if (int64_t(w.params.scales.size()) != groups ||
+        (!w.params.zeroPoints.empty() && int64_t(w.params.zeroPoints.size()) != groups))
+        throw Error("ONNX export: " + who + ": " + std::to_string(w.params.scales.size()) + " scales for " +
+                    std::to_string(groups) + " groups");
+    const Shape gridStrides = rowMajorStrides(grid);
+    std::vector<int64_t> c(size_t(rank), 0);
+    for (int64_t k = 0; k < groups; ++k) {
+        int64_t src = 0;
+        for (int i = 0; i < rank; ++i)
+            src += c[size_t(perm[size_t(i)])] * gridStrides[size_t(i)];
+        g.scales.push_back(w.params.scales[size_t(src)]);
+        g.zeros.push_back(w.params.zeroPoints.empty() ? 0 : w.params.zeroPoints[size_t(src)]);
+        for (int d = rank - 1; d >= 0; --d) {
+            if (++c[size_t(d)] < ownGrid[size_t(d)])
+                break;
+            c[size_t(d)] = 0;
+        }
+    }
+    if (groups == 1)
+        return g;
+    std::vector<int> split; // axes with more than one group
+    for (int d = 0; d < rank; ++d)
+        if (ownGrid[size_t(d)] > 1)
+            split.push_back(d);
+    if (split.size() == 1 && ownBlock[size_t(split[0])] == 1) {
+        g.axis = split[0];
+        g.scaleDims = {own[size_t(split[0])]};
+        return g;
+    }
+    // Blocked: one axis in blocks, every other axis one group per index.
+    std::optional<int> blocked;
+    for (int d = 0; d < rank; ++d)
+        if (ownBlock[size_t(d)] > 1 && own[size_t(d)] > 1) {
+            if (blocked)
+                blocked.reset(), d = rank; // two axes in blocks: not expressible
+            else
+                blocked = d;
+        }
+    bool expressible = blocked.has_value();
+    for (int d = 0; d < rank && expressible; ++d)
+        expressible = d == *blocked || ownBlock[size_t(d)] == 1 || own[size_t(d)] == 1;
+    if (!expressible)
+        throw Error("ONNX export: " + who + " (" + layer.opType + ", weight " + shapeToString(own) + "): its groups (" +
+                    layout.describe() +
+                    ") are not expressible in ONNX: blocked quantization needs every axis but the tiled one to have "
+                    "one scale per index");
+    g.axis = *blocked;
+    g.blockSize = ownBlock[size_t(*blocked)];
+    g.scaleDims = ownGrid;
+    return g;
+}
+
+// The integer codes of a fake-quantized weight: exactly the grid points it holds.
+IntegerTensor weightCodes(const Model& model, const QdqWeight& w, const WeightGrouping& g, int32_t elementType)
+{
+    const std::string who = layerLabel(model, w.layer);
+    if (w.fakeQuant.dtype() != DType::F32)
+        throw Error("ONNX export: " + who + ": the fake-quantized weight is not float32");
+    const IntegerGrid grid = integerGrid(w.params.qtype, w.params.options.narrowRange);
+    const Shape& own = w.fakeQuant.shape();
+    const int rank = int(own.size());
+    Shape ownGrid(static_cast<size_t>(rank));
+    for (int d = 0; d < rank; ++d)
+        ownGrid[size_t(d)] = (own[size_t(d)] + g.block[size_t(d)] - 1) / g.block[size_t(d)];
+    const Shape gridStrides = rowMajorStrides(ownGrid);
+    const auto fq = w.fakeQuant.values<float>();
+    IntegerTensor codes{elementType, own, std::vector<int32_t>(fq.size())};
+    std::vector<int64_t> index(size_t(rank), 0);
+    for (size_t k = 0; k < fq.size(); ++k) {
+        int64_t group = 0;
+        for (int d = 0; d < rank; ++d)
+            group += index[size_t(d)] / g.block[size_t(d)] * gridStrides[size_t(d)];
+        const float scale = g.scales[size_t(group)];
+        const int32_t zero = g.zeros[size_t(group)];
+        const int32_t q = std::clamp(int32_t(std::nearbyint(fq[k] / scale)) + zero, grid.qmin, grid.qmax);
+        // The simulation dequantizes as (q − zp)·scale; the DequantizeLinear must give the same float.
+        const float back = float(q - zero) * scale;
+        if (std::abs(back - fq[k]) > 1e-6f * std::abs(fq[k]) + 1e-30f)
+            throw Error("ONNX export: " + who + ": weight element " + std::to_string(k) + " (" +
+                        std::to_string(fq[k]) + ") is not on its quantization grid (scale " + std::to_string(scale) +
+                        ")");
+        codes.values[k] = q;
+        for (int d = rank - 1; d >= 0; --d) {
+            if (++index[size_t(d)] < own[size_t(d)])
+                break;
+            index[size_t(d)] = 0;
+        }
+    }
+    return codes;
+}
+
+onnx::ModelProto readSource(const Model& model)
+{
+    if (model.format != "onnx")
+        throw Error("ONNX export: the model was loaded from " + model.format +
+                    ", not ONNX; the QDQ export rewrites an ONNX graph");
+    std::ifstream in(model.sourcePath, std::ios::binary);
+    if (!in)
+        throw Error(model.sourcePath.string() + ": cannot be read again for the ONNX export");
+    const std::string bytes{std::istreambuf_iterator<char>(in), {}};
+    onnx::ModelProto proto;
+    google::protobuf::io::CodedInputStream stream(reinterpret_cast<const uint8_t*>(bytes.data()), int(bytes.size()));
+    stream.SetTotalBytesLimit(int(kMaxProtobufBytes));
+    if (bytes.size() > kMaxProtobufBytes || !proto.ParseFromCodedStream(&stream) || !proto.has_graph())
+        throw Error(model.sourcePath.string() + ": not a valid ONNX file any more (it changed since it was loaded?)");
+    // External data is copied in from the tensors the loader mapped (and checked).
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+        if (t.data_location() != onnx::TensorProto::EXTERNAL)
+            continue;
+        const Tensor* loaded = model.initializer(t.name());
+        if (!loaded)
+            throw Error(model.sourcePath.string() + ": initializer '" + t.name() + "' was not loaded");
+        t.clear_external_data();
+        t.clear_data_location();
+        t.set_raw_data(std::string(static_cast<const char*>(loaded->rawData()), loaded->nbytes()));
+    }
+    return proto;
+}
+
+int64_t defaultOpsetOf(const onnx::ModelProto& proto)
+{
+    for (const auto& o : proto.opset_import())
+        if (o.domain().empty() || o.domain() == "ai.onnx")
+            return o.version();
+    return 1;
+}
+
+onnx::NodeProto qdqNode(const std::string& op, const std::string& name, std::vector<std::string> inputs,
+                        const std::string& output)
+{
+    onnx::NodeProto node;
+    node.set_op_type(op);
+    node.set_name(name);
+    for (auto& in : inputs)
+        node.add_input(std::move(in));
+    node.add_output(output);
+    return node;
+}
+
+void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGraph& graph, OnnxExportSummary& summary)
+{
+    PassReport report{"quantize_weights", 0, {}};
+    std::set<std::string> done;
+    for (const QdqWeight& w : request.weights) {
+        const QuantizableLayer& layer = model.layers.at(w.layer);
+        const std::string who = layerLabel(model, w.layer);
+        if (!done.insert(layer.weightName).second)
+            throw Error("ONNX export: " + who + ": weight '" + layer.weightName +
+                        "' is shared with another quantized layer; a shared weight cannot be quantized twice");
+        const onnx::TensorProto* source = graph.initializer(layer.weightName);
+        if (!source)
+            throw Error("ONNX export: " + who + ": weight '" + layer.weightName + "' is not an initializer");
+        if (source->data_type() != onnx::TensorProto::FLOAT)
+            throw Error("ONNX export: " + who + ": weight '" + layer.weightName +
+                        "' is not float32; only float32 weights are exported as QDQ");
+        if (tensorDims(*source) != w.fakeQuant.shape())
+            throw Error("ONNX export: " + who + ": the quantized weight's shape " +
+                        shapeToString(w.fakeQuant.shape()) + " is not the initializer's");
+        const auto [elementType, opset] = onnxCodeType(w.params.qtype, who);
+        (void)opset;
+        const WeightGrouping g = groupingOf(model, w);
+        const IntegerTensor codes = weightCodes(model, w, g, elementType);
+
+        const std::string codesName = graph.uniqueName(layer.weightName + "_quantized");
+        const std::string scaleName = graph.uniqueName(layer.weightName + "_scale");
+        const std::string zeroName = graph.uniqueName(layer.weightName + "_zero_point");
+        graph.addInitializer(integerTensorProto(codesName, codes));
+        graph.addInitializer(floatTensorProto(scaleName, g.scaleDims, g.scales));
+        graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
+        onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(layer.weightName + "_DequantizeLinear"),
+                                     {codesName, scaleName, zeroName}, layer.weightName);
+        if (g.axis)
+            setIntAttribute(dq, "axis", *g.axis);
+        if (g.blockSize > 0)
+            setIntAttribute(dq, "block_size", g.blockSize);
+        report.nodes.push_back(dq.name());
+        *graph.proto().add_node() = std::move(dq);
+        ++report.changes;
+
+        const int64_t bits = elementType == kOnnxInt4 || elementType == kOnnxUInt4 ? 4
+                             : elementType == onnx::TensorProto::INT16            ? 16
+                                                                                   : 8;
+        summary.floatBytes += w.fakeQuant.numel() * 4;
+        summary.quantizedBytes += (w.fakeQuant.numel() * bits + 7) / 8 + int64_t(g.scales.size()) * 4 +
+                                  (int64_t(g.zeros.size()) * bits + 7) / 8;
+    }
+    // The float weights go (and with them any graph input listing them, IR < 4 style).
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
+    for (auto& t : *graph.proto().mutable_initializer())
+        if (!done.contains(t.name()))
+            *kept.Add() = std::move(t);
+    graph.proto().mutable_initializer()->Swap(&kept);
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
+    for (auto& v : *graph.proto().mutable_input())
+        if (!done.contains(v.name()))
+            *inputs.Add() = std::move(v);
+    graph.proto().mutable_input()->Swap(&inputs);
+    graph.reindex();
+    summary.passes.push_back(std::move(report));
+}
+
+void quantizeActivations(const Model& model, const QdqExportRequest& request, QdqGraph& graph,
+                         OnnxExportSummary& summary)
+{
+    PassReport report{"quantize_activations", 0, {}};
+    // One Q → DQ pair per value and quantization, shared by the layers that ask for the same.
+    std::map<std::tuple<std::string, int32_t, float, int32_t>, std::string> pairs;
+    for (const QdqActivation& a : request.activations) {
+        const QuantizableLayer& layer = model.layers.at(a.layer);
+        const std::string who = layerLabel(model, a.layer);
+        if (!layer.node || *layer.node >= model.nodes.size() || model.nodes[*layer.node].outputs.empty())
+            throw Error("ONNX export: " + who + " has no node to quantize the input of");
+        const auto [elementType, opset] = onnxCodeType(a.qtype, who + "'s input activation");
+        (void)opset;
+        if (!std::isfinite(a.scale) || a.scale <= 0)
+            throw Error("ONNX export: " + who + ": activation scale " + std::to_string(a.scale) +
+                        " is not finite and positive");
+        const auto range = integerElementRange(elementType);
+        if (a.zeroPoint < range->first || a.zeroPoint > range->second)
+            throw Error("ONNX export: " + who + ": activation zero point " + std::to_string(a.zeroPoint) +
+                        " is outside its type");
+        const auto nodeIndex = graph.producer(model.nodes[*layer.node].outputs[0]);
+        if (!nodeIndex)
+            throw Error("ONNX export: " + who + ": its node is not in the ONNX graph");
+        const auto key = std::make_tuple(a.value, elementType, a.scale, a.zeroPoint);
+        auto it = pairs.find(key);
+        if (it == pairs.end()) {
+            const std::string scaleName = graph.uniqueName(a.value + "_scale");
+            const std::string zeroName = graph.uniqueName(a.value + "_zero_point");
+            const std::string quantized = graph.uniqueName(a.value + "_quantized");
+            const std::string dequantized = graph.uniqueName(a.value + "_dequantized");
+            graph.addInitializer(floatTensorProto(scaleName, {}, {a.scale}));
+            graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, {}, {a.zeroPoint}}));
+            onnx::NodeProto q = qdqNode("QuantizeLinear", graph.uniqueName(a.value + "_QuantizeLinear"),
+                                        {a.value, scaleName, zeroName}, quantized);
+            onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(a.value + "_DequantizeLinear"),
+                                         {quantized, scaleName, zeroName}, dequantized);
+            report.nodes.push_back(q.name());
+            report.nodes.push_back(dq.name());
+            *graph.proto().add_node() = std::move(q);
+            *graph.proto().add_node() = std::move(dq);
+            it = pairs.emplace(key, dequantized).first;
+            ++report.changes;
+        }
+        onnx::NodeProto& node = *graph.proto().mutable_node(*nodeIndex);
+        bool replaced = false;
+        for (int i = 0; i < node.input_size(); ++i)
+            if (node.input(i) == a.value && (!layer.weightInput || size_t(i) != *layer.weightInput)) {
+                node.set_input(i, it->second);
+                replaced = true;
+            }
+        if (!replaced)
+            throw Error("ONNX export: " + who + ": its node does not read '" + a.value + "'");
+    }
+    graph.reindex();
+    summary.passes.push_back(std::move(report));
+}
+
+void check(onnx::ModelProto& proto, OnnxExportSummary& summary)
+{
+    try {
+        onnx::checker::check_model(proto);
+        onnx::ModelProto inferred = proto;
+        onnx::shape_inference::InferShapes(inferred, onnx::OpSchemaRegistry::Instance(),
+                                           onnx::ShapeInferenceOptions(true, 1, false));
+    } catch (const std::exception& e) {
+        throw Error(std::string("ONNX export: the written model fails the ONNX checker: ") + e.what());
+    }
+    summary.checked = true;
+}
+
+} // namespace
+
+QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                                    const std::map<size_t, StaticActivation>& staticActivations)
+{
+    QdqExportRequest request;
+    std::set<std::string> dynamic;
+    for (const LayerQuantization& lq : plan.layers()) {
+        if (!lq.problem.empty())
+            continue;
+        const std::string who = layerLabel(model, lq.layer);
+        if (lq.weight) {
+            const auto it = weights.weights().find(lq.layer);
+            if (it == weights.weights().end() || !it->second)
+                throw Error("ONNX export: " + who + " has no quantized weight (weight quantization failed or did not run)");
+            const QuantizedWeight& qw = *it->second;
+            request.weights.push_back({lq.layer, qw.quantization.params, qw.transposedAxes, qw.fakeQuant});
+        }
+        if (!lq.activation)
+            continue;
+        if (!lq.activation->staticScale) {
+            if (dynamic.insert(lq.activation->value).second)
+                request.dynamicActivations.push_back(lq.activation->value);
+            continue;
+        }
+        const auto it = staticActivations.find(lq.layer);
+        if (it == staticActivations.end())
+            throw Error("ONNX export: " + who + ": activation '" + lq.activation->value +
+                        "' needs calibration (act_static_scale is set)");
+        const QuantParams& p = it->second.params;
+        if (p.scales.size() != 1)
+            throw Error("ONNX export: " + who + ": activation '" + lq.activation->value + "' has " +
+                        std::to_string(p.scales.size()) + " scales; one is expected");
+        request.activations.push_back(
+            {lq.layer, lq.activation->value, p.qtype, p.scales[0], p.zeroPoints.empty() ? 0 : p.zeroPoints[0]});
+    }
+    return request;
+}
+
+std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                         OnnxExportSummary& summary)
+{
+    summary = {};
+    onnx::ModelProto proto = readSource(model);
+    summary.sourceOpset = defaultOpsetOf(proto);
+
+    int64_t needed = 0;
+    for (const QdqWeight& w : request.weights) {
+        needed = std::max(needed, onnxCodeType(w.params.qtype, layerLabel(model, w.layer)).second);
+        if (groupingOf(model, w).blockSize > 0)
+            needed = std::max(needed, kNewTypesOpset);
+    }
+    for (const QdqActivation& a : request.activations)
+        needed = std::max(needed, onnxCodeType(a.qtype, layerLabel(model, a.layer) + "'s input activation").second);
+    const int64_t target = options.opset.value_or(std::max(summary.sourceOpset, needed));
+    if (target < needed)
+        throw Error("ONNX export: opset " + std::to_string(target) + " was asked for, but the quantized types need " +
+                    std::to_string(needed));
+    raiseOpset(proto, target);
+    summary.opset = target;
+    if (!request.dynamicActivations.empty())
+        summary.warnings.push_back(std::to_string(request.dynamicActivations.size()) +
+                                   " dynamically quantized activation(s) are left float in the QDQ model; the "
+                                   "runtime's dynamic quantization quantizes them");
+    summary.dynamicActivations = request.dynamicActivations;
+
+    QdqGraph graph(*proto.mutable_graph());
+    quantizeWeights(model, request, graph, summary);
+    quantizeActivations(model, request, graph, summary);
+    graph.sortTopologically();
+    if (options.runPasses)
+        for (PassReport& r : runQdqPasses(graph))
+            summary.passes.push_back(std::move(r));
+    graph.sortTopologically();
+    summary.irVersion = proto.ir_version();
+
+    if (options.runChecker && target <= libonnxNewestOpset())
+        check(proto, summary);
+    else if (options.runChecker)
+        summary.warnings.push_back("libonnx knows opsets up to " + std::to_string(libonnxNewestOpset()) +
+                                   "; the opset-" + std::to_string(target) + " model was not checked by onnx::checker");
+    std::string bytes;
+    if (proto.ByteSizeLong() > kMaxProtobufBytes || !proto.SerializeToString(&bytes))
+        throw Error("ONNX export: the QDQ model is larger than protobuf's 2 GiB; it cannot be written as one file");
+    return bytes;
+}
+
+OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request, const std::filesystem::path& out,
+                                const OnnxExportOptions& options)
+{
+    OnnxExportSummary summary;
+    const std::string bytes = buildOnnxQdq(model, request, options, summary);
+    writeFileAtomically(out, bytes.data(), bytes.size());
+    return summary;
+}
+
+OnnxExportSummary exportOnnxQdq(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                                const std::map<size_t, StaticActivation>& staticActivations,
+                                const std::filesystem::path& out, const OnnxExportOptions& options)
+{
+    return exportOnnxQdq(model, qdqRequestFromPlan(model, plan, weights, staticActivations), out, options);
+}
+
+} // namespace qs

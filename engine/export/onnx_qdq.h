@@ -1,0 +1,99 @@
+#pragma once
+// The ONNX QDQ export: the source ONNX model, rewritten so that a runtime such
+// as ONNX Runtime runs it quantized the way the rules say (docs/export.md).
+// - Each quantized weight initializer becomes integer codes, a scale and a zero
+//   point read by a DequantizeLinear whose output keeps the weight's name:
+//   per tensor (scalar scale), per channel (`axis` = the layer's channel axis)
+//   or, for tiled rules, blocked (`axis` = the contraction axis, `block_size` =
+//   the tile; opset 21). The codes are exactly those of the fake-quantized
+//   weight the simulation uses.
+// - Each statically quantized activation gets QuantizeLinear → DequantizeLinear
+//   (per tensor, scale and zero point from calibration) in front of the layer
+//   that reads it; other readers of the float value keep reading it.
+// - Dynamic-range activations (act_qtype without act_static_scale) stay float:
+//   the scale of a dynamic activation is a function of each batch, which QDQ
+//   cannot hold; ONNX Runtime's dynamic quantization (or DynamicQuantizeLinear
+//   inserted by a runtime) quantizes them at run time. The summary lists them.
+// - ONNX types: int8, uint8 (opset 13); int16, int4, uint4 (opset 21). Any other
+//   qtype (int3, nf4, fp4, fp8, mx*, binary, ternary ...) is an Error naming the
+//   layer and the qtype. The opset is raised when the types need it.
+// - External data of the source is read and written inline (one .onnx file).
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "export/qdq_graph.h"
+#include "graph/model.h"
+#include "quant/scale.h"
+#include "runtime/activation_calibration.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+
+namespace qs {
+
+struct OnnxExportOptions {
+    bool runPasses = true;        // run the clean-up passes (export/passes/pipeline.h) on the QDQ graph
+    std::optional<int64_t> opset; // default-domain opset to write; default: the source's, raised as the types need
+    bool runChecker = true;       // run onnx::checker (full: with strict shape inference) where libonnx knows the opset
+};
+
+struct OnnxExportSummary {
+    int64_t sourceOpset = 0;
+    int64_t opset = 0;                           // default-domain opset written
+    int64_t irVersion = 0;                       // IR version written
+    std::vector<PassReport> passes;              // the rewrite ("quantize_weights", "quantize_activations") then each pass
+    std::vector<std::string> dynamicActivations; // values left float for the runtime's dynamic quantization
+    int64_t floatBytes = 0;                      // the quantized weights as float32 in the source
+    int64_t quantizedBytes = 0;                  // their codes, scales and zero points as written
+    bool checked = false;                        // onnx::checker ran and passed (false: libonnx does not know the opset)
+    std::vector<std::string> warnings;
+};
+
+// What the export quantizes, independent of how it was computed (the
+// plan-based overload below builds it from the weight cache and calibration).
+struct QdqWeight {
+    size_t layer = 0;                // index into Model::layers
+    QuantParams params;              // as computed for the weight (or its transposed view)
+    std::vector<int> transposedAxes; // non-empty: params' layout is over the weight transposed by these axes
+    Tensor fakeQuant;                // float32, the weight's shape: the codes are recovered from it exactly
+};
+
+struct QdqActivation {
+    size_t layer = 0;  // index into Model::layers; its node reads `value`
+    std::string value; // the node input quantized
+    QType qtype = QType::Int8;
+    float scale = 1.0f;
+    int32_t zeroPoint = 0;
+};
+
+struct QdqExportRequest {
+    std::vector<QdqWeight> weights;
+    std::vector<QdqActivation> activations;      // static ones
+    std::vector<std::string> dynamicActivations; // values a rule quantizes dynamically (reported, left float)
+};
+
+// Builds the request from a plan's quantized weights and static activations.
+// Throws Error naming the layer for a plan layer whose weight is missing from
+// the cache or whose static activation was not calibrated.
+QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                                    const std::map<size_t, StaticActivation>& staticActivations);
+
+// The QDQ model's bytes (a serialized ModelProto). `model` must come from
+// loadOnnx of an ONNX file (model.sourcePath is read again).
+std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                         OnnxExportSummary& summary);
+
+// Builds and writes `out` atomically.
+OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request,
+                                const std::filesystem::path& out, const OnnxExportOptions& options = {});
+OnnxExportSummary exportOnnxQdq(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                                const std::map<size_t, StaticActivation>& staticActivations,
+                                const std::filesystem::path& out, const OnnxExportOptions& options = {});
+
+} // namespace qs

@@ -1,0 +1,72 @@
+#!/usr/bin/python3
+"""Writes the small float models the ONNX QDQ export tests quantize, into the
+folder given as the first argument (generated at test time, not committed):
+
+  matmul_mlp.onnx (+ matmul_mlp.onnx.data): input x [N, 64] -> MatMul 64x96 + Add
+      -> Relu -> MatMul 96x10 -> y; weights saved as external data.
+  resnet_like.onnx: input x [N, 3, 8, 8] -> Conv 3->8 -> Relu -> Conv 8->8 -> Relu
+      -> Conv 8->8 -> Add (skip) -> Relu -> GlobalAveragePool -> Flatten -> Gemm 8->10 -> y.
+  inputs.npz: a batch of inputs for each model (x_mlp, x_resnet).
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+rng = np.random.default_rng(7)
+
+
+def init(name, shape, scale):
+    return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
+
+
+def model(nodes, inputs, outputs, inits, name):
+    g = helper.make_graph(nodes, name, inputs, outputs, inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)], producer_name="quantscope-tests")
+    m.ir_version = 7
+    onnx.checker.check_model(m)
+    return m
+
+
+mlp = model(
+    [helper.make_node("MatMul", ["x", "fc1.weight"], ["h0"], name="/fc1/MatMul"),
+     helper.make_node("Add", ["h0", "fc1.bias"], ["h1"], name="/fc1/Add"),
+     helper.make_node("Relu", ["h1"], ["h2"], name="/relu/Relu"),
+     helper.make_node("MatMul", ["h2", "fc2.weight"], ["y"], name="/fc2/MatMul")],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 64])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+    [init("fc1.weight", (64, 96), 0.15), init("fc1.bias", (96,), 0.1), init("fc2.weight", (96, 10), 0.12)],
+    "matmul_mlp")
+onnx.save_model(mlp, os.path.join(out, "matmul_mlp.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+                location="matmul_mlp.onnx.data", size_threshold=0)
+
+
+def conv(name, x, y, cin, cout):
+    return (helper.make_node("Conv", [x, name + ".weight", name + ".bias"], [y], name="/" + name + "/Conv",
+                             kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+            [init(name + ".weight", (cout, cin, 3, 3), 0.8 / np.sqrt(cin * 9)), init(name + ".bias", (cout,), 0.05)])
+
+
+c1, i1 = conv("stem", "x", "s0", 3, 8)
+c2, i2 = conv("block/conv1", "s1", "b0", 8, 8)
+c3, i3 = conv("block/conv2", "b1", "b2", 8, 8)
+res = model(
+    [c1, helper.make_node("Relu", ["s0"], ["s1"], name="/stem/Relu"),
+     c2, helper.make_node("Relu", ["b0"], ["b1"], name="/block/Relu"),
+     c3, helper.make_node("Add", ["b2", "s1"], ["r0"], name="/block/Add"),
+     helper.make_node("Relu", ["r0"], ["r1"], name="/block/Relu_1"),
+     helper.make_node("GlobalAveragePool", ["r1"], ["p0"], name="/pool/GlobalAveragePool"),
+     helper.make_node("Flatten", ["p0"], ["p1"], name="/flatten/Flatten"),
+     helper.make_node("Gemm", ["p1", "head.weight", "head.bias"], ["y"], name="/head/Gemm", transB=1)],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+    i1 + i2 + i3 + [init("head.weight", (10, 8), 0.5), init("head.bias", (10,), 0.05)],
+    "resnet_like")
+onnx.save_model(res, os.path.join(out, "resnet_like.onnx"))
+
+np.savez(os.path.join(out, "inputs.npz"),
+         x_mlp=rng.standard_normal((16, 64)).astype(np.float32),
+         x_resnet=rng.standard_normal((16, 3, 8, 8)).astype(np.float32))
