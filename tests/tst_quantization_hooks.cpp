@@ -205,7 +205,8 @@ private slots:
         QCOMPARE(plan.resolution().matchCount, (std::vector<size_t>{2, 1}));
 
         // A tile the contraction axis cannot take is the layer's problem, not an exception.
-        const QuantizationPlan bad = QuantizationPlan::build(demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 0.2}])"));
+        const QuantizationPlan bad =
+            QuantizationPlan::build(demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 0.2}])"));
         QCOMPARE(bad.layers().size(), size_t(5));
         for (const LayerQuantization& lq : bad.layers()) {
             QVERIFY2(lq.problem.find("weight '" + demo_.layers[lq.layer].weightName + "'") != std::string::npos,
@@ -213,15 +214,16 @@ private slots:
             QVERIFY2(lq.problem.find("5 tiles") != std::string::npos, lq.problem.c_str());
         }
         // Conv tiles run along I: the plan moves it last.
-        const QuantizationPlan conv = QuantizationPlan::build(demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 4}])"));
+        const QuantizationPlan conv =
+            QuantizationPlan::build(demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 4}])"));
         QCOMPARE(conv.forLayer(1)->weightAxes, (std::vector<int>{0, 2, 3, 1}));
     }
 
     void problemLayersStayFloat()
     {
         const Interpreter interpreter(demo_);
-        const QuantizationPlan plan =
-            QuantizationPlan::build(demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 0.2, "act_qtype": "int8"}])"));
+        const QuantizationPlan plan = QuantizationPlan::build(
+            demo_, rules(R"([{"weight_qtype": "int4", "tile_size": 0.2, "act_qtype": "int8"}])"));
         WeightQuantizer weights;
         QVERIFY(weights.update(demo_, plan).empty());
         QVERIFY(weights.weights().empty());
@@ -236,7 +238,8 @@ private slots:
         // tiles per output channel, each pooling the 2×2 kernel positions).
         Model m;
         m.opsetImports[""] = 13;
-        m.inputs.push_back({"x", DType::F32, "float32", std::vector<Dim>{Dim::fixed(2), Dim::fixed(8), Dim::fixed(4), Dim::fixed(4)}});
+        m.inputs.push_back(
+            {"x", DType::F32, "float32", std::vector<Dim>{Dim::fixed(2), Dim::fixed(8), Dim::fixed(4), Dim::fixed(4)}});
         m.outputs.push_back({"y", DType::F32, "float32", std::nullopt});
         Node conv;
         conv.name = "conv";
@@ -250,7 +253,8 @@ private slots:
         m.layers = findGraphLayers(m);
         QCOMPARE(m.layers.size(), size_t(1));
 
-        const QuantizationPlan plan = QuantizationPlan::build(m, rules(R"([{"weight_qtype": "int4", "tile_size": 4}])"));
+        const QuantizationPlan plan =
+            QuantizationPlan::build(m, rules(R"([{"weight_qtype": "int4", "tile_size": 4}])"));
         WeightQuantizer weights;
         QCOMPARE(weights.update(m, plan), std::vector<size_t>{0});
         const auto q = weights.find(0);
@@ -350,9 +354,35 @@ private slots:
         WeightQuantizer fresh;
         CancellationToken cancel;
         cancel.cancel();
-        QVERIFY_THROWS_EXCEPTION(Cancelled, fresh.update(demo_, QuantizationPlan::build(demo_, rules("[" + base + "]")), cancel));
+        QVERIFY_THROWS_EXCEPTION(Cancelled,
+                                 fresh.update(demo_, QuantizationPlan::build(demo_, rules("[" + base + "]")), cancel));
         QVERIFY(fresh.weights().empty());
         QCOMPARE(fresh.update(demo_, QuantizationPlan::build(demo_, rules("[" + base + "]"))).size(), size_t(4));
+    }
+
+    void weightThatCannotBeQuantizedIsAProblem()
+    {
+        Tensor broken = demo_.initializer("features.conv2.weight")->clone();
+        broken.mutableValues<float>()[17] = NAN;
+        const Model m = withInitializers(demo_, {{"features.conv2.weight", broken}});
+        const QuantizationPlan plan = QuantizationPlan::build(m, rules(R"([{"weight_qtype": "int8"}])"));
+        WeightQuantizer weights;
+        QCOMPARE(weights.update(m, plan).size(), size_t(5));
+        QCOMPARE(weights.weights().size(), size_t(4));
+        QVERIFY(!weights.find(1));
+        QCOMPARE(weights.problems().size(), size_t(1));
+        const std::string& problem = weights.problems().at(1);
+        QVERIFY2(problem.find("features.conv2.weight") != std::string::npos, problem.c_str());
+        // The same plan again does not retry it; the hook leaves that layer float.
+        QVERIFY(weights.update(m, plan).empty());
+        const std::map<size_t, StaticActivation> none;
+        QuantizationHook hook(m, plan, weights, none);
+        const Interpreter interpreter(m);
+        runOutput(interpreter, evalInput_, &hook);
+        // A weight the quantizer never saw is an Error that says what to do.
+        WeightQuantizer empty;
+        QuantizationHook stale(m, plan, empty, none);
+        QVERIFY_THROWS_EXCEPTION(Error, runOutput(interpreter, evalInput_, &stale));
     }
 
     void fp16WeightsAreQuantizedAndFedAsFp16()
@@ -397,9 +427,13 @@ private slots:
         const auto got = yf.values<float>();
         for (int r = 0; r < 4; ++r)
             for (int c = 0; c < 5; ++c)
-                QCOMPARE(got[size_t(r * 5 + c)], castTensor(Tensor::fromVector(DType::F32, {1}, std::vector<float>{
-                                                     rows[size_t(ids.values<int64_t>()[size_t(r)] * 5 + c)]}),
-                                                 DType::F16).toFloat32().values<float>()[0]);
+                QCOMPARE(got[size_t(r * 5 + c)],
+                         castTensor(Tensor::fromVector(
+                                        DType::F32, {1},
+                                        std::vector<float>{rows[size_t(ids.values<int64_t>()[size_t(r)] * 5 + c)]}),
+                                    DType::F16)
+                             .toFloat32()
+                             .values<float>()[0]);
     }
 
     void calibrationObserversEqualDirectObservers()
@@ -414,8 +448,7 @@ private slots:
         CalibrationOptions options;
         options.histogramBinsPerSide = 256;
         const ActivationStatistics stats = calibrateActivations(
-            interpreter, plan, *data, options, {},
-            [&](double, std::string_view step) { steps.emplace_back(step); });
+            interpreter, plan, *data, options, {}, [&](double, std::string_view step) { steps.emplace_back(step); });
         QCOMPARE(stats.batches(), int64_t(5));
         QCOMPARE(steps.size(), size_t(5));
         QCOMPARE(steps.back(), std::string("calibrating batch 5/5"));
@@ -460,7 +493,8 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(Error, ActivationStatistics::fromJson(broken));
 
         // Statistics gathered with other batch axes do not cover a plan asking for [0].
-        const QuantizationPlan axis0 = QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
+        const QuantizationPlan axis0 =
+            QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
         QVERIFY(!stats.covers(axis0));
     }
 
@@ -497,7 +531,8 @@ private slots:
         }
         QVERIFY(cut >= 3);
         // A value the statistics lack is an Error naming it.
-        const QuantizationPlan onlyFc = QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
+        const QuantizationPlan onlyFc =
+            QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
         try {
             staticActivations(onlyFc, ActivationStatistics());
             QFAIL("missing statistics were accepted");
@@ -510,14 +545,15 @@ private slots:
     {
         const Interpreter interpreter(demo_);
         auto data = openDataSource(kDemoDir + "digits_calib.npz", {.batchSize = 32}, &demo_);
-        const QuantizationPlan plan = QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
+        const QuantizationPlan plan =
+            QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true}])"));
         CancellationToken cancel;
         int batches = 0;
-        QVERIFY_THROWS_EXCEPTION(Cancelled, calibrateActivations(interpreter, plan, *data, {}, cancel,
-                                                                 [&](double, std::string_view) {
-                                                                     if (++batches == 2)
-                                                                         cancel.cancel();
-                                                                 }));
+        QVERIFY_THROWS_EXCEPTION(
+            Cancelled, calibrateActivations(interpreter, plan, *data, {}, cancel, [&](double, std::string_view) {
+                if (++batches == 2)
+                    cancel.cancel();
+            }));
         QCOMPARE(batches, 2);
     }
 
@@ -533,10 +569,11 @@ private slots:
         noWeights.update(demo_, staticPlan);
 
         const Tensor a = evalInput_.reshaped({450, 1, 8, 8});
-        const Tensor batchA = Tensor::fromVector(DType::F32, {50, 1, 8, 8},
-                                                 std::vector<float>(a.values<float>().begin(), a.values<float>().begin() + 3200));
-        const Tensor batchB = Tensor::fromVector(DType::F32, {50, 1, 8, 8},
-                                                 std::vector<float>(a.values<float>().begin() + 3200, a.values<float>().begin() + 6400));
+        const Tensor batchA = Tensor::fromVector(
+            DType::F32, {50, 1, 8, 8}, std::vector<float>(a.values<float>().begin(), a.values<float>().begin() + 3200));
+        const Tensor batchB =
+            Tensor::fromVector(DType::F32, {50, 1, 8, 8},
+                               std::vector<float>(a.values<float>().begin() + 3200, a.values<float>().begin() + 6400));
 
         // Static: the range the observer reports, applied by a scalar int8 quantizer.
         QuantizationHook staticHook(demo_, staticPlan, noWeights, ranges);
@@ -558,7 +595,8 @@ private slots:
         ReferenceInt8Activations dynamicReference;
         dynamicReference.plan = &dynamicPlan;
         for (const Tensor& batch : {batchA, batchB})
-            QVERIFY(sameValues(runOutput(interpreter, batch, &dynamicHook), runOutput(interpreter, batch, &dynamicReference)));
+            QVERIFY(sameValues(runOutput(interpreter, batch, &dynamicHook),
+                               runOutput(interpreter, batch, &dynamicReference)));
         QVERIFY(!sameValues(runOutput(interpreter, batchA, &dynamicHook), staticA));
 
         // A static activation without its range is an Error that says calibration is needed.

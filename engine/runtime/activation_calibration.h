@@ -59,8 +59,7 @@ struct CalibrationOptions {
 // data file for a batch the model rejects, Cancelled on cancellation.
 ActivationStatistics calibrateActivations(const Interpreter& interpreter, const QuantizationPlan& plan,
                                           DataSource& data, const CalibrationOptions& options = {},
-                                          const CancellationToken& cancel = {},
-                                          const ProgressCallback& progress = {});
+                                          const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
 // A statically quantized activation's range and parameters.
 struct StaticActivation {

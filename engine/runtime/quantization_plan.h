@@ -77,7 +77,7 @@ struct LayerQuantization {
 // An activation calibration must observe, and how.
 struct ObservedActivation {
     std::string value;
-    ObserverConfig config; // batch axes of the first layer (model order) quantizing the value; per tensor
+    ObserverConfig config;      // batch axes of the first layer (model order) quantizing the value; per tensor
     std::vector<size_t> layers; // the layers whose input it is
 };
 

@@ -69,8 +69,13 @@ WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuant
 {
     const QuantizableLayer& layer = model.layers.at(lq.layer);
     const Tensor* w = model.initializer(layer.weightName);
-    return {*lq.weight, lq.weightRounding, lq.weightSeed, layer.weightName, w ? w->rawData() : nullptr,
-            w ? w->shape() : Shape{}, w ? w->dtype() : DType::F32};
+    return {*lq.weight,
+            lq.weightRounding,
+            lq.weightSeed,
+            layer.weightName,
+            w ? w->rawData() : nullptr,
+            w ? w->shape() : Shape{},
+            w ? w->dtype() : DType::F32};
 }
 
 QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq)
@@ -97,8 +102,8 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     if (!q.transposedAxes.empty()) {
         x = permuteAxes(x, q.transposedAxes);
         const int channel = normalizeAxis(spec.axis, x.rank(), "channel axis");
-        spec.axis = int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) -
-                        q.transposedAxes.begin());
+        spec.axis =
+            int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) - q.transposedAxes.begin());
     }
     q.quantization = computeQuantization(x, spec, layer.weightName);
     Tensor fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);

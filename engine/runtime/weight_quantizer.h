@@ -23,9 +23,10 @@ struct QuantizedWeight {
     QuantizationSpec spec; // as in the plan
     Rounding rounding = Rounding::Nearest;
     uint64_t seed = 0;
-    // Scales and clipping ranges. For a tiled weight whose contraction axis is
-    // not last, the layout is over the weight transposed so that it is
-    // (`transposedAxes`); empty transposedAxes = the weight's own axes.
+    // Scales and clipping ranges. For a tiled or microscaling weight whose
+    // contraction axis is not last, the layout is over the weight transposed so
+    // that it is (axis i of that tensor = axis transposedAxes[i] of the weight,
+    // as LayerQuantization::weightAxes); empty transposedAxes = the weight's own axes.
     TensorQuantization quantization;
     std::vector<int> transposedAxes;
     Tensor fakeQuant;     // float32, the weight's own shape and axis order
@@ -37,7 +38,8 @@ public:
     // Brings the cache in line with `plan`: layers that are new or whose spec,
     // rounding or seed changed are recomputed (in parallel across layers),
     // layers no longer quantized are dropped, the rest are kept as they are.
-    // Returns the layers recomputed. A layer whose weight cannot be quantized
+    // Returns the layers recomputed (in layer order). Progress is reported per
+    // layer, from worker threads, one call at a time. A layer whose weight cannot be quantized
     // (NaN/Inf, a spec the weight cannot take) is not cached: problems() says
     // why. Checks `cancel` between layers; on Cancelled the cache keeps what
     // was complete.
