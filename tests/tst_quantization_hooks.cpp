@@ -16,6 +16,7 @@
 #include "graph/weight_layout.h"
 #include "io/model_loader.h"
 #include "quant/kernels.h"
+#include "quant/microscaling.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/quantization_hook.h"
 #include "runtime/tensor_cast.h"
@@ -105,6 +106,28 @@ Tensor tiledReference(const Tensor& w, int channel, int contraction, int64_t til
     }
     for (auto& [key, group] : groups)
         fakeQuantGroupInt(group, qmin, qmax);
+    return out;
+}
+
+// Microscaling reference: every line of x along `axis` quantized as a 1-D
+// tensor of its own (so its blocks run along that axis whatever the layout).
+Tensor blockwiseReference(const Tensor& x, int axis, QType t)
+{
+    Tensor out = x.toFloat32().clone();
+    const Shape& shape = out.shape();
+    const int64_t length = shape[size_t(axis)], stride = rowMajorStrides(shape)[size_t(axis)];
+    float* data = out.mutableValues<float>().data();
+    for (int64_t flat = 0; flat < out.numel(); ++flat) {
+        if ((flat / stride) % length != 0)
+            continue; // not the first element of a line
+        std::vector<float> line(static_cast<size_t>(length));
+        for (int64_t i = 0; i < length; ++i)
+            line[size_t(i)] = data[flat + i * stride];
+        const Tensor l = Tensor::fromVector(DType::F32, {length}, line);
+        const Tensor q = fakeQuantize(l, microscalingParams(l, t));
+        for (int64_t i = 0; i < length; ++i)
+            data[flat + i * stride] = q.values<float>()[size_t(i)];
+    }
     return out;
 }
 
@@ -274,6 +297,57 @@ private slots:
         options.observer = &hook;
         QVERIFY(sameValues(hooked.run({{"x", x}}, options).at("y"), replaced.run({{"x", x}}).at("y")));
         QVERIFY(!sameValues(hooked.run({{"x", x}}).at("y"), replaced.run({{"x", x}}).at("y")));
+    }
+
+    void microscalingBlocksRunAlongTheContraction()
+    {
+        // mxfp4 weights of a Conv [O, I, kh, kw]: blocks along I (the weight is
+        // transposed to [O, kh, kw, I] for the kernels and back).
+        Model m;
+        m.opsetImports[""] = 13;
+        m.inputs.push_back({"x", DType::F32, "float32",
+                            std::vector<Dim>{Dim::fixed(1), Dim::fixed(40), Dim::fixed(3), Dim::fixed(3)}});
+        m.outputs.push_back({"y", DType::F32, "float32", std::nullopt});
+        Node conv;
+        conv.opType = "Conv";
+        conv.inputs = {"x", "w"};
+        conv.outputs = {"y"};
+        m.nodes.push_back(conv);
+        Tensor w = randomTensor({4, 40, 2, 2}, 21);
+        w.mutableValues<float>()[3] = 30.0f; // an outlier in the first block of one line only
+        m.addInitializer("w", w);
+        m.layers = findGraphLayers(m);
+        const QuantizationPlan plan =
+            QuantizationPlan::build(m, rules(R"([{"weight_qtype": "mxfp4", "tile_size": 8}])"));
+        QVERIFY(plan.forLayer(0)->problem.empty());
+        QVERIFY(plan.forLayer(0)->note.find("tile_size does not apply") != std::string::npos);
+        WeightQuantizer weights;
+        weights.update(m, plan);
+        QVERIFY(weights.find(0));
+        QCOMPARE(weights.find(0)->quantization.params.scales.size(), size_t(4 * 2 * 2 * 2)); // 40 = 32 + 8
+        QVERIFY(sameValues(weights.find(0)->fakeQuant, blockwiseReference(w, 1, QType::MxFp4)));
+
+        // mxfp8 activations of the demo's conv2: per batch, blocks along the channels of [N, C, H, W].
+        const QuantizationPlan act =
+            QuantizationPlan::build(demo_, rules(R"([{"module_path": "features/conv2", "act_qtype": "mxfp8"}])"));
+        QCOMPARE(act.forLayer(1)->activation->blockAxis, 1);
+        WeightQuantizer none;
+        none.update(demo_, act);
+        const std::map<size_t, StaticActivation> noStatic;
+        QuantizationHook hook(demo_, act, none, noStatic);
+        Recorder floatRun, hookedRun;
+        hook.setNext(&hookedRun);
+        const Interpreter interpreter(demo_);
+        runOutput(interpreter, evalInput_, &floatRun);
+        runOutput(interpreter, evalInput_, &hook);
+        const size_t node = *demo_.layers[1].node;
+        const Tensor reference = blockwiseReference(floatRun.inputs.at(node)[0], 1, QType::MxFp8);
+        QVERIFY(sameValues(hookedRun.inputs.at(node)[0], reference));
+        QVERIFY(!sameValues(reference, floatRun.inputs.at(node)[0]));
+        // A static microscaling activation cannot be: its scales come from each batch.
+        const QuantizationPlan staticMx = QuantizationPlan::build(
+            demo_, rules(R"([{"module_path": "features/conv2", "act_qtype": "mxfp8", "act_static_scale": true}])"));
+        QVERIFY(staticMx.forLayer(1)->problem.find("act_static_scale") != std::string::npos);
     }
 
     void hookedRunEqualsFakeQuantizedWeights_data()
