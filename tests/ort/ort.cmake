@@ -48,3 +48,7 @@ target_compile_definitions(tst_ort_compare PRIVATE
   QUANTSCOPE_ORT_MODELS="${QUANTSCOPE_ORT_MODELS}"
   QUANTSCOPE_DEMO_MODEL="${PROJECT_SOURCE_DIR}/resources/demo/digits/digits_cnn.onnx")
 set_tests_properties(tst_ort_compare PROPERTIES FIXTURES_REQUIRED "onnxruntime;ort_models" TIMEOUT 600)
+# Conv's AVX2 kernels on whole models too, where the CPU would pick AVX-512.
+add_test(NAME tst_ort_compare_avx2 COMMAND tst_ort_compare)
+set_tests_properties(tst_ort_compare_avx2 PROPERTIES LABELS conformance FIXTURES_REQUIRED "onnxruntime;ort_models"
+                                                     TIMEOUT 600 ENVIRONMENT "QUANTSCOPE_MAX_CPU_ISA=avx2")

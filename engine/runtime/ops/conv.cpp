@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -99,18 +100,47 @@ std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t
     return {lo, std::max(lo, hi)};
 }
 
+// The widest vector instructions Conv's kernels use: what the CPU offers,
+// capped by the environment variable QUANTSCOPE_MAX_CPU_ISA (avx512, avx2 or
+// baseline; read once) so that tests can run every path on one machine.
+enum class SimdLevel { None, Avx2, Avx512 };
+
+SimdLevel simdLevel()
+{
+    static const SimdLevel level = [] {
+        SimdLevel cap = SimdLevel::Avx512;
+        if (const char* value = std::getenv("QUANTSCOPE_MAX_CPU_ISA"); value && *value) {
+            const std::string name = value;
+            if (name == "avx2")
+                cap = SimdLevel::Avx2;
+            else if (name == "baseline")
+                cap = SimdLevel::None;
+            else if (name != "avx512")
+                throw Error("QUANTSCOPE_MAX_CPU_ISA='" + name + "' is not one of avx512, avx2, baseline");
+        }
+        SimdLevel cpu = SimdLevel::None;
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f"))
+            cpu = SimdLevel::Avx512;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            cpu = SimdLevel::Avx2;
+#endif
+        return std::min(cap, cpu);
+    }();
+    return level;
+}
+
 // Depthwise 2-D convolution (one input and one output channel per group).
 // The channel is first copied into a zero-padded plane cut to what the windows
 // reach, so that every tap adds a shifted (strided) plane row to the output
 // row with no bounds checks and no per-tap arithmetic: depthwise layers are
 // small (7 to 112 columns), where that overhead would dominate.
-// Compiled also for AVX2 and AVX-512 (the clone is picked when the program
-// loads); the AVX-512 clone fuses each multiply-add (FMA, one rounding), so
-// its results may differ from the others in the last bit.
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target_clones("avx512f", "avx2", "default")]]
-#endif
-void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
+// Compiled also for AVX2 and AVX-512 (chosen by simdLevel()); those fuse each
+// multiply-add (FMA, one rounding), so their results may differ from the
+// baseline's in the last bit.
+[[gnu::always_inline]] inline void depthwise2dBody(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                   float* y)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
@@ -154,6 +184,31 @@ void depthwise2d(const float* x, const float* w, float bias, const WindowGeometr
             }
         }
     }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                   float* y)
+{
+    depthwise2dBody(x, w, bias, g, y);
+}
+
+[[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                  float* y)
+{
+    depthwise2dBody(x, w, bias, g, y);
+}
+#endif
+
+void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simdLevel() == SimdLevel::Avx512)
+        return depthwise2dAvx512(x, w, bias, g, y);
+    if (simdLevel() == SimdLevel::Avx2)
+        return depthwise2dAvx2(x, w, bias, g, y);
+#endif
+    depthwise2dBody(x, w, bias, g, y);
 }
 
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
@@ -204,25 +259,6 @@ std::vector<int64_t> spatialOf(const Shape& shape)
 // into strips of `nr` columns (one stays in L1) and every `mr`-row strip of A
 // runs against it. Each C element is one dot product summed in k order, so
 // results do not depend on the chunking of columns into tasks.
-
-enum class SimdLevel { None, Avx2, Avx512 };
-
-SimdLevel simdLevel()
-{
-#if defined(__x86_64__) && defined(__GNUC__)
-    static const SimdLevel level = [] {
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f"))
-            return SimdLevel::Avx512;
-        if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            return SimdLevel::Avx2;
-        return SimdLevel::None;
-    }();
-    return level;
-#else
-    return SimdLevel::None;
-#endif
-}
 
 constexpr int64_t kDepthBlock = 256;
 constexpr int64_t kColumnBlock = 1024;
