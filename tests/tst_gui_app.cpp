@@ -1,0 +1,313 @@
+// The app on the bundled demo model (resources/demo/digits): loading fills the
+// layer tree; a rule edit recomputes only the changed layers and never shows
+// stale weights as current; undo brings back the rules and their results;
+// calibration and evaluation run as jobs (and cancel cleanly); a corrupt model
+// shows an error and the window lives on; a session round-trips; and the main
+// window is rendered to docs/screenshots/main_window.png for people to look at.
+#include <QtTest>
+
+#include <QAbstractItemModelTester>
+#include <QDir>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QTextBrowser>
+#include <QTreeView>
+#include <QUndoStack>
+
+#include "gui/job_tracker.h"
+#include "gui/main_window.h"
+#include "gui/workspace.h"
+#include "rules/ruleset.h"
+#include "widgets/layer_tree_model.h"
+#include "widgets/rule_editor.h"
+#include "widgets/rule_table_model.h"
+
+using namespace qs;
+
+namespace {
+
+const QString kRoot = QStringLiteral(QUANTSCOPE_TEST_DATA "/../..");
+const QString kModel = kRoot + QStringLiteral("/resources/demo/digits/digits_cnn.onnx");
+const QString kCalib = kRoot + QStringLiteral("/resources/demo/digits/digits_calib.npz");
+const QString kEval = kRoot + QStringLiteral("/resources/demo/digits/digits_eval.npz");
+const QString kW8A8 = kRoot + QStringLiteral("/resources/rules/w8a8_per_channel.json");
+
+bool loadModel(Workspace& ws, const QString& path = kModel)
+{
+    QSignalSpy loaded(&ws, &Workspace::modelLoaded);
+    ws.openModel(path);
+    return loaded.wait(30000);
+}
+
+// Waits until the weights of the current rules are in.
+bool weightsCurrent(Workspace& ws)
+{
+    QElapsedTimer t;
+    t.start();
+    while (ws.weightsGeneration() != ws.generation() && t.elapsed() < 30000)
+        QTest::qWait(10);
+    return ws.weightsGeneration() == ws.generation();
+}
+
+QModelIndex cell(Workspace& ws, size_t layer, int column)
+{
+    return ws.layers()->indexOfLayer(layer).siblingAtColumn(column);
+}
+
+DataConfig fileData(const QString& path)
+{
+    DataConfig c;
+    c.path = path.toStdString();
+    c.batchSize = 64;
+    return c;
+}
+
+} // namespace
+
+class TestGuiApp : public QObject {
+    Q_OBJECT
+private slots:
+    void initTestCase() { QStandardPaths::setTestModeEnabled(true); }
+    void loadingTheDemoFillsTheLayerTree();
+    void editRecomputesOnlyChangedLayers();
+    void undoRestoresRulesAndResults();
+    void calibrateAndEvaluate();
+    void cancellingAJobIsClean();
+    void corruptModelShowsErrorAndWindowLives();
+    void sessionRoundTrips();
+    void screenshotOfTheMainWindow();
+};
+
+void TestGuiApp::loadingTheDemoFillsTheLayerTree()
+{
+    Workspace ws;
+    QAbstractItemModelTester tester(ws.layers(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+    QVERIFY(loadModel(ws));
+    QCOMPARE(ws.layers()->layerCount(), size_t(5));
+    QStringList paths;
+    for (size_t i = 0; i < 5; ++i)
+        paths << ws.layers()->indexOfLayer(i).data(LayerTreeModel::ModulePathRole).toString();
+    QCOMPARE(paths, QStringList({"features/conv1", "features/conv2", "features/conv3", "classifier/fc1",
+                                 "classifier/fc2"}));
+    QCOMPARE(ws.layers()->rowCount(), 2); // features, classifier
+    QVERIFY(ws.canRun());
+    QVERIFY(ws.unsupportedOps().isEmpty());
+    QCOMPARE(cell(ws, 0, LayerTreeModel::OpTypeColumn).data().toString(), QStringLiteral("Conv"));
+    QCOMPARE(cell(ws, 0, LayerTreeModel::WeightQTypeColumn).data().toString(), QStringLiteral("float"));
+}
+
+void TestGuiApp::editRecomputesOnlyChangedLayers()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    ws.loadRules(kW8A8);
+    QVERIFY(weightsCurrent(ws));
+    QCOMPARE(ws.weights()->weights().size(), size_t(5));
+    QCOMPARE(ws.lastRecomputed().size(), size_t(5));
+    std::vector<std::shared_ptr<const QuantizedWeight>> before;
+    for (size_t i = 0; i < 5; ++i)
+        before.push_back(ws.weights()->find(i));
+    const double fc2Before = cell(ws, 4, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::SortRole).toDouble();
+    QVERIFY(fc2Before > 30); // int8 per channel
+
+    // fc2 gets int4 per tensor in a rule of its own, ahead of the w8a8 rule.
+    nlohmann::ordered_json rule{{"module_path", "classifier/fc2"}, {"weight_qtype", "int4"},
+                                {"granularity", "per_tensor"}};
+    ws.rules()->insertRule(0, rule, QStringLiteral("fc2 int4"));
+    // Until the job is back, every weight cell is stale, none current.
+    if (ws.weightsGeneration() != ws.generation())
+        for (size_t i = 0; i < 5; ++i)
+            QVERIFY(cell(ws, i, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::StaleRole).toBool());
+    QVERIFY(weightsCurrent(ws));
+    QCOMPARE(ws.lastRecomputed(), std::vector<size_t>{4});
+    for (size_t i = 0; i < 4; ++i)
+        QCOMPARE(ws.weights()->find(i), before[i]); // the very same cached result
+    QVERIFY(ws.weights()->find(4) != before[4]);
+    for (size_t i = 0; i < 5; ++i)
+        QVERIFY(!cell(ws, i, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::StaleRole).toBool());
+    const double fc2After = cell(ws, 4, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::SortRole).toDouble();
+    QVERIFY2(fc2After < fc2Before - 10, qPrintable(QStringLiteral("%1 vs %2").arg(fc2After).arg(fc2Before)));
+    QCOMPARE(cell(ws, 4, LayerTreeModel::WeightQTypeColumn).data().toString(), QStringLiteral("int4"));
+    QCOMPARE(cell(ws, 4, LayerTreeModel::RuleColumn).data().toString(), QStringLiteral("0"));
+
+    // Rapid edits: jobs of superseded generations never land; the last one does.
+    for (const char* qtype : {"int2", "int3", "int6"})
+        ws.rules()->setField(0, "weight_qtype", qtype);
+    QVERIFY(weightsCurrent(ws));
+    QCOMPARE(ws.weights()->find(4)->spec.qtype, *parseQType("int6"));
+    QCOMPARE(cell(ws, 4, LayerTreeModel::WeightQTypeColumn).data().toString(), QStringLiteral("int6"));
+}
+
+void TestGuiApp::undoRestoresRulesAndResults()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    ws.loadRules(kW8A8);
+    QVERIFY(weightsCurrent(ws));
+    const auto rows = ws.rules()->rows();
+    std::vector<double> sqnr;
+    for (size_t i = 0; i < 5; ++i)
+        sqnr.push_back(cell(ws, i, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::SortRole).toDouble());
+    ws.rules()->setField(0, "weight_qtype", "int4");
+    ws.rules()->setField(0, "granularity", "per_tensor");
+    QVERIFY(weightsCurrent(ws));
+    QVERIFY(cell(ws, 1, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::SortRole).toDouble() < sqnr[1]);
+    ws.undoStack()->undo();
+    ws.undoStack()->undo();
+    QCOMPARE(ws.rules()->rows(), rows);
+    QVERIFY(weightsCurrent(ws));
+    for (size_t i = 0; i < 5; ++i)
+        QCOMPARE(cell(ws, i, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::SortRole).toDouble(), sqnr[i]);
+}
+
+void TestGuiApp::calibrateAndEvaluate()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    ws.loadRules(kW8A8);
+    QVERIFY(weightsCurrent(ws));
+    ws.setCalibrationData(fileData(kCalib));
+    ws.setEvaluationData(fileData(kEval));
+    QSignalSpy stats(&ws, &Workspace::statisticsChanged);
+    ws.calibrate();
+    QVERIFY(stats.wait(60000));
+    QVERIFY(ws.statistics());
+    QVERIFY(ws.statistics()->batches() > 0);
+    QSignalSpy evaluated(&ws, &Workspace::evaluationChanged);
+    ws.evaluate();
+    QVERIFY(evaluated.wait(120000));
+    QVERIFY(ws.evaluation());
+    QVERIFY(ws.evaluation()->accuracy);
+    QVERIFY(ws.evaluation()->accuracy->quantizedTop1 > 0.9);
+    const QModelIndex acc = cell(ws, 2, LayerTreeModel::AccumulatedSqnrColumn);
+    QVERIFY(!acc.data().toString().isEmpty());
+    QVERIFY(!acc.data(LayerTreeModel::StaleRole).toBool());
+    // An edit makes the evaluation stale; undoing it makes it current again.
+    ws.rules()->setField(0, "weight_qtype", "int4");
+    QVERIFY(acc.data(LayerTreeModel::StaleRole).toBool());
+    ws.undoStack()->undo();
+    QVERIFY(!acc.data(LayerTreeModel::StaleRole).toBool());
+}
+
+void TestGuiApp::cancellingAJobIsClean()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    ws.loadRules(kW8A8);
+    QVERIFY(weightsCurrent(ws));
+    DataConfig synthetic;
+    synthetic.kind = DataConfig::Kind::Synthetic;
+    synthetic.syntheticSamples = 200000;
+    synthetic.batchSize = 64;
+    ws.setCalibrationData(synthetic);
+    QSignalSpy ended(ws.jobs(), &JobTracker::jobEnded);
+    QSignalSpy stats(&ws, &Workspace::statisticsChanged);
+    ws.calibrate();
+    QVERIFY(ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    QTest::qWait(100);
+    ws.jobs()->cancel(QStringLiteral("calibrate"));
+    QVERIFY(!ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    QCOMPARE(ended.count(), 1);
+    QCOMPARE(ended.first().at(2).toBool(), true); // cancelled
+    QVERIFY(ws.jobs()->waitForIdle(10000));
+    QTest::qWait(200);
+    QCOMPARE(stats.count(), 0); // the cancelled job's result, if any, is dropped
+    QVERIFY(!ws.statistics());
+}
+
+void TestGuiApp::corruptModelShowsErrorAndWindowLives()
+{
+    QTemporaryDir dir;
+    const QString bad = dir.filePath(QStringLiteral("corrupt.onnx"));
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(QByteArray("\x08\x07\x12\xff\xff\xff\xff garbage", 20));
+    f.close();
+    MainWindow window(false);
+    window.show();
+    window.openModel(kModel);
+    QSignalSpy loaded(window.workspace(), &Workspace::modelLoaded);
+    QVERIFY(loaded.wait(30000));
+    QSignalSpy failed(window.workspace(), &Workspace::modelFailed);
+    window.openModel(bad);
+    QVERIFY(failed.wait(30000));
+    QVERIFY2(failed.first().first().toString().contains(QStringLiteral("corrupt.onnx")),
+             qPrintable(failed.first().first().toString()));
+    QVERIFY(window.isVisible());
+    // The previous model stays open and usable.
+    QCOMPARE(window.workspace()->layers()->layerCount(), size_t(5));
+    window.openRules(kW8A8);
+    QVERIFY(weightsCurrent(*window.workspace()));
+}
+
+void TestGuiApp::sessionRoundTrips()
+{
+    QTemporaryDir dir;
+    const QString path = dir.filePath(QStringLiteral("s.qssession"));
+    SessionFile saved;
+    {
+        Workspace ws;
+        QVERIFY(loadModel(ws));
+        ws.loadRules(kW8A8);
+        ws.rules()->insertRule(1, {{"module_path", "(broken"}}, QStringLiteral("half-edited"));
+        ws.setCalibrationData(fileData(kCalib));
+        DataConfig eval = fileData(kEval);
+        eval.maxBatches = 2;
+        ws.setEvaluationData(eval);
+        QVERIFY(ws.isModified());
+        saved = ws.toSession();
+        saved.save(path.toStdString());
+    }
+    QCOMPARE(SessionFile::load(path.toStdString()).toJson(), saved.toJson());
+    Workspace ws;
+    QSignalSpy loaded(&ws, &Workspace::modelLoaded);
+    ws.openSession(path);
+    QVERIFY(loaded.wait(30000));
+    QCOMPARE(ws.rules()->rowCount(), 2);
+    QCOMPARE(ws.rules()->rows()[1]["module_path"], "(broken"); // kept as typed, flagged
+    QVERIFY(!ws.rules()->allValid());
+    QCOMPARE(*ws.calibrationData(), *saved.calibrationData);
+    QCOMPARE(ws.evaluationData()->maxBatches, std::optional<int64_t>(2));
+    QVERIFY(!ws.isModified());
+    QCOMPARE(ws.toSession().toJson(), saved.toJson());
+}
+
+void TestGuiApp::screenshotOfTheMainWindow()
+{
+    MainWindow window(false);
+    window.resize(1500, 900);
+    window.show();
+    window.openRules(kW8A8);
+    window.openModel(kModel);
+    QSignalSpy loaded(window.workspace(), &Workspace::modelLoaded);
+    QVERIFY(loaded.wait(30000));
+    QVERIFY(weightsCurrent(*window.workspace()));
+    // A second rule so the editor shows precedence, match counts and an unused rule.
+    window.workspace()->rules()->insertRule(
+        0, {{"module_path", "classifier/fc2"}, {"op_types", {"Gemm"}}, {"weight_qtype", "int4"}, {"tile_size", 16}},
+        QStringLiteral("fc2 int4"));
+    window.workspace()->rules()->insertRule(2, {{"module_path", "decoder/.*"}, {"weight_qtype", "nf4"}},
+                                            QStringLiteral("unused"));
+    window.workspace()->setCalibrationData(fileData(kCalib));
+    window.workspace()->setEvaluationData(fileData(kEval));
+    QVERIFY(weightsCurrent(*window.workspace()));
+    QSignalSpy evaluated(window.workspace(), &Workspace::evaluationChanged);
+    window.runWhenReady(true, true);
+    QVERIFY(evaluated.wait(120000));
+    const QModelIndex conv2 =
+        window.layerProxy()->mapFromSource(window.workspace()->layers()->indexOfLayer(1));
+    window.layerView()->setCurrentIndex(conv2);
+    window.ruleEditor()->selectRule(1);
+    QTest::qWait(300);
+    QVERIFY(window.inspector()->toPlainText().contains(QStringLiteral("features/conv2")));
+    const QString out = kRoot + QStringLiteral("/docs/screenshots");
+    QDir().mkpath(out);
+    const QPixmap shot = window.grab();
+    QVERIFY(!shot.isNull());
+    QVERIFY(shot.save(out + QStringLiteral("/main_window.png")));
+    qInfo("screenshot: %s", qPrintable(QDir::cleanPath(out + QStringLiteral("/main_window.png"))));
+}
+
+QTEST_MAIN(TestGuiApp)
+#include "tst_gui_app.moc"
