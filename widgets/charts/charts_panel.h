@@ -13,6 +13,9 @@
 #include <QStringList>
 #include <QWidget>
 
+class QComboBox;
+class QLabel;
+
 namespace qs {
 
 class Model;
@@ -62,15 +65,26 @@ signals:
     // The threshold line marks these layers (module paths) to keep in float.
     void keepFloatProposed(QStringList modulePaths);
 
+    // Whether the distribution and method views show the layer's input activation (else its weight).
+    void setShowActivation(bool activation);
+    bool showsActivation() const;
+
 private:
     void refreshLayer();
+    void refreshLayerErrors();
+    void showWeight(size_t layer);
+    void showActivation(size_t layer);
 
     std::shared_ptr<const Model> model_;
     std::shared_ptr<const QuantizationPlan> plan_;
     std::shared_ptr<const WeightQuantizer> weights_;
     std::shared_ptr<const RuleSet> rules_;
     std::shared_ptr<const ActivationStatistics> stats_;
+    std::shared_ptr<const EvaluationResult> evaluation_;
+    std::shared_ptr<const SensitivityResult> sensitivity_;
     std::optional<size_t> layer_;
+    QComboBox* subject_ = nullptr;
+    QLabel* header_ = nullptr;
     DistributionView* distribution_ = nullptr;
     MethodComparisonView* methods_ = nullptr;
     ScaleRangeView* scales_ = nullptr;

@@ -1,0 +1,296 @@
+#include "widgets/charts/charts_panel.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QTabWidget>
+#include <QVBoxLayout>
+
+#include "calib/calibrate.h"
+#include "graph/model.h"
+#include "runtime/activation_calibration.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+#include "session/evaluation.h"
+#include "widgets/charts/distribution_view.h"
+#include "widgets/charts/layer_error_view.h"
+#include "widgets/charts/method_comparison_view.h"
+#include "widgets/charts/scale_range_view.h"
+
+namespace qs {
+namespace {
+
+// `t` (float32) with its axes permuted: result axis i is input axis axes[i].
+// The weight quantizer lays a tiled weight out with its contraction axis last;
+// the views need the values in that layout's order.
+Tensor permuted(const Tensor& t, const std::vector<int>& axes)
+{
+    const Shape& in = t.shape();
+    Shape out(axes.size());
+    for (size_t i = 0; i < axes.size(); ++i)
+        out[i] = in[size_t(axes[i])];
+    const Shape inStrides = rowMajorStrides(in);
+    Tensor result(DType::F32, out);
+    const std::span<const float> src = t.values<float>();
+    const std::span<float> dst = result.mutableValues<float>();
+    std::vector<int64_t> index(out.size(), 0);
+    for (int64_t flat = 0; flat < result.numel(); ++flat) {
+        int64_t offset = 0;
+        for (size_t i = 0; i < out.size(); ++i)
+            offset += index[i] * inStrides[size_t(axes[i])];
+        dst[size_t(flat)] = src[size_t(offset)];
+        for (size_t i = out.size(); i-- > 0;) {
+            if (++index[i] < out[i])
+                break;
+            index[i] = 0;
+        }
+    }
+    return result;
+}
+
+const LayerQuantization* planLayer(const QuantizationPlan* plan, size_t layer)
+{
+    if (!plan)
+        return nullptr;
+    for (const LayerQuantization& lq : plan->layers())
+        if (lq.layer == layer)
+            return &lq;
+    return nullptr;
+}
+
+QString describe(const QuantizationSpec& spec)
+{
+    return QString("%1, %2, %3")
+        .arg(QString::fromUtf8(qtypeName(spec.qtype).data(), qsizetype(qtypeName(spec.qtype).size())),
+             QString::fromStdString(spec.method.toString()),
+             spec.granularity == Granularity::PerTensor ? QString("per tensor")
+             : spec.tileSize                            ? QString("tiles of %1").arg(*spec.tileSize)
+                                                        : QString("per channel"));
+}
+
+} // namespace
+
+ChartsPanel::ChartsPanel(QWidget* parent)
+    : QWidget(parent),
+      subject_(new QComboBox(this)),
+      header_(new QLabel(this)),
+      distribution_(new DistributionView(this)),
+      methods_(new MethodComparisonView(this)),
+      scales_(new ScaleRangeView(this)),
+      layerErrors_(new LayerErrorView(this))
+{
+    subject_->addItems({tr("Weight"), tr("Input activation")});
+    subject_->setToolTip(tr("What the distribution and method views show"));
+    connect(subject_, &QComboBox::currentIndexChanged, this, [this] { refreshLayer(); });
+    auto* tabs = new QTabWidget(this);
+    tabs->addTab(distribution_, tr("Distribution"));
+    tabs->addTab(methods_, tr("Methods"));
+    tabs->addTab(scales_, tr("Scale ranges"));
+    tabs->addTab(layerErrors_, tr("Layer errors"));
+    auto* top = new QHBoxLayout;
+    top->addWidget(header_, 1);
+    top->addWidget(subject_);
+    auto* layout = new QVBoxLayout(this);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addLayout(top);
+    layout->addWidget(tabs, 1);
+
+    connect(layerErrors_, &LayerErrorView::layerClicked, this, [this](size_t layer) {
+        setSelectedLayer(layer);
+        emit layerClicked(layer);
+    });
+    connect(layerErrors_, &LayerErrorView::keepFloatProposed, this, &ChartsPanel::keepFloatProposed);
+    connect(methods_, &MethodComparisonView::methodApplied, this, [this](const QString& method) {
+        if (layer_)
+            emit methodApplied(*layer_, method, methods_->isActivation());
+    });
+    refreshLayer();
+}
+
+ChartsPanel::~ChartsPanel() = default;
+
+void ChartsPanel::setModel(std::shared_ptr<const Model> model)
+{
+    model_ = std::move(model);
+    plan_.reset();
+    weights_.reset();
+    rules_.reset();
+    stats_.reset();
+    evaluation_.reset();
+    sensitivity_.reset();
+    layer_.reset();
+    refreshLayer();
+    refreshLayerErrors();
+}
+
+void ChartsPanel::setPlan(std::shared_ptr<const QuantizationPlan> plan, std::shared_ptr<const WeightQuantizer> weights,
+                          std::shared_ptr<const RuleSet> rules)
+{
+    plan_ = std::move(plan);
+    weights_ = std::move(weights);
+    rules_ = std::move(rules);
+    refreshLayer();
+    refreshLayerErrors();
+}
+
+void ChartsPanel::setActivationStatistics(std::shared_ptr<const ActivationStatistics> stats)
+{
+    stats_ = std::move(stats);
+    if (showsActivation())
+        refreshLayer();
+}
+
+void ChartsPanel::setEvaluation(std::shared_ptr<const EvaluationResult> eval)
+{
+    evaluation_ = std::move(eval);
+    refreshLayerErrors();
+}
+
+void ChartsPanel::setSensitivity(std::shared_ptr<const SensitivityResult> s)
+{
+    sensitivity_ = std::move(s);
+    refreshLayerErrors();
+}
+
+void ChartsPanel::setSelectedLayer(std::optional<size_t> layer)
+{
+    if (layer == layer_)
+        return;
+    layer_ = layer;
+    refreshLayer();
+}
+
+void ChartsPanel::setShowActivation(bool activation)
+{
+    subject_->setCurrentIndex(activation ? 1 : 0);
+}
+
+bool ChartsPanel::showsActivation() const
+{
+    return subject_->currentIndex() == 1;
+}
+
+void ChartsPanel::refreshLayerErrors()
+{
+    if (!model_) {
+        layerErrors_->setData({});
+        return;
+    }
+    std::map<size_t, ErrorMetrics> weightMetrics;
+    if (weights_)
+        for (const auto& [layer, w] : weights_->weights())
+            weightMetrics[layer] = w->metrics;
+    layerErrors_->setData(layerErrors(*model_, evaluation_.get(), weightMetrics, sensitivity_.get()));
+}
+
+void ChartsPanel::refreshLayer()
+{
+    if (!model_ || !layer_ || *layer_ >= model_->layers.size()) {
+        header_->setText(model_ ? tr("No layer selected.") : tr("No model."));
+        const QString why = tr("Select a quantized layer.");
+        distribution_->clear(why);
+        methods_->clear(why);
+        scales_->clear(why);
+        return;
+    }
+    header_->setText(QString::fromStdString(model_->layers[*layer_].modulePath) + " (" +
+                     QString::fromStdString(model_->layers[*layer_].opType) + ")");
+    showWeight(*layer_);
+    if (showsActivation())
+        showActivation(*layer_);
+}
+
+void ChartsPanel::showWeight(size_t layer)
+{
+    const QuantizableLayer& l = model_->layers[layer];
+    const LayerQuantization* lq = planLayer(plan_.get(), layer);
+    std::shared_ptr<const QuantizedWeight> qw;
+    if (weights_)
+        if (const auto it = weights_->weights().find(layer); it != weights_->weights().end())
+            qw = it->second;
+    const Tensor* tensor = model_->initializer(l.weightName);
+    if (!qw || !tensor) {
+        QString why = tr("The weight of %1 is not quantized.").arg(QString::fromStdString(l.modulePath));
+        if (lq && !lq->problem.empty())
+            why = QString::fromStdString(lq->problem);
+        else if (weights_ && weights_->problems().count(layer))
+            why = QString::fromStdString(weights_->problems().at(layer));
+        else if (!tensor)
+            why = tr("The model holds no weight '%1'.").arg(QString::fromStdString(l.weightName));
+        if (!showsActivation()) {
+            distribution_->clear(why);
+            methods_->clear(why);
+        }
+        scales_->clear(why);
+        return;
+    }
+    Tensor x = tensor->toFloat32();
+    Tensor fake = qw->fakeQuant;
+    QuantizationSpec spec = qw->spec;
+    int axis = spec.axis < 0 ? spec.axis + x.rank() : spec.axis;
+    if (!qw->transposedAxes.empty()) {
+        x = permuted(x, qw->transposedAxes);
+        fake = permuted(fake, qw->transposedAxes);
+        for (size_t i = 0; i < qw->transposedAxes.size(); ++i)
+            if (qw->transposedAxes[i] == axis) {
+                axis = int(i);
+                break;
+            }
+        spec.axis = axis;
+    }
+    auto q = std::shared_ptr<const TensorQuantization>(qw, &qw->quantization);
+    const QString name = QString::fromStdString(l.weightName);
+    // Per-tensor weights still have channels: the views show them against the one range.
+    const int channelAxis = axis;
+    if (!showsActivation()) {
+        distribution_->showWeight(x, fake, q, channelAxis, name, describe(qw->spec));
+        methods_->showWeight(x, spec, name);
+    }
+    if (isMicroscaling(spec.qtype))
+        scales_->clear(tr("%1 computes its own block scales.").arg(QString::fromUtf8(qtypeName(spec.qtype).data())));
+    else
+        scales_->showWeight(x, q, channelAxis, name);
+}
+
+void ChartsPanel::showActivation(size_t layer)
+{
+    const LayerQuantization* lq = planLayer(plan_.get(), layer);
+    if (!lq || !lq->activation) {
+        const QString why = tr("The input activation of this layer is not quantized (no act_qtype).");
+        distribution_->clear(why);
+        methods_->clear(why);
+        return;
+    }
+    const ActivationQuantization& act = *lq->activation;
+    const auto observed = stats_ ? stats_->observers().find(act.value) : std::map<std::string, Observer>::const_iterator();
+    if (!stats_ || observed == stats_->observers().end()) {
+        const QString why = tr("Run calibration to see the activation '%1'.").arg(QString::fromStdString(act.value));
+        distribution_->clear(why);
+        methods_->clear(why);
+        return;
+    }
+    if (isMicroscaling(act.target.qtype)) {
+        const QString why = tr("%1 computes its own block scales per batch.")
+                                .arg(QString::fromUtf8(qtypeName(act.target.qtype).data()));
+        distribution_->clear(why);
+        methods_->clear(why);
+        return;
+    }
+    try {
+        const std::vector<Range> ranges = observed->second.ranges(act.method, act.target);
+        const bool symmetric = calibrationSymmetric(act.method, act.target);
+        const QuantParams params = quantParamsFromRanges(act.target.qtype, BlockLayout::perTensor({1}),
+                                                         std::span(ranges).first(1), symmetric, act.target.options,
+                                                         act.value);
+        const QString description = QString("%1, %2, per tensor")
+                                        .arg(QString::fromUtf8(qtypeName(act.target.qtype).data()),
+                                             QString::fromStdString(act.method.toString()));
+        distribution_->showActivation(stats_, act.value, params, ranges.front(), description);
+        methods_->showActivation(stats_, act.value, act.target);
+    } catch (const Error& e) {
+        distribution_->clear(QString::fromStdString(e.what()));
+        methods_->clear(QString::fromStdString(e.what()));
+    }
+}
+
+} // namespace qs
