@@ -132,10 +132,13 @@ SimdLevel simdLevel()
 }
 
 // Depthwise 2-D convolution (one input and one output channel per group).
-// The channel is first copied into a zero-padded plane cut to what the windows
-// reach, so that every tap adds a shifted (strided) plane row to the output
-// row with no bounds checks and no per-tap arithmetic: depthwise layers are
-// small (7 to 112 columns), where that overhead would dominate.
+// Depthwise layers are small (7 to 112 columns), where per-row loops would
+// spend their time on loop overhead, so every tap is one long multiply-add:
+// the zero-padded input is split into strides[0] x strides[1] sub-planes by
+// row and column residue (sub-plane (a, b) holds padded rows a, a + sh, ... and
+// columns b, b + sw, ...), in which each tap's inputs for consecutive outputs
+// are consecutive. Output (oh, ow) sits at oh * WS + ow of a grid as wide as a
+// sub-plane; the WS - OW extra columns per row are computed and dropped.
 // Compiled also for AVX2 and AVX-512 (chosen by simdLevel()); those fuse each
 // multiply-add (FMA, one rounding), so their results may differ from the
 // baseline's in the last bit.
@@ -145,45 +148,36 @@ SimdLevel simdLevel()
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
     const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    // The padded plane, cut to what the windows reach, and its sub-planes' size.
     const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
-    thread_local std::vector<float> plane;
-    plane.assign(size_t(HP * WP), 0.0f);
-    // Plane row r holds input row r - ph, plane column c input column c - pw.
+    const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw;
+    thread_local std::vector<float> planes, grid;
+    planes.assign(size_t(sh * sw * HS * WS), 0.0f);
     const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
-    for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph) && c0 < c1; ++r)
-        std::copy(x + (r - ph) * W + (c0 - pw), x + (r - ph) * W + (c1 - pw), plane.data() + r * WP + c0);
-    if (sh == 1 && sw == 1) {
-        // Unit strides: output (oh, ow) sits at oh * WP + ow of a plane-wide grid, where every
-        // tap is one long shifted multiply-add over the whole grid; the extra WP - OW columns
-        // per row are computed and dropped, a small price next to short scalar row loops.
-        thread_local std::vector<float> grid;
-        grid.assign(size_t(OH * WP), bias);
-        const int64_t span = (OH - 1) * WP + OW;
-        float* __restrict z = grid.data();
-        for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-                const float wv = w[kh * KW + kw];
-                const float* __restrict ps = plane.data() + kh * dh * WP + kw * dw;
-                for (int64_t i = 0; i < span; ++i)
-                    z[i] += wv * ps[i];
-            }
-        for (int64_t oh = 0; oh < OH; ++oh)
-            std::copy(z + oh * WP, z + oh * WP + OW, y + oh * OW);
-        return;
-    }
-    for (int64_t oh = 0; oh < OH; ++oh) {
-        float* yr = y + oh * OW;
-        std::fill(yr, yr + OW, bias);
-        for (int64_t kh = 0; kh < KH; ++kh) {
-            const float* pr = plane.data() + (oh * sh + kh * dh) * WP;
-            for (int64_t kw = 0; kw < KW; ++kw) {
-                const float wv = w[kh * KW + kw];
-                const float* ps = pr + kw * dw;
-                for (int64_t ow = 0; ow < OW; ++ow)
-                    yr[ow] += wv * ps[ow * sw];
-            }
+    for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph); ++r) {
+        const float* xr = x + (r - ph) * W - pw;
+        float* rowOfResidue0 = planes.data() + ((r % sh) * sw * HS + r / sh) * WS;
+        for (int64_t b = 0; b < sw; ++b) {
+            const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
+            float* dst = rowOfResidue0 + b * HS * WS + first / sw;
+            for (int64_t c = first; c < c1; c += sw)
+                *dst++ = xr[c];
         }
     }
+    grid.assign(size_t(OH * WS), bias);
+    const int64_t span = (OH - 1) * WS + OW;
+    float* __restrict z = grid.data();
+    for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t rh = kh * dh, rw = kw * dw;
+            const float wv = w[kh * KW + kw];
+            const float* __restrict ps =
+                planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
+            for (int64_t i = 0; i < span; ++i)
+                z[i] += wv * ps[i];
+        }
+    for (int64_t oh = 0; oh < OH; ++oh)
+        std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
