@@ -158,8 +158,6 @@ struct WeightJob {
     std::optional<QuantParams> params;
 };
 
-int64_t groupsOf(const Shape& grid) { return shapeElementCount(grid); }
-
 DType zeroPointDType(QType t)
 {
     const QuantTypeInfo& q = qtypeInfo(t);

@@ -213,7 +213,10 @@ public:
     explicit TemporaryHdf5(const std::filesystem::path& target) : target_(target)
     {
         const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
-        std::string pattern = (folder / ("." + target.filename().string() + ".XXXXXX")).string();
+        std::string name = target.filename().string();
+        name.insert(0, 1, '.');
+        name.append(".XXXXXX");
+        std::string pattern = (folder / name).string();
         const int fd = mkstemp(pattern.data());
         if (fd < 0)
             throw Error(target.string() + ": cannot create a temporary file in " + folder.string());
