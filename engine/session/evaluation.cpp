@@ -313,7 +313,7 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
                 event.opset = opset;
                 event.inputs = inputs;
                 isolatedHook.beforeNode(event);
-                const std::vector<Tensor> out = interpreter.runNode(tracked[i].node, inputs);
+                const std::vector<Tensor> out = interpreter.runNode(tracked[i].node, inputs, cancel);
                 const Tensor measured = asFloat(out.at(0));
                 const Tensor expected = asFloat(recorder.outputs[i]);
                 isolated[i].add(expected.values<float>(), measured.values<float>());
