@@ -50,6 +50,10 @@ public:
     // The layer (index into Model::layers) the distribution, method and scale views show.
     void setSelectedLayer(std::optional<size_t> layer);
 
+    // Whether the distribution and method views show the layer's input activation (else its weight).
+    void setShowActivation(bool activation);
+    bool showsActivation() const;
+
     DistributionView* distributionView() const { return distribution_; }
     MethodComparisonView* methodComparisonView() const { return methods_; }
     ScaleRangeView* scaleRangeView() const { return scales_; }
@@ -64,10 +68,6 @@ signals:
     void methodApplied(size_t layer, QString method, bool activation);
     // The threshold line marks these layers (module paths) to keep in float.
     void keepFloatProposed(QStringList modulePaths);
-
-    // Whether the distribution and method views show the layer's input activation (else its weight).
-    void setShowActivation(bool activation);
-    bool showsActivation() const;
 
 private:
     void refreshLayer();

@@ -134,6 +134,9 @@ DistributionView::DistributionView(QWidget* parent)
     connect(histogram_->view(), &ChartView::hovered, this, &DistributionView::hoverHistogram);
     connect(strip_->view(), &ChartView::hovered, this, &DistributionView::hoverStrip);
     connect(histogram_, &ChartFrame::paletteChanged, this, &DistributionView::redraw);
+    // Axes set by hand (not only by zooming) are restored too.
+    for (ChartFrame* f : {histogram_, rounding_, clipping_, strip_})
+        connect(f, &ChartFrame::zoomReset, this, &DistributionView::redraw);
 
     auto* controls = new QHBoxLayout;
     controls->addWidget(new QLabel(tr("Channel:"), this));

@@ -74,6 +74,8 @@ LayerErrorView::LayerErrorView(QWidget* parent)
         }
     });
     connect(bars_, &ChartFrame::paletteChanged, this, &LayerErrorView::draw);
+    connect(bars_, &ChartFrame::zoomReset, this, &LayerErrorView::draw);
+    connect(sensitivity_, &ChartFrame::zoomReset, this, &LayerErrorView::draw);
 
     auto* controls = new QHBoxLayout;
     controls->addStretch();

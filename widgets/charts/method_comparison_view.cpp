@@ -60,6 +60,7 @@ MethodComparisonView::MethodComparisonView(QWidget* parent)
     connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { draw(); });
     connect(chart_->view(), &ChartView::hovered, this, &MethodComparisonView::hover);
     connect(chart_, &ChartFrame::paletteChanged, this, &MethodComparisonView::draw);
+    connect(chart_, &ChartFrame::zoomReset, this, &MethodComparisonView::draw);
 
     auto* controls = new QHBoxLayout;
     controls->addWidget(new QLabel(tr("percentile p:"), this));
@@ -250,13 +251,13 @@ void MethodComparisonView::draw()
             out += csvField(QString::fromStdString(r.method));
             if (r.skipped.empty())
                 out += QString(",%1,%2,%3,%4,%5,%6,%7,")
-                           .arg(r.metrics.mse, 0, 'g', 9)
-                           .arg(r.metrics.sqnrDb, 0, 'g', 9)
-                           .arg(r.metrics.maxAbsError, 0, 'g', 9)
-                           .arg(r.metrics.cosine, 0, 'g', 9)
-                           .arg(r.metrics.fractionClipped, 0, 'g', 9)
-                           .arg(e.min, 0, 'g', 9)
-                           .arg(e.max, 0, 'g', 9);
+                           .arg(r.metrics.mse, 0, 'g', 17)
+                           .arg(r.metrics.sqnrDb, 0, 'g', 17)
+                           .arg(r.metrics.maxAbsError, 0, 'g', 17)
+                           .arg(r.metrics.cosine, 0, 'g', 17)
+                           .arg(r.metrics.fractionClipped, 0, 'g', 17)
+                           .arg(e.min, 0, 'g', 17)
+                           .arg(e.max, 0, 'g', 17);
             else
                 out += ",,,,,,,," + csvField(QString::fromStdString(r.skipped));
             out += '\n';

@@ -71,6 +71,8 @@ ScaleRangeView::ScaleRangeView(QWidget* parent)
     connect(scales_->view(), &ChartView::hovered, this, &ScaleRangeView::hoverScales);
     connect(tiles_->view(), &ChartView::hovered, this, &ScaleRangeView::hoverTiles);
     connect(ranges_, &ChartFrame::paletteChanged, this, &ScaleRangeView::draw);
+    for (ChartFrame* f : {ranges_, scales_, tiles_})
+        connect(f, &ChartFrame::zoomReset, this, &ScaleRangeView::draw);
 
     QChart* t = tiles_->chart();
     tileAnchor_->setPen(Qt::NoPen);

@@ -1,0 +1,513 @@
+// Analysis charts: the data models checked headless against the engine and
+// plain loops (bin counts, clipped mass, the error split, per-channel ranges,
+// the method table's order), the views' signals and CSV, and a screenshot of
+// each view on the demo model (docs/screenshots/chart_*.png), one in a dark palette.
+#include <QtTest>
+
+#include <QApplication>
+#include <QClipboard>
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableView>
+#include <QAbstractItemModelTester>
+#include <QLineSeries>
+#include <QValueAxis>
+
+#include <cmath>
+#include <random>
+
+#include "analysis/metrics.h"
+#include "analysis/tensor_quantization.h"
+#include "graph/model.h"
+#include "io/model_loader.h"
+#include "quant/kernels.h"
+#include "session/evaluation.h"
+#include "widgets/charts/chart_frame.h"
+#include "widgets/charts/distribution_view.h"
+#include "widgets/charts/layer_error_view.h"
+#include "widgets/charts/method_comparison_view.h"
+#include "widgets/charts/method_table_model.h"
+#include "widgets/charts/scale_range_view.h"
+
+using namespace qs;
+
+namespace {
+
+const char* const kDemoModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
+const char* const kScreenshots = QUANTSCOPE_TEST_DATA "/../../docs/screenshots/";
+
+QuantizationSpec specOf(const char* method, Granularity g = Granularity::PerChannel, QType t = QType::Int8)
+{
+    QuantizationSpec s;
+    s.qtype = t;
+    s.method = CalibrationMethod::parse(method);
+    s.granularity = g;
+    s.axis = 0;
+    return s;
+}
+
+// Gaussian values with a few large outliers of both signs.
+Tensor noisyTensor(Shape shape, uint32_t seed)
+{
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    Tensor t(DType::F32, std::move(shape));
+    auto v = t.mutableValues<float>();
+    for (size_t i = 0; i < v.size(); ++i)
+        v[i] = normal(rng) * (1.0f + float(i % 7));
+    for (size_t i = 0; i < v.size(); i += 997)
+        v[i] = (i % 2 ? 40.0f : -55.0f);
+    return t;
+}
+
+int64_t sum(const std::vector<int64_t>& v)
+{
+    int64_t s = 0;
+    for (const int64_t c : v)
+        s += c;
+    return s;
+}
+
+struct Demo {
+    Model model;
+    size_t conv1 = 0, fc1 = 0;
+};
+
+const Demo& demo()
+{
+    static const Demo d = [] {
+        Demo out{loadModel(kDemoModel)};
+        for (size_t i = 0; i < out.model.layers.size(); ++i) {
+            if (out.model.layers[i].modulePath == "features/conv1")
+                out.conv1 = i;
+            if (out.model.layers[i].modulePath == "classifier/fc1")
+                out.fc1 = i;
+        }
+        return out;
+    }();
+    return d;
+}
+
+Tensor demoWeight(size_t layer)
+{
+    return demo().model.initializer(demo().model.layers[layer].weightName)->toFloat32();
+}
+
+bool waitFor(const std::function<bool()>& done)
+{
+    QElapsedTimer timer;
+    timer.start();
+    while (!done() && timer.elapsed() < 15000)
+        QTest::qWait(10);
+    return done();
+}
+
+void screenshot(QWidget& w, const QString& file)
+{
+    w.resize(1200, 700);
+    w.show();
+    QTest::qWait(50);
+    QCoreApplication::processEvents();
+    const QImage image = w.grab().toImage();
+    QVERIFY(image.save(QString(kScreenshots) + file));
+}
+
+QPalette darkPalette()
+{
+    QPalette p;
+    p.setColor(QPalette::Window, QColor(40, 42, 46));
+    p.setColor(QPalette::Base, QColor(30, 31, 34));
+    p.setColor(QPalette::AlternateBase, QColor(45, 47, 52));
+    p.setColor(QPalette::Text, QColor(225, 225, 225));
+    p.setColor(QPalette::WindowText, QColor(225, 225, 225));
+    p.setColor(QPalette::Button, QColor(50, 52, 58));
+    p.setColor(QPalette::ButtonText, QColor(225, 225, 225));
+    return p;
+}
+
+// Mean luminance difference between a chart's text colour and its background in an image.
+bool paletteApplied(const QImage& image, const QColor& base)
+{
+    // The corner pixel of the chart is its background.
+    const QColor corner = image.pixelColor(image.width() - 3, image.height() / 2);
+    return std::abs(corner.lightness() - base.lightness()) < 30;
+}
+
+} // namespace
+
+class TestCharts : public QObject {
+    Q_OBJECT
+private slots:
+    void distributionCountsAddUpAndClippedMassIsAnalysis()
+    {
+        for (const char* method : {"absmax", "percentile,99", "minmax", "mse"})
+            for (const Granularity g : {Granularity::PerTensor, Granularity::PerChannel}) {
+                const Tensor x = noisyTensor({12, 5, 31}, 7);
+                const QuantizationSpec spec = specOf(method, g);
+                const TensorQuantization q = computeQuantization(x, spec, "w");
+                const Tensor fq = fakeQuantize(x, q.params);
+                const DistributionData d = weightDistribution(x, fq, q, 0, std::nullopt, "w", 200);
+                QCOMPARE(d.elements, x.numel());
+                QCOMPARE(d.values.total(), x.numel());
+                QCOMPARE(d.fakeQuant.total(), x.numel());
+                QCOMPARE(d.roundingCount + d.clippingCount, x.numel());
+                QCOMPARE(d.roundingError.total(), d.roundingCount);
+                QCOMPARE(d.clippingError.total(), d.clippingCount);
+                QCOMPARE(d.clipped, d.clippingCount);
+                QCOMPARE(d.clippedFraction, fractionClipped(x.values<float>(), q.params.layout, q.ranges));
+                QCOMPARE(sum(d.strip), x.numel());
+                QCOMPARE(d.channels, int64_t(12));
+                // Scalar reference: the clipped count and the outliers by a plain loop.
+                int64_t clipped = 0, outliers = 0;
+                const auto xs = x.values<float>();
+                for (int64_t i = 0; i < x.numel(); ++i) {
+                    const Range& r = q.ranges[size_t(q.params.layout.groupOf(i))];
+                    clipped += xs[size_t(i)] < r.min || xs[size_t(i)] > r.max;
+                    outliers += std::abs(xs[size_t(i)] - d.mean) > kOutlierSigmas * d.stddev;
+                }
+                QCOMPARE(d.clipped, clipped);
+                QCOMPARE(d.outliers, outliers);
+                if (QString(method).startsWith("percentile"))
+                    QVERIFY(d.clipped > 0);
+                if (QString(method) == "absmax")
+                    QCOMPARE(d.clipped, int64_t(0));
+                // Rounding error stays within half a step of the widest group's scale.
+                const float widest = *std::max_element(q.params.scales.begin(), q.params.scales.end());
+                QVERIFY(d.roundingError.lo >= -0.5 * widest * 1.0001 && d.roundingError.hi <= 0.5 * widest * 1.0001);
+            }
+    }
+
+    void distributionOfOneChannel()
+    {
+        const Tensor x = noisyTensor({6, 40}, 3);
+        const TensorQuantization q = computeQuantization(x, specOf("percentile,95"), "w");
+        const Tensor fq = fakeQuantize(x, q.params);
+        const DistributionData d = weightDistribution(x, fq, q, 0, int64_t(4), "w", 64);
+        QCOMPARE(d.elements, int64_t(40));
+        QCOMPARE(d.values.total(), int64_t(40));
+        QVERIFY(d.strip.empty());
+        QVERIFY(d.grid.has_value());
+        QCOMPARE(d.grid->scale, q.params.scales[4]);
+        QCOMPARE(d.range.min, q.ranges[4].min);
+        QCOMPARE(d.range.max, q.ranges[4].max);
+        int64_t clipped = 0;
+        for (int64_t i = 160; i < 200; ++i)
+            clipped += std::abs(x.values<float>()[size_t(i)]) > q.ranges[4].max;
+        QCOMPARE(d.clipped, clipped);
+        QVERIFY_THROWS_EXCEPTION(Error, weightDistribution(x, fq, q, 0, int64_t(6), "w", 64));
+    }
+
+    void gridValuesAreTheTypesValuesTimesScale()
+    {
+        GroupQuant g{QType::Int8, integerGrid(QType::Int8, false), 0.25f, 0};
+        const auto values = gridValuesIn(g, -1.0, 1.0, 100);
+        QCOMPARE(values.size(), size_t(9));
+        QCOMPARE(values.front(), -1.0f);
+        QCOMPARE(values.back(), 1.0f);
+        QVERIFY(gridValuesIn(g, -100, 100, 100).empty()); // too dense to draw
+        GroupQuant fp4{QType::Fp4E2M1, {0, 0}, 2.0f, 0};
+        const auto fp4Values = gridValuesIn(fp4, -100, 100, 100);
+        QCOMPARE(fp4Values.size(), size_t(15)); // ±{0.5,1,1.5,2,3,4,6}·2 and 0 (signed zeros merged)
+        QCOMPARE(fp4Values.back(), 12.0f);
+        GroupQuant asym{QType::UInt8, integerGrid(QType::UInt8, false), 0.5f, 10};
+        const auto a = gridValuesIn(asym, -5.0, 0.0, 100);
+        QCOMPARE(a.front(), -5.0f); // code 0 is (0 − 10)·0.5
+        QCOMPARE(a.size(), size_t(11));
+    }
+
+    void activationDistributionFromObserver()
+    {
+        Observer obs("act", ObserverConfig{{0}, -1, 512});
+        const Tensor batch = noisyTensor({8, 300}, 11);
+        obs.observe(batch);
+        CalibrationTarget target;
+        const CalibrationMethod m = CalibrationMethod::parse("percentile,99");
+        const auto ranges = obs.ranges(m, target);
+        const QuantParams params =
+            quantParamsFromRanges(QType::Int8, BlockLayout::perTensor({1}), ranges, true, {}, "act");
+        const DistributionData d = activationDistribution(obs, params, ranges[0], 128);
+        QVERIFY(d.estimated);
+        QCOMPARE(d.elements, batch.numel());
+        QCOMPARE(d.values.total(), batch.numel());
+        QCOMPARE(d.roundingCount + d.clippingCount, batch.numel());
+        QVERIFY(d.clipped > 0);
+        QVERIFY(d.clippedFraction < 0.05);
+    }
+
+    void scaleRangesEqualComputeQuantization()
+    {
+        const Tensor w = demoWeight(demo().conv1);
+        const TensorQuantization q = computeQuantization(w, specOf("absmax"), "conv1");
+        const ScaleRangeData d = scaleRanges(w, q, 0, "conv1");
+        QCOMPARE(d.channels, w.dim(0));
+        QCOMPARE(d.tilesPerChannel, int64_t(1));
+        const TensorQuantization minmax = computeQuantization(w, specOf("minmax"), "conv1");
+        for (int64_t c = 0; c < d.channels; ++c) {
+            QCOMPARE(d.calibrated[size_t(c)].min, q.ranges[size_t(c)].min);
+            QCOMPARE(d.calibrated[size_t(c)].max, q.ranges[size_t(c)].max);
+            QCOMPARE(d.scales[size_t(c)], q.params.scales[size_t(c)]);
+            QCOMPARE(float(d.channelAbsMax(c)), q.ranges[size_t(c)].max); // absmax ranges are ±absmax
+            QCOMPARE(d.channelMin[size_t(c)], minmax.ranges[size_t(c)].min);
+            QCOMPARE(d.channelMax[size_t(c)], minmax.ranges[size_t(c)].max);
+        }
+        const auto order = d.sortedByAbsMax();
+        for (size_t i = 1; i < order.size(); ++i)
+            QVERIFY(d.channelAbsMax(order[i - 1]) >= d.channelAbsMax(order[i]));
+        const auto [mn, mx] = std::minmax_element(w.values<float>().begin(), w.values<float>().end());
+        QCOMPARE(d.tensorMin, *mn);
+        QCOMPARE(d.tensorMax, *mx);
+        QCOMPARE(d.spread(), double(*std::max_element(q.params.scales.begin(), q.params.scales.end())) /
+                                 double(*std::min_element(q.params.scales.begin(), q.params.scales.end())));
+    }
+
+    void tiledScalesLandInTheirCell()
+    {
+        const Tensor w = noisyTensor({5, 64}, 5);
+        QuantizationSpec spec = specOf("absmax");
+        spec.tileSize = 16;
+        const TensorQuantization q = computeQuantization(w, spec, "w");
+        const ScaleRangeData d = scaleRanges(w, q, 0, "w");
+        QCOMPARE(d.tilesPerChannel, int64_t(4));
+        for (int64_t c = 0; c < 5; ++c)
+            for (int64_t t = 0; t < 4; ++t) {
+                float absmax = 0;
+                for (int64_t k = 0; k < 16; ++k)
+                    absmax = std::max(absmax, std::abs(w.values<float>()[size_t(c * 64 + t * 16 + k)]));
+                QCOMPARE(d.scales[size_t(c * 4 + t)], absmax / 127.5f);
+            }
+    }
+
+    void comparisonTableIsSortedAndApplyEmitsTheBest()
+    {
+        const Tensor w = noisyTensor({8, 128}, 21);
+        const MethodComparisonData d = compareWeightMethods(w, specOf("absmax"), 99.5, 2.5, "w");
+        QCOMPARE(d.values.total(), w.numel());
+        QStringList methods;
+        for (const MethodResult& r : d.results)
+            methods << QString::fromStdString(r.method);
+        QVERIFY2(methods.contains("percentile,99.5") && methods.contains("rms,2.5") && methods.contains("mse"),
+                 qPrintable(methods.join(' ')));
+        QVERIFY(!methods.contains("percentile,99.9"));
+        for (size_t i = 1; i < d.results.size(); ++i)
+            if (d.results[i].skipped.empty())
+                QVERIFY(d.results[i - 1].metrics.mse <= d.results[i].metrics.mse);
+        const MethodResult* best = d.best();
+        QVERIFY(best);
+        for (const MethodResult& r : d.results)
+            QVERIFY(best->metrics.mse <= r.metrics.mse);
+        // The rows compareMethods also measures carry its numbers.
+        for (const MethodResult& r : compareMethods(w, specOf("absmax"), "w"))
+            for (const MethodResult& mine : d.results)
+                if (mine.method == r.method)
+                    QCOMPARE(mine.metrics.mse, r.metrics.mse);
+
+        MethodComparisonView view;
+        QSignalSpy ready(&view, &MethodComparisonView::ready);
+        QSignalSpy applied(&view, &MethodComparisonView::methodApplied);
+        view.setPercentile(99.5);
+        view.setRmsFactor(2.5);
+        view.showWeight(w, specOf("absmax"), "w");
+        QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
+        QAbstractItemModelTester tester(view.tableModel(), QAbstractItemModelTester::FailureReportingMode::QtTest);
+        QCOMPARE(view.tableModel()->rowCount(), int(d.results.size()));
+        QCOMPARE(view.tableModel()->index(0, MethodTableModel::Method).data().toString(),
+                 QString::fromStdString(best->method));
+        QTest::mouseClick(view.applyButton(), Qt::LeftButton);
+        QCOMPARE(applied.size(), 1);
+        QCOMPARE(applied.front().front().toString(), QString::fromStdString(best->method));
+        // A selected row is applied instead of the best.
+        view.table()->selectRow(2);
+        view.apply();
+        QCOMPARE(applied.back().front().toString(), QString::fromStdString(d.results[2].method));
+        // CSV: a header and one line per method, best first.
+        const QStringList lines = view.histogramFrame()->csv().trimmed().split('\n');
+        QCOMPARE(lines.size(), int(d.results.size()) + 1);
+        QVERIFY(lines[0].startsWith("method,mse,sqnr_db"));
+        QVERIFY(lines[1].startsWith(QString::fromStdString(best->method) + ","));
+        QCOMPARE(lines[1].split(',')[1].toDouble(), best->metrics.mse);
+    }
+
+    void floatTypesSkipAsymmetricMethods()
+    {
+        const Tensor w = noisyTensor({4, 64}, 2);
+        const MethodComparisonData d = compareWeightMethods(w, specOf("absmax", Granularity::PerChannel, QType::Fp8E4M3),
+                                                            99.9, 3, "w");
+        QCOMPARE(d.results.back().method, std::string("minmax"));
+        QVERIFY(!d.results.back().skipped.empty());
+        QVERIFY(d.best() && d.best()->skipped.empty());
+    }
+
+    void layerErrorsThresholdAndClicks()
+    {
+        const Model& model = demo().model;
+        EvaluationResult eval;
+        const double isolated[] = {35.0, 12.0, 28.0, 9.5, 40.0};
+        for (size_t i = 0; i < model.layers.size() && i < 5; ++i) {
+            LayerEvaluation e;
+            e.layer = i;
+            e.weight = ErrorMetrics{0, 30.0 + double(i), 0, 1, 0};
+            e.isolated = ErrorMetrics{0, isolated[i], 0, 1, 0};
+            e.accumulated = ErrorMetrics{0, isolated[i] - 2.0 * double(i), 0, 1, 0};
+            eval.layers.push_back(e);
+        }
+        SensitivityResult sens;
+        sens.ranking = {{3, ErrorMetrics{0, 11.0, 0, 1, 0}, 0.9}, {1, ErrorMetrics{0, 15.0, 0, 1, 0}, 0.95}};
+        std::map<size_t, ErrorMetrics> weights{{0, ErrorMetrics{0, std::numeric_limits<double>::infinity(), 0, 1, 0}}};
+        const LayerErrorData d = layerErrors(model, &eval, weights, &sens);
+        QCOMPARE(d.rows.size(), eval.layers.size());
+        QCOMPARE(*d.rows[0].weightSqnr, 30.0); // the evaluation's own weight metric wins
+        QCOMPARE(d.sensitivity.front().modulePath, model.layers[3].modulePath);
+
+        LayerErrorView view;
+        view.setData(d);
+        view.setThreshold(13.0);
+        const QStringList expected{QString::fromStdString(model.layers[1].modulePath),
+                                   QString::fromStdString(model.layers[3].modulePath)};
+        QCOMPARE(view.markedLayers(), expected);
+        QSignalSpy proposed(&view, &LayerErrorView::keepFloatProposed);
+        QSignalSpy clicked(&view, &LayerErrorView::layerClicked);
+        view.proposeKeepFloat();
+        QCOMPARE(proposed.size(), 1);
+        QCOMPARE(proposed.front().front().toStringList(), expected);
+        view.clickRow(2);
+        QCOMPARE(clicked.size(), 1);
+        QCOMPARE(clicked.front().front().value<size_t>(), size_t(2));
+        const QStringList csv = view.barFrame()->csv().trimmed().split('\n');
+        QCOMPARE(csv.size(), 6);
+        QCOMPARE(csv[0], QString("layer,module_path,weight_sqnr_db,isolated_sqnr_db,accumulated_sqnr_db"));
+        QCOMPARE(csv[2].split(',')[3].toDouble(), 12.0);
+        // Dragging the threshold line moves it and proposes what lies below.
+        view.resize(900, 600);
+        view.show();
+        QTest::qWait(20);
+        QChart* chart = view.barFrame()->chart();
+        auto* line = static_cast<QLineSeries*>(chart->series().back());
+        const auto viewPos = [&](double db) {
+            return view.barFrame()->view()->mapFromScene(chart->mapToScene(chart->mapToPosition(QPointF(2, db), line)));
+        };
+        QWidget* viewport = view.barFrame()->view()->viewport();
+        QTest::mousePress(viewport, Qt::LeftButton, {}, viewPos(13.0));
+        QMouseEvent move(QEvent::MouseMove, viewPos(30.0), viewport->mapToGlobal(viewPos(30.0)), Qt::NoButton,
+                         Qt::LeftButton, Qt::NoModifier);
+        QApplication::sendEvent(viewport, &move);
+        QTest::mouseRelease(viewport, Qt::LeftButton, {}, viewPos(30.0));
+        QVERIFY2(std::abs(view.threshold() - 30.0) < 1.0, qPrintable(QString::number(view.threshold())));
+        QCOMPARE(proposed.size(), 2);
+        QCOMPARE(proposed.back().front().toStringList().size(), 3); // 12, 28 and 9.5 dB
+    }
+
+    void distributionViewOnDemoWeightAndCsv()
+    {
+        const Tensor w = demoWeight(demo().conv1);
+        auto q = std::make_shared<const TensorQuantization>(computeQuantization(w, specOf("percentile,99"), "conv1"));
+        const Tensor fq = fakeQuantize(w, q->params);
+        DistributionView view;
+        QSignalSpy ready(&view, &DistributionView::ready);
+        view.showWeight(w, fq, q, 0, "features.conv1.weight", "int8, percentile,99, per channel");
+        QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
+        QVERIFY(view.data());
+        const QStringList lines = view.histogramFrame()->csv().trimmed().split('\n');
+        QCOMPARE(lines[0], QString("bin_lo,bin_hi,count,fake_quant_count"));
+        int64_t total = 0;
+        for (int i = 1; i < lines.size(); ++i)
+            total += lines[i].split(',')[2].toLongLong();
+        QCOMPARE(total, w.numel());
+        view.histogramFrame()->copyCsv();
+        QCOMPARE(QApplication::clipboard()->text(), view.histogramFrame()->csv());
+        screenshot(view, "chart_distribution.png");
+
+        // One channel, zoomed in: the grid becomes visible.
+        ready.clear();
+        view.setChannel(3);
+        QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
+        QCOMPARE(view.data()->elements, w.numel() / w.dim(0));
+        QChart* chart = view.histogramFrame()->chart();
+        auto* x = static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).front());
+        const float s = view.data()->grid->scale;
+        x->setRange(-10.0 * s, 10.0 * s);
+        const auto comb = [chart]() -> QLineSeries* {
+            for (QAbstractSeries* series : chart->series())
+                if (series->name().startsWith("grid"))
+                    return static_cast<QLineSeries*>(series);
+            return nullptr;
+        };
+        QVERIFY(comb());
+        QCOMPARE(comb()->count(), 3 * 21);
+        view.histogramFrame()->resetZoom();
+        QVERIFY(comb());
+        QCOMPARE(comb()->count(), 0); // the whole range: too dense to draw
+        QCOMPARE(static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).front())->min(), view.data()->values.lo);
+
+        // Exports.
+        QTemporaryDir dir;
+        QVERIFY(view.histogramFrame()->exportPng(dir.filePath("a.png"), QSize(640, 400)));
+        QCOMPARE(QImage(dir.filePath("a.png")).size(), QSize(640, 400));
+        QVERIFY(view.histogramFrame()->exportSvg(dir.filePath("a.svg"), QSize(640, 400)));
+        QFile svg(dir.filePath("a.svg"));
+        QVERIFY(svg.open(QIODevice::ReadOnly));
+        QVERIFY(svg.readAll().contains("<svg"));
+    }
+
+    void newerRequestSupersedesOlder()
+    {
+        const Tensor big = noisyTensor({64, 20000}, 1);
+        const Tensor small = demoWeight(demo().conv1);
+        auto qBig = std::make_shared<const TensorQuantization>(computeQuantization(big, specOf("absmax"), "big"));
+        auto qSmall = std::make_shared<const TensorQuantization>(computeQuantization(small, specOf("absmax"), "small"));
+        DistributionView view;
+        QSignalSpy ready(&view, &DistributionView::ready);
+        view.showWeight(big, fakeQuantize(big, qBig->params), qBig, 0, "big", "");
+        view.showWeight(small, fakeQuantize(small, qSmall->params), qSmall, 0, "small", "");
+        QVERIFY(waitFor([&] { return !view.busy(); }));
+        QTest::qWait(50);
+        QCOMPARE(ready.size(), 1);
+        QCOMPARE(view.data()->tensor, std::string("small"));
+    }
+
+    void methodsAndScaleScreenshotsOnDemoModel()
+    {
+        const Tensor w = demoWeight(demo().fc1);
+        MethodComparisonView methods;
+        QSignalSpy ready(&methods, &MethodComparisonView::ready);
+        methods.showWeight(w, specOf("absmax", Granularity::PerTensor, QType::Int4), "classifier.fc1.weight");
+        QVERIFY(waitFor([&] { return !ready.isEmpty() && !methods.busy(); }));
+        screenshot(methods, "chart_methods.png");
+
+        const Tensor conv = demoWeight(demo().conv1);
+        auto q = std::make_shared<const TensorQuantization>(computeQuantization(conv, specOf("absmax"), "conv1"));
+        ScaleRangeView scales;
+        QSignalSpy scaleReady(&scales, &ScaleRangeView::ready);
+        scales.showWeight(conv, q, 0, "features.conv1.weight");
+        QVERIFY(waitFor([&] { return !scaleReady.isEmpty() && !scales.busy(); }));
+        const QStringList csv = scales.rangeFrame()->csv().trimmed().split('\n');
+        QCOMPARE(csv.size(), int(conv.dim(0)) + 1);
+        screenshot(scales, "chart_scale_ranges.png");
+    }
+
+    void layerErrorScreenshotInDarkPalette()
+    {
+        const Model& model = demo().model;
+        EvaluationResult eval;
+        for (size_t i = 0; i < model.layers.size(); ++i) {
+            const Tensor w = demoWeight(i);
+            const TensorQuantization q = computeQuantization(w, specOf("absmax", Granularity::PerChannel, QType::Int4), "w");
+            const Tensor fq = fakeQuantize(w, q.params);
+            LayerEvaluation e;
+            e.layer = i;
+            e.weight = errorMetrics(w.values<float>(), fq.values<float>());
+            eval.layers.push_back(e);
+        }
+        LayerErrorView view;
+        view.setPalette(darkPalette());
+        view.setData(layerErrors(model, &eval, {}, nullptr));
+        view.setThreshold(22.0);
+        screenshot(view, "chart_layer_errors.png");
+        const QImage image = view.barFrame()->renderImage(QSize(600, 400));
+        QVERIFY(paletteApplied(image, darkPalette().color(QPalette::Base)));
+        view.setPalette(QApplication::palette());
+        QVERIFY(paletteApplied(view.barFrame()->renderImage(QSize(600, 400)), QApplication::palette().color(QPalette::Base)));
+    }
+};
+
+QTEST_MAIN(TestCharts)
+#include "tst_charts.moc"
