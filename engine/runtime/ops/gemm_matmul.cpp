@@ -23,6 +23,9 @@ const Tensor& floatInput(const KernelContext& ctx, size_t i)
     return t;
 }
 
+// Gemm with at most this many rows runs as matrix-vector products.
+constexpr int64_t kFewRows = 4;
+
 // Rows of an [M, K] x [K, N] product handed to one task: small products run
 // whole; large ones split into a few blocks per thread, each still tall enough
 // for the GEMM kernel to run at full speed.
@@ -71,6 +74,33 @@ void gemm(KernelContext& ctx)
             ctx.fail("C " + shapeToString(s) + " does not broadcast to [" + std::to_string(M) + ", " +
                      std::to_string(N) + "]");
     }
+    auto addC = [&](int64_t r0, int64_t rows, int64_t c0, int64_t cols) {
+        if (!C || beta == 0.0f)
+            return;
+        const float* c = C->values<float>().data();
+        for (int64_t i = r0; i < r0 + rows; ++i)
+            for (int64_t j = c0; j < c0 + cols; ++j)
+                y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
+    };
+    if (M <= kFewRows && !transA && M * K * N >= (int64_t(1) << 17)) {
+        // A few rows (a small batch through a classifier layer): one matrix-vector
+        // product per row over blocks of B's columns that stay in L2 for all rows,
+        // instead of a GEMM that would copy (pack) all of B for two rows.
+        const int64_t block = std::max<int64_t>(16, (int64_t(1) << 16) / std::max<int64_t>(K, 1));
+        tbb::parallel_for(int64_t(0), (N + block - 1) / block, [&](int64_t task) {
+            const int64_t j0 = task * block, cols = std::min(N, j0 + block) - j0;
+            for (int64_t i = 0; i < M; ++i) {
+                if (transB)
+                    y.row(i).segment(j0, cols).noalias() =
+                        alpha * (b.middleRows(j0, cols) * a.row(i).transpose()).transpose();
+                else
+                    y.row(i).segment(j0, cols).noalias() = alpha * (a.row(i) * b.middleCols(j0, cols));
+            }
+            addC(0, M, j0, cols);
+        });
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
     const int64_t step = rowsPerTask(M, K, N, 1);
     tbb::parallel_for(int64_t(0), (M + step - 1) / step, [&](int64_t task) {
         const int64_t r0 = task * step, rows = std::min(M, r0 + step) - r0;
@@ -83,12 +113,7 @@ void gemm(KernelContext& ctx)
             yr.noalias() = alpha * (a.middleRows(r0, rows) * b.transpose());
         else
             yr.noalias() = alpha * (a.middleRows(r0, rows) * b);
-        if (C && beta != 0.0f) {
-            const float* c = C->values<float>().data();
-            for (int64_t i = 0; i < rows; ++i)
-                for (int64_t j = 0; j < N; ++j)
-                    yr(i, j) += beta * c[(cRows == 1 ? 0 : (r0 + i) * cCols) + (cCols == 1 ? 0 : j)];
-        }
+        addC(r0, rows, 0, N);
     });
     ctx.setOutput(0, std::move(Y));
 }
