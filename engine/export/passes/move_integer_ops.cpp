@@ -26,8 +26,9 @@ PassReport moveIntegerOps(QdqGraph& graph)
         bool allQuantize = !readers.empty();
         for (int r : readers) {
             const onnx::NodeProto& reader = graph.proto().node(r);
-            allQuantize &= reader.op_type() == "QuantizeLinear" && reader.domain().empty() &&
-                           reader.input(0) == op.output(0);
+            // A reader that is itself movable lets chains (Reshape → Flatten → Q) move one op at a time.
+            allQuantize &= reader.domain().empty() && reader.input(0) == op.output(0) &&
+                           (reader.op_type() == "QuantizeLinear" || kMovable.contains(reader.op_type()));
         }
         if (!allQuantize)
             continue;

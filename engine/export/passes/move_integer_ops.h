@@ -7,7 +7,8 @@
 // across a per-tensor dequantization changes no value. Only per-tensor
 // DequantizeLinear of a value that is not a constant (constants are folded by
 // fold_dequantize_through_layout), and only ops whose every reader is a
-// QuantizeLinear. The DequantizeLinear stays for its other readers.
+// QuantizeLinear or another such op (a chain moves one op at a time). The
+// DequantizeLinear stays for its other readers.
 
 #include "export/qdq_graph.h"
 
