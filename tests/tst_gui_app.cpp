@@ -286,9 +286,9 @@ void TestGuiApp::screenshotOfTheMainWindow()
     // A second rule so the editor shows precedence, match counts and an unused rule.
     window.workspace()->rules()->insertRule(
         0, {{"module_path", "classifier/fc2"}, {"op_types", {"Gemm"}}, {"weight_qtype", "int4"}, {"tile_size", 16}},
-        QStringLiteral("fc2 int4"));
+        QStringLiteral("Add rule 0"));
     window.workspace()->rules()->insertRule(2, {{"module_path", "decoder/.*"}, {"weight_qtype", "nf4"}},
-                                            QStringLiteral("unused"));
+                                            QStringLiteral("Add rule 2"));
     window.workspace()->setCalibrationData(fileData(kCalib));
     window.workspace()->setEvaluationData(fileData(kEval));
     QVERIFY(weightsCurrent(*window.workspace()));

@@ -92,6 +92,7 @@ RuleEditor::RuleEditor(RuleTableModel* model, QWidget* parent)
         emit ruleSelected(row ? std::optional<size_t>(size_t(*row)) : std::nullopt);
     });
     connect(model_, &RuleTableModel::rulesChanged, this, [this] {
+        view_->resizeColumnsToContents();
         updateStatus();
         updateActions();
     });

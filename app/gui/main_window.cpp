@@ -1,5 +1,7 @@
 #include "gui/main_window.h"
 
+#include <algorithm>
+
 #include <QAction>
 #include <QApplication>
 #include <QCheckBox>
@@ -54,6 +56,12 @@
 #include "widgets/rule_field_delegate.h"
 #include "widgets/rule_table_model.h"
 
+// The app's resources live in quantscope_gui, a static library: registered by hand.
+static void initAppResources()
+{
+    Q_INIT_RESOURCE(app);
+}
+
 namespace qs {
 
 namespace {
@@ -76,6 +84,7 @@ bool isRuleFile(const QString& path)
 MainWindow::MainWindow(bool askUser, QWidget* parent)
     : QMainWindow(parent), askUser_(askUser), workspace_(new Workspace(this))
 {
+    initAppResources();
     setObjectName(QStringLiteral("MainWindow"));
     setWindowIcon(QIcon(QStringLiteral(":/icons/quantscope.svg")));
     setAcceptDrops(true);
@@ -92,6 +101,11 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         layerView_->expandAll();
         for (int c = 0; c < LayerTreeModel::ColumnCount; ++c)
             layerView_->resizeColumnToContents(c);
+        // Result columns fill in later: leave room for "48.4 dB (stale)".
+        const int minimum = layerView_->fontMetrics().horizontalAdvance(QStringLiteral("000.0 dB (stale)")) + 16;
+        for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::WeightSqnrColumn),
+                            int(LayerTreeModel::IsolatedSqnrColumn), int(LayerTreeModel::AccumulatedSqnrColumn)})
+            layerView_->setColumnWidth(c, std::max(layerView_->columnWidth(c), minimum));
         const auto model = workspace_->model();
         statusModel_->setText(tr("%1 · %2 layers · %3 parameters%4")
                                   .arg(QFileInfo(workspace_->modelPath()).fileName())
@@ -310,7 +324,7 @@ void MainWindow::createActions()
         if (!path.isEmpty())
             openPath(path);
     });
-    saveSession_ = file->addAction(QIcon::fromTheme(QStringLiteral("document-save")), tr("&Save Session"), this, [this] {
+    saveSession_ = file->addAction(QIcon::fromTheme(QStringLiteral("document-save"), style()->standardIcon(QStyle::SP_DialogSaveButton)), tr("&Save Session"), this, [this] {
         if (workspace_->sessionPath().isEmpty())
             saveSessionAs();
         else
@@ -346,8 +360,10 @@ void MainWindow::createActions()
     QMenu* edit = menuBar()->addMenu(tr("&Edit"));
     QAction* undo = workspace_->undoStack()->createUndoAction(this, tr("&Undo"));
     undo->setShortcut(QKeySequence::Undo);
+    undo->setIcon(QIcon::fromTheme(QStringLiteral("edit-undo"), style()->standardIcon(QStyle::SP_ArrowBack)));
     QAction* redo = workspace_->undoStack()->createRedoAction(this, tr("&Redo"));
     redo->setShortcut(QKeySequence::Redo);
+    redo->setIcon(QIcon::fromTheme(QStringLiteral("edit-redo"), style()->standardIcon(QStyle::SP_ArrowForward)));
     edit->addAction(undo);
     edit->addAction(redo);
     edit->addSeparator();
@@ -359,13 +375,13 @@ void MainWindow::createActions()
     edit->addAction(tr("Find Layer"), this, [this] { filter_->setFocus(); })->setShortcut(QKeySequence::Find);
 
     QMenu* run = menuBar()->addMenu(tr("&Run"));
-    calibData_ = run->addAction(tr("Calibration &Data…"), this, [this] { editData(true); });
-    evalData_ = run->addAction(tr("&Evaluation Data…"), this, [this] { editData(false); });
+    calibData_ = run->addAction(QIcon::fromTheme(QStringLiteral("document-properties"), style()->standardIcon(QStyle::SP_FileDialogDetailedView)), tr("Calibration &Data…"), this, [this] { editData(true); });
+    evalData_ = run->addAction(QIcon::fromTheme(QStringLiteral("document-properties"), style()->standardIcon(QStyle::SP_FileDialogDetailedView)), tr("&Evaluation Data…"), this, [this] { editData(false); });
     run->addSeparator();
-    calibrate_ = run->addAction(QIcon::fromTheme(QStringLiteral("system-run")), tr("&Calibrate"), this,
+    calibrate_ = run->addAction(QIcon::fromTheme(QStringLiteral("system-run"), style()->standardIcon(QStyle::SP_MediaSeekForward)), tr("&Calibrate"), this,
                                 [this] { workspace_->calibrate(); });
     calibrate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
-    evaluate_ = run->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start")), tr("E&valuate"), this,
+    evaluate_ = run->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start"), style()->standardIcon(QStyle::SP_MediaPlay)), tr("E&valuate"), this,
                                [this] { workspace_->evaluate(); });
     evaluate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
     cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),

@@ -8,7 +8,12 @@ StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
     : QObject(parent), limit_(limit), lastBeat_(nowMs())
 {
     beat_.setInterval(10);
-    connect(&beat_, &QTimer::timeout, this, [this] { lastBeat_.store(nowMs()); });
+    // Watching starts with the first beat, i.e. once the event loop runs: the
+    // time before (building the window) is start-up, not a stall.
+    connect(&beat_, &QTimer::timeout, this, [this] {
+        lastBeat_.store(nowMs());
+        started_.store(true);
+    });
     beat_.start();
     watcher_ = std::thread([this] {
         bool inStall = false;
@@ -16,6 +21,8 @@ StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
         while (!stop_.load()) {
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
             // The beat itself fires every 10 ms: a gap beyond limit + 10 ms is a stall.
+            if (!started_.load())
+                continue;
             const int64_t gap = nowMs() - lastBeat_.load();
             if (gap > limit_.count() + 10) {
                 inStall = true;

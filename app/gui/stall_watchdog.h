@@ -30,6 +30,7 @@ private:
     std::chrono::milliseconds limit_;
     QTimer beat_;
     std::atomic<int64_t> lastBeat_;
+    std::atomic<bool> started_{false};
     std::atomic<bool> stop_{false};
     std::atomic<int> stalls_{0};
     std::thread watcher_;
