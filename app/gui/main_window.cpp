@@ -550,6 +550,8 @@ void MainWindow::updateInspector()
 
 void MainWindow::log(const QString& text, bool error)
 {
+    // Also on stderr, so a session can be followed from a terminal or a bug report.
+    qInfo("%s%s", error ? "error: " : "", qPrintable(text));
     const QString time = QDateTime::currentDateTime().toString(QStringLiteral("HH:mm:ss"));
     log_->append(QStringLiteral("<span style='color:gray'>%1</span> %2")
                      .arg(time, error ? QStringLiteral("<span style='color:#c62828'>%1</span>").arg(text.toHtmlEscaped())

@@ -2,7 +2,9 @@
 
 #include <limits>
 
+#include <QElapsedTimer>
 #include <QFileInfo>
+#include <QLocale>
 #include <QUndoStack>
 
 #include "core/error.h"
@@ -185,6 +187,8 @@ void Workspace::startWeightJob()
     const auto plan = plan_;
     const auto base = weights_;
     const uint64_t generation = generation_;
+    auto clock = std::make_shared<QElapsedTimer>();
+    clock->start();
     std::function<WeightJobResult(const CancellationToken&, const ProgressCallback&)> work =
         [model, plan, base, generation](const CancellationToken& cancel, const ProgressCallback& progress) {
             auto next = std::make_shared<WeightQuantizer>(*base); // shares the unchanged layers' results
@@ -196,9 +200,20 @@ void Workspace::startWeightJob()
         };
     jobs_->start<WeightJobResult>(
         QStringLiteral("weights"), tr("Quantizing weights"), work,
-        [this](WeightJobResult r) {
+        [this, clock](WeightJobResult r) {
             if (r.generation < weightsGeneration_)
                 return;
+            if (!r.recomputed.empty()) {
+                int64_t parameters = 0;
+                for (const size_t layer : r.recomputed)
+                    parameters += model_->layers[layer].parameterCount;
+                emit logMessage(tr("Weights: %n layer(s) (%1 parameters) requantized; the table was current %2 ms "
+                                   "after the edit",
+                                   nullptr, int(r.recomputed.size()))
+                                    .arg(QLocale().toString(qlonglong(parameters)))
+                                    .arg(clock->elapsed()),
+                                false);
+            }
             weights_ = r.weights;
             weightsGeneration_ = r.generation;
             lastRecomputed_ = r.recomputed;
