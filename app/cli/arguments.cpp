@@ -35,6 +35,8 @@ std::string helpText(const CommandSpec& spec)
         }
         if (o.required)
             right += " [required]";
+        if (o.repeatable)
+            right += " [repeatable]";
         rows.emplace_back(left, right);
     }
     rows.emplace_back("--help", "show this help and exit");
@@ -68,7 +70,7 @@ Arguments::Arguments(const CommandSpec& spec, std::span<const std::string> argv)
                                          [&](const OptionSpec& o) { return o.name == name; });
             if (it == spec.options.end())
                 throw UsageError("unknown option '" + name + "' for " + spec.name);
-            if (values_.count(name))
+            if (values_.count(name) && !it->repeatable)
                 throw UsageError("option '" + name + "' given twice");
             if (it->valueName.empty()) {
                 if (hasInline)
@@ -88,6 +90,7 @@ Arguments::Arguments(const CommandSpec& spec, std::span<const std::string> argv)
                 throw UsageError("option '" + name + "' got '" + value + "'; expected one of " +
                                  joined(it->choices, ", "));
             values_[name] = value;
+            repeated_[name].push_back(value);
             continue;
         }
         if (spec.positionalName.empty() || !positionals_.empty())
@@ -105,6 +108,12 @@ std::optional<std::string> Arguments::value(const std::string& name) const
     if (it == values_.end())
         return std::nullopt;
     return it->second;
+}
+
+std::vector<std::string> Arguments::values(const std::string& name) const
+{
+    const auto it = repeated_.find(name);
+    return it == repeated_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string Arguments::valueOr(const std::string& name, const std::string& fallback) const

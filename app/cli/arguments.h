@@ -27,6 +27,7 @@ struct OptionSpec {
     std::string help;                 // one line
     std::vector<std::string> choices; // when not empty, the only values accepted
     bool required = false;
+    bool repeatable = false; // may be given several times (values() returns them in order)
 };
 
 struct CommandSpec {
@@ -51,6 +52,8 @@ public:
     std::optional<std::string> value(const std::string& name) const;
     // The value of an option, or `fallback` when it was not given.
     std::string valueOr(const std::string& name, const std::string& fallback) const;
+    // Every value of a repeatable option, in command-line order.
+    std::vector<std::string> values(const std::string& name) const;
     const std::vector<std::string>& positionals() const { return positionals_; }
 
     // Typed values; a value that does not parse is a UsageError naming the option.
@@ -60,7 +63,8 @@ public:
 
 private:
     const CommandSpec& spec_;
-    std::map<std::string, std::string> values_; // flags map to ""
+    std::map<std::string, std::string> values_; // flags map to ""; a repeatable option: its last value
+    std::map<std::string, std::vector<std::string>> repeated_;
     std::vector<std::string> positionals_;
     bool help_ = false;
 };

@@ -20,9 +20,12 @@ struct Command {
 };
 
 Command inspectCommand();
+Command runCommand();
+Command quantizeCommand();
 Command fakeQuantCommand();
 Command compareMethodsCommand();
 Command benchCommand();
+Command benchModelCommand();
 
 // Every command, in the order --help lists them.
 const std::vector<Command>& allCommands();

@@ -1,6 +1,7 @@
 // quantscope-cli compare-methods: every calibration method on one tensor, best first.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <cstdio>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/quantization_options.h"
 #include "core/error.h"
+#include "io/model_loader.h"
 #include "numerics/qtype.h"
 
 namespace qs::cli {
@@ -76,6 +78,32 @@ nlohmann::json methodJson(const MethodResult& r)
     return j;
 }
 
+// The tensor MODEL --tensor NAME names: an initializer by name, or a layer's
+// weight by module path. Sets `defaultAxis` to the layer's channel axis when
+// the tensor is a layer's weight.
+Tensor modelTensor(const std::string& modelFile, const std::string& name, std::optional<int>& defaultAxis)
+{
+    const Model model = loadModel(modelFile);
+    for (const QuantizableLayer& layer : model.layers) {
+        if (layer.weightName == name || layer.modulePath == name) {
+            defaultAxis = layer.channelAxis;
+            const Tensor* t = model.initializer(layer.weightName);
+            if (!t)
+                throw Error(modelFile + ": layer '" + layer.modulePath + "' has no weight initializer '" +
+                            layer.weightName + "'");
+            return t->toFloat32().clone();
+        }
+    }
+    const Tensor* t = model.initializer(name);
+    if (!t)
+        throw Error(modelFile + ": no initializer or layer module path '" + name +
+                    "' (quantscope-cli inspect lists the layers and their weights)");
+    if (t->dtype() == DType::Bool || t->empty())
+        throw Error(modelFile + ": tensor '" + name + "' is " + (t->empty() ? "empty" : "boolean") +
+                    "; quantization needs numeric values");
+    return t->toFloat32().clone();
+}
+
 int runCompareMethods(const Arguments& args)
 {
     const bool hasModel = !args.positionals().empty();
@@ -83,12 +111,19 @@ int runCompareMethods(const Arguments& args)
         throw UsageError("give either --npy FILE or MODEL --tensor NAME");
     if (hasModel != bool(args.value("--tensor")))
         throw UsageError(hasModel ? "MODEL needs --tensor NAME" : "--tensor needs a MODEL argument");
-    if (hasModel)
-        throw Error(args.positionals()[0] + ": reading tensors from models (ONNX, safetensors, HDF5) is not "
-                                            "available in this build yet; save the tensor as .npy and use --npy");
-    const QuantizationSpec spec = quantizationSpecFrom(args);
-    const std::string file = *args.value("--npy");
-    const Tensor x = loadNpyArgument(args);
+    QuantizationSpec spec = quantizationSpecFrom(args);
+    std::string file;
+    Tensor x;
+    if (hasModel) {
+        file = args.positionals()[0] + ":" + *args.value("--tensor");
+        std::optional<int> layerAxis;
+        x = modelTensor(args.positionals()[0], *args.value("--tensor"), layerAxis);
+        if (layerAxis && !args.value("--axis"))
+            spec.axis = *layerAxis;
+    } else {
+        file = *args.value("--npy");
+        x = loadNpyArgument(args);
+    }
     const std::vector<MethodResult> results = namingFile(file, [&] { return compareMethods(x, spec, file); });
     const std::string layout = layoutText(spec, x.shape());
 
@@ -151,12 +186,14 @@ Command compareMethodsCommand()
     spec.positionalName = "MODEL";
     spec.options = {
         {"--npy", "FILE", "the tensor, as an .npy array", {}, false},
-        {"--tensor", "NAME", "the tensor of MODEL to compare on (model loaders: not yet available)", {}, false}};
+        {"--tensor", "NAME", "a weight of MODEL: an initializer name or a layer's module path", {}, false}};
     for (OptionSpec& o : layoutOptions())
         spec.options.push_back(std::move(o));
     spec.options.push_back({"--json", "", "print JSON instead of a table", {}, false});
     spec.notes = layoutNotes() +
-                 "\nMethods: absmax, minmax, rms,3 (3 standard deviations), percentile,99.9, percentile,99.99, mse,\n"
+                 "\nMODEL --tensor NAME: any model format; a layer's weight defaults --axis to the layer's channel\n"
+                 "axis (inspect shows it); file in the JSON is MODEL:NAME.\n"
+                 "Methods: absmax, minmax, rms,3 (3 standard deviations), percentile,99.9, percentile,99.99, mse,\n"
                  "entropy. Asymmetric methods (minmax) are skipped, with a note, for types without a zero point\n"
                  "(float formats, nf4, binary, ternary). MX types show one row: their own block scales.\n"
                  "SQNR dB = 10 log10(sum x^2 / sum (x - q(x))^2); % clipped = elements outside their group's\n"

@@ -15,8 +15,9 @@ namespace {
 
 const std::vector<Command>& commands()
 {
-    static const std::vector<Command> list{inspectCommand(), fakeQuantCommand(), compareMethodsCommand(),
-                                           benchCommand()};
+    static const std::vector<Command> list{inspectCommand(),         runCommand(),   quantizeCommand(),
+                                           fakeQuantCommand(),       compareMethodsCommand(),
+                                           benchCommand(),           benchModelCommand()};
     return list;
 }
 

@@ -1,0 +1,209 @@
+#include "cli/quantize_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "numerics/qtype.h"
+
+namespace qs::cli {
+namespace {
+
+std::string fixed(double v, const char* format = "%.2f")
+{
+    char buffer[64];
+    std::snprintf(buffer, sizeof buffer, format, v);
+    return buffer;
+}
+
+std::string sqnrText(const std::optional<ErrorMetrics>& m)
+{
+    if (!m)
+        return "-";
+    return std::isinf(m->sqnrDb) ? (m->sqnrDb > 0 ? "inf" : "-inf") : fixed(m->sqnrDb);
+}
+
+std::string percent(double fraction)
+{
+    return fixed(100.0 * fraction) + "%";
+}
+
+// A table whose columns are as wide as their widest cell; numbers right-aligned.
+std::string alignedTable(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& rightAligned)
+{
+    std::vector<size_t> width(rows.front().size(), 0);
+    for (const auto& row : rows)
+        for (size_t c = 0; c < row.size(); ++c)
+            width[c] = std::max(width[c], row[c].size());
+    std::string text;
+    for (const auto& row : rows) {
+        std::string line;
+        for (size_t c = 0; c < row.size(); ++c) {
+            const std::string pad(width[c] - row[c].size(), ' ');
+            line += rightAligned[c] ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
+            if (c + 1 < row.size())
+                line += "  ";
+        }
+        text += line + "\n";
+    }
+    return text;
+}
+
+// The evaluation of a model layer, when the report has one.
+const LayerEvaluation* evaluationOf(const QuantizeReport& r, size_t layer)
+{
+    if (!r.evaluation)
+        return nullptr;
+    for (const LayerEvaluation& l : r.evaluation->layers)
+        if (l.layer == layer)
+            return &l;
+    return nullptr;
+}
+
+std::optional<ErrorMetrics> weightMetrics(const QuantizeReport& r, size_t layer)
+{
+    const LayerQuantization* lq = r.quantization->plan().forLayer(layer);
+    const auto w = r.quantization->weights().find(layer);
+    if (!lq || !lq->problem.empty() || !w)
+        return std::nullopt;
+    return w->metrics;
+}
+
+nlohmann::json optionalMetrics(const std::optional<ErrorMetrics>& m)
+{
+    return m ? errorMetricsJson(*m) : nlohmann::json();
+}
+
+std::string weightQType(const LayerQuantization* lq)
+{
+    return lq && lq->problem.empty() && lq->weight ? std::string(qtypeName(lq->weight->qtype)) : "";
+}
+
+std::string actQType(const LayerQuantization* lq)
+{
+    if (!lq || !lq->problem.empty() || !lq->activation)
+        return "";
+    return std::string(qtypeName(lq->activation->target.qtype)) + (lq->activation->staticScale ? "" : " (dynamic)");
+}
+
+} // namespace
+
+nlohmann::json quantizeReportJson(const QuantizeReport& r)
+{
+    const ModelQuantization& q = *r.quantization;
+    const Model& model = q.model();
+    nlohmann::json j;
+    j["version"] = kQuantizeReportVersion;
+    j["tool_version"] = QUANTSCOPE_VERSION;
+    j["model"] = {{"path", r.modelFile}, {"sha256", r.modelSha256}, {"format", model.format}};
+    j["mode"] = std::string(quantizationModeName(q.plan().mode()));
+    const RuleResolution& resolution = q.plan().resolution();
+    j["rules"] = {{"file", r.rulesFile},
+                  {"rules", nlohmann::json::parse(q.rules()->toJson())["rules"]},
+                  {"match_counts", resolution.matchCount},
+                  {"unused", resolution.unusedRules}};
+    j["calibration"] = r.calibFile.empty()
+                           ? nlohmann::json()
+                           : nlohmann::json{{"file", r.calibFile}, {"batches", q.statistics()->batches()}};
+    j["layers"] = nlohmann::json::array();
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+        const QuantizableLayer& layer = model.layers[i];
+        const LayerQuantization* lq = q.plan().forLayer(i);
+        const LayerEvaluation* e = evaluationOf(r, i);
+        const std::string wq = weightQType(lq), aq = lq && lq->activation && lq->problem.empty()
+                                                        ? std::string(qtypeName(lq->activation->target.qtype))
+                                                        : "";
+        j["layers"].push_back(
+            {{"index", i},
+             {"module_path", layer.modulePath},
+             {"op_type", layer.opType},
+             {"rule", lq ? nlohmann::json(lq->rule) : nlohmann::json()},
+             {"weight_qtype", wq.empty() ? nlohmann::json() : nlohmann::json(wq)},
+             {"act_qtype", aq.empty() ? nlohmann::json() : nlohmann::json(aq)},
+             {"act_static", lq && lq->activation ? nlohmann::json(lq->activation->staticScale) : nlohmann::json()},
+             {"problem", lq && !lq->problem.empty() ? nlohmann::json(lq->problem) : nlohmann::json()},
+             {"weight", optionalMetrics(weightMetrics(r, i))},
+             {"isolated", optionalMetrics(e ? e->isolated : std::nullopt)},
+             {"accumulated", optionalMetrics(e ? e->accumulated : std::nullopt)}});
+    }
+    if (r.evaluation) {
+        const nlohmann::json e = r.evaluation->toJson();
+        j["evaluation"] = {{"file", r.evalFile}, {"batches", e["batches"]}, {"samples", e["samples"]}};
+        j["outputs"] = e["outputs"];
+        j["accuracy"] = e["accuracy"];
+    } else {
+        j["evaluation"] = nullptr;
+        j["outputs"] = nlohmann::json::array();
+        j["accuracy"] = nullptr;
+    }
+    if (r.sensitivity) {
+        nlohmann::json s = r.sensitivity->toJson();
+        for (nlohmann::json& entry : s["ranking"])
+            entry["module_path"] = model.layers.at(entry["layer"].get<size_t>()).modulePath;
+        j["sensitivity"] = s;
+    } else {
+        j["sensitivity"] = nullptr;
+    }
+    j["exports"] = r.exports;
+    const StageTimes& t = q.times();
+    j["timings"] = {{"load_s", t.load},
+                    {"weights_s", t.weights},
+                    {"calibration_s", t.calibration},
+                    {"evaluation_s", r.evaluationSeconds},
+                    {"sensitivity_s", r.sensitivitySeconds},
+                    {"export_s", r.exportSeconds},
+                    {"total_s", r.totalSeconds}};
+    return j;
+}
+
+std::string quantizeReportText(const QuantizeReport& r)
+{
+    const ModelQuantization& q = *r.quantization;
+    const Model& model = q.model();
+    std::string s = r.modelFile + " with " + r.rulesFile + " (" + std::string(quantizationModeName(q.plan().mode())) +
+                    ")";
+    if (r.evaluation)
+        s += ", evaluated on " + std::to_string(r.evaluation->samples) + " samples of " + r.evalFile;
+    s += "\n\n";
+    std::vector<std::vector<std::string>> rows{
+        {"#", "module path", "op", "rule", "weight", "act", "weight SQNR", "isolated SQNR", "accum. SQNR"}};
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+        const LayerQuantization* lq = q.plan().forLayer(i);
+        const LayerEvaluation* e = evaluationOf(r, i);
+        const std::string wq = weightQType(lq), aq = actQType(lq);
+        rows.push_back({std::to_string(i), model.layers[i].modulePath, model.layers[i].opType,
+                        lq ? std::to_string(lq->rule) : "-", wq.empty() ? "float" : wq, aq.empty() ? "float" : aq,
+                        sqnrText(weightMetrics(r, i)), sqnrText(e ? e->isolated : std::nullopt),
+                        sqnrText(e ? e->accumulated : std::nullopt)});
+    }
+    s += alignedTable(rows, {true, false, false, true, false, false, true, true, true});
+    if (r.evaluation) {
+        s += "\n";
+        for (const OutputEvaluation& o : r.evaluation->outputs)
+            s += "output " + o.name + ": SQNR " + sqnrText(o.metrics) + " dB, cosine " +
+                 fixed(o.metrics.cosine, "%.6f") + ", max abs error " + fixed(o.metrics.maxAbsError, "%.4g") + "\n";
+        if (const auto& a = r.evaluation->accuracy) {
+            s += "top-1: float " + percent(a->floatTop1) + ", quantized " + percent(a->quantizedTop1) + " (" +
+                 std::to_string(a->samples) + " samples)\n";
+            if (a->floatTop5)
+                s += "top-5: float " + percent(*a->floatTop5) + ", quantized " + percent(*a->quantizedTop5) + "\n";
+        }
+    }
+    if (r.sensitivity) {
+        const bool one = r.sensitivity->kind == SensitivityKind::OneLayer;
+        s += std::string("\nsensitivity (") + (one ? "only this layer quantized" : "all layers but this one quantized") +
+             "), most sensitive first:\n";
+        std::vector<std::vector<std::string>> ranking{{"rank", "module path", "output SQNR", "top-1"}};
+        for (size_t i = 0; i < r.sensitivity->ranking.size(); ++i) {
+            const LayerSensitivity& l = r.sensitivity->ranking[i];
+            ranking.push_back({std::to_string(i + 1), model.layers[l.layer].modulePath, sqnrText(l.output),
+                               l.top1 ? percent(*l.top1) : "-"});
+        }
+        s += alignedTable(ranking, {true, false, true, true});
+    }
+    for (const auto& [kind, summary] : r.exports.items())
+        s += "\nexported " + kind + ": " + summary.value("path", std::string()) + "\n";
+    return s;
+}
+
+} // namespace qs::cli

@@ -1,0 +1,34 @@
+#pragma once
+// What `quantscope-cli quantize` reports: the human table on stdout and
+// REPORT.json (layout in docs/cli.md, "quantize report"), both from one value.
+
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/model_quantization.h"
+#include "session/evaluation.h"
+
+namespace qs::cli {
+
+struct QuantizeReport {
+    const ModelQuantization* quantization = nullptr;
+    std::string modelFile;
+    std::string modelSha256;
+    std::string rulesFile;
+    std::string calibFile; // empty when not calibrated
+    std::string evalFile;  // empty without --eval
+    std::optional<EvaluationResult> evaluation;
+    std::optional<SensitivityResult> sensitivity;
+    nlohmann::json exports = nlohmann::json::object(); // what each --export-* wrote
+    double evaluationSeconds = 0, sensitivitySeconds = 0, exportSeconds = 0, totalSeconds = 0;
+};
+
+// The report layout's version, written as "version".
+inline constexpr int kQuantizeReportVersion = 1;
+
+nlohmann::json quantizeReportJson(const QuantizeReport& report);
+std::string quantizeReportText(const QuantizeReport& report);
+
+} // namespace qs::cli

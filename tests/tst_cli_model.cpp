@@ -1,0 +1,244 @@
+// quantscope-cli's model commands, run as a user runs them (QProcess): quantize's
+// report holds what evaluate() computes, run's .npz equals the interpreter's
+// outputs, errors name the rule file or the rule, compare-methods on a model's
+// weight equals compare-methods on that weight saved as .npy, bench-model's
+// JSON, and docs/cli.md holds these commands' help verbatim.
+#include <QtTest>
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "io/model_loader.h"
+#include "io/npy.h"
+#include "io/npz.h"
+#include "runtime/quantization_hook.h"
+#include "session/evaluation.h"
+#include "test_support.h"
+
+using namespace qs;
+
+namespace {
+
+const QString kModel = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx");
+const QString kEval = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_eval.npz");
+const QString kCalib = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_calib.npz");
+
+struct Run {
+    int exitCode = -1;
+    QByteArray out;
+    QByteArray err;
+};
+
+Run runCli(const QStringList& args)
+{
+    QProcess p;
+    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
+    Run r;
+    if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit)
+        return r; // a crash or a signal is never an answer: exitCode stays -1
+    r.exitCode = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
+}
+
+QString writeText(const QTemporaryDir& dir, const QString& name, const std::string& text)
+{
+    const QString path = dir.path() + "/" + name;
+    test::writeFile(path.toStdString(), text);
+    return path;
+}
+
+void expectUserError(const QStringList& args, const QString& mustContain)
+{
+    const Run r = runCli(args);
+    QVERIFY2(r.exitCode == 1, qPrintable(args.join(' ') + " -> " + QString::number(r.exitCode) + ": " + r.err));
+    QVERIFY2(r.err.contains(mustContain.toUtf8()), r.err.constData());
+    QCOMPARE(r.err.count('\n'), 1);
+}
+
+double sqnrOf(const nlohmann::json& metrics)
+{
+    return metrics["sqnr_db"].is_null() ? INFINITY : metrics["sqnr_db"].get<double>();
+}
+
+} // namespace
+
+class TestCliModel : public QObject {
+    Q_OBJECT
+
+private slots:
+    void docsHoldTheModelCommandsHelp()
+    {
+        QFile docs(QStringLiteral(QUANTSCOPE_TEST_DATA "/../../docs/cli.md"));
+        QVERIFY(docs.open(QIODevice::ReadOnly));
+        const QByteArray text = docs.readAll();
+        for (const char* command : {"run", "quantize", "bench-model", "compare-methods"}) {
+            const Run r = runCli({command, "--help"});
+            QCOMPARE(r.exitCode, 0);
+            QVERIFY(r.out.startsWith(QByteArray("usage: quantscope-cli ") + command));
+            QVERIFY2(text.contains("```\n" + r.out + "```"), command);
+        }
+    }
+
+    // The report's numbers are evaluate()'s on the same data, rules and batches.
+    void quantizeReportHoldsEvaluation()
+    {
+        QTemporaryDir dir;
+        const std::string rulesText =
+            R"({"version": 1, "rules": [{"module_path": "features/.*", "weight_qtype": "int8", "act_qtype": "int8",
+                "act_static_scale": true}, {"module_path": "classifier/fc1", "weight_qtype": "int4"},
+                {"module_path": "nothing", "weight_qtype": "int4"}]})";
+        const QString rulesFile = writeText(dir, "rules.json", rulesText);
+        const QString report = dir.path() + "/report.json";
+        const Run r = runCli({"quantize", kModel, "--rules", rulesFile, "--calib", kCalib, "--eval", kEval,
+                              "--batch-size", "64", "--sensitivity", "one", "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.err.contains("rule 2") && r.err.contains("matches no layer"), r.err.constData());
+        QVERIFY(r.out.contains("features/conv2") && r.out.contains("top-1: float 98.67%"));
+        const nlohmann::json j = nlohmann::json::parse(test::readFile(report.toStdString()));
+
+        Interpreter interpreter(loadModel(kModel.toStdString()));
+        const QuantizationPlan plan = QuantizationPlan::build(interpreter.model(), RuleSet::fromJson(rulesText));
+        WeightQuantizer weights;
+        weights.update(interpreter.model(), plan);
+        DataSourceOptions o;
+        o.batchSize = 64;
+        auto calib = openDataSource(kCalib.toStdString(), o, &interpreter.model());
+        const ActivationStatistics stats = calibrateActivations(interpreter, plan, *calib);
+        auto eval = openDataSource(kEval.toStdString(), o, &interpreter.model());
+        const EvaluationResult e = evaluate(interpreter, plan, weights, &stats, *eval);
+        const SensitivityResult s =
+            sensitivity(interpreter, plan, weights, &stats, *eval, SensitivityKind::OneLayer);
+
+        QCOMPARE(j["version"].get<int>(), 1);
+        QCOMPARE(j["model"]["path"].get<std::string>(), kModel.toStdString());
+        QCOMPARE(j["model"]["sha256"].get<std::string>().size(), size_t(64));
+        QCOMPARE(j["rules"]["unused"], nlohmann::json::array({2}));
+        QCOMPARE(j["layers"].size(), size_t(5));
+        QCOMPARE(j["accuracy"]["float_top1"].get<double>(), e.accuracy->floatTop1);
+        QCOMPARE(j["accuracy"]["quantized_top1"].get<double>(), e.accuracy->quantizedTop1);
+        QCOMPARE(sqnrOf(j["outputs"][0]), e.outputs[0].metrics.sqnrDb);
+        for (const LayerEvaluation& l : e.layers) {
+            const nlohmann::json& layer = j["layers"][l.layer];
+            QCOMPARE(sqnrOf(layer["isolated"]), l.isolated->sqnrDb);
+            QCOMPARE(sqnrOf(layer["accumulated"]), l.accumulated->sqnrDb);
+            QCOMPARE(sqnrOf(layer["weight"]), l.weight->sqnrDb);
+        }
+        QVERIFY(j["layers"][4]["rule"].is_null()); // fc2 stays float
+        QCOMPARE(j["layers"][3]["weight_qtype"].get<std::string>(), std::string("int4"));
+        QCOMPARE(j["layers"][0]["act_qtype"].get<std::string>(), std::string("int8"));
+        QCOMPARE(j["sensitivity"]["ranking"].size(), s.ranking.size());
+        for (size_t i = 0; i < s.ranking.size(); ++i) {
+            QCOMPARE(j["sensitivity"]["ranking"][i]["layer"].get<size_t>(), s.ranking[i].layer);
+            QCOMPARE(sqnrOf(j["sensitivity"]["ranking"][i]["output"]), s.ranking[i].output.sqnrDb);
+        }
+        QVERIFY(j["timings"]["total_s"].get<double>() > 0);
+    }
+
+    void quantizeErrorsNameTheFileOrRule()
+    {
+        QTemporaryDir dir;
+        const QString bad = writeText(dir, "bad_rules.json", R"({"version": 1, "rules": [{"weight_qtyp": "int8"}]})");
+        expectUserError({"quantize", kModel, "--rules", bad}, bad);
+        const QString missing = dir.path() + "/missing.json";
+        expectUserError({"quantize", kModel, "--rules", missing}, missing);
+        const QString staticRules = writeText(
+            dir, "static.json",
+            R"({"version": 1, "rules": [{"module_path": "classifier/.*", "weight_qtype": "int8"},
+                {"weight_qtype": "int8", "act_qtype": "int8", "act_static_scale": true}]})");
+        expectUserError({"quantize", kModel, "--rules", staticRules, "--eval", kEval}, "rule 1");
+        expectUserError({"run", kModel, "--input", "input=x.npy", "--rules", staticRules, "--out",
+                         dir.path() + "/o.npz"},
+                        "--calib");
+        // Usage: --sensitivity without --eval, a bad mode.
+        QCOMPARE(runCli({"quantize", kModel, "--rules", staticRules, "--sensitivity", "one"}).exitCode, 2);
+        QCOMPARE(runCli({"quantize", kModel, "--rules", staticRules, "--mode", "qat"}).exitCode, 2);
+    }
+
+    // run's .npz holds the interpreter's outputs bit for bit, float and fake-quantized.
+    void runWritesInterpreterOutputs()
+    {
+        QTemporaryDir dir;
+        const Tensor all = NpzFile::open(kEval.toStdString()).read("input");
+        const Tensor input = Tensor::borrow(DType::F32, {7, 1, 8, 8}, all.rawData(), nullptr).clone();
+        const QString inputFile = dir.path() + "/input.npy";
+        writeNpy(inputFile.toStdString(), input);
+        const std::string rulesText =
+            R"({"version": 1, "rules": [{"weight_qtype": "int4", "act_qtype": "int8"}]})";
+        const QString rulesFile = writeText(dir, "rules.json", rulesText);
+
+        Interpreter interpreter(loadModel(kModel.toStdString()));
+        const QuantizationPlan plan = QuantizationPlan::build(interpreter.model(), RuleSet::fromJson(rulesText));
+        WeightQuantizer weights;
+        weights.update(interpreter.model(), plan);
+        const std::map<size_t, StaticActivation> none;
+        QuantizationHook hook(interpreter.model(), plan, weights, none);
+
+        for (bool quantized : {false, true}) {
+            const QString out = dir.path() + (quantized ? "/q.npz" : "/f.npz");
+            QStringList args{"run", kModel, "--input", "input=" + inputFile, "--out", out};
+            if (quantized)
+                args << "--rules" << rulesFile;
+            const Run r = runCli(args);
+            QVERIFY2(r.exitCode == 0, r.err.constData());
+            const Tensor expected =
+                interpreter.run({{"input", input}}, {CancellationToken(), quantized ? &hook : nullptr}).at("logits");
+            const NpzFile npz = NpzFile::open(out.toStdString());
+            QCOMPARE(npz.arrays().size(), size_t(1));
+            const Tensor got = npz.read("logits");
+            QCOMPARE(got.shape(), (Shape{7, 10}));
+            QCOMPARE(test::bytesOf(got), test::bytesOf(expected));
+        }
+        // numpy reads it too.
+        QProcess p;
+        p.start(test::kPython, {"-c", "import numpy, sys; z = numpy.load(sys.argv[1]); print(z['logits'].shape)",
+                                dir.path() + "/q.npz"});
+        QVERIFY(p.waitForFinished(60000));
+        QCOMPARE(p.readAllStandardOutput().trimmed(), QByteArray("(7, 10)"));
+
+        expectUserError({"run", kModel, "--input", "wrong=" + inputFile, "--out", dir.path() + "/x.npz"}, "wrong");
+        QCOMPARE(runCli({"run", kModel, "--input", inputFile, "--out", dir.path() + "/x.npz"}).exitCode, 2);
+    }
+
+    // A model's weight by module path or initializer name gives the same table as the .npy of it.
+    void compareMethodsOnModelTensor()
+    {
+        QTemporaryDir dir;
+        const Model model = loadModel(kModel.toStdString());
+        const QString npy = dir.path() + "/w.npy";
+        writeNpy(npy.toStdString(), *model.initializer("features.conv2.weight"));
+        const Run fromNpy = runCli({"compare-methods", "--npy", npy, "--qtype", "int4", "--json"});
+        QVERIFY2(fromNpy.exitCode == 0, fromNpy.err.constData());
+        for (const char* name : {"features/conv2", "features.conv2.weight"}) {
+            const Run fromModel = runCli({"compare-methods", kModel, "--tensor", name, "--qtype", "int4", "--json"});
+            QVERIFY2(fromModel.exitCode == 0, fromModel.err.constData());
+            const nlohmann::json a = nlohmann::json::parse(fromNpy.out.toStdString());
+            const nlohmann::json b = nlohmann::json::parse(fromModel.out.toStdString());
+            QCOMPARE(b["methods"], a["methods"]);
+            QCOMPARE(b["granularity"], a["granularity"]);
+        }
+        // fc1's channel axis is the default axis: its per-channel table has 64 groups.
+        const Run fc1 = runCli({"compare-methods", kModel, "--tensor", "classifier/fc1", "--qtype", "int8", "--json"});
+        QVERIFY2(fc1.exitCode == 0, fc1.err.constData());
+        QCOMPARE(nlohmann::json::parse(fc1.out.toStdString())["methods"][0]["scales"].size(), size_t(64));
+        expectUserError({"compare-methods", kModel, "--tensor", "no.such", "--qtype", "int8"}, "no.such");
+    }
+
+    void benchModelJson()
+    {
+        const Run r = runCli({"bench-model", kModel, "--batch", "4", "--runs", "3", "--threads", "1", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["model"].get<std::string>(), kModel.toStdString());
+        QCOMPARE(j["batch"].get<int>(), 4);
+        QCOMPARE(j["threads"].get<int>(), 1);
+        QCOMPARE(j["runs"].get<int>(), 3);
+        QVERIFY(j["median_ms"].get<double>() > 0 && j["mean_ms"].get<double>() > 0);
+        expectUserError({"bench-model", QStringLiteral(QUANTSCOPE_TEST_DATA "/npy/f4_le_c_v1.npy")}, "weights-only");
+    }
+};
+
+QTEST_APPLESS_MAIN(TestCliModel)
+#include "tst_cli_model.moc"
