@@ -22,7 +22,14 @@
 #include "io/model_loader.h"
 #include "quant/kernels.h"
 #include "session/evaluation.h"
+#include "runtime/activation_calibration.h"
+#include "runtime/interpreter.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
+#include "rules/ruleset.h"
+#include "io/data_source.h"
 #include "widgets/charts/chart_frame.h"
+#include "widgets/charts/charts_panel.h"
 #include "widgets/charts/distribution_view.h"
 #include "widgets/charts/layer_error_view.h"
 #include "widgets/charts/method_comparison_view.h"
@@ -34,6 +41,8 @@ using namespace qs;
 namespace {
 
 const char* const kDemoModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
+const char* const kCalib = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_calib.npz";
+const char* const kEval = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_eval.npz";
 const char* const kScreenshots = QUANTSCOPE_TEST_DATA "/../../docs/screenshots/";
 
 QuantizationSpec specOf(const char* method, Granularity g = Granularity::PerChannel, QType t = QType::Int8)
@@ -484,7 +493,96 @@ private slots:
         screenshot(scales, "chart_scale_ranges.png");
     }
 
-    void layerErrorScreenshotInDarkPalette()
+    void panelOnDemoModelWithRealCalibrationAndEvaluation()
+    {
+        // conv2 gets int4 weights: the weak layer the charts should point at.
+        auto interpreter = std::make_shared<Interpreter>(loadModel(kDemoModel));
+        std::shared_ptr<const Model> model(interpreter, &interpreter->model());
+        auto rules = std::make_shared<const RuleSet>(RuleSet::fromJson(R"({"version": 1, "rules": [
+            {"module_path": "features/conv2", "weight_qtype": "int4", "act_qtype": "int8", "act_static_scale": true,
+             "act_calibration": "percentile,99.9"},
+            {"module_path": ".*", "weight_qtype": "int8", "act_qtype": "int8", "act_static_scale": true}]})"));
+        auto plan = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model, *rules));
+        auto weights = std::make_shared<WeightQuantizer>();
+        weights->update(*model, *plan);
+        auto calib = openDataSource(kCalib, {}, model.get());
+        auto stats = std::make_shared<const ActivationStatistics>(calibrateActivations(*interpreter, *plan, *calib));
+        auto eval = openDataSource(kEval, {}, model.get());
+        auto evaluation = std::make_shared<const EvaluationResult>(evaluate(*interpreter, *plan, *weights, stats.get(), *eval));
+        auto sens = std::make_shared<const SensitivityResult>(
+            sensitivity(*interpreter, *plan, *weights, stats.get(), *eval, SensitivityKind::OneLayer));
+
+        ChartsPanel panel;
+        panel.setModel(model);
+        panel.setPlan(plan, weights, rules);
+        panel.setActivationStatistics(stats);
+        panel.setEvaluation(evaluation);
+        panel.setSensitivity(sens);
+        size_t conv2 = 0;
+        for (size_t i = 0; i < model->layers.size(); ++i)
+            if (model->layers[i].modulePath == "features/conv2")
+                conv2 = i;
+        LayerErrorView* errors = panel.layerErrorView();
+        QCOMPARE(errors->data().rows.size(), plan->layers().size());
+        QCOMPARE(errors->data().sensitivity.size(), sens->ranking.size());
+        for (size_t i = 0; i < sens->ranking.size(); ++i)
+            QCOMPARE(errors->data().sensitivity[i].outputSqnr, sens->ranking[i].output.sqnrDb);
+
+        // Selecting a layer fills the weight views; a bar click selects and is forwarded.
+        QSignalSpy clicked(&panel, &ChartsPanel::layerClicked);
+        QSignalSpy distReady(panel.distributionView(), &DistributionView::ready);
+        QSignalSpy scaleReady(panel.scaleRangeView(), &ScaleRangeView::ready);
+        QSignalSpy methodReady(panel.methodComparisonView(), &MethodComparisonView::ready);
+        errors->clickRow(int(conv2));
+        QCOMPARE(clicked.size(), 1);
+        QVERIFY(waitFor([&] {
+            return !distReady.isEmpty() && !scaleReady.isEmpty() && !methodReady.isEmpty() &&
+                   !panel.distributionView()->busy() && !panel.scaleRangeView()->busy() &&
+                   !panel.methodComparisonView()->busy();
+        }));
+        const QuantizedWeight& qw = *weights->weights().at(conv2);
+        QCOMPARE(panel.distributionView()->data()->elements, qw.fakeQuant.numel());
+        QCOMPARE(panel.distributionView()->data()->clippedFraction, qw.metrics.fractionClipped);
+        for (size_t c = 0; c < qw.quantization.ranges.size(); ++c)
+            QCOMPARE(panel.scaleRangeView()->data()->calibrated[c].max, qw.quantization.ranges[c].max);
+        screenshot(*panel.distributionView(), "chart_distribution.png");
+
+        // Apply in the method view names the layer and what was compared.
+        QSignalSpy applied(&panel, &ChartsPanel::methodApplied);
+        panel.methodComparisonView()->apply();
+        QCOMPARE(applied.size(), 1);
+        QCOMPARE(applied.front()[0].value<size_t>(), conv2);
+        QCOMPARE(applied.front()[1].toString(), QString::fromStdString(panel.methodComparisonView()->data()->best()->method));
+        QCOMPARE(applied.front()[2].toBool(), false);
+
+        // The input activation, from the calibration statistics.
+        distReady.clear();
+        methodReady.clear();
+        panel.setShowActivation(true);
+        QVERIFY(waitFor([&] {
+            return !distReady.isEmpty() && !methodReady.isEmpty() && !panel.distributionView()->busy() &&
+                   !panel.methodComparisonView()->busy();
+        }));
+        const DistributionData* act = panel.distributionView()->data();
+        QVERIFY(act->activation);
+        QCOMPARE(act->elements, stats->observers().at(plan->layers()[1].activation->value).histogram(0).total());
+        QVERIFY(act->clipped > 0); // percentile,99.9 clips
+        QVERIFY(panel.methodComparisonView()->isActivation());
+        screenshot(*panel.distributionView(), "chart_activation.png");
+        panel.methodComparisonView()->apply();
+        QCOMPARE(applied.back()[2].toBool(), true);
+
+        // The threshold proposes the layers below it.
+        QSignalSpy proposed(&panel, &ChartsPanel::keepFloatProposed);
+        errors->setThreshold(errors->data().rows[conv2].markedSqnr().value() + 0.01);
+        errors->proposeKeepFloat();
+        QCOMPARE(proposed.size(), 1);
+        QVERIFY(proposed.front().front().toStringList().contains("features/conv2"));
+        errors->setPalette(darkPalette());
+        screenshot(*errors, "chart_layer_errors.png");
+    }
+
+    void layerErrorViewFollowsThePalette()
     {
         const Model& model = demo().model;
         EvaluationResult eval;
@@ -501,7 +599,6 @@ private slots:
         view.setPalette(darkPalette());
         view.setData(layerErrors(model, &eval, {}, nullptr));
         view.setThreshold(22.0);
-        screenshot(view, "chart_layer_errors.png");
         const QImage image = view.barFrame()->renderImage(QSize(600, 400));
         QVERIFY(paletteApplied(image, darkPalette().color(QPalette::Base)));
         view.setPalette(QApplication::palette());

@@ -9,6 +9,7 @@
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLogValueAxis>
+#include <QScatterSeries>
 #include <QSplitter>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -23,6 +24,12 @@ namespace qs {
 namespace {
 
 constexpr size_t kBins = 256;
+
+// Enough bins to show the shape, few enough that small tensors do not look like combs.
+size_t binsFor(int64_t elements)
+{
+    return std::clamp(size_t(2.0 * std::sqrt(double(elements))), size_t(16), kBins);
+}
 constexpr size_t kMaxGridLines = 160; // more grid values than this in view: too dense to draw
 
 QString number(double v)
@@ -68,7 +75,8 @@ std::pair<QValueAxis*, QAbstractAxis*> attachAxes(QChart* chart, double lo, doub
     } else {
         auto* v = new QValueAxis;
         v->setRange(0, std::max(1.0, maxCount * 1.05));
-        v->setLabelFormat("%d");
+        v->applyNiceNumbers();
+        v->setLabelFormat("%g");
         y = v;
     }
     y->setTitleText(QObject::tr("count"));
@@ -97,8 +105,8 @@ DistributionView::DistributionView(QWidget* parent)
       channelBox_(new QComboBox(this)),
       logBox_(new QCheckBox(tr("Log counts"), this)),
       stripAnchor_(new QLineSeries),
-      stripMin_(new QLineSeries),
-      stripMax_(new QLineSeries)
+      stripMin_(new QScatterSeries),
+      stripMax_(new QScatterSeries)
 {
     channelBox_->setToolTip(tr("The whole tensor with all channels as a heat strip, or one channel"));
     connect(channelBox_, &QComboBox::activated, this, [this](int index) {
@@ -195,7 +203,10 @@ void DistributionView::computeWeight()
     const std::optional<int64_t> channel = channel_;
     job_.start(
         [in, channel](const CancellationToken& cancel) {
-            return weightDistribution(in.x, in.fakeQuant, *in.q, in.channelAxis, channel, in.name, kBins, cancel);
+            const int64_t channels =
+                channel ? in.x.dim(normalizeAxis(in.channelAxis, in.x.rank(), "channel axis")) : int64_t(1);
+            return weightDistribution(in.x, in.fakeQuant, *in.q, in.channelAxis, channel, in.name,
+                                      binsFor(in.x.numel() / channels), cancel);
         },
         [this](DistributionData d) { land(std::move(d)); }, [this](const QString& error) { clear(error); });
 }
@@ -286,10 +297,9 @@ void DistributionView::drawHistogram()
     const double top = std::max(maxCount(d.values), maxCount(d.fakeQuant));
     const double yTop = log ? std::max(2.0, top * 2) : std::max(1.0, top * 1.05);
     QPen clipPen(histogram_->seriesColor(3), 2, Qt::DashLine);
-    const QString clipName = tr("clip [%1, %2]: clipped %3 (%4), outliers >%5σ: %6")
-                                 .arg(number(d.range.min), number(d.range.max), percent(d.clippedFraction))
+    const QString clipName = tr("clip range: clipped %1 (%2), outliers %3")
+                                 .arg(percent(d.clippedFraction))
                                  .arg(d.clipped)
-                                 .arg(kOutlierSigmas)
                                  .arg(d.outliers);
     QLineSeries* clipLo = verticalLine(d.range.min, floor, yTop, clipName, clipPen);
     QLineSeries* clipHi = verticalLine(d.range.max, floor, yTop, QString(), clipPen);
@@ -304,7 +314,10 @@ void DistributionView::drawHistogram()
     updateGrid();
     histogram_->applyPalette();
 
-    QString note = description_;
+    QString note = description_ + (description_.isEmpty() ? "" : ". ") +
+                   tr("Clip range [%1, %2]; outliers: beyond %3σ of the mean.")
+                       .arg(number(d.range.min), number(d.range.max))
+                       .arg(kOutlierSigmas);
     if (d.estimated)
         note += (note.isEmpty() ? "" : "  ") + tr("(from the calibration histogram: exact up to a bin)");
     histogram_->setNote(note);
@@ -337,7 +350,7 @@ void DistributionView::updateGrid()
     for (const float g : grid)
         points << QPointF(g, bottom) << QPointF(g, top) << QPointF(g, bottom);
     gridComb_->replace(points);
-    gridComb_->setName(grid.empty() ? (data_->grid ? tr("grid (zoom in to see)") : tr("grid: varies per group"))
+    gridComb_->setName(grid.empty() ? (data_->grid ? tr("grid (zoom in to see)") : tr("grid (per group)"))
                                     : tr("grid (scale %1)").arg(number(data_->grid->scale)));
 }
 
@@ -381,7 +394,9 @@ void DistributionView::drawStrip()
     auto* y = static_cast<QValueAxis*>(strip_->chart()->axes(Qt::Vertical).front());
     x->setRange(d.values.lo, d.values.hi);
     y->setRange(-0.5, rows - 0.5);
-    y->setTickCount(std::min(rows, 9) + 1 > 2 ? std::min(rows, 9) : 2);
+    y->setTickType(QValueAxis::TicksDynamic);
+    y->setTickAnchor(0);
+    y->setTickInterval(std::max(1, rows / 8));
     stripAnchor_->replace({QPointF(d.values.lo, -0.5), QPointF(d.values.hi, rows - 0.5)});
     QList<QPointF> lo, hi;
     for (int c = 0; c < rows; ++c) {
@@ -390,9 +405,13 @@ void DistributionView::drawStrip()
     }
     stripMin_->replace(lo);
     stripMax_->replace(hi);
-    const QPen pen(strip_->darkPalette() ? QColor(255, 255, 255) : QColor(200, 30, 30), 1.5);
-    stripMin_->setPen(pen);
-    stripMax_->setPen(pen);
+    const QColor marker = strip_->darkPalette() ? QColor(255, 255, 255) : QColor(200, 30, 30);
+    for (QScatterSeries* m : {stripMin_, stripMax_}) {
+        m->setColor(marker);
+        m->setBorderColor(marker);
+        m->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
+        m->setMarkerSize(std::clamp(240.0 / rows, 3.0, 8.0));
+    }
     heat_->setMatrix(std::move(values), rows, cols, d.values.lo, d.values.hi, true);
     strip_->chart()->setTitle(tr("All %1 channels (colour: log count per bin)").arg(rows));
     const DistributionData* data = &*data_;

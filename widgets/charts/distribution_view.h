@@ -20,6 +20,7 @@
 class QCheckBox;
 class QComboBox;
 class QLineSeries;
+class QScatterSeries;
 
 namespace qs {
 
@@ -84,8 +85,8 @@ private:
     QCheckBox* logBox_;
     QLineSeries* gridComb_ = nullptr;
     QLineSeries* stripAnchor_;
-    QLineSeries* stripMin_;
-    QLineSeries* stripMax_;
+    QScatterSeries* stripMin_;
+    QScatterSeries* stripMax_;
     HeatMapItem* heat_;
     std::optional<WeightInput> weight_;
     std::optional<int64_t> channel_;

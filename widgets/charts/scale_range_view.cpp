@@ -215,6 +215,16 @@ void ScaleRangeView::drawRanges()
     auto [x, y] = attachValueAxes(chart, order_->currentIndex() == 1 ? tr("channel (sorted by absmax)") : tr("channel"),
                                   absMax ? tr("absmax") : tr("value"));
     x->setRange(-0.5, double(d.channels) - 0.5);
+    x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickAnchor(0);
+    x->setTickInterval(std::max<int64_t>(1, d.channels / 16));
+    double lo = absMax ? 0.0 : std::min(double(d.tensorMin), double(d.tensorCalibrated.min));
+    double hi = std::max({double(d.tensorMax), double(d.tensorCalibrated.max), -double(d.tensorCalibrated.min),
+                          -double(d.tensorMin)});
+    if (!absMax)
+        hi = std::max(double(d.tensorMax), double(d.tensorCalibrated.max));
+    y->setRange(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo));
+    y->applyNiceNumbers();
     for (QAbstractSeries* s : unnamed)
         for (QLegendMarker* m : chart->legend()->markers(s))
             m->setVisible(false);
@@ -262,7 +272,11 @@ void ScaleRangeView::drawScales()
     chart->addSeries(s);
     auto [x, y] = attachValueAxes(chart, tr("channel"), tr("scale"));
     x->setRange(-0.5, double(d.channels) - 0.5);
+    x->setTickType(QValueAxis::TicksDynamic);
+    x->setTickAnchor(0);
+    x->setTickInterval(std::max<int64_t>(1, d.channels / 16));
     y->setRange(0, d.scaleMax * 1.1 > 0 ? d.scaleMax * 1.1 : 1);
+    y->applyNiceNumbers();
     chart->setTitle(tr("Scales: %1 … %2, spread ×%3, mean %4, std %5")
                         .arg(number(d.scaleMin), number(d.scaleMax), number(d.spread()), number(d.scaleMean),
                              number(d.scaleStd)));
