@@ -6,7 +6,8 @@ folder given as the first argument (generated at test time, not committed):
       -> Relu -> MatMul 96x10 -> y; weights saved as external data.
   resnet_like.onnx: input x [N, 3, 8, 8] -> Conv 3->8 -> Relu -> Conv 8->8 -> Relu
       -> Conv 8->8 -> Add (skip) -> Relu -> GlobalAveragePool -> Flatten -> Gemm 8->10 -> y.
-  inputs.npz: a batch of inputs for each model (x_mlp, x_resnet).
+  matmul_mlp_inputs.npz, resnet_like_inputs.npz: a batch of 16 inputs (`x`) for each,
+      used both to calibrate and to compare runs.
 """
 import os
 import sys
@@ -67,6 +68,5 @@ res = model(
     "resnet_like")
 onnx.save_model(res, os.path.join(out, "resnet_like.onnx"))
 
-np.savez(os.path.join(out, "inputs.npz"),
-         x_mlp=rng.standard_normal((16, 64)).astype(np.float32),
-         x_resnet=rng.standard_normal((16, 3, 8, 8)).astype(np.float32))
+np.savez(os.path.join(out, "matmul_mlp_inputs.npz"), x=rng.standard_normal((16, 64)).astype(np.float32))
+np.savez(os.path.join(out, "resnet_like_inputs.npz"), x=rng.standard_normal((16, 3, 8, 8)).astype(np.float32))

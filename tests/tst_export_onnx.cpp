@@ -1,0 +1,276 @@
+// The ONNX QDQ export: every exported model passes ONNX's checkers, holds the
+// quantization the rules asked for (types, axes, blocks, scales), and our own
+// runtime runs it to the same outputs as the fake-quant simulation of the same
+// rules. ONNX Runtime's runs are in tst_export_onnx_ort (conformance).
+
+#include <QtTest>
+
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+
+#include "export/passes/raise_opset.h"
+#include "export_onnx/export_cases.h"
+
+using namespace qs;
+using namespace qs::test;
+
+namespace {
+
+onnx::ModelProto readProto(const std::filesystem::path& file)
+{
+    onnx::ModelProto proto;
+    std::ifstream in(file, std::ios::binary);
+    if (!proto.ParseFromIstream(&in))
+        throw Error(file.string() + ": not a model");
+    return proto;
+}
+
+int countOps(const onnx::ModelProto& m, const std::string& op)
+{
+    int n = 0;
+    for (const auto& node : m.graph().node())
+        n += node.op_type() == op;
+    return n;
+}
+
+int64_t opsetOf(const onnx::ModelProto& m)
+{
+    for (const auto& o : m.opset_import())
+        if (o.domain().empty())
+            return o.version();
+    return 0;
+}
+
+const onnx::NodeProto& producerOf(const onnx::ModelProto& m, const std::string& value)
+{
+    for (const auto& node : m.graph().node())
+        for (const auto& out : node.output())
+            if (out == value)
+                return node;
+    throw Error("no node produces '" + value + "'");
+}
+
+const onnx::TensorProto& initializerOf(const onnx::ModelProto& m, const std::string& name)
+{
+    for (const auto& t : m.graph().initializer())
+        if (t.name() == name)
+            return t;
+    throw Error("no initializer '" + name + "'");
+}
+
+} // namespace
+
+class TestExportOnnx : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::vector<ExportCase> cases_;
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(dir_.isValid());
+        cases_ = exportCases(dir_.path().toStdString());
+    }
+
+    void ourRuntimeAgreesWithTheSimulation_data()
+    {
+        QTest::addColumn<int>("index");
+        for (size_t i = 0; i < cases_.size(); ++i)
+            if (cases_[i].ourRuntimeLoads)
+                QTest::newRow(cases_[i].name.c_str()) << int(i);
+    }
+    void ourRuntimeAgreesWithTheSimulation()
+    {
+        QFETCH(int, index);
+        const ExportCase& c = cases_[size_t(index)];
+        const ExportedCase e = exportCase(c, dir_.path().toStdString());
+        QVERIFY(e.summary.checked); // onnx::checker with strict shape inference
+        QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+
+        const Interpreter exported(loadOnnx(e.out));
+        const auto outputs = exported.run(e.inputs);
+        for (const auto& [name, simulated] : e.simulated) {
+            const Tensor& ours = outputs.at(name);
+            QCOMPARE(ours.shape(), simulated.shape());
+            // The outputs are float (no Q after them): the same numbers up to float rounding.
+            const double err = relativeMaxError(ours, simulated);
+            QVERIFY2(err <= 1e-5, (c.name + ": " + name + " relative error " + std::to_string(err)).c_str());
+            qInfo("%s: %s SQNR vs float %.1f dB, float %lld bytes -> %lld bytes", c.name.c_str(), name.c_str(),
+                  sqnrDb(ours, e.floatRun.at(name)), (long long)e.summary.floatBytes,
+                  (long long)e.summary.quantizedBytes);
+        }
+        // A quantized model differs from the float one (the comparison above could not pass by accident).
+        QVERIFY(relativeMaxError(e.simulated.begin()->second, e.floatRun.begin()->second) > 1e-4);
+    }
+
+    void demoW8A8HoldsOneQdqPerWeightAndActivation()
+    {
+        const ExportedCase e = exportCase(cases_[0], dir_.path().toStdString());
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(opsetOf(m), int64_t(13));
+        QCOMPARE(countOps(m, "QuantizeLinear"), 5); // the inputs of conv1..3, fc1, fc2
+        QCOMPARE(countOps(m, "DequantizeLinear"), 10);
+        // Weights: int8 per output channel, zero point dropped (symmetric), scales as the weight cache has them.
+        for (const LayerQuantization& lq : e.plan.layers()) {
+            const QuantizableLayer& layer = e.model.layers[lq.layer];
+            const onnx::NodeProto& dq = producerOf(m, layer.weightName);
+            QCOMPARE(dq.op_type(), std::string("DequantizeLinear"));
+            QCOMPARE(dq.input_size(), 2);
+            QCOMPARE(initializerOf(m, dq.input(0)).data_type(), int32_t(onnx::TensorProto::INT8));
+            const auto scales = readFloatTensor(initializerOf(m, dq.input(1)));
+            QVERIFY(scales);
+            QCOMPARE(*scales, e.weights.find(lq.layer)->quantization.params.scales);
+            QCOMPARE(intAttribute(dq, "axis", 1), int64_t(layer.channelAxis));
+        }
+        const auto& names = e.summary.passes;
+        QCOMPARE(names.front().pass, std::string("quantize_weights"));
+        QCOMPARE(names.front().changes, int64_t(5));
+        QVERIFY(e.summary.quantizedBytes * 3 < e.summary.floatBytes);
+    }
+
+    void int4BlockedWeightsRaiseTheOpsetAndHoldTheSimulatedValues()
+    {
+        const ExportCase& c = cases_[3];
+        const ExportedCase e = exportCase(c, dir_.path().toStdString());
+        QCOMPARE(e.summary.sourceOpset, int64_t(13));
+        QCOMPARE(e.summary.opset, int64_t(21));
+        QVERIFY(!e.summary.checked); // libonnx 1.12 knows opset 17: ONNX Runtime checks it instead
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(opsetOf(m), int64_t(21));
+        QCOMPARE(m.ir_version(), int64_t(10));
+        for (const LayerQuantization& lq : e.plan.layers()) {
+            const QuantizableLayer& layer = e.model.layers[lq.layer];
+            const onnx::NodeProto& dq = producerOf(m, layer.weightName);
+            // MatMul weight [K, N]: blocks of 32 along K (axis 0), one per output column.
+            QCOMPARE(intAttribute(dq, "block_size", 0), int64_t(32));
+            QCOMPARE(intAttribute(dq, "axis", 1), int64_t(0));
+            const auto codes = readIntegerTensor(initializerOf(m, dq.input(0)));
+            QVERIFY(codes);
+            QCOMPARE(codes->elementType, kOnnxInt4);
+            QCOMPARE(initializerOf(m, dq.input(0)).raw_data().size(), size_t((layer.parameterCount + 1) / 2));
+            const auto scales = readFloatTensor(initializerOf(m, dq.input(1)));
+            const Shape scaleDims = tensorDims(initializerOf(m, dq.input(1)));
+            QCOMPARE(scaleDims, (Shape{(layer.weightShape[0] + 31) / 32, layer.weightShape[1]}));
+            // DequantizeLinear by hand: (code − 0) · scale[k / 32, n] is the simulated weight, element for element.
+            const auto fq = e.weights.find(lq.layer)->fakeQuant.values<float>();
+            const int64_t n = layer.weightShape[1];
+            for (int64_t k = 0; k < layer.weightShape[0]; ++k)
+                for (int64_t j = 0; j < n; ++j) {
+                    const float v = float(codes->values[size_t(k * n + j)]) * (*scales)[size_t((k / 32) * n + j)];
+                    QCOMPARE(v, fq[size_t(k * n + j)]);
+                }
+        }
+        QVERIFY(e.summary.quantizedBytes * 6 < e.summary.floatBytes);
+    }
+
+    void externalDataIsWrittenInline()
+    {
+        const ExportedCase e = exportCase(cases_[4], dir_.path().toStdString());
+        const onnx::ModelProto m = readProto(e.out);
+        for (const auto& t : m.graph().initializer())
+            QVERIFY2(t.data_location() != onnx::TensorProto::EXTERNAL, t.name().c_str());
+        // fc1's bias stays float and carries the external file's bytes.
+        const auto bias = readFloatTensor(initializerOf(m, "fc1.bias"));
+        QVERIFY(bias);
+        const auto loaded = e.model.initializer("fc1.bias")->values<float>();
+        QVERIFY(std::equal(bias->begin(), bias->end(), loaded.begin()));
+    }
+
+    void dynamicActivationsStayFloatAndAreReported()
+    {
+        ExportCase c = cases_[0];
+        c.name = "demo_dynamic";
+        c.rules = "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"int8\"}]";
+        const ExportedCase e = exportCase(c, dir_.path().toStdString());
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(countOps(m, "QuantizeLinear"), 0);
+        QCOMPARE(countOps(m, "DequantizeLinear"), 5);
+        QCOMPARE(e.summary.dynamicActivations.size(), size_t(5));
+        QVERIFY(!e.summary.warnings.empty());
+    }
+
+    void passesOffKeepsZeroPointsAndStillRuns()
+    {
+        OnnxExportOptions options;
+        options.runPasses = false;
+        const ExportedCase e = exportCase(cases_[0], dir_.path().toStdString(), options);
+        QCOMPARE(e.summary.passes.size(), size_t(2));
+        const onnx::ModelProto m = readProto(e.out);
+        for (const auto& node : m.graph().node())
+            if (node.op_type() == "DequantizeLinear")
+                QCOMPARE(node.input_size(), 3);
+        const auto outputs = Interpreter(loadOnnx(e.out)).run(e.inputs);
+        QVERIFY(relativeMaxError(outputs.at("logits"), e.simulated.at("logits")) <= 1e-5);
+    }
+
+    void typesOnnxCannotHoldAreErrorsNamingLayerAndType()
+    {
+        for (const char* qtype : {"nf4", "int3", "fp4_e2m1", "mxfp8"}) {
+            ExportCase c = cases_[1];
+            c.name = std::string("demo_") + qtype;
+            c.rules = std::string("[{\"weight_qtype\": \"") + qtype + "\"}]";
+            // An earlier good export at the same path must survive a failed one (atomic writes).
+            const std::filesystem::path out = std::filesystem::path(dir_.path().toStdString()) / (c.name + ".onnx");
+            writeFile(out.string(), "previous");
+            try {
+                exportCase(c, dir_.path().toStdString());
+                QFAIL(("no error for " + std::string(qtype)).c_str());
+            } catch (const Error& err) {
+                const std::string what = err.what();
+                QVERIFY2(what.find("features/conv1") != std::string::npos, what.c_str());
+                QVERIFY2(what.find(qtype) != std::string::npos || what.find("fp4") != std::string::npos,
+                         what.c_str());
+            }
+            QCOMPARE(readFile(out.string()), std::string("previous"));
+        }
+    }
+
+    void raisesTheDemoToOpset21ForInt4PerChannel()
+    {
+        ExportCase c = cases_[1];
+        c.name = "demo_int4_per_channel";
+        c.rules = "[{\"weight_qtype\": \"int4\"}]";
+        const ExportedCase e = exportCase(c, dir_.path().toStdString());
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(opsetOf(m), int64_t(21));
+        QCOMPARE(countOps(m, "DequantizeLinear"), 5);
+        QCOMPARE(countOps(m, "Conv"), 3);
+    }
+
+    void raisingTheOpsetAdaptsReduceAxes()
+    {
+        // ReduceMean's axes attribute (opset 13) is an input from opset 18 on.
+        onnx::ModelProto m;
+        m.set_ir_version(7);
+        m.add_opset_import()->set_version(13);
+        for (auto* v : {m.mutable_graph()->add_input(), m.mutable_graph()->add_output()}) {
+            auto* t = v->mutable_type()->mutable_tensor_type();
+            t->set_elem_type(onnx::TensorProto::FLOAT);
+            t->mutable_shape()->add_dim()->set_dim_value(2);
+            t->mutable_shape()->add_dim()->set_dim_value(3);
+        }
+        m.mutable_graph()->mutable_input(0)->set_name("x");
+        m.mutable_graph()->mutable_output(0)->set_name("y");
+        m.mutable_graph()->set_name("reduce");
+        auto* node = m.mutable_graph()->add_node();
+        node->set_op_type("ReduceMean");
+        node->set_name("mean");
+        node->add_input("x");
+        node->add_output("y");
+        auto* axes = node->add_attribute();
+        axes->set_name("axes");
+        axes->set_type(onnx::AttributeProto::INTS);
+        axes->add_ints(1);
+        raiseOpset(m, 21);
+        QCOMPARE(opsetOf(m), int64_t(21));
+        QCOMPARE(m.graph().node(0).input_size(), 2);
+        QVERIFY(!findAttribute(m.graph().node(0), "axes"));
+        QCOMPARE(*readInt64Tensor(initializerOf(m, m.graph().node(0).input(1))), std::vector<int64_t>{1});
+        QVERIFY_THROWS_EXCEPTION(Error, raiseOpset(m, 17));
+    }
+};
+
+QTEST_APPLESS_MAIN(TestExportOnnx)
+#include "tst_export_onnx.moc"
