@@ -323,12 +323,18 @@ private slots:
     void weightsOnlyModelsStreamTensorByTensor()
     {
         // 256 MiB of float32 in 16 tensors of 16 MiB; memory must stay near one tensor.
+        // QUANTSCOPE_STREAM_MIB=2048 makes it the benchmark of docs/benchmarks.md.
+        const int64_t totalMiB = qEnvironmentVariableIsSet("QUANTSCOPE_STREAM_MIB")
+                                     ? qEnvironmentVariableIntValue("QUANTSCOPE_STREAM_MIB")
+                                     : 256;
+        const int tensors = 16;
+        const int64_t cols = 4096, rows = std::max<int64_t>(totalMiB * 1024 * 1024 / 4 / tensors / cols, 1);
+        const int64_t tensorMiB = rows * cols * 4 / (1024 * 1024);
         const fs::path folder = root() / "stream";
         fs::create_directories(folder);
         const fs::path source = folder / "big.safetensors";
         {
-            const int tensors = 16;
-            const int64_t rows = 1024, cols = 4096, bytes = rows * cols * 4;
+            const int64_t bytes = rows * cols * 4;
             nlohmann::ordered_json header;
             for (int i = 0; i < tensors; ++i)
                 header["layers." + std::to_string(i) + ".weight"] = {
@@ -339,7 +345,7 @@ private slots:
             const uint64_t n = text.size();
             out.write(reinterpret_cast<const char*>(&n), 8);
             out << text;
-            std::vector<float> row(size_t(cols));
+            std::vector<float> row(static_cast<size_t>(cols));
             std::mt19937 rng(5);
             std::normal_distribution<float> normal(0.0f, 1.0f);
             for (float& x : row)
@@ -362,10 +368,11 @@ private slots:
         const int64_t peak = statusKiB("VmHWM:");
         QVERIFY(before > 0 && peak >= before);
         const int64_t growthMiB = (peak - before) / 1024;
-        qInfo("streaming export of a 256 MiB checkpoint: peak resident growth %lld MiB",
-              static_cast<long long>(growthMiB));
+        qInfo("streaming export of a %lld MiB checkpoint (16 tensors of %lld MiB): peak resident growth %lld MiB",
+              static_cast<long long>(totalMiB), static_cast<long long>(tensorMiB), static_cast<long long>(growthMiB));
         QCOMPARE(s.quantizedWeights, int64_t(16));
-        QVERIFY2(growthMiB < 100, qPrintable(QString("peak grew by %1 MiB").arg(growthMiB)));
+        // One tensor read and its codes (measured: 21 MiB for 16 MiB tensors), far below the file.
+        QVERIFY2(growthMiB < 4 * tensorMiB, qPrintable(QString("peak grew by %1 MiB").arg(growthMiB)));
         QVERIFY(fs::file_size(out) < fs::file_size(source) / 3);
         // Spot-check one tensor against the weight quantizer.
         const QuantizedCheckpoint ckpt = readQuantizedCheckpoint(out);

@@ -168,7 +168,7 @@ Tensor QuantizedCheckpoint::codes(const std::string& name) const
     if (q.dtype() != want)
         throw Error(path_.string() + ": '" + i.qvalueKey + "' must hold " + std::string(dtypeName(want)) +
                     " codes, holds " + std::string(dtypeName(q.dtype())));
-    if (want != DType::U8 || codesPerByte(bits) == 1) {
+    if (want != DType::U8 || codesPerByte(bits) == 1) { // int16 codes are never packed
         if (size_t(q.numel()) != n)
             throw Error(path_.string() + ": '" + i.qvalueKey + "' holds " + std::to_string(q.numel()) +
                         " codes for a tensor of shape " + shapeToString(i.shape));
