@@ -8,6 +8,7 @@
 #include <QClipboard>
 #include <QPushButton>
 #include <QSignalSpy>
+#include <QTabWidget>
 #include <QTableView>
 #include <QAbstractItemModelTester>
 #include <QLineSeries>
@@ -119,6 +120,13 @@ void screenshot(QWidget& w, const QString& file)
     QCoreApplication::processEvents();
     const QImage image = w.grab().toImage();
     QVERIFY(image.save(QString(kScreenshots) + file));
+}
+
+// The panel at a readable size with tab `tab` in front.
+void screenshotTab(ChartsPanel& panel, int tab, const QString& file)
+{
+    panel.findChild<QTabWidget*>()->setCurrentIndex(tab);
+    screenshot(panel, file);
 }
 
 QPalette darkPalette()
@@ -545,7 +553,7 @@ private slots:
         QCOMPARE(panel.distributionView()->data()->clippedFraction, qw.metrics.fractionClipped);
         for (size_t c = 0; c < qw.quantization.ranges.size(); ++c)
             QCOMPARE(panel.scaleRangeView()->data()->calibrated[c].max, qw.quantization.ranges[c].max);
-        screenshot(*panel.distributionView(), "chart_distribution.png");
+        screenshotTab(panel, 0, "chart_distribution.png");
 
         // Apply in the method view names the layer and what was compared.
         QSignalSpy applied(&panel, &ChartsPanel::methodApplied);
@@ -568,7 +576,7 @@ private slots:
         QCOMPARE(act->elements, stats->observers().at(plan->layers()[1].activation->value).histogram(0).total());
         QVERIFY(act->clipped > 0); // percentile,99.9 clips
         QVERIFY(panel.methodComparisonView()->isActivation());
-        screenshot(*panel.distributionView(), "chart_activation.png");
+        screenshotTab(panel, 0, "chart_activation.png");
         panel.methodComparisonView()->apply();
         QCOMPARE(applied.back()[2].toBool(), true);
 
@@ -578,8 +586,8 @@ private slots:
         errors->proposeKeepFloat();
         QCOMPARE(proposed.size(), 1);
         QVERIFY(proposed.front().front().toStringList().contains("features/conv2"));
-        errors->setPalette(darkPalette());
-        screenshot(*errors, "chart_layer_errors.png");
+        panel.setPalette(darkPalette());
+        screenshotTab(panel, 3, "chart_layer_errors.png");
     }
 
     void layerErrorViewFollowsThePalette()

@@ -127,17 +127,19 @@ DistributionView::DistributionView(QWidget* parent)
     sx->setTitleText(tr("value"));
     sx->setLabelFormat("%.3g");
     sy->setTitleText(tr("channel"));
-    sy->setLabelFormat("%d");
+    sy->setLabelFormat("%.0f");
     s->addAxis(sx, Qt::AlignBottom);
     s->addAxis(sy, Qt::AlignLeft);
     for (QAbstractSeries* series : s->series()) {
         series->attachAxis(sx);
         series->attachAxis(sy);
     }
-    hideLegendOf(s, stripAnchor_);
-    hideLegendOf(s, stripMax_);
+    s->legend()->hide();
     heat_ = new HeatMapItem(s, stripAnchor_);
     strip_->applyPalette();
+    // Qt Charts elides every axis label of a chart too short for them.
+    histogram_->setMinimumHeight(260);
+    strip_->setMinimumHeight(250);
 
     connect(histogram_->view(), &ChartView::hovered, this, &DistributionView::hoverHistogram);
     connect(strip_->view(), &ChartView::hovered, this, &DistributionView::hoverStrip);
@@ -396,7 +398,8 @@ void DistributionView::drawStrip()
     y->setRange(-0.5, rows - 0.5);
     y->setTickType(QValueAxis::TicksDynamic);
     y->setTickAnchor(0);
-    y->setTickInterval(std::max(1, rows / 8));
+    // Few ticks: a vertical label taller than its share of the axis is elided.
+    y->setTickInterval(std::max(1, (rows + 3) / 4));
     stripAnchor_->replace({QPointF(d.values.lo, -0.5), QPointF(d.values.hi, rows - 0.5)});
     QList<QPointF> lo, hi;
     for (int c = 0; c < rows; ++c) {
@@ -410,10 +413,10 @@ void DistributionView::drawStrip()
         m->setColor(marker);
         m->setBorderColor(marker);
         m->setMarkerShape(QScatterSeries::MarkerShapeRectangle);
-        m->setMarkerSize(std::clamp(240.0 / rows, 3.0, 8.0));
+        m->setMarkerSize(std::clamp(160.0 / rows, 2.5, 6.0));
     }
     heat_->setMatrix(std::move(values), rows, cols, d.values.lo, d.values.hi, true);
-    strip_->chart()->setTitle(tr("All %1 channels (colour: log count per bin)").arg(rows));
+    strip_->chart()->setTitle(tr("All %1 channels (colour: log count per bin; marks: each channel's clipping range)").arg(rows));
     const DistributionData* data = &*data_;
     strip_->setCsvSource([data] {
         QString out = "channel,range_min,range_max";
