@@ -137,6 +137,39 @@ private slots:
         QVERIFY(j["timings"]["total_s"].get<double>() > 0);
     }
 
+    // The export options write their files and say so in the report; the QDQ model loads back.
+    void quantizeExports()
+    {
+        QTemporaryDir dir;
+        const QString rules = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/rules/w8a8_per_channel.json");
+        const QString report = dir.path() + "/r.json", ckpt = dir.path() + "/w.safetensors",
+                      qdq = dir.path() + "/q.onnx", odml = dir.path() + "/odml.json";
+        Run r = runCli({"quantize", kModel, "--rules", rules, "--calib", kCalib, "--export-checkpoint", ckpt,
+                        "--export-onnx", qdq, "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        nlohmann::json j = nlohmann::json::parse(test::readFile(report.toStdString()));
+        QCOMPARE(j["exports"]["checkpoint"]["quantized_weights"].get<int>(), 5);
+        QCOMPARE(j["exports"]["onnx"]["path"].get<std::string>(), qdq.toStdString());
+        QVERIFY(QFile::exists(ckpt));
+        const Model exported = loadModel(qdq.toStdString());
+        QVERIFY(exported.opTypes().size() > loadModel(kModel.toStdString()).opTypes().size()); // Q/DQ nodes
+        QVERIFY(j["evaluation"].is_null() && j["accuracy"].is_null());
+
+        // ODML needs --mode odml and --calib (usage), then writes its annotations.
+        QCOMPARE(runCli({"quantize", kModel, "--rules", rules, "--calib", kCalib, "--export-odml", odml}).exitCode, 2);
+        r = runCli({"quantize", kModel, "--rules", rules, "--mode", "odml", "--calib", kCalib, "--export-odml", odml,
+                    "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        j = nlohmann::json::parse(test::readFile(report.toStdString()));
+        QCOMPARE(j["mode"].get<std::string>(), std::string("odml"));
+        QVERIFY(j["exports"]["odml"]["ops"].get<int>() > 0);
+        QVERIFY(nlohmann::json::parse(test::readFile(odml.toStdString())).is_object());
+        // A checkpoint name without a known extension is a user error naming it.
+        expectUserError({"quantize", kModel, "--rules", rules, "--calib", kCalib, "--export-checkpoint",
+                         dir.path() + "/w.bin"},
+                        "w.bin");
+    }
+
     void quantizeErrorsNameTheFileOrRule()
     {
         QTemporaryDir dir;

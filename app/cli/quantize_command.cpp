@@ -10,11 +10,65 @@
 #include "cli/quantize_report.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "export/checkpoint.h"
+#include "export/odml.h"
+#include "export/onnx_qdq.h"
 #include "session/session_file.h"
 #include "session/evaluation.h"
 
 namespace qs::cli {
 namespace {
+
+// Writes what the --export-* options ask for; returns what each wrote, for the report.
+nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, const ModelQuantizationOptions& options)
+{
+    nlohmann::json exports = nlohmann::json::object();
+    const Model& model = q.model();
+    if (const auto out = args.value("--export-checkpoint")) {
+        if (!checkpointFormatForPath(*out))
+            throw Error("--export-checkpoint " + *out + ": the file name must end in .safetensors, .h5 or .hdf5");
+        const ExportSummary s =
+            exportCheckpoint(model, q.plan(), q.weights(), *q.rules(), *out, {}, {}, terminalProgress());
+        exports["checkpoint"] = {{"path", s.path.string()},          {"tensors", s.tensors},
+                                 {"quantized_weights", s.quantizedWeights}, {"float_bytes", s.floatBytes},
+                                 {"quantized_bytes", s.quantizedBytes},     {"notes", s.notes}};
+    }
+    if (const auto out = args.value("--export-onnx")) {
+        if (model.format != "onnx")
+            throw Error("--export-onnx: " + options.modelFile.string() + " is a " + model.format +
+                        " model; a QDQ model is written from an ONNX model");
+        const std::map<size_t, StaticActivation> statics =
+            requiredStaticActivations(model, q.plan(), q.statistics());
+        const OnnxExportSummary s = exportOnnxQdq(model, q.plan(), q.weights(), statics, *out);
+        nlohmann::json passes = nlohmann::json::array();
+        for (const PassReport& p : s.passes)
+            passes.push_back({{"pass", p.pass}, {"changes", p.changes}});
+        exports["onnx"] = {{"path", *out},
+                           {"opset", s.opset},
+                           {"ir_version", s.irVersion},
+                           {"passes", passes},
+                           {"dynamic_activations", s.dynamicActivations},
+                           {"float_bytes", s.floatBytes},
+                           {"quantized_bytes", s.quantizedBytes},
+                           {"checked", s.checked},
+                           {"warnings", s.warnings}};
+    }
+    if (const auto out = args.value("--export-odml")) {
+        if (q.plan().mode() != QuantizationMode::Odml)
+            throw UsageError("--export-odml needs --mode odml");
+        if (!options.calibFile)
+            throw UsageError("--export-odml needs --calib DATA");
+        const std::unique_ptr<DataSource> calib = openModelData(*options.calibFile, model, options.batchSize);
+        OdmlOptions odml;
+        odml.maxBatches = options.maxBatches;
+        const OdmlSummary s =
+            exportOdml(*q.interpreter(), q.plan(), q.weights(), *calib, odml, *out, {}, terminalProgress());
+        exports["odml"] = {{"path", s.path.string()}, {"activations", s.activations}, {"weights", s.weights},
+                           {"biases", s.biases},          {"constants", s.constants},     {"ops", s.ops},
+                           {"batches", s.batches}};
+    }
+    return exports;
+}
 
 int runQuantize(const Arguments& args)
 {
@@ -32,7 +86,9 @@ int runQuantize(const Arguments& args)
         options.calibFile = *calib;
     options.batchSize = args.integer("--batch-size", 1, int64_t(1) << 20).value_or(32);
     options.maxBatches = args.integer("--max-batches", 1, int64_t(1) << 40);
-    options.needsInterpreter = args.value("--eval") || args.value("--calib");
+    options.needsInterpreter = args.value("--eval") || args.value("--calib") || args.value("--export-odml");
+    if (args.value("--export-odml") && (options.mode != QuantizationMode::Odml || !options.calibFile))
+        throw UsageError("--export-odml needs --mode odml and --calib DATA");
     const ModelQuantization quantization(options);
     for (const std::string& w : quantization.warnings())
         std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -64,6 +120,9 @@ int runQuantize(const Arguments& args)
         }
     }
 
+    const double exportStart = nowSeconds();
+    report.exports = runExports(args, quantization, options);
+    report.exportSeconds = secondsSince(exportStart);
     report.totalSeconds = secondsSince(start);
     std::fputs(quantizeReportText(report).c_str(), stdout);
     if (const auto out = args.value("--report")) {
@@ -81,8 +140,9 @@ Command quantizeCommand()
     spec.name = "quantize";
     spec.summary = "Quantize a model by a rule file; evaluate it against float; report per layer";
     spec.synopsis = "quantize MODEL --rules R.json [--mode ptq|odml] [--calib DATA] [--eval DATA]\n"
-                    "                    [--batch-size B] [--max-batches N] [--sensitivity one|all-but-one]\n"
-                    "                    [--report REPORT.json]";
+                    "                      [--batch-size B] [--max-batches N] [--sensitivity one|all-but-one]\n"
+                    "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
+                    "                      [--export-onnx F.onnx] [--export-odml F.json]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file", {}, true},
@@ -93,6 +153,10 @@ Command quantizeCommand()
         {"--max-batches", "N", "use at most N batches of --calib and of --eval (default all)", {}, false},
         {"--sensitivity", "S", "rank layers by output error, needs --eval:", {"one", "all-but-one"}},
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
+        {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
+        {"--export-onnx", "F", "write an ONNX QDQ model (ONNX models only)", {}, false},
+        {"--export-odml", "F", "write the ODML full-integer annotations (JSON); needs --mode odml and --calib", {},
+         false},
     };
     spec.notes =
         "MODEL: ONNX for --calib and --eval (they run the model); any model format otherwise.\n"
@@ -109,6 +173,10 @@ Command quantizeCommand()
         "than 5 classes) of the float and the quantized model on the first output.\n"
         "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"
         "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
+        "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
+        "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
+        "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
+        "(docs/formats.md, docs/export.md). Files are written atomically.\n"
         "REPORT.json is described in docs/cli.md. Progress goes to stderr when it is a terminal.";
     return {spec, runQuantize};
 }

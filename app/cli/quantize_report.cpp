@@ -201,8 +201,10 @@ std::string quantizeReportText(const QuantizeReport& r)
         }
         s += alignedTable(ranking, {true, false, true, true});
     }
+    if (!r.exports.empty())
+        s += "\n";
     for (const auto& [kind, summary] : r.exports.items())
-        s += "\nexported " + kind + ": " + summary.value("path", std::string()) + "\n";
+        s += "exported " + kind + ": " + summary.value("path", std::string()) + "\n";
     return s;
 }
 
