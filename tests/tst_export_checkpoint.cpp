@@ -106,17 +106,23 @@ bool sameBits(const Tensor& a, const Tensor& b)
 }
 
 // The cached fake-quant of every quantized layer, by weight name, as a safetensors dump.
-fs::path writeReference(const fs::path& dir, const Model& model, const WeightQuantizer& weights)
+// `perturb`: a weight whose first element is moved by one ulp (the checker must notice).
+fs::path writeReference(const fs::path& dir, const Model& model, const WeightQuantizer& weights,
+                        const std::string& perturb = {})
 {
     std::vector<SafetensorsTensor> tensors;
-    for (const auto& [layer, q] : weights.weights())
-        tensors.push_back({model.layers[layer].weightName, q->fakeQuant, ""});
+    for (const auto& [layer, q] : weights.weights()) {
+        Tensor t = q->fakeQuant.clone();
+        if (model.layers[layer].weightName == perturb)
+            t.mutableValues<float>()[0] = std::nextafter(t.values<float>()[0], INFINITY);
+        tensors.push_back({model.layers[layer].weightName, t, ""});
+    }
     for (const NamedTensor& t : model.initializers())
         if (t.tensor.dtype() == DType::F32 && std::none_of(tensors.begin(), tensors.end(), [&](const auto& x) {
                 return x.name == t.name;
             }))
             tensors.push_back({t.name, t.tensor.clone(), ""});
-    const fs::path path = dir / "reference.safetensors";
+    const fs::path path = dir / (perturb.empty() ? "reference.safetensors" : "perturbed.safetensors");
     writeSafetensors(path, tensors);
     return path;
 }
@@ -216,6 +222,15 @@ private slots:
         const QByteArray said = python.readAllStandardOutput() + python.readAllStandardError();
         QVERIFY2(python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0, said.constData());
         QVERIFY2(said.contains("18 quantized tensors checked, 0 mismatches"), said.constData());
+        // ... and notices a one-ulp difference.
+        const fs::path perturbed = writeReference(folder, model, weights, "int8_pc.weight");
+        python.start("/usr/bin/python3", {QStringLiteral(QUANTSCOPE_TEST_DATA "/../export/check_checkpoint.py"),
+                                          QString::fromStdString(out.string()),
+                                          QString::fromStdString(perturbed.string())});
+        QVERIFY(python.waitForFinished(60000));
+        const QByteArray complained = python.readAllStandardOutput();
+        QCOMPARE(python.exitCode(), 1);
+        QVERIFY2(complained.contains("MISMATCH int8_pc.weight"), complained.constData());
     }
 
     void demoModelExportsInBothFormats()
@@ -364,8 +379,20 @@ private slots:
         std::ofstream("/proc/self/clear_refs") << "5";
         const int64_t before = statusKiB("VmRSS:");
         const fs::path out = folder / "big_int8.safetensors";
+        QElapsedTimer timer;
+        timer.start();
         const ExportSummary s = exportCheckpoint(model, plan, empty, rules, out);
+        const double exportSeconds = double(timer.nsecsElapsed()) * 1e-9;
         const int64_t peak = statusKiB("VmHWM:");
+        if (qEnvironmentVariableIsSet("QUANTSCOPE_STREAM_MIB")) {
+            // The benchmark's baseline, in the same run: a plain copy of the same file.
+            timer.restart();
+            fs::copy_file(source, folder / "copy.safetensors");
+            const double copySeconds = double(timer.nsecsElapsed()) * 1e-9;
+            fs::remove(folder / "copy.safetensors");
+            qInfo("export %.2f s (source hashed, each weight read twice), plain copy %.2f s: %.2f× the copy's time",
+                  exportSeconds, copySeconds, exportSeconds / copySeconds);
+        }
         QVERIFY(before > 0 && peak >= before);
         const int64_t growthMiB = (peak - before) / 1024;
         qInfo("streaming export of a %lld MiB checkpoint (16 tensors of %lld MiB): peak resident growth %lld MiB",
