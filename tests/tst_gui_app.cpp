@@ -276,7 +276,7 @@ void TestGuiApp::sessionRoundTrips()
 void TestGuiApp::screenshotOfTheMainWindow()
 {
     MainWindow window(false);
-    window.resize(1500, 900);
+    window.resize(1600, 1000);
     window.show();
     window.openRules(kW8A8);
     window.openModel(kModel);

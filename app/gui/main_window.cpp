@@ -103,7 +103,7 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
             layerView_->resizeColumnToContents(c);
         // Result columns fill in later: leave room for "48.4 dB (stale)".
         const int minimum = layerView_->fontMetrics().horizontalAdvance(QStringLiteral("000.0 dB (stale)")) + 16;
-        for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::WeightSqnrColumn),
+        for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::OpTypeColumn), int(LayerTreeModel::WeightSqnrColumn),
                             int(LayerTreeModel::IsolatedSqnrColumn), int(LayerTreeModel::AccumulatedSqnrColumn)})
             layerView_->setColumnWidth(c, std::max(layerView_->columnWidth(c), minimum));
         const auto model = workspace_->model();
@@ -233,9 +233,10 @@ void MainWindow::createDocks()
     inspector_->setOpenLinks(false);
     auto* inspectorDock = makeDock(tr("Inspector"), QStringLiteral("InspectorDock"), inspector_, Qt::RightDockWidgetArea);
     QDockWidget* chartsDock = makeDock(tr("Charts"), QStringLiteral("ChartsDock"), createCharts(), Qt::RightDockWidgetArea);
-    splitDockWidget(inspectorDock, chartsDock, Qt::Vertical);
+    tabifyDockWidget(inspectorDock, chartsDock);
+    inspectorDock->raise();
 
-    resizeDocks({inspectorDock}, {380}, Qt::Horizontal);
+    resizeDocks({inspectorDock}, {560}, Qt::Horizontal);
     resizeDocks({rulesDock}, {230}, Qt::Vertical);
 }
 
