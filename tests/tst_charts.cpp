@@ -292,6 +292,18 @@ private slots:
                     absmax = std::max(absmax, std::abs(w.values<float>()[size_t(c * 64 + t * 16 + k)]));
                 QCOMPARE(d.scales[size_t(c * 4 + t)], absmax / 127.5f);
             }
+        // The view shows the tiles as a heat map instead of per-channel scales.
+        ScaleRangeView view;
+        QSignalSpy ready(&view, &ScaleRangeView::ready);
+        view.showWeight(w, std::make_shared<const TensorQuantization>(q), 0, "w");
+        QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
+        const QStringList csv = view.tileFrame()->csv().trimmed().split('\n');
+        QCOMPARE(csv.size(), 6);
+        QCOMPARE(csv[0], QString("channel,tile0,tile1,tile2,tile3"));
+        QCOMPARE(csv[3].split(',')[2].toFloat(), d.scales[2 * 4 + 1]);
+        screenshot(view, "chart_tile_scales.png");
+        QVERIFY(!view.tileFrame()->isHidden());
+        QVERIFY(view.scaleFrame()->isHidden());
     }
 
     void comparisonTableIsSortedAndApplyEmitsTheBest()

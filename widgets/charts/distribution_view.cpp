@@ -138,8 +138,8 @@ DistributionView::DistributionView(QWidget* parent)
     heat_ = new HeatMapItem(s, stripAnchor_);
     strip_->applyPalette();
     // Qt Charts elides every axis label of a chart too short for them.
-    histogram_->setMinimumHeight(260);
-    strip_->setMinimumHeight(250);
+    histogram_->setMinimumHeight(220);
+    strip_->setMinimumHeight(180);
 
     connect(histogram_->view(), &ChartView::hovered, this, &DistributionView::hoverHistogram);
     connect(strip_->view(), &ChartView::hovered, this, &DistributionView::hoverStrip);

@@ -46,13 +46,21 @@ void HeatMapItem::setMatrix(std::vector<double> values, int rows, int cols, doub
     max_ = values_.empty() ? 0 : *std::max_element(values_.begin(), values_.end());
     image_ = QImage(std::max(cols, 1), std::max(rows, 1), QImage::Format_ARGB32);
     image_.fill(Qt::transparent);
-    const double top = logScale ? std::log1p(max_) : max_;
+    // Log: counts from 0 (transparent) up; linear: the smallest positive value is dark, the largest bright.
+    double bottom = 0;
+    if (!logScale) {
+        bottom = max_;
+        for (const double v : values_)
+            if (v > 0)
+                bottom = std::min(bottom, v);
+    }
+    const double top = logScale ? std::log1p(max_) : max_ - bottom;
     for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c) {
             const double v = values_[size_t(r) * size_t(cols) + size_t(c)];
-            if (v <= 0 || top <= 0)
+            if (v <= 0)
                 continue;
-            const double t = (logScale ? std::log1p(v) : v) / top;
+            const double t = top <= 0 ? 1.0 : (logScale ? std::log1p(v) : v - bottom) / top;
             image_.setPixelColor(c, rows - 1 - r, rampColor(t)); // row 0 at the bottom
         }
     update();

@@ -21,7 +21,8 @@ public:
     // `anchor` is a series attached to the axes the matrix follows.
     HeatMapItem(QChart* chart, QAbstractSeries* anchor);
 
-    // rows × cols values, row-major; colours by log(1 + v) when `logScale`.
+    // rows × cols values, row-major; colours by log(1 + v) when `logScale`, else
+    // linearly from the smallest positive value (dark) to the largest (bright).
     void setMatrix(std::vector<double> values, int rows, int cols, double x0, double x1, bool logScale);
     // The value under a point in axis units, if any.
     std::optional<double> valueAt(QPointF value) const;

@@ -303,9 +303,15 @@ void ScaleRangeView::drawTiles()
     auto* y = static_cast<QValueAxis*>(tiles_->chart()->axes(Qt::Vertical).front());
     x->setRange(-0.5, cols - 0.5);
     y->setRange(-0.5, rows - 0.5);
+    for (auto [axis, n] : {std::pair{x, cols}, std::pair{y, rows}}) {
+        axis->setTickType(QValueAxis::TicksDynamic);
+        axis->setTickAnchor(0);
+        axis->setTickInterval(std::max(1, (n + 7) / 8));
+        axis->setLabelFormat("%.0f");
+    }
     tileAnchor_->replace({QPointF(-0.5, -0.5), QPointF(cols - 0.5, rows - 0.5)});
     heat_->setMatrix(std::vector<double>(d.scales.begin(), d.scales.end()), rows, cols, -0.5, cols - 0.5, false);
-    tiles_->chart()->setTitle(tr("Tile scales (%1 channels × %2 tiles): %3 … %4, spread ×%5")
+    tiles_->chart()->setTitle(tr("Tile scales (%1 channels × %2 tiles): %3 (dark) … %4 (bright), spread ×%5")
                                   .arg(rows)
                                   .arg(cols)
                                   .arg(number(d.scaleMin), number(d.scaleMax), number(d.spread())));
