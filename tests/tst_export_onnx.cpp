@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <set>
 
 #include "export/passes/raise_opset.h"
 #include "export_onnx/export_cases.h"
@@ -71,6 +72,10 @@ private slots:
     void initTestCase()
     {
         QVERIFY(dir_.isValid());
+        if (qEnvironmentVariableIsSet("QUANTSCOPE_KEEP_EXPORTS")) { // look at the exported models afterwards
+            dir_.setAutoRemove(false);
+            qInfo("exports in %s", qPrintable(dir_.path()));
+        }
         cases_ = exportCases(dir_.path().toStdString());
     }
 
@@ -88,6 +93,13 @@ private slots:
         const ExportedCase e = exportCase(c, dir_.path().toStdString());
         QVERIFY(e.summary.checked); // onnx::checker with strict shape inference
         QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+        std::set<std::string> names;
+        const onnx::ModelProto written = readProto(e.out);
+        for (const auto& node : written.graph().node()) {
+            QVERIFY2(names.insert(node.name()).second, node.name().c_str());
+            if (node.op_type() == "QuantizeLinear") // ONNX Runtime needs it (canonicalize_zero_points.h)
+                QCOMPARE(node.input_size(), 3);
+        }
 
         const Interpreter exported(loadOnnx(e.out));
         const auto outputs = exported.run(e.inputs);

@@ -82,7 +82,9 @@ bool dropZero(QdqGraph& graph, int i, PassReport& report)
     const auto params = constantQdqParams(graph, node);
     if (!params || !params->zeroPoint || !allEqual(*params->zeroPoint, 0))
         return false;
-    if (isQdq(node, "QuantizeLinear") && params->zeroPoint->elementType != onnx::TensorProto::UINT8)
+    // QuantizeLinear keeps its zero point: ONNX would allow dropping a uint8 0, but
+    // ONNX Runtime 1.30's QDQ optimizer then duplicates node names and refuses the model.
+    if (isQdq(node, "QuantizeLinear"))
         return false;
     // A DequantizeLinear without a zero point takes its type from the input, which a 0 cannot change.
     graph.proto().mutable_node(i)->mutable_input()->RemoveLast();

@@ -5,9 +5,10 @@
 //   (each code + 128): for a DequantizeLinear of a constant initializer only
 //   it reads, and for a QuantizeLinear whose every reader is a
 //   DequantizeLinear with the same zero point;
-// - a zero point that is all 0 is dropped where ONNX allows it: on
-//   DequantizeLinear always (the integer type is the input's), on
-//   QuantizeLinear only for uint8 (the type an absent zero point means).
+// - a zero point that is all 0 is dropped from DequantizeLinear (the integer
+//   type is the input's). QuantizeLinear keeps it even where ONNX would allow
+//   dropping it (uint8): ONNX Runtime 1.30 refuses such models after its QDQ
+//   optimizations ("two nodes with same node name").
 
 #include "export/qdq_graph.h"
 
