@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/half.h"
 #include "export/checkpoint.h"
 #include "export/checkpoint_reader.h"
 #include "io/model_loader.h"
@@ -125,6 +126,17 @@ fs::path writeReference(const fs::path& dir, const Model& model, const WeightQua
     const fs::path path = dir / (perturb.empty() ? "reference.safetensors" : "perturbed.safetensors");
     writeSafetensors(path, tensors);
     return path;
+}
+
+// The float32 values of `shape` from weightTensor, stored as float16 or bfloat16.
+Tensor halfTensor(DType dtype, const Shape& shape, uint32_t seed)
+{
+    const Tensor f = weightTensor(shape, seed);
+    Tensor t(dtype, shape);
+    for (int64_t i = 0; i < f.numel(); ++i)
+        t.mutableValues<uint16_t>()[size_t(i)] = dtype == DType::F16 ? floatToFp16(f.values<float>()[size_t(i)])
+                                                                     : floatToBf16(f.values<float>()[size_t(i)]);
+    return t;
 }
 
 int64_t statusKiB(const char* field)
@@ -254,6 +266,37 @@ private slots:
             for (const std::string& name : ckpt.floatTensors())
                 QVERIFY(sameBits(ckpt.stored(name), *model.initializer(name)));
             QVERIFY(nlohmann::json::parse(ckpt.rulesJson()) == nlohmann::json::parse(rules.toJson()));
+        }
+    }
+
+    void halfFloatModelsKeepTheirDTypes()
+    {
+        // bfloat16 and float16 weights quantize from their own values; untouched
+        // half tensors are stored with their dtype, in both containers.
+        const fs::path folder = root() / "half";
+        fs::create_directories(folder);
+        writeSafetensors(folder / "half.safetensors",
+                         {{"h.weight", halfTensor(DType::BF16, {16, 32}, 11), ""},
+                          {"c.weight", halfTensor(DType::F16, {8, 4, 3, 3}, 12), ""},
+                          {"h.bias", halfTensor(DType::F16, {16, 1}, 13).reshaped({16}), ""},
+                          {"c.bias", halfTensor(DType::BF16, {8, 1}, 14).reshaped({8}), ""}});
+        const Model model = loadModel(folder / "half.safetensors");
+        const RuleSet rules = RuleSet::fromJson(R"({"version": 1, "rules": [
+            {"module_path": "h", "weight_qtype": "int4", "tile_size": 8},
+            {"module_path": "c", "weight_qtype": "uint8", "weight_calibration": "minmax", "tile_size": 2}]})");
+        const QuantizationPlan plan = QuantizationPlan::build(model, rules);
+        WeightQuantizer weights;
+        weights.update(model, plan);
+        QCOMPARE(weights.weights().size(), size_t(2));
+        for (const char* file : {"half_q.safetensors", "half_q.h5"}) {
+            const QuantizedCheckpoint ckpt = readQuantizedCheckpoint(
+                exportCheckpoint(model, plan, weights, rules, folder / file).path);
+            for (const auto& [layer, q] : weights.weights())
+                QVERIFY2(sameBits(ckpt.dequantized(model.layers[layer].weightName), q->fakeQuant), file);
+            QCOMPARE(ckpt.info("h.weight").dtype, std::string("BF16"));
+            QCOMPARE(ckpt.stored("c.weight.scale").shape(), (Shape{8, 2, 1, 1}));
+            for (const char* name : {"h.bias", "c.bias"})
+                QVERIFY2(sameBits(ckpt.stored(name), *model.initializer(name)), name);
         }
     }
 
