@@ -300,6 +300,34 @@ private slots:
         }
     }
 
+    void shardedCheckpointsStream()
+    {
+        // Two shards and their index: every weight is read from its own shard.
+        const fs::path folder = root() / "sharded";
+        fs::create_directories(folder);
+        writeSafetensors(folder / "model-00001-of-00002.safetensors",
+                         {{"a.weight", weightTensor({16, 48}, 21), ""}, {"a.bias", weightTensor({16, 1}, 22).reshaped({16}), ""}});
+        writeSafetensors(folder / "model-00002-of-00002.safetensors",
+                         {{"b.weight", weightTensor({32, 16}, 23), ""}});
+        {
+            std::ofstream index(folder / "model.safetensors.index.json");
+            index << R"({"metadata": {"total_size": 5248}, "weight_map": {"a.weight": "model-00001-of-00002.safetensors",
+                "a.bias": "model-00001-of-00002.safetensors", "b.weight": "model-00002-of-00002.safetensors"}})";
+        }
+        const Model model = loadModel(folder / "model.safetensors.index.json");
+        const RuleSet rules = RuleSet::fromJson(R"({"version": 1, "rules": [{"weight_qtype": "int4", "tile_size": 16}]})");
+        const QuantizationPlan plan = QuantizationPlan::build(model, rules);
+        WeightQuantizer cached;
+        cached.update(model, plan);
+        const fs::path out = folder / "quantized.safetensors";
+        exportCheckpoint(model, plan, WeightQuantizer(), rules, out);
+        const QuantizedCheckpoint ckpt = readQuantizedCheckpoint(out);
+        QCOMPARE(ckpt.quantizedTensors().size(), size_t(2));
+        for (const auto& [layer, q] : cached.weights())
+            QVERIFY(sameBits(ckpt.dequantized(model.layers[layer].weightName), q->fakeQuant));
+        QVERIFY(sameBits(ckpt.stored("a.bias"), *model.initializer("a.bias")));
+    }
+
     void uncachedWeightsAreQuantizedTheSameWay()
     {
         // The exporter quantizes what the cache lacks itself, with the same results.
@@ -360,6 +388,21 @@ private slots:
                                                              folder / "c.safetensors", {}, cancel));
         QVERIFY_THROWS_EXCEPTION(Cancelled,
                                  exportCheckpoint(model, goodPlan, weights, goodOnly, folder / "c.h5", {}, cancel));
+        QCOMPARE(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 2);
+        // Cancelled while the data is being written (the temporary file exists by then).
+        for (const char* name : {"late.safetensors", "late.h5"}) {
+            CancellationToken late;
+            bool sawData = false;
+            const ProgressCallback cancelInDataPhase = [&](double f, std::string_view) {
+                if (f > 0.5) {
+                    sawData = true;
+                    late.cancel();
+                }
+            };
+            QVERIFY_THROWS_EXCEPTION(Cancelled, exportCheckpoint(model, goodPlan, weights, goodOnly, folder / name,
+                                                                 {}, late, cancelInDataPhase));
+            QVERIFY(sawData);
+        }
         QCOMPARE(std::distance(fs::directory_iterator(folder), fs::directory_iterator()), 2);
 
         // An unknown extension is refused, naming the file.
