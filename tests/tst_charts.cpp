@@ -566,6 +566,12 @@ private slots:
         for (size_t c = 0; c < qw.quantization.ranges.size(); ++c)
             QCOMPARE(panel.scaleRangeView()->data()->calibrated[c].max, qw.quantization.ranges[c].max);
         screenshotTab(panel, 0, "chart_distribution.png");
+        // A new plan that leaves this layer's weight as it was recomputes nothing.
+        distReady.clear();
+        panel.setPlan(plan, weights, rules);
+        QTest::qWait(50);
+        QVERIFY(!panel.distributionView()->busy());
+        QCOMPARE(distReady.size(), 0);
 
         // Apply in the method view names the layer and what was compared.
         QSignalSpy applied(&panel, &ChartsPanel::methodApplied);

@@ -186,6 +186,7 @@ void ChartsPanel::refreshLayerErrors()
 void ChartsPanel::refreshLayer()
 {
     if (!model_ || !layer_ || *layer_ >= model_->layers.size()) {
+        shown_.reset();
         header_->setText(model_ ? tr("No layer selected.") : tr("No model."));
         const QString why = tr("Select a quantized layer.");
         distribution_->clear(why);
@@ -195,6 +196,21 @@ void ChartsPanel::refreshLayer()
     }
     header_->setText(QString::fromStdString(model_->layers[*layer_].modulePath) + " (" +
                      QString::fromStdString(model_->layers[*layer_].opType) + ")");
+    Shown now{layer_, showsActivation(), nullptr, stats_.get(), {}};
+    if (weights_)
+        if (const auto it = weights_->weights().find(*layer_); it != weights_->weights().end())
+            now.weight = it->second.get();
+    if (const LayerQuantization* lq = planLayer(plan_.get(), *layer_); lq && lq->activation)
+        now.activationMethod = lq->activation->method.toString() + "/" + lq->activation->value + "/" +
+                               std::string(qtypeName(lq->activation->target.qtype)) + "/" +
+                               std::to_string(lq->activation->target.options.narrowRange) + "/" +
+                               std::string(scaleRestrictionName(lq->activation->target.options.restriction)) + "/" +
+                               (lq->activation->target.symmetric ? std::to_string(*lq->activation->target.symmetric) : "");
+    if (!now.activation)
+        now.stats = nullptr; // statistics do not change what a weight looks like
+    if (shown_ && *shown_ == now && now.weight)
+        return;
+    shown_ = now;
     showWeight(*layer_);
     if (showsActivation())
         showActivation(*layer_);

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <QStringList>
 #include <QWidget>
@@ -83,6 +84,16 @@ private:
     std::shared_ptr<const EvaluationResult> evaluation_;
     std::shared_ptr<const SensitivityResult> sensitivity_;
     std::optional<size_t> layer_;
+    // What the layer views show now, to skip recomputing it when a new plan leaves it unchanged.
+    struct Shown {
+        std::optional<size_t> layer;
+        bool activation = false;
+        const void* weight = nullptr; // the QuantizedWeight shown (the cache keeps unchanged layers' pointers)
+        const void* stats = nullptr;
+        std::string activationMethod;
+        bool operator==(const Shown&) const = default;
+    };
+    std::optional<Shown> shown_;
     QComboBox* subject_ = nullptr;
     QLabel* header_ = nullptr;
     DistributionView* distribution_ = nullptr;

@@ -247,6 +247,7 @@ void DistributionView::clear(const QString& why)
     rounding_->setNote(QString());
     clipping_->setNote(QString());
     heat_->setMatrix({}, 0, 0, 0, 1, true);
+    strip_->setCsvSource({});
     strip_->hide();
 }
 

@@ -126,6 +126,7 @@ void ScaleRangeView::clear(const QString& why)
     }
     ranges_->setNote(why);
     heat_->setMatrix({}, 0, 0, 0, 1, false);
+    tiles_->setCsvSource({});
     tiles_->hide();
 }
 
