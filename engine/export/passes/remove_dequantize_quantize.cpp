@@ -14,8 +14,13 @@ PassReport removeDequantizeQuantizePairs(QdqGraph& graph)
         if (q.op_type() != "QuantizeLinear" || !q.domain().empty() || q.input_size() < 2 ||
             graph.isGraphOutput(q.output(0)))
             continue;
+        // Readers inside a subgraph would need renaming there too: leave such a Q alone.
+        bool subgraphReader = false;
+        for (int r : graph.consumers(q.output(0)))
+            for (const auto& a : graph.proto().node(r).attribute())
+                subgraphReader |= a.has_g() || a.graphs_size() > 0;
         const auto p = graph.producer(q.input(0));
-        if (!p)
+        if (!p || subgraphReader)
             continue;
         const onnx::NodeProto& dq = graph.proto().node(*p);
         if (dq.op_type() != "DequantizeLinear" || !dq.domain().empty())
