@@ -202,6 +202,29 @@ private slots:
         QVERIFY(!fs::exists(out("softmax.json")) && !fs::exists(out("partial.json")) && !fs::exists(out("ptq.json")));
     }
 
+    void ownScaleOpsAndConstants()
+    {
+        // logits + a constant: the Add's output gets its own range, the constant a per-tensor point.
+        Model model = demo_;
+        model.addInitializer("shift", Tensor::fromVector(DType::F32, {10}, std::vector<float>{-2, -1, 0, 1, 2, 3, 4, 5, 6, 7}));
+        Node add;
+        add.name = "/head/Add";
+        add.opType = "Add";
+        add.inputs = {"logits", "shift"};
+        add.outputs = {"shifted"};
+        model.nodes.push_back(add);
+        model.outputs = {ValueInfo{"shifted", DType::F32, "float32", std::nullopt}};
+        const nlohmann::json doc = exportDemo(model, kAllInt8, {}, "add.json");
+        const nlohmann::json& shifted = *findPoint(doc, "shifted");
+        QVERIFY(!shifted.contains("shares_scale_with"));
+        QVERIFY(shifted.at("scale") != findPoint(doc, "logits")->at("scale"));
+        const nlohmann::json& shift = *findPoint(doc, "shift");
+        QCOMPARE(shift.at("kind"), "constant");
+        QCOMPARE(shift.at("scale")[0].get<float>(), 9.0f / 255.0f); // [-2, 7]
+        QCOMPARE(shift.at("zero_point")[0].get<int64_t>(), int64_t(std::nearbyint(-128.0 + 2.0 / (9.0 / 255.0))));
+        QCOMPARE(doc.at("ops").back().at("scheme"), "own_scale");
+    }
+
     void zeroOrNonFiniteScalesNameTheTensor()
     {
         // Tiny weights and a tiny fixed input range: the bias scale underflows to 0.

@@ -172,13 +172,15 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             }
         }
         schemes.push_back(scheme);
-        for (const std::string& output : node.outputs) {
+        for (size_t k = 0; k < node.outputs.size(); ++k) {
+            const std::string& output = node.outputs[k];
             if (output.empty())
                 continue;
-            if (scheme == OpScheme::PassThrough && !node.inputs.empty())
-                aliasOf[output] = node.inputs[0];
-            else
+            if (scheme != OpScheme::PassThrough)
                 activations.try_emplace(output);
+            else if (k == 0 && !node.inputs.empty())
+                aliasOf[output] = node.inputs[0];
+            // A pass-through op's other outputs (MaxPool's indices, Dropout's mask) are not values of the integer model.
         }
     }
 
@@ -324,7 +326,8 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             ++summary.constants;
         }
         for (const std::string& output : node.outputs)
-            if (!output.empty() && annotated.insert(output).second)
+            if (!output.empty() && (activations.count(output) || aliasOf.count(output)) &&
+                annotated.insert(output).second)
                 addActivation(output);
         ops.push_back({{"node", node.name}, {"op_type", node.opType}, {"scheme", std::string(schemeName(schemes[i]))}});
         ++summary.ops;
