@@ -4,14 +4,14 @@
 // each view on the demo model (docs/screenshots/chart_*.png), one in a dark palette.
 #include <QtTest>
 
+#include <QAbstractItemModelTester>
 #include <QApplication>
 #include <QClipboard>
+#include <QLineSeries>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTabWidget>
 #include <QTableView>
-#include <QAbstractItemModelTester>
-#include <QLineSeries>
 #include <QValueAxis>
 
 #include <cmath>
@@ -20,15 +20,15 @@
 #include "analysis/metrics.h"
 #include "analysis/tensor_quantization.h"
 #include "graph/model.h"
+#include "io/data_source.h"
 #include "io/model_loader.h"
 #include "quant/kernels.h"
-#include "session/evaluation.h"
+#include "rules/ruleset.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_plan.h"
 #include "runtime/weight_quantizer.h"
-#include "rules/ruleset.h"
-#include "io/data_source.h"
+#include "session/evaluation.h"
 #include "widgets/charts/chart_frame.h"
 #include "widgets/charts/charts_panel.h"
 #include "widgets/charts/distribution_view.h"
@@ -359,8 +359,8 @@ private slots:
     void floatTypesSkipAsymmetricMethods()
     {
         const Tensor w = noisyTensor({4, 64}, 2);
-        const MethodComparisonData d = compareWeightMethods(w, specOf("absmax", Granularity::PerChannel, QType::Fp8E4M3),
-                                                            99.9, 3, "w");
+        const MethodComparisonData d =
+            compareWeightMethods(w, specOf("absmax", Granularity::PerChannel, QType::Fp8E4M3), 99.9, 3, "w");
         QCOMPARE(d.results.back().method, std::string("minmax"));
         QVERIFY(!d.results.back().skipped.empty());
         QVERIFY(d.best() && d.best()->skipped.empty());
@@ -528,7 +528,8 @@ private slots:
         auto calib = openDataSource(kCalib, {}, model.get());
         auto stats = std::make_shared<const ActivationStatistics>(calibrateActivations(*interpreter, *plan, *calib));
         auto eval = openDataSource(kEval, {}, model.get());
-        auto evaluation = std::make_shared<const EvaluationResult>(evaluate(*interpreter, *plan, *weights, stats.get(), *eval));
+        auto evaluation =
+            std::make_shared<const EvaluationResult>(evaluate(*interpreter, *plan, *weights, stats.get(), *eval));
         auto sens = std::make_shared<const SensitivityResult>(
             sensitivity(*interpreter, *plan, *weights, stats.get(), *eval, SensitivityKind::OneLayer));
 
@@ -578,7 +579,8 @@ private slots:
         panel.methodComparisonView()->apply();
         QCOMPARE(applied.size(), 1);
         QCOMPARE(applied.front()[0].value<size_t>(), conv2);
-        QCOMPARE(applied.front()[1].toString(), QString::fromStdString(panel.methodComparisonView()->data()->best()->method));
+        QCOMPARE(applied.front()[1].toString(),
+                 QString::fromStdString(panel.methodComparisonView()->data()->best()->method));
         QCOMPARE(applied.front()[2].toBool(), false);
 
         // The input activation, from the calibration statistics.
@@ -614,7 +616,8 @@ private slots:
         EvaluationResult eval;
         for (size_t i = 0; i < model.layers.size(); ++i) {
             const Tensor w = demoWeight(i);
-            const TensorQuantization q = computeQuantization(w, specOf("absmax", Granularity::PerChannel, QType::Int4), "w");
+            const TensorQuantization q =
+                computeQuantization(w, specOf("absmax", Granularity::PerChannel, QType::Int4), "w");
             const Tensor fq = fakeQuantize(w, q.params);
             LayerEvaluation e;
             e.layer = i;
@@ -628,7 +631,8 @@ private slots:
         const QImage image = view.barFrame()->renderImage(QSize(600, 400));
         QVERIFY(paletteApplied(image, darkPalette().color(QPalette::Base)));
         view.setPalette(QApplication::palette());
-        QVERIFY(paletteApplied(view.barFrame()->renderImage(QSize(600, 400)), QApplication::palette().color(QPalette::Base)));
+        QVERIFY(paletteApplied(view.barFrame()->renderImage(QSize(600, 400)),
+                               QApplication::palette().color(QPalette::Base)));
     }
 };
 

@@ -102,13 +102,27 @@ void ChartView::mouseReleaseEvent(QMouseEvent* event)
 void ChartView::keyPressEvent(QKeyEvent* event)
 {
     switch (event->key()) {
-    case Qt::Key_Left: chart()->scroll(-20, 0); break;
-    case Qt::Key_Right: chart()->scroll(20, 0); break;
-    case Qt::Key_Up: chart()->scroll(0, 20); break;
-    case Qt::Key_Down: chart()->scroll(0, -20); break;
-    case Qt::Key_Plus: chart()->zoomIn(); break;
-    case Qt::Key_Minus: chart()->zoomOut(); break;
-    default: QChartView::keyPressEvent(event); return;
+    case Qt::Key_Left:
+        chart()->scroll(-20, 0);
+        break;
+    case Qt::Key_Right:
+        chart()->scroll(20, 0);
+        break;
+    case Qt::Key_Up:
+        chart()->scroll(0, 20);
+        break;
+    case Qt::Key_Down:
+        chart()->scroll(0, -20);
+        break;
+    case Qt::Key_Plus:
+        chart()->zoomIn();
+        break;
+    case Qt::Key_Minus:
+        chart()->zoomOut();
+        break;
+    default:
+        QChartView::keyPressEvent(event);
+        return;
     }
     event->accept();
 }

@@ -71,13 +71,9 @@ QString describe(const QuantizationSpec& spec)
 } // namespace
 
 ChartsPanel::ChartsPanel(QWidget* parent)
-    : QWidget(parent),
-      subject_(new QComboBox(this)),
-      header_(new QLabel(this)),
-      distribution_(new DistributionView(this)),
-      methods_(new MethodComparisonView(this)),
-      scales_(new ScaleRangeView(this)),
-      layerErrors_(new LayerErrorView(this))
+    : QWidget(parent), subject_(new QComboBox(this)), header_(new QLabel(this)),
+      distribution_(new DistributionView(this)), methods_(new MethodComparisonView(this)),
+      scales_(new ScaleRangeView(this)), layerErrors_(new LayerErrorView(this))
 {
     subject_->addItems({tr("Weight"), tr("Input activation")});
     subject_->setToolTip(tr("What the distribution and method views show"));
@@ -201,11 +197,12 @@ void ChartsPanel::refreshLayer()
         if (const auto it = weights_->weights().find(*layer_); it != weights_->weights().end())
             now.weight = it->second.get();
     if (const LayerQuantization* lq = planLayer(plan_.get(), *layer_); lq && lq->activation)
-        now.activationMethod = lq->activation->method.toString() + "/" + lq->activation->value + "/" +
-                               std::string(qtypeName(lq->activation->target.qtype)) + "/" +
-                               std::to_string(lq->activation->target.options.narrowRange) + "/" +
-                               std::string(scaleRestrictionName(lq->activation->target.options.restriction)) + "/" +
-                               (lq->activation->target.symmetric ? std::to_string(*lq->activation->target.symmetric) : "");
+        now.activationMethod =
+            lq->activation->method.toString() + "/" + lq->activation->value + "/" +
+            std::string(qtypeName(lq->activation->target.qtype)) + "/" +
+            std::to_string(lq->activation->target.options.narrowRange) + "/" +
+            std::string(scaleRestrictionName(lq->activation->target.options.restriction)) + "/" +
+            (lq->activation->target.symmetric ? std::to_string(*lq->activation->target.symmetric) : "");
     if (!now.activation)
         now.stats = nullptr; // statistics do not change what a weight looks like
     if (shown_ && *shown_ == now && now.weight)
@@ -278,7 +275,8 @@ void ChartsPanel::showActivation(size_t layer)
         return;
     }
     const ActivationQuantization& act = *lq->activation;
-    const auto observed = stats_ ? stats_->observers().find(act.value) : std::map<std::string, Observer>::const_iterator();
+    const auto observed =
+        stats_ ? stats_->observers().find(act.value) : std::map<std::string, Observer>::const_iterator();
     if (!stats_ || observed == stats_->observers().end()) {
         const QString why = tr("Run calibration to see the activation '%1'.").arg(QString::fromStdString(act.value));
         distribution_->clear(why);
@@ -295,9 +293,9 @@ void ChartsPanel::showActivation(size_t layer)
     try {
         const std::vector<Range> ranges = observed->second.ranges(act.method, act.target);
         const bool symmetric = calibrationSymmetric(act.method, act.target);
-        const QuantParams params = quantParamsFromRanges(act.target.qtype, BlockLayout::perTensor({1}),
-                                                         std::span(ranges).first(1), symmetric, act.target.options,
-                                                         act.value);
+        const QuantParams params =
+            quantParamsFromRanges(act.target.qtype, BlockLayout::perTensor({1}), std::span(ranges).first(1), symmetric,
+                                  act.target.options, act.value);
         const QString description = QString("%1, %2, per tensor")
                                         .arg(QString::fromUtf8(qtypeName(act.target.qtype).data()),
                                              QString::fromStdString(act.method.toString()));

@@ -191,8 +191,7 @@ DistributionData weightDistribution(const Tensor& x, const Tensor& fakeQuant, co
     return d;
 }
 
-DistributionData activationDistribution(const Observer& observer, const QuantParams& params, Range range,
-                                        size_t bins)
+DistributionData activationDistribution(const Observer& observer, const QuantParams& params, Range range, size_t bins)
 {
     if (observer.groupCount() < 1 || observer.config().histogramBinsPerSide <= 0 || observer.histogram(0).empty())
         throw Error("distribution of activation '" + observer.name() + "': the observer kept no histogram");

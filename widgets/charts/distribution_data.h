@@ -28,10 +28,10 @@ namespace qs {
 inline constexpr double kOutlierSigmas = 6.0;
 
 struct DistributionData {
-    std::string tensor;     // the weight's initializer or the activation's value name
+    std::string tensor; // the weight's initializer or the activation's value name
     bool activation = false;
-    bool estimated = false; // binned from an observer histogram, not from values
-    int64_t elements = 0;   // elements counted (the chosen channel's, when one is chosen)
+    bool estimated = false;         // binned from an observer histogram, not from values
+    int64_t elements = 0;           // elements counted (the chosen channel's, when one is chosen)
     std::optional<int64_t> channel; // the channel shown; none = the whole tensor
     int64_t channels = 1;           // channels along the channel axis (1 = per tensor)
 
@@ -46,10 +46,10 @@ struct DistributionData {
     int64_t outliers = 0;       // elements further than kOutlierSigmas standard deviations from the mean
     double mean = 0, stddev = 0;
 
-    Histogram roundingError;     // x − fake_quant(x) of the elements inside their range
-    Histogram clippingError;     // x − fake_quant(x) of the elements outside their range
-    int64_t roundingCount = 0;   // elements in roundingError
-    int64_t clippingCount = 0;   // elements in clippingError
+    Histogram roundingError;   // x − fake_quant(x) of the elements inside their range
+    Histogram clippingError;   // x − fake_quant(x) of the elements outside their range
+    int64_t roundingCount = 0; // elements in roundingError
+    int64_t clippingCount = 0; // elements in clippingError
 
     // All channels as a heat strip: channels × stripBins counts over [values.lo, values.hi],
     // row c = channel c; with each channel's clipping range.

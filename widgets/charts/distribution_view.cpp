@@ -97,21 +97,15 @@ double maxCount(const Histogram& h)
 } // namespace
 
 DistributionView::DistributionView(QWidget* parent)
-    : QWidget(parent),
-      histogram_(new ChartFrame("distribution", this)),
-      rounding_(new ChartFrame("rounding_error", this)),
-      clipping_(new ChartFrame("clipping_error", this)),
-      strip_(new ChartFrame("channel_strip", this)),
-      channelBox_(new QComboBox(this)),
-      logBox_(new QCheckBox(tr("Log counts"), this)),
-      stripAnchor_(new QLineSeries),
-      stripMin_(new QScatterSeries),
+    : QWidget(parent), histogram_(new ChartFrame("distribution", this)),
+      rounding_(new ChartFrame("rounding_error", this)), clipping_(new ChartFrame("clipping_error", this)),
+      strip_(new ChartFrame("channel_strip", this)), channelBox_(new QComboBox(this)),
+      logBox_(new QCheckBox(tr("Log counts"), this)), stripAnchor_(new QLineSeries), stripMin_(new QScatterSeries),
       stripMax_(new QScatterSeries)
 {
     channelBox_->setToolTip(tr("The whole tensor with all channels as a heat strip, or one channel"));
-    connect(channelBox_, &QComboBox::activated, this, [this](int index) {
-        setChannel(index <= 0 ? std::nullopt : std::optional<int64_t>(index - 1));
-    });
+    connect(channelBox_, &QComboBox::activated, this,
+            [this](int index) { setChannel(index <= 0 ? std::nullopt : std::optional<int64_t>(index - 1)); });
     connect(logBox_, &QCheckBox::toggled, this, [this] { redraw(); });
 
     // The heat strip keeps its series and axes; data only moves them.
@@ -180,8 +174,7 @@ DistributionView::~DistributionView() = default;
 void DistributionView::showWeight(Tensor x, Tensor fakeQuant, std::shared_ptr<const TensorQuantization> q,
                                   int channelAxis, const QString& name, const QString& description)
 {
-    const bool sameTensor = weight_ && weight_->name == name.toStdString() &&
-                            weight_->x.shape() == x.shape();
+    const bool sameTensor = weight_ && weight_->name == name.toStdString() && weight_->x.shape() == x.shape();
     weight_ = WeightInput{std::move(x), std::move(fakeQuant), std::move(q), channelAxis, name.toStdString()};
     description_ = description;
     const int64_t channels = channelAxis >= 0 && weight_->x.rank() > 0
@@ -300,10 +293,8 @@ void DistributionView::drawHistogram()
     const double top = std::max(maxCount(d.values), maxCount(d.fakeQuant));
     const double yTop = log ? std::max(2.0, top * 2) : std::max(1.0, top * 1.05);
     QPen clipPen(histogram_->seriesColor(3), 2, Qt::DashLine);
-    const QString clipName = tr("clip range: clipped %1 (%2), outliers %3")
-                                 .arg(percent(d.clippedFraction))
-                                 .arg(d.clipped)
-                                 .arg(d.outliers);
+    const QString clipName =
+        tr("clip range: clipped %1 (%2), outliers %3").arg(percent(d.clippedFraction)).arg(d.clipped).arg(d.outliers);
     QLineSeries* clipLo = verticalLine(d.range.min, floor, yTop, clipName, clipPen);
     QLineSeries* clipHi = verticalLine(d.range.max, floor, yTop, QString(), clipPen);
     chart->addSeries(clipLo);
@@ -417,7 +408,8 @@ void DistributionView::drawStrip()
         m->setMarkerSize(std::clamp(160.0 / rows, 2.5, 6.0));
     }
     heat_->setMatrix(std::move(values), rows, cols, d.values.lo, d.values.hi, true);
-    strip_->chart()->setTitle(tr("All %1 channels (colour: log count per bin; marks: each channel's clipping range)").arg(rows));
+    strip_->chart()->setTitle(
+        tr("All %1 channels (colour: log count per bin; marks: each channel's clipping range)").arg(rows));
     const DistributionData* data = &*data_;
     strip_->setCsvSource([data] {
         QString out = "channel,range_min,range_max";

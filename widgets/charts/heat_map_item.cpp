@@ -25,14 +25,15 @@ HeatMapItem::HeatMapItem(QChart* chart, QAbstractSeries* anchor) : QGraphicsItem
 
 QColor HeatMapItem::rampColor(double t)
 {
-    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140),
-                                   QColor(94, 201, 98), QColor(253, 231, 37)};
+    static const QColor stops[] = {QColor(68, 1, 84), QColor(59, 82, 139), QColor(33, 145, 140), QColor(94, 201, 98),
+                                   QColor(253, 231, 37)};
     t = std::clamp(t, 0.0, 1.0) * 4.0;
     const int i = std::min(int(t), 3);
     const double f = t - i;
     const QColor& a = stops[i];
     const QColor& b = stops[i + 1];
-    return QColor::fromRgbF(float(a.redF() + (b.redF() - a.redF()) * f), float(a.greenF() + (b.greenF() - a.greenF()) * f),
+    return QColor::fromRgbF(float(a.redF() + (b.redF() - a.redF()) * f),
+                            float(a.greenF() + (b.greenF() - a.greenF()) * f),
                             float(a.blueF() + (b.blueF() - a.blueF()) * f));
 }
 

@@ -17,8 +17,7 @@
 
 namespace qs {
 
-template <class T>
-class LatestJob {
+template <class T> class LatestJob {
 public:
     explicit LatestJob(QObject* owner) : owner_(owner) {}
     ~LatestJob() { token_.cancel(); }

@@ -31,8 +31,7 @@ std::vector<const LayerErrorRow*> LayerErrorData::below(double thresholdDb) cons
 }
 
 LayerErrorData layerErrors(const Model& model, const EvaluationResult* evaluation,
-                           const std::map<size_t, ErrorMetrics>& weightMetrics,
-                           const SensitivityResult* sensitivity)
+                           const std::map<size_t, ErrorMetrics>& weightMetrics, const SensitivityResult* sensitivity)
 {
     LayerErrorData d;
     std::set<size_t> seen;

@@ -19,7 +19,7 @@ struct EvaluationResult;
 struct SensitivityResult;
 
 struct LayerErrorRow {
-    size_t layer = 0;       // index into Model::layers
+    size_t layer = 0; // index into Model::layers
     std::string modulePath;
     std::optional<double> weightSqnr, isolatedSqnr, accumulatedSqnr; // dB; +inf when exact
     // What the threshold is compared with: the isolated SQNR (the layer's own
@@ -35,9 +35,9 @@ struct SensitivityRow {
 };
 
 struct LayerErrorData {
-    std::vector<LayerErrorRow> rows;           // model order
-    std::vector<SensitivityRow> sensitivity;   // most sensitive first
-    bool allButOne = false;                    // the sensitivity kind (else one layer at a time)
+    std::vector<LayerErrorRow> rows;         // model order
+    std::vector<SensitivityRow> sensitivity; // most sensitive first
+    bool allButOne = false;                  // the sensitivity kind (else one layer at a time)
 
     // Rows whose markedSqnr() is below `thresholdDb`, in model order.
     std::vector<const LayerErrorRow*> below(double thresholdDb) const;
@@ -46,7 +46,6 @@ struct LayerErrorData {
 // Rows from an evaluation (its layer metrics) and, for layers it lacks a weight
 // metric for, `weightMetrics` (layer → the weight quantizer's metrics); either may be absent.
 LayerErrorData layerErrors(const Model& model, const EvaluationResult* evaluation,
-                           const std::map<size_t, ErrorMetrics>& weightMetrics,
-                           const SensitivityResult* sensitivity);
+                           const std::map<size_t, ErrorMetrics>& weightMetrics, const SensitivityResult* sensitivity);
 
 } // namespace qs

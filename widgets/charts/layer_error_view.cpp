@@ -43,9 +43,7 @@ QString sqnrText(std::optional<double> v)
 } // namespace
 
 LayerErrorView::LayerErrorView(QWidget* parent)
-    : QWidget(parent),
-      bars_(new ChartFrame("layer_errors", this)),
-      sensitivity_(new ChartFrame("sensitivity", this)),
+    : QWidget(parent), bars_(new ChartFrame("layer_errors", this)), sensitivity_(new ChartFrame("sensitivity", this)),
       propose_(new QPushButton(tr("Keep marked layers in float"), this))
 {
     propose_->setToolTip(tr("Propose a rule that leaves the layers below the threshold line in float"));
@@ -238,9 +236,10 @@ void LayerErrorView::drawSensitivity()
         sensitivity_->setCsvSource({});
         return;
     }
-    chart->setTitle(data_.allButOne
-                        ? tr("Sensitivity: output SQNR with all but this layer quantized (top: leaving it float helps most)")
-                        : tr("Sensitivity: output SQNR with only this layer quantized (top: most sensitive)"));
+    chart->setTitle(
+        data_.allButOne
+            ? tr("Sensitivity: output SQNR with all but this layer quantized (top: leaving it float helps most)")
+            : tr("Sensitivity: output SQNR with only this layer quantized (top: most sensitive)"));
     chart->legend()->hide();
     auto* set = new QBarSet(tr("output SQNR"));
     set->setColor(sensitivity_->seriesColor(4));
@@ -252,9 +251,8 @@ void LayerErrorView::drawSensitivity()
         categories << QString::fromStdString(it->modulePath);
     }
     const int n = int(data_.sensitivity.size());
-    connect(set, &QBarSet::clicked, this, [this, n](int index) {
-        emit layerClicked(data_.sensitivity[size_t(n - 1 - index)].layer);
-    });
+    connect(set, &QBarSet::clicked, this,
+            [this, n](int index) { emit layerClicked(data_.sensitivity[size_t(n - 1 - index)].layer); });
     auto* series = new QHorizontalBarSeries;
     series->append(set);
     chart->addSeries(series);
@@ -272,7 +270,10 @@ void LayerErrorView::drawSensitivity()
         if (!on)
             return;
         const SensitivityRow& r = data_.sensitivity[size_t(n - 1 - index)];
-        QString text = tr("%1 (rank %2)\noutput SQNR %3").arg(QString::fromStdString(r.modulePath)).arg(n - index).arg(sqnrText(r.outputSqnr));
+        QString text = tr("%1 (rank %2)\noutput SQNR %3")
+                           .arg(QString::fromStdString(r.modulePath))
+                           .arg(n - index)
+                           .arg(sqnrText(r.outputSqnr));
         if (r.top1)
             text += tr("\nquantized top-1 %1%").arg(100.0 * *r.top1, 0, 'f', 2);
         QToolTip::showText(QCursor::pos(), text, sensitivity_->view());

@@ -16,8 +16,8 @@ namespace {
 void sortByMse(std::vector<MethodResult>& results)
 {
     std::stable_partition(results.begin(), results.end(), [](const MethodResult& r) { return r.skipped.empty(); });
-    const auto applicable = std::find_if(results.begin(), results.end(),
-                                         [](const MethodResult& r) { return !r.skipped.empty(); });
+    const auto applicable =
+        std::find_if(results.begin(), results.end(), [](const MethodResult& r) { return !r.skipped.empty(); });
     std::stable_sort(results.begin(), applicable,
                      [](const MethodResult& a, const MethodResult& b) { return a.metrics.mse < b.metrics.mse; });
 }
@@ -73,8 +73,8 @@ MethodComparisonData compareWeightMethods(const Tensor& x, const QuantizationSpe
         d.results = std::move(tried);
     } else {
         for (const std::string& text : comparisonMethods(percentile, rmsFactor)) {
-            const auto it = std::find_if(tried.begin(), tried.end(),
-                                         [&](const MethodResult& r) { return r.method == text; });
+            const auto it =
+                std::find_if(tried.begin(), tried.end(), [&](const MethodResult& r) { return r.method == text; });
             if (it != tried.end()) {
                 d.results.push_back(*it);
                 continue;
@@ -113,8 +113,8 @@ MethodComparisonData compareActivationMethods(const Observer& observer, const Ca
     if (observer.groupCount() < 1 || observer.config().histogramBinsPerSide <= 0 || observer.histogram(0).empty())
         throw Error("method comparison of activation '" + observer.name() + "': the observer kept no histogram");
     if (isMicroscaling(target.qtype))
-        throw Error("method comparison of activation '" + observer.name() + "': " +
-                    std::string(qtypeName(target.qtype)) + " computes its own block scales");
+        throw Error("method comparison of activation '" + observer.name() +
+                    "': " + std::string(qtypeName(target.qtype)) + " computes its own block scales");
     MethodComparisonData d;
     d.tensor = observer.name();
     d.activation = true;

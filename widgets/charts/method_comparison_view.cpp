@@ -30,12 +30,8 @@ constexpr size_t kBins = 256;
 } // namespace
 
 MethodComparisonView::MethodComparisonView(QWidget* parent)
-    : QWidget(parent),
-      chart_(new ChartFrame("method_comparison", this)),
-      table_(new QTableView(this)),
-      model_(new MethodTableModel(this)),
-      percentile_(new QDoubleSpinBox(this)),
-      rms_(new QDoubleSpinBox(this)),
+    : QWidget(parent), chart_(new ChartFrame("method_comparison", this)), table_(new QTableView(this)),
+      model_(new MethodTableModel(this)), percentile_(new QDoubleSpinBox(this)), rms_(new QDoubleSpinBox(this)),
       apply_(new QPushButton(tr("Apply"), this))
 {
     percentile_->setRange(50.0, 100.0);

@@ -66,11 +66,16 @@ QVariant MethodTableModel::data(const QModelIndex& index, int role) const
     if (role != Qt::DisplayRole)
         return {};
     switch (Column(index.column())) {
-    case Method: return QString::fromStdString(r.method);
-    case Mse: return skipped ? QString::fromStdString(r.skipped) : QString::number(r.metrics.mse, 'g', 4);
+    case Method:
+        return QString::fromStdString(r.method);
+    case Mse:
+        return skipped ? QString::fromStdString(r.skipped) : QString::number(r.metrics.mse, 'g', 4);
     case Sqnr:
-        return skipped ? QString() : std::isinf(r.metrics.sqnrDb) ? QString("∞") : QString::number(r.metrics.sqnrDb, 'f', 2);
-    case Clipped: return skipped ? QString() : QString::number(100.0 * r.metrics.fractionClipped, 'g', 3) + "%";
+        return skipped                        ? QString()
+               : std::isinf(r.metrics.sqnrDb) ? QString("∞")
+                                              : QString::number(r.metrics.sqnrDb, 'f', 2);
+    case Clipped:
+        return skipped ? QString() : QString::number(100.0 * r.metrics.fractionClipped, 'g', 3) + "%";
     case RangeColumn: {
         if (skipped)
             return QString();
@@ -78,7 +83,8 @@ QVariant MethodTableModel::data(const QModelIndex& index, int role) const
         const QString text = QString("[%1, %2]").arg(e.min, 0, 'g', 4).arg(e.max, 0, 'g', 4);
         return r.ranges.size() > 1 ? tr("%1 (%2 groups)").arg(text).arg(r.ranges.size()) : text;
     }
-    case ColumnCount: break;
+    case ColumnCount:
+        break;
     }
     return {};
 }
@@ -88,12 +94,18 @@ QVariant MethodTableModel::headerData(int section, Qt::Orientation orientation, 
     if (orientation != Qt::Horizontal || role != Qt::DisplayRole)
         return QAbstractTableModel::headerData(section, orientation, role);
     switch (Column(section)) {
-    case Method: return tr("Method");
-    case Mse: return tr("MSE");
-    case Sqnr: return tr("SQNR (dB)");
-    case Clipped: return tr("Clipped");
-    case RangeColumn: return tr("Range");
-    case ColumnCount: break;
+    case Method:
+        return tr("Method");
+    case Mse:
+        return tr("MSE");
+    case Sqnr:
+        return tr("SQNR (dB)");
+    case Clipped:
+        return tr("Clipped");
+    case RangeColumn:
+        return tr("Range");
+    case ColumnCount:
+        break;
     }
     return {};
 }

@@ -16,11 +16,11 @@ namespace qs {
 
 struct ScaleRangeData {
     std::string tensor;
-    int channelAxis = 0;            // normalised
-    int64_t channels = 0;           // channels along channelAxis
-    std::vector<float> channelMin;  // data min per channel
-    std::vector<float> channelMax;  // data max per channel
-    std::vector<Range> calibrated;  // per channel: the envelope of its groups' calibrated ranges
+    int channelAxis = 0;                // normalised
+    int64_t channels = 0;               // channels along channelAxis
+    std::vector<float> channelMin;      // data min per channel
+    std::vector<float> channelMax;      // data max per channel
+    std::vector<Range> calibrated;      // per channel: the envelope of its groups' calibrated ranges
     float tensorMin = 0, tensorMax = 0; // the whole tensor's data range
     Range tensorCalibrated;             // the envelope of every group's calibrated range
 

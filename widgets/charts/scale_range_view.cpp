@@ -55,12 +55,8 @@ std::pair<QValueAxis*, QValueAxis*> attachValueAxes(QChart* chart, const QString
 } // namespace
 
 ScaleRangeView::ScaleRangeView(QWidget* parent)
-    : QWidget(parent),
-      ranges_(new ChartFrame("scale_ranges", this)),
-      scales_(new ChartFrame("scales", this)),
-      tiles_(new ChartFrame("tile_scales", this)),
-      order_(new QComboBox(this)),
-      mode_(new QComboBox(this)),
+    : QWidget(parent), ranges_(new ChartFrame("scale_ranges", this)), scales_(new ChartFrame("scales", this)),
+      tiles_(new ChartFrame("tile_scales", this)), order_(new QComboBox(this)), mode_(new QComboBox(this)),
       tileAnchor_(new QLineSeries)
 {
     order_->addItems({tr("Channel order"), tr("Sorted by absmax")});
@@ -104,8 +100,8 @@ void ScaleRangeView::showWeight(Tensor w, std::shared_ptr<const TensorQuantizati
                                 const QString& name)
 {
     ranges_->setNote(tr("Computing…"));
-    job_.start([w, q, channelAxis, name = name.toStdString()](
-                   const CancellationToken&) { return scaleRanges(w, *q, channelAxis, name); },
+    job_.start([w, q, channelAxis,
+                name = name.toStdString()](const CancellationToken&) { return scaleRanges(w, *q, channelAxis, name); },
                [this](ScaleRangeData d) {
                    data_ = std::move(d);
                    draw();
@@ -220,8 +216,8 @@ void ScaleRangeView::drawRanges()
     x->setTickAnchor(0);
     x->setTickInterval(std::max<int64_t>(1, d.channels / 16));
     double lo = absMax ? 0.0 : std::min(double(d.tensorMin), double(d.tensorCalibrated.min));
-    double hi = std::max({double(d.tensorMax), double(d.tensorCalibrated.max), -double(d.tensorCalibrated.min),
-                          -double(d.tensorMin)});
+    double hi = std::max(
+        {double(d.tensorMax), double(d.tensorCalibrated.max), -double(d.tensorCalibrated.min), -double(d.tensorMin)});
     if (!absMax)
         hi = std::max(double(d.tensorMax), double(d.tensorCalibrated.max));
     y->setRange(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo));
@@ -278,9 +274,9 @@ void ScaleRangeView::drawScales()
     x->setTickInterval(std::max<int64_t>(1, d.channels / 16));
     y->setRange(0, d.scaleMax * 1.1 > 0 ? d.scaleMax * 1.1 : 1);
     y->applyNiceNumbers();
-    chart->setTitle(tr("Scales: %1 … %2, spread ×%3, mean %4, std %5")
-                        .arg(number(d.scaleMin), number(d.scaleMax), number(d.spread()), number(d.scaleMean),
-                             number(d.scaleStd)));
+    chart->setTitle(
+        tr("Scales: %1 … %2, spread ×%3, mean %4, std %5")
+            .arg(number(d.scaleMin), number(d.scaleMax), number(d.spread()), number(d.scaleMean), number(d.scaleStd)));
     scales_->applyPalette();
     const ScaleRangeData* data = &*data_;
     scales_->setCsvSource([data] {
