@@ -467,6 +467,24 @@ private slots:
         QCOMPARE(comb()->count(), 0); // the whole range: too dense to draw
         QCOMPARE(static_cast<QValueAxis*>(chart->axes(Qt::Horizontal).front())->min(), view.data()->values.lo);
 
+        // The wheel zooms in around the view; Reset brings the full range back.
+        {
+            QChart* c = view.histogramFrame()->chart();
+            const auto span = [c] {
+                const auto* axis = static_cast<QValueAxis*>(c->axes(Qt::Horizontal).front());
+                return axis->max() - axis->min();
+            };
+            const double full = span();
+            QWidget* viewport = view.histogramFrame()->view()->viewport();
+            const QPointF centre = viewport->rect().center();
+            QWheelEvent wheel(centre, viewport->mapToGlobal(centre), QPoint(), QPoint(0, 240), Qt::NoButton,
+                              Qt::NoModifier, Qt::NoScrollPhase, false);
+            QApplication::sendEvent(viewport, &wheel);
+            QVERIFY2(span() < 0.7 * full, qPrintable(QString("%1 of %2").arg(span()).arg(full)));
+            view.histogramFrame()->resetZoom();
+            QCOMPARE(span(), full);
+        }
+
         // Exports.
         QTemporaryDir dir;
         QVERIFY(view.histogramFrame()->exportPng(dir.filePath("a.png"), QSize(640, 400)));
