@@ -1,5 +1,6 @@
 #include "export/checkpoint_reader.h"
 
+#include <algorithm>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -126,7 +127,10 @@ Tensor QuantizedCheckpoint::stored(const std::string& key) const
 {
     if (storage_->safetensors)
         return storage_->safetensors->tensor(key);
-    return storage_->hdf5->read("/" + key);
+    // The writer strips leading slashes from keys to make dataset paths (ONNX names may start with one).
+    std::string path = key.substr(std::min(key.find_first_not_of('/'), key.size()));
+    path.insert(path.begin(), '/');
+    return storage_->hdf5->read(path);
 }
 
 QuantParams QuantizedCheckpoint::params(const std::string& name) const
