@@ -109,8 +109,7 @@ private slots:
         const ActivationStatistics stats = calibrateActivations(interpreter, plan, *calib);
         auto eval = openDataSource(kEval.toStdString(), o, &interpreter.model());
         const EvaluationResult e = evaluate(interpreter, plan, weights, &stats, *eval);
-        const SensitivityResult s =
-            sensitivity(interpreter, plan, weights, &stats, *eval, SensitivityKind::OneLayer);
+        const SensitivityResult s = sensitivity(interpreter, plan, weights, &stats, *eval, SensitivityKind::OneLayer);
 
         QCOMPARE(j["version"].get<int>(), 1);
         QCOMPARE(j["model"]["path"].get<std::string>(), kModel.toStdString());
@@ -165,9 +164,9 @@ private slots:
         QVERIFY(j["exports"]["odml"]["ops"].get<int>() > 0);
         QVERIFY(nlohmann::json::parse(test::readFile(odml.toStdString())).is_object());
         // A checkpoint name without a known extension is a user error naming it.
-        expectUserError({"quantize", kModel, "--rules", rules, "--calib", kCalib, "--export-checkpoint",
-                         dir.path() + "/w.bin"},
-                        "w.bin");
+        expectUserError(
+            {"quantize", kModel, "--rules", rules, "--calib", kCalib, "--export-checkpoint", dir.path() + "/w.bin"},
+            "w.bin");
     }
 
     void quantizeErrorsNameTheFileOrRule()
@@ -177,14 +176,14 @@ private slots:
         expectUserError({"quantize", kModel, "--rules", bad}, bad);
         const QString missing = dir.path() + "/missing.json";
         expectUserError({"quantize", kModel, "--rules", missing}, missing);
-        const QString staticRules = writeText(
-            dir, "static.json",
-            R"({"version": 1, "rules": [{"module_path": "classifier/.*", "weight_qtype": "int8"},
+        const QString staticRules =
+            writeText(dir, "static.json",
+                      R"({"version": 1, "rules": [{"module_path": "classifier/.*", "weight_qtype": "int8"},
                 {"weight_qtype": "int8", "act_qtype": "int8", "act_static_scale": true}]})");
         expectUserError({"quantize", kModel, "--rules", staticRules, "--eval", kEval}, "rule 1");
-        expectUserError({"run", kModel, "--input", "input=x.npy", "--rules", staticRules, "--out",
-                         dir.path() + "/o.npz"},
-                        "--calib");
+        expectUserError(
+            {"run", kModel, "--input", "input=x.npy", "--rules", staticRules, "--out", dir.path() + "/o.npz"},
+            "--calib");
         // Usage: --sensitivity without --eval, a bad mode.
         QCOMPARE(runCli({"quantize", kModel, "--rules", staticRules, "--sensitivity", "one"}).exitCode, 2);
         QCOMPARE(runCli({"quantize", kModel, "--rules", staticRules, "--mode", "qat"}).exitCode, 2);
@@ -198,8 +197,7 @@ private slots:
         const Tensor input = Tensor::borrow(DType::F32, {7, 1, 8, 8}, all.rawData(), nullptr).clone();
         const QString inputFile = dir.path() + "/input.npy";
         writeNpy(inputFile.toStdString(), input);
-        const std::string rulesText =
-            R"({"version": 1, "rules": [{"weight_qtype": "int4", "act_qtype": "int8"}]})";
+        const std::string rulesText = R"({"version": 1, "rules": [{"weight_qtype": "int4", "act_qtype": "int8"}]})";
         const QString rulesFile = writeText(dir, "rules.json", rulesText);
 
         Interpreter interpreter(loadModel(kModel.toStdString()));

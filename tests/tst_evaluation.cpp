@@ -219,9 +219,10 @@ private slots:
             const ErrorMetrics expected =
                 errorMetrics(recorder.outputs.at(*layer.node).values<float>(), out.values<float>());
             QVERIFY(l.isolated && l.accumulated && l.weight);
-            QVERIFY2(closeDb(l.isolated->sqnrDb, expected.sqnrDb, 1e-5),
-                     qPrintable(QString("%1: %2 vs %3").arg(layer.modulePath.c_str()).arg(l.isolated->sqnrDb)
-                                    .arg(expected.sqnrDb)));
+            QVERIFY2(closeDb(l.isolated->sqnrDb, expected.sqnrDb, 1e-5), qPrintable(QString("%1: %2 vs %3")
+                                                                                        .arg(layer.modulePath.c_str())
+                                                                                        .arg(l.isolated->sqnrDb)
+                                                                                        .arg(expected.sqnrDb)));
             QVERIFY(closeDb(l.isolated->mse, expected.mse, 1e-4));
             QCOMPARE(l.weight->sqnrDb, s.weights.find(l.layer)->metrics.sqnrDb);
             QVERIFY(l.isolated->sqnrDb > 25 && l.isolated->sqnrDb < 80);
@@ -286,8 +287,9 @@ private slots:
             QCOMPARE(r.ranking.front().layer, conv2);
             QVERIFY(r.ranking.front().top1.has_value());
             for (size_t i = 1; i < r.ranking.size(); ++i)
-                QVERIFY(kind == SensitivityKind::OneLayer ? r.ranking[i - 1].output.sqnrDb <= r.ranking[i].output.sqnrDb
-                                                          : r.ranking[i - 1].output.sqnrDb >= r.ranking[i].output.sqnrDb);
+                QVERIFY(kind == SensitivityKind::OneLayer
+                            ? r.ranking[i - 1].output.sqnrDb <= r.ranking[i].output.sqnrDb
+                            : r.ranking[i - 1].output.sqnrDb >= r.ranking[i].output.sqnrDb);
             QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
             QCOMPARE(fractions.back(), 1.0);
             QCOMPARE(fractions.size(), size_t(3 * 5 + 1)); // 3 batches x 5 layers, then done

@@ -91,7 +91,7 @@ int runBenchModel(const Arguments& args)
     const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
 
     if (args.flag("--json")) {
-        const nlohmann::json j{{"model", modelFile}, {"batch", batch},   {"threads", threads},
+        const nlohmann::json j{{"model", modelFile}, {"batch", batch},      {"threads", threads},
                                {"runs", runs},       {"median_ms", median}, {"mean_ms", mean}};
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;

@@ -1,8 +1,8 @@
 // quantscope-cli compare-methods: every calibration method on one tensor, best first.
 #include <algorithm>
 #include <cmath>
-#include <optional>
 #include <cstdio>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -184,9 +184,8 @@ Command compareMethodsCommand()
     spec.synopsis = "compare-methods (--npy FILE | MODEL --tensor NAME) --qtype Q [--granularity G] [--axis A]\n"
                     "                           [--tile T] [--json]";
     spec.positionalName = "MODEL";
-    spec.options = {
-        {"--npy", "FILE", "the tensor, as an .npy array", {}, false},
-        {"--tensor", "NAME", "a weight of MODEL: an initializer name or a layer's module path", {}, false}};
+    spec.options = {{"--npy", "FILE", "the tensor, as an .npy array", {}, false},
+                    {"--tensor", "NAME", "a weight of MODEL: an initializer name or a layer's module path", {}, false}};
     for (OptionSpec& o : layoutOptions())
         spec.options.push_back(std::move(o));
     spec.options.push_back({"--json", "", "print JSON instead of a table", {}, false});

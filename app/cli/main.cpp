@@ -15,9 +15,9 @@ namespace {
 
 const std::vector<Command>& commands()
 {
-    static const std::vector<Command> list{inspectCommand(),         runCommand(),   quantizeCommand(),
-                                           fakeQuantCommand(),       compareMethodsCommand(),
-                                           benchCommand(),           benchModelCommand()};
+    static const std::vector<Command> list{
+        inspectCommand(),        runCommand(),   quantizeCommand(),  fakeQuantCommand(),
+        compareMethodsCommand(), benchCommand(), benchModelCommand()};
     return list;
 }
 

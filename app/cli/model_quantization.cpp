@@ -79,16 +79,16 @@ ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
             warnings_.push_back("layer '" + m.layers[lq.layer].modulePath + "': " + lq.note);
         if (lq.problem.empty() && lq.activation && lq.activation->staticScale && !options.calibFile)
             throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
-                        m.layers[lq.layer].modulePath + "'); static activation scales need calibration data: give "
-                                                        "--calib DATA");
+                        m.layers[lq.layer].modulePath +
+                        "'); static activation scales need calibration data: give "
+                        "--calib DATA");
     }
 
     start = nowSeconds();
     weights_.update(m, plan_, {}, terminalProgress());
     times_.weights = secondsSince(start);
     for (const auto& [layer, why] : weights_.problems())
-        throw Error("layer '" + m.layers[layer].modulePath + "' (weight '" + m.layers[layer].weightName +
-                    "'): " + why);
+        throw Error("layer '" + m.layers[layer].modulePath + "' (weight '" + m.layers[layer].weightName + "'): " + why);
 
     bool needsCalibration = false;
     for (const LayerQuantization& lq : plan_.layers())

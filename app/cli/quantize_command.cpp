@@ -13,8 +13,8 @@
 #include "export/checkpoint.h"
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
-#include "session/session_file.h"
 #include "session/evaluation.h"
+#include "session/session_file.h"
 
 namespace qs::cli {
 namespace {
@@ -29,16 +29,18 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
             throw Error("--export-checkpoint " + *out + ": the file name must end in .safetensors, .h5 or .hdf5");
         const ExportSummary s =
             exportCheckpoint(model, q.plan(), q.weights(), *q.rules(), *out, {}, {}, terminalProgress());
-        exports["checkpoint"] = {{"path", s.path.string()},          {"tensors", s.tensors},
-                                 {"quantized_weights", s.quantizedWeights}, {"float_bytes", s.floatBytes},
-                                 {"quantized_bytes", s.quantizedBytes},     {"notes", s.notes}};
+        exports["checkpoint"] = {{"path", s.path.string()},
+                                 {"tensors", s.tensors},
+                                 {"quantized_weights", s.quantizedWeights},
+                                 {"float_bytes", s.floatBytes},
+                                 {"quantized_bytes", s.quantizedBytes},
+                                 {"notes", s.notes}};
     }
     if (const auto out = args.value("--export-onnx")) {
         if (model.format != "onnx")
             throw Error("--export-onnx: " + options.modelFile.string() + " is a " + model.format +
                         " model; a QDQ model is written from an ONNX model");
-        const std::map<size_t, StaticActivation> statics =
-            requiredStaticActivations(model, q.plan(), q.statistics());
+        const std::map<size_t, StaticActivation> statics = requiredStaticActivations(model, q.plan(), q.statistics());
         const OnnxExportSummary s = exportOnnxQdq(model, q.plan(), q.weights(), statics, *out);
         nlohmann::json passes = nlohmann::json::array();
         for (const PassReport& p : s.passes)
@@ -64,7 +66,7 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
         const OdmlSummary s =
             exportOdml(*q.interpreter(), q.plan(), q.weights(), *calib, odml, *out, {}, terminalProgress());
         exports["odml"] = {{"path", s.path.string()}, {"activations", s.activations}, {"weights", s.weights},
-                           {"biases", s.biases},          {"constants", s.constants},     {"ops", s.ops},
+                           {"biases", s.biases},      {"constants", s.constants},     {"ops", s.ops},
                            {"batches", s.batches}};
     }
     return exports;
@@ -102,8 +104,7 @@ int runQuantize(const Arguments& args)
 
     if (const auto evalFile = args.value("--eval")) {
         report.evalFile = *evalFile;
-        const std::unique_ptr<DataSource> data =
-            openModelData(*evalFile, quantization.model(), options.batchSize);
+        const std::unique_ptr<DataSource> data = openModelData(*evalFile, quantization.model(), options.batchSize);
         EvaluationOptions evaluation;
         evaluation.maxBatches = options.maxBatches;
         double t = nowSeconds();
@@ -155,29 +156,31 @@ Command quantizeCommand()
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
         {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
         {"--export-onnx", "F", "write an ONNX QDQ model (ONNX models only)", {}, false},
-        {"--export-odml", "F", "write the ODML full-integer annotations (JSON); needs --mode odml and --calib", {},
+        {"--export-odml",
+         "F",
+         "write the ODML full-integer annotations (JSON); needs --mode odml and --calib",
+         {},
          false},
     };
-    spec.notes =
-        "MODEL: ONNX for --calib and --eval (they run the model); any model format otherwise.\n"
-        "DATA: arrays named after the model's inputs (a model with one input also takes an .npy or any\n"
-        "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy.\n"
-        "A rule with act_static_scale needs --calib (else exit 1 naming the rule); dynamic activations\n"
-        "are calibrated on each batch. Unused rules and layers a rule cannot apply to are warnings on\n"
-        "stderr.\n"
-        "The table has one row per layer: module path, op, rule (- = float), weight and activation\n"
-        "qtypes, and SQNRs in dB: weight (the weight against its fake-quantized self), isolated (the\n"
-        "layer's output with only this layer quantized, on the float model's inputs) and accumulated\n"
-        "(the layer's output with every layer quantized), both against the float run over all --eval\n"
-        "batches. Then each graph output's SQNR, cosine and max abs error, and top-1 (top-5 for more\n"
-        "than 5 classes) of the float and the quantized model on the first output.\n"
-        "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"
-        "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
-        "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
-        "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
-        "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
-        "(docs/formats.md, docs/export.md). Files are written atomically.\n"
-        "REPORT.json is described in docs/cli.md. Progress goes to stderr when it is a terminal.";
+    spec.notes = "MODEL: ONNX for --calib and --eval (they run the model); any model format otherwise.\n"
+                 "DATA: arrays named after the model's inputs (a model with one input also takes an .npy or any\n"
+                 "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy.\n"
+                 "A rule with act_static_scale needs --calib (else exit 1 naming the rule); dynamic activations\n"
+                 "are calibrated on each batch. Unused rules and layers a rule cannot apply to are warnings on\n"
+                 "stderr.\n"
+                 "The table has one row per layer: module path, op, rule (- = float), weight and activation\n"
+                 "qtypes, and SQNRs in dB: weight (the weight against its fake-quantized self), isolated (the\n"
+                 "layer's output with only this layer quantized, on the float model's inputs) and accumulated\n"
+                 "(the layer's output with every layer quantized), both against the float run over all --eval\n"
+                 "batches. Then each graph output's SQNR, cosine and max abs error, and top-1 (top-5 for more\n"
+                 "than 5 classes) of the float and the quantized model on the first output.\n"
+                 "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"
+                 "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
+                 "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
+                 "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
+                 "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
+                 "(docs/formats.md, docs/export.md). Files are written atomically.\n"
+                 "REPORT.json is described in docs/cli.md. Progress goes to stderr when it is a terminal.";
     return {spec, runQuantize};
 }
 

@@ -111,8 +111,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         const LayerQuantization* lq = q.plan().forLayer(i);
         const LayerEvaluation* e = evaluationOf(r, i);
         const std::string wq = weightQType(lq), aq = lq && lq->activation && lq->problem.empty()
-                                                        ? std::string(qtypeName(lq->activation->target.qtype))
-                                                        : "";
+                                                         ? std::string(qtypeName(lq->activation->target.qtype))
+                                                         : "";
         j["layers"].push_back(
             {{"index", i},
              {"module_path", layer.modulePath},
@@ -160,8 +160,8 @@ std::string quantizeReportText(const QuantizeReport& r)
 {
     const ModelQuantization& q = *r.quantization;
     const Model& model = q.model();
-    std::string s = r.modelFile + " with " + r.rulesFile + " (" + std::string(quantizationModeName(q.plan().mode())) +
-                    ")";
+    std::string s =
+        r.modelFile + " with " + r.rulesFile + " (" + std::string(quantizationModeName(q.plan().mode())) + ")";
     if (r.evaluation)
         s += ", evaluated on " + std::to_string(r.evaluation->samples) + " samples of " + r.evalFile;
     s += "\n\n";
@@ -191,8 +191,8 @@ std::string quantizeReportText(const QuantizeReport& r)
     }
     if (r.sensitivity) {
         const bool one = r.sensitivity->kind == SensitivityKind::OneLayer;
-        s += std::string("\nsensitivity (") + (one ? "only this layer quantized" : "all layers but this one quantized") +
-             "), most sensitive first:\n";
+        s += std::string("\nsensitivity (") +
+             (one ? "only this layer quantized" : "all layers but this one quantized") + "), most sensitive first:\n";
         std::vector<std::vector<std::string>> ranking{{"rank", "module path", "output SQNR", "top-1"}};
         for (size_t i = 0; i < r.sensitivity->ranking.size(); ++i) {
             const LayerSensitivity& l = r.sensitivity->ranking[i];

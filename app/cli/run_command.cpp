@@ -43,8 +43,7 @@ void writeNpz(const std::string& path, const std::map<std::string, Tensor>& arra
     for (const auto& [name, tensor] : arrays) {
         const std::vector<std::byte> npy = encodeNpy(tensor);
         const std::string member = name + ".npy";
-        if (offset + npy.size() + member.size() + 30 > std::numeric_limits<uint32_t>::max() ||
-            member.size() > 0xffff)
+        if (offset + npy.size() + member.size() + 30 > std::numeric_limits<uint32_t>::max() || member.size() > 0xffff)
             throw Error(path + ": the outputs exceed what an .npz without zip64 holds (4 GiB)");
         const auto crc = uint32_t(crc32(0L, reinterpret_cast<const Bytef*>(npy.data()), uInt(npy.size())));
         std::vector<unsigned char> header;
@@ -124,8 +123,8 @@ int runRun(const Arguments& args)
                         "'; its inputs: " + inputNames);
     for (const ValueInfo& v : model.inputs)
         if (!inputFiles.count(v.name))
-            throw Error(options.modelFile.string() + ": input '" + v.name + "' (" + v.toString() +
-                        ") needs --input " + v.name + "=FILE.npy");
+            throw Error(options.modelFile.string() + ": input '" + v.name + "' (" + v.toString() + ") needs --input " +
+                        v.name + "=FILE.npy");
     std::map<std::string, Tensor> inputs;
     for (const auto& [name, file] : inputFiles)
         inputs[name] = readNpy(file);

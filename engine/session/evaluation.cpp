@@ -166,9 +166,8 @@ ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels
         throw Error(labelsName + ": labels must have shape [N] or [N, 1], got " + shapeToString(labels.shape()));
     const int64_t n = labels.dim(0);
     if (logits.rank() < 2 || logits.dim(0) != n)
-        throw Error("output '" + outputName + "': scoring " + std::to_string(n) +
-                    " labels needs logits of shape [" + std::to_string(n) + ", classes], got " +
-                    shapeToString(logits.shape()));
+        throw Error("output '" + outputName + "': scoring " + std::to_string(n) + " labels needs logits of shape [" +
+                    std::to_string(n) + ", classes], got " + shapeToString(logits.shape()));
     const int64_t classes = n ? logits.numel() / n : 0;
     if (classes < 1)
         throw Error("output '" + outputName + "': no classes in shape " + shapeToString(logits.shape()));
@@ -183,8 +182,8 @@ ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels
         const float label = y[size_t(row)];
         if (!(label >= 0 && label < float(classes)) || std::floor(label) != label)
             throw Error(labelsName + ": row " + std::to_string(row) + " holds label " + std::to_string(label) +
-                        "; expected a class index in [0, " + std::to_string(classes) + ") of output '" +
-                        outputName + "'");
+                        "; expected a class index in [0, " + std::to_string(classes) + ") of output '" + outputName +
+                        "'");
         const auto target = int64_t(label);
         const float* r = s.data() + row * classes;
         const float mine = r[target];

@@ -47,7 +47,7 @@ private:
 };
 
 struct LayerEvaluation {
-    size_t layer = 0;                  // index into Model::layers
+    size_t layer = 0;                   // index into Model::layers
     std::optional<ErrorMetrics> weight; // the weight's own error (weight quantized)
     // At the layer's output: the layer alone quantized (weight and input
     // activation) on the float model's inputs, against the float output.
@@ -98,8 +98,8 @@ struct EvaluationResult {
 
 struct EvaluationOptions {
     std::optional<int64_t> maxBatches;
-    bool isolated = true;    // also compute the per-layer isolated error (one extra kernel call per layer)
-    bool accumulated = true; // also compute the per-layer accumulated error
+    bool isolated = true;     // also compute the per-layer isolated error (one extra kernel call per layer)
+    bool accumulated = true;  // also compute the per-layer accumulated error
     std::string labelsOutput; // graph output the labels are scored against; default the first output
 };
 
@@ -117,8 +117,8 @@ std::string scoredOutput(const Model& model, const std::string& labelsOutput);
 // Runs `data` (rewound first) float and fake-quantized. `statistics` must
 // cover the plan's static activations (ActivationStatistics::covers); null
 // when there are none. Progress per batch; Cancelled on cancellation.
-EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan& plan,
-                          const WeightQuantizer& weights, const ActivationStatistics* statistics, DataSource& data,
+EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                          const ActivationStatistics* statistics, DataSource& data,
                           const EvaluationOptions& options = {}, const CancellationToken& cancel = {},
                           const ProgressCallback& progress = {});
 
@@ -129,8 +129,8 @@ enum class SensitivityKind : uint8_t {
 
 struct LayerSensitivity {
     size_t layer = 0;
-    ErrorMetrics output;               // at the (first, or labelsOutput) graph output, against float
-    std::optional<double> top1;        // quantized top-1 when the data has labels
+    ErrorMetrics output;        // at the (first, or labelsOutput) graph output, against float
+    std::optional<double> top1; // quantized top-1 when the data has labels
 };
 
 struct SensitivityResult {
@@ -142,8 +142,8 @@ struct SensitivityResult {
 };
 
 SensitivityResult sensitivity(const Interpreter& interpreter, const QuantizationPlan& plan,
-                              const WeightQuantizer& weights, const ActivationStatistics* statistics,
-                              DataSource& data, SensitivityKind kind, const EvaluationOptions& options = {},
+                              const WeightQuantizer& weights, const ActivationStatistics* statistics, DataSource& data,
+                              SensitivityKind kind, const EvaluationOptions& options = {},
                               const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
 } // namespace qs

@@ -21,9 +21,9 @@ nlohmann::json SensitivityResult::toJson() const
 }
 
 SensitivityResult sensitivity(const Interpreter& interpreter, const QuantizationPlan& plan,
-                              const WeightQuantizer& weights, const ActivationStatistics* statistics,
-                              DataSource& data, SensitivityKind kind, const EvaluationOptions& options,
-                              const CancellationToken& cancel, const ProgressCallback& progress)
+                              const WeightQuantizer& weights, const ActivationStatistics* statistics, DataSource& data,
+                              SensitivityKind kind, const EvaluationOptions& options, const CancellationToken& cancel,
+                              const ProgressCallback& progress)
 {
     const Model& model = interpreter.model();
     if (model.weightsOnly)
@@ -39,8 +39,11 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
             layers.push_back(lq.layer);
 
     QuantizationHook hook(model, plan, weights, statics);
-    std::vector<ErrorAccumulator> errors(layers.size());
-    std::vector<int64_t> hits(layers.size(), 0);
+    struct Tally {
+        ErrorAccumulator error; // at the scored output, against float
+        int64_t hits = 0;       // quantized top-1 hits
+    };
+    std::vector<Tally> tallies(layers.size());
     int64_t labelledSamples = 0;
     bool labelled = true;
 
@@ -67,9 +70,10 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
             enabled[layers[i]] = kind == SensitivityKind::OneLayer;
             hook.setEnabledLayers(enabled);
             const Tensor measured = interpreter.run(batch->inputs, {cancel, &hook}).at(scored).toFloat32();
-            errors[i].add(reference.values<float>(), measured.values<float>());
+            tallies[i].error.add(reference.values<float>(), measured.values<float>());
             if (labelled)
-                hits[i] += classificationHits(measured, *batch->labels, scored, data.path().string() + ": labels").top1;
+                tallies[i].hits +=
+                    classificationHits(measured, *batch->labels, scored, data.path().string() + ": labels").top1;
         }
     }
     if (progress)
@@ -80,9 +84,9 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
     for (size_t i = 0; i < layers.size(); ++i) {
         LayerSensitivity s;
         s.layer = layers[i];
-        s.output = errors[i].metrics();
+        s.output = tallies[i].error.metrics();
         if (labelled && labelledSamples > 0)
-            s.top1 = double(hits[i]) / double(labelledSamples);
+            s.top1 = double(tallies[i].hits) / double(labelledSamples);
         result.ranking.push_back(s);
     }
     // Most sensitive first; equal SQNRs keep model order.
