@@ -11,6 +11,7 @@
 #include <set>
 
 #include "export/passes/raise_opset.h"
+#include "numerics/float_formats.h"
 #include "export_onnx/export_cases.h"
 
 using namespace qs;
@@ -219,7 +220,7 @@ private slots:
 
     void typesOnnxCannotHoldAreErrorsNamingLayerAndType()
     {
-        for (const char* qtype : {"nf4", "int3", "fp4_e2m1", "mxfp8"}) {
+        for (const char* qtype : {"nf4", "int3", "fp4_e2m1", "mxfp8", "ternary"}) {
             ExportCase c = cases_[1];
             c.name = std::string("demo_") + qtype;
             c.rules = std::string("[{\"weight_qtype\": \"") + qtype + "\"}]";
@@ -237,6 +238,31 @@ private slots:
             }
             QCOMPARE(readFile(out.string()), std::string("previous"));
         }
+    }
+
+    void fp8WeightsAreFloat8BytesAndFp8ActivationsAreRefused()
+    {
+        ExportCase c = cases_[1];
+        c.name = "demo_fp8_e5m2";
+        c.rules = "[{\"weight_qtype\": \"fp8_e5m2\"}]";
+        const ExportedCase e = exportCase(c, dir_.path().toStdString());
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(opsetOf(m), int64_t(19));
+        for (const LayerQuantization& lq : e.plan.layers()) {
+            const onnx::NodeProto& dq = producerOf(m, e.model.layers[lq.layer].weightName);
+            QCOMPARE(dq.input_size(), 2);
+            const onnx::TensorProto& codes = initializerOf(m, dq.input(0));
+            QCOMPARE(codes.data_type(), 19); // FLOAT8E5M2
+            const auto scales = readFloatTensor(initializerOf(m, dq.input(1)));
+            const auto fq = e.weights.find(lq.layer)->fakeQuant.values<float>();
+            const int64_t perChannel = int64_t(fq.size()) / int64_t(scales->size());
+            QCOMPARE(codes.raw_data().size(), fq.size());
+            for (size_t k = 0; k < fq.size(); ++k) // DequantizeLinear by hand: decode(byte) · scale[channel]
+                QCOMPARE(decodeFp8E5M2(uint8_t(codes.raw_data()[k])) * (*scales)[k / size_t(perChannel)], fq[k]);
+        }
+        c.name = "demo_fp8_activations";
+        c.rules = "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"fp8_e4m3\", \"act_static_scale\": true}]";
+        QVERIFY_THROWS_EXCEPTION(Error, exportCase(c, dir_.path().toStdString()));
     }
 
     void raisesTheDemoToOpset21ForInt4PerChannel()

@@ -16,6 +16,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/passes/pipeline.h"
+#include "numerics/float_formats.h"
 #include "export/passes/raise_opset.h"
 
 namespace qs {
@@ -23,7 +24,29 @@ namespace qs {
 namespace {
 
 constexpr int64_t kPerAxisOpset = 13;  // DequantizeLinear/QuantizeLinear `axis`
+constexpr int64_t kFloat8Opset = 19;   // float8 element types
 constexpr int64_t kNewTypesOpset = 21; // int16, int4, uint4 and block_size
+// TensorProto element types of ONNX 1.14 (libonnx 1.12's enum predates them).
+constexpr int32_t kOnnxFloat8E4M3FN = 17;
+constexpr int32_t kOnnxFloat8E5M2 = 19;
+
+bool isFloat8(int32_t elementType)
+{
+    return elementType == kOnnxFloat8E4M3FN || elementType == kOnnxFloat8E5M2;
+}
+
+// A float8 tensor of raw bytes (codes already encoded).
+onnx::TensorProto float8TensorProto(const std::string& name, int32_t elementType, const Shape& dims,
+                                    const std::vector<uint8_t>& codes)
+{
+    onnx::TensorProto proto;
+    proto.set_name(name);
+    proto.set_data_type(elementType);
+    for (int64_t d : dims)
+        proto.add_dims(d);
+    proto.set_raw_data(std::string(codes.begin(), codes.end()));
+    return proto;
+}
 constexpr size_t kMaxProtobufBytes = size_t(2147483647);
 
 std::string layerLabel(const Model& model, size_t layer)
@@ -45,10 +68,14 @@ std::pair<int32_t, int64_t> onnxCodeType(QType t, const std::string& who)
         return {kOnnxInt4, kNewTypesOpset};
     case QType::UInt4:
         return {kOnnxUInt4, kNewTypesOpset};
+    case QType::Fp8E4M3:
+        return {kOnnxFloat8E4M3FN, kFloat8Opset};
+    case QType::Fp8E5M2:
+        return {kOnnxFloat8E5M2, kFloat8Opset};
     default:
         throw Error("ONNX export: " + who + " is quantized to " + std::string(qtypeName(t)) +
-                    ", which ONNX's QuantizeLinear/DequantizeLinear cannot hold (int8, uint8, int16, int4 and uint4 "
-                    "can be exported)");
+                    ", which ONNX's QuantizeLinear/DequantizeLinear cannot hold (int8, uint8, int16, int4, uint4, "
+                    "fp8_e4m3 and fp8_e5m2 can be exported)");
     }
 }
 
@@ -142,13 +169,16 @@ WeightGrouping groupingOf(const Model& model, const QdqWeight& w)
     return g;
 }
 
-// The integer codes of a fake-quantized weight: exactly the grid points it holds.
+// The codes of a fake-quantized weight: exactly the grid points it holds. For
+// float8 the values are the encoded bytes.
 IntegerTensor weightCodes(const Model& model, const QdqWeight& w, const WeightGrouping& g, int32_t elementType)
 {
     const std::string who = layerLabel(model, w.layer);
     if (w.fakeQuant.dtype() != DType::F32)
         throw Error("ONNX export: " + who + ": the fake-quantized weight is not float32");
-    const IntegerGrid grid = integerGrid(w.params.qtype, w.params.options.narrowRange);
+    const bool float8 = isFloat8(elementType);
+    const bool e4m3 = elementType == kOnnxFloat8E4M3FN;
+    const IntegerGrid grid = float8 ? IntegerGrid{0, 255} : integerGrid(w.params.qtype, w.params.options.narrowRange);
     const Shape& own = w.fakeQuant.shape();
     const int rank = int(own.size());
     Shape ownGrid(static_cast<size_t>(rank));
@@ -164,9 +194,15 @@ IntegerTensor weightCodes(const Model& model, const QdqWeight& w, const WeightGr
             group += index[size_t(d)] / g.block[size_t(d)] * gridStrides[size_t(d)];
         const float scale = g.scales[size_t(group)];
         const int32_t zero = g.zeros[size_t(group)];
-        const int32_t q = std::clamp(int32_t(std::nearbyint(fq[k] / scale)) + zero, grid.qmin, grid.qmax);
-        // The simulation dequantizes as (q − zp)·scale; the DequantizeLinear must give the same float.
-        const float back = float(q - zero) * scale;
+        int32_t q = 0;
+        float back = 0;
+        if (float8) {
+            q = e4m3 ? encodeFp8E4M3(fq[k] / scale) : encodeFp8E5M2(fq[k] / scale);
+            back = (e4m3 ? decodeFp8E4M3(uint8_t(q)) : decodeFp8E5M2(uint8_t(q))) * scale;
+        } else {
+            q = std::clamp(int32_t(std::nearbyint(fq[k] / scale)) + zero, grid.qmin, grid.qmax);
+            back = float(q - zero) * scale; // the simulation dequantizes as (q − zp)·scale, as DequantizeLinear does
+        }
         if (std::abs(back - fq[k]) > 1e-6f * std::abs(fq[k]) + 1e-30f)
             throw Error("ONNX export: " + who + ": weight element " + std::to_string(k) + " (" +
                         std::to_string(fq[k]) + ") is not on its quantization grid (scale " + std::to_string(scale) +
@@ -256,11 +292,19 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
         const std::string codesName = graph.uniqueName(layer.weightName + "_quantized");
         const std::string scaleName = graph.uniqueName(layer.weightName + "_scale");
         const std::string zeroName = graph.uniqueName(layer.weightName + "_zero_point");
-        graph.addInitializer(integerTensorProto(codesName, codes));
         graph.addInitializer(floatTensorProto(scaleName, g.scaleDims, g.scales));
-        graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
+        std::vector<std::string> inputs{codesName, scaleName};
+        if (isFloat8(elementType)) {
+            // Float8 codes are stored as bytes; their zero point is 0 and left out (the type is the input's).
+            graph.addInitializer(float8TensorProto(codesName, elementType, codes.dims,
+                                                   std::vector<uint8_t>(codes.values.begin(), codes.values.end())));
+        } else {
+            graph.addInitializer(integerTensorProto(codesName, codes));
+            graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
+            inputs.push_back(zeroName);
+        }
         onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(layer.weightName + "_DequantizeLinear"),
-                                     {codesName, scaleName, zeroName}, layer.weightName);
+                                     std::move(inputs), layer.weightName);
         if (g.axis)
             setIntAttribute(dq, "axis", *g.axis);
         if (g.blockSize > 0)
@@ -269,12 +313,13 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
         *graph.proto().add_node() = std::move(dq);
         ++report.changes;
 
+        const bool noZeroPoint = isFloat8(elementType);
         const int64_t bits = elementType == kOnnxInt4 || elementType == kOnnxUInt4 ? 4
                              : elementType == onnx::TensorProto::INT16            ? 16
                                                                                    : 8;
         summary.floatBytes += w.fakeQuant.numel() * 4;
         summary.quantizedBytes += (w.fakeQuant.numel() * bits + 7) / 8 + int64_t(g.scales.size()) * 4 +
-                                  (int64_t(g.zeros.size()) * bits + 7) / 8;
+                                  (noZeroPoint ? 0 : (int64_t(g.zeros.size()) * bits + 7) / 8);
     }
     // The float weights go (and with them any graph input listing them, IR < 4 style).
     google::protobuf::RepeatedPtrField<onnx::TensorProto> kept;
@@ -304,10 +349,17 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
             throw Error("ONNX export: " + who + " has no node to quantize the input of");
         const auto [elementType, opset] = onnxCodeType(a.qtype, who + "'s input activation");
         (void)opset;
+        if (isFloat8(elementType))
+            throw Error("ONNX export: " + who + "'s input activation is quantized to " +
+                        std::string(qtypeName(a.qtype)) +
+                        ": ONNX Runtime (1.30) fuses float8 QuantizeLinear/DequantizeLinear around a Conv or "
+                        "MatMul into integer kernels that have no float8 type and refuses the model; fp8 is "
+                        "exported for weights only");
         if (!std::isfinite(a.scale) || a.scale <= 0)
             throw Error("ONNX export: " + who + ": activation scale " + std::to_string(a.scale) +
                         " is not finite and positive");
-        const auto range = integerElementRange(elementType);
+        const auto range = isFloat8(elementType) ? std::optional<std::pair<int32_t, int32_t>>(std::pair{0, 0})
+                                                 : integerElementRange(elementType);
         if (a.zeroPoint < range->first || a.zeroPoint > range->second)
             throw Error("ONNX export: " + who + ": activation zero point " + std::to_string(a.zeroPoint) +
                         " is outside its type");
@@ -322,7 +374,10 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
             const std::string quantized = graph.uniqueName(a.value + "_quantized");
             const std::string dequantized = graph.uniqueName(a.value + "_dequantized");
             graph.addInitializer(floatTensorProto(scaleName, {}, {a.scale}));
-            graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, {}, {a.zeroPoint}}));
+            // The zero point sets QuantizeLinear's output type (float8: the byte 0, +0.0).
+            graph.addInitializer(isFloat8(elementType)
+                                     ? float8TensorProto(zeroName, elementType, {}, {uint8_t(0)})
+                                     : integerTensorProto(zeroName, IntegerTensor{elementType, {}, {a.zeroPoint}}));
             onnx::NodeProto q = qdqNode("QuantizeLinear", graph.uniqueName(a.value + "_QuantizeLinear"),
                                         {a.value, scaleName, zeroName}, quantized);
             onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(a.value + "_DequantizeLinear"),

@@ -14,9 +14,11 @@
 //   the scale of a dynamic activation is a function of each batch, which QDQ
 //   cannot hold; ONNX Runtime's dynamic quantization (or DynamicQuantizeLinear
 //   inserted by a runtime) quantizes them at run time. The summary lists them.
-// - ONNX types: int8, uint8 (opset 13); int16, int4, uint4 (opset 21). Any other
-//   qtype (int3, nf4, fp4, fp8, mx*, binary, ternary ...) is an Error naming the
-//   layer and the qtype. The opset is raised when the types need it.
+// - ONNX types: int8, uint8 (opset 13); fp8 e4m3fn, e5m2 for weights only
+//   (opset 19, no zero point; ONNX Runtime refuses float8 activations around
+//   Conv/MatMul); int16, int4, uint4 (opset 21). Any other qtype (int3,
+//   nf4, fp4, mx*, binary, ternary ...) is an Error naming the layer and the
+//   qtype. The opset is raised when the types need it.
 // - External data of the source is read and written inline (one .onnx file).
 
 #include <cstddef>

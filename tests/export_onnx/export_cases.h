@@ -72,6 +72,9 @@ inline std::vector<ExportCase> exportCases(const std::filesystem::path& dir)
         // int4 per channel needs opset 21: the demo's opset 13 is raised (libonnx's converter, then 17 → 21).
         {"demo_int4_per_channel_opset21", demo, "[{\"weight_qtype\": \"int4\"}]", kDemoDir + "digits_calib.npz", 64,
          false},
+        // fp8 weights: float8 DequantizeLinear at opset 19 (ONNX Runtime only: our loader refuses float8).
+        {"demo_fp8_e4m3_weights", demo, "[{\"weight_qtype\": \"fp8_e4m3\"}]",
+         kDemoDir + "digits_calib.npz", 64, false},
     };
 }
 
