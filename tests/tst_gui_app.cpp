@@ -15,6 +15,7 @@
 #include <QTreeView>
 #include <QUndoStack>
 
+#include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
 #include "gui/main_window.h"
 #include "gui/workspace.h"
@@ -76,6 +77,7 @@ private slots:
     void cancellingAJobIsClean();
     void corruptModelShowsErrorAndWindowLives();
     void sessionRoundTrips();
+    void exportsAreWrittenAndChecked();
     void screenshotOfTheMainWindow();
 };
 
@@ -271,6 +273,39 @@ void TestGuiApp::sessionRoundTrips()
     QCOMPARE(ws.evaluationData()->maxBatches, std::optional<int64_t>(2));
     QVERIFY(!ws.isModified());
     QCOMPARE(ws.toSession().toJson(), saved.toJson());
+}
+
+void TestGuiApp::exportsAreWrittenAndChecked()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    ws.loadRules(kW8A8);
+    QVERIFY(weightsCurrent(ws));
+    ws.setCalibrationData(fileData(kCalib));
+    QSignalSpy stats(&ws, &Workspace::statisticsChanged);
+    ws.calibrate();
+    QVERIFY(stats.wait(60000));
+    ExportInputs in;
+    in.model = ws.model();
+    in.plan = ws.plan();
+    in.weights = ws.weights();
+    in.rules = std::make_shared<const RuleSet>(ws.rules()->effectiveRules());
+    in.statistics = ws.statistics();
+    in.interpreter = ws.interpreter();
+    in.calibration = ws.calibrationData();
+    QTemporaryDir dir;
+
+    const ExportOutcome checkpoint =
+        exportCheckpointChecked(in, dir.filePath(QStringLiteral("digits.safetensors")), {}, {});
+    QVERIFY2(checkpoint.allChecksPassed(), qPrintable(checkpoint.checks.join(QLatin1Char('\n'))));
+    QCOMPARE(checkpoint.checks.size(), 2);
+    QVERIFY(checkpoint.floatBytes > 3 * checkpoint.quantizedBytes); // int8 vs float32, plus scales
+    const QString html = ExportResultDialog::summaryHtml(checkpoint);
+    QVERIFY(html.contains(QStringLiteral("compression")));
+
+    const ExportOutcome onnx = exportOnnxChecked(in, dir.filePath(QStringLiteral("digits_qdq.onnx")), {}, {});
+    QVERIFY2(onnx.allChecksPassed(), qPrintable(onnx.checks.join(QLatin1Char('\n'))));
+    QVERIFY(onnx.checks.size() >= 2);
 }
 
 void TestGuiApp::screenshotOfTheMainWindow()

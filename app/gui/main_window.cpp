@@ -44,6 +44,7 @@
 
 #include "core/error.h"
 #include "gui/data_dialog.h"
+#include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
 #include "gui/stall_watchdog.h"
 #include "gui/workspace.h"
@@ -129,6 +130,7 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
     });
     connect(workspace_, &Workspace::weightsUpdated, this, [this] {
         updateInspector();
+        updateActions();
         updateCharts(ChartsUpdate::Plan);
         maybeRunPending();
     });
@@ -354,6 +356,11 @@ void MainWindow::createActions()
         }
     });
     file->addSeparator();
+    QMenu* exportMenu = file->addMenu(tr("&Export"));
+    exportCheckpoint_ = exportMenu->addAction(tr("Quantized &Checkpoint…"), this, [this] { startExport(ExportKind::Checkpoint); });
+    exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportKind::Onnx); });
+    exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportKind::Odml); });
+    file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
     quit->setMenuRole(QAction::QuitRole);
@@ -390,6 +397,7 @@ void MainWindow::createActions()
                                      workspace_->jobs()->cancel(QStringLiteral("load"));
                                      workspace_->jobs()->cancel(QStringLiteral("calibrate"));
                                      workspace_->jobs()->cancel(QStringLiteral("evaluate"));
+                                     workspace_->jobs()->cancel(QStringLiteral("export"));
                                      pendingCalibrate_ = pendingEvaluate_ = false;
                                  });
     cancelJobs_->setShortcut(QKeySequence(Qt::Key_Escape));
@@ -472,7 +480,7 @@ void MainWindow::createStatusBar()
         if (cancelled && kind != QLatin1String("weights"))
             log(tr("%1: cancelled").arg(title), false);
         bool visible = false;
-        for (const char* k : {"load", "calibrate", "evaluate"})
+        for (const char* k : {"load", "calibrate", "evaluate", "export"})
             visible = visible || jobs->isRunning(QString::fromLatin1(k));
         if (!visible) {
             progress_->hide();
@@ -500,6 +508,64 @@ void MainWindow::updateActions()
                                                                         : tr("Set the evaluation data first"))
                                         : why);
     saveSession_->setEnabled(model);
+    const bool weightsCurrent = model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation() &&
+                                workspace_->rules()->allValid();
+    const bool idle = !jobs->isRunning(QStringLiteral("export"));
+    exportCheckpoint_->setEnabled(weightsCurrent && idle);
+    exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
+    exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
+    const QString exportWhy = !model ? tr("Open a model first")
+                              : !workspace_->rules()->allValid() ? tr("Fix the rule errors first")
+                              : !weightsCurrent ? tr("The weights of the current rules are being computed")
+                                                : QString();
+    exportCheckpoint_->setToolTip(exportWhy);
+    exportOnnx_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "onnx"
+                                ? tr("Only ONNX models can be exported as QDQ")
+                                : exportWhy);
+    exportOdml_->setToolTip(exportWhy.isEmpty() && !workspace_->calibrationData() ? tr("Set the calibration data first")
+                                                                                  : exportWhy);
+}
+
+void MainWindow::startExport(ExportKind kind)
+{
+    static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
+                                          "ODML annotations (*.json)"};
+    QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
+                                                tr(filters[int(kind)]));
+    if (path.isEmpty())
+        return;
+    setLastFolder(QStringLiteral("export"), path);
+    ExportInputs in;
+    in.model = workspace_->model();
+    in.plan = workspace_->plan();
+    in.weights = workspace_->weights();
+    in.rules = std::make_shared<const RuleSet>(workspace_->rules()->effectiveRules());
+    in.statistics = workspace_->statistics();
+    in.interpreter = workspace_->interpreter();
+    in.calibration = workspace_->calibrationData();
+    std::function<ExportOutcome(const CancellationToken&, const ProgressCallback&)> work =
+        [kind, in, path](const CancellationToken& cancel, const ProgressCallback& progress) {
+            switch (kind) {
+            case ExportKind::Checkpoint:
+                return exportCheckpointChecked(in, path, cancel, progress);
+            case ExportKind::Onnx:
+                return exportOnnxChecked(in, path, cancel, progress);
+            case ExportKind::Odml:
+                break;
+            }
+            return exportOdmlChecked(in, path, cancel, progress);
+        };
+    workspace_->jobs()->start<ExportOutcome>(
+        QStringLiteral("export"), tr("Exporting %1").arg(QFileInfo(path).fileName()), work,
+        [this](ExportOutcome outcome) {
+            log(ExportResultDialog::summaryHtml(outcome).remove(QRegularExpression(QStringLiteral("<[^>]*>"))),
+                !outcome.allChecksPassed());
+            if (askUser_) {
+                ExportResultDialog dialog(outcome, this);
+                dialog.exec();
+            }
+        },
+        [this](const QString& message) { showError(tr("Export failed"), message); });
 }
 
 void MainWindow::updateTitle()

@@ -88,6 +88,8 @@ private:
     void offerRecovery();
     void editData(bool calibration);
     void maybeRunPending();
+    enum class ExportKind { Checkpoint, Onnx, Odml };
+    void startExport(ExportKind kind);
     std::optional<size_t> selectedLayer() const;
 
     bool askUser_;
@@ -117,6 +119,9 @@ private:
     QAction* cancelJobs_ = nullptr;
     QAction* calibData_ = nullptr;
     QAction* evalData_ = nullptr;
+    QAction* exportCheckpoint_ = nullptr;
+    QAction* exportOnnx_ = nullptr;
+    QAction* exportOdml_ = nullptr;
 
     bool pendingCalibrate_ = false;
     bool pendingEvaluate_ = false;

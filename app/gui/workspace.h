@@ -55,6 +55,7 @@ public:
     // unavailable; weight-only quantization still works).
     const QStringList& unsupportedOps() const { return unsupported_; }
     bool canRun() const { return interpreter_ != nullptr; }
+    std::shared_ptr<const Interpreter> interpreter() const { return interpreter_; }
 
     // ---- rules and weights
     // Replaces the rules (undoable). Throws Error for an unreadable file.

@@ -1,0 +1,65 @@
+#pragma once
+// The three exports of the engine (export/): a quantized checkpoint
+// (safetensors or HDF5), an ONNX QDQ model and ODML full-integer annotations.
+// Each runs as a background job that writes the file and then checks it the
+// way a user would: the checkpoint is reopened and its dequantized weights are
+// compared with the simulation's; the QDQ model is checked by onnx::checker
+// (when libonnx knows the opset), reloaded and planned by the runtime; the
+// ODML file is reread. ExportResultDialog shows float vs quantized size, the
+// compression ratio and each check's outcome.
+
+#include <cstdint>
+#include <memory>
+
+#include <QDialog>
+#include <QString>
+#include <QStringList>
+
+#include "core/cancellation.h"
+#include "runtime/activation_calibration.h"
+#include "session/session_file.h"
+
+namespace qs {
+
+class Model;
+class QuantizationPlan;
+class RuleSet;
+class WeightQuantizer;
+
+struct ExportOutcome {
+    QString title;          // "Quantized checkpoint", "ONNX QDQ model", "ODML annotations"
+    QString path;
+    int64_t floatBytes = 0; // the quantized weights as float in the model (0: not reported)
+    int64_t quantizedBytes = 0;
+    QStringList checks;     // one line per post-export check, each starting with "✔" or "✘"
+    QStringList notes;      // what the user should know (layers left float, dynamic activations ...)
+    bool allChecksPassed() const;
+};
+
+// What an export reads; everything is shared and immutable while the job runs.
+struct ExportInputs {
+    std::shared_ptr<const Model> model;
+    std::shared_ptr<const QuantizationPlan> plan;
+    std::shared_ptr<const WeightQuantizer> weights;
+    std::shared_ptr<const RuleSet> rules;
+    std::shared_ptr<const ActivationStatistics> statistics; // may be null
+    std::shared_ptr<const Interpreter> interpreter;         // ODML only
+    std::optional<DataConfig> calibration;                   // ODML only
+};
+
+ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                      const ProgressCallback& progress);
+ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                const ProgressCallback& progress);
+ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                const ProgressCallback& progress);
+
+class ExportResultDialog : public QDialog {
+    Q_OBJECT
+public:
+    explicit ExportResultDialog(const ExportOutcome& outcome, QWidget* parent = nullptr);
+    // The dialog's text (also what the log gets).
+    static QString summaryHtml(const ExportOutcome& outcome);
+};
+
+} // namespace qs
