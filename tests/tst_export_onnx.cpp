@@ -11,8 +11,8 @@
 #include <set>
 
 #include "export/passes/raise_opset.h"
-#include "numerics/float_formats.h"
 #include "export_onnx/export_cases.h"
+#include "numerics/float_formats.h"
 
 using namespace qs;
 using namespace qs::test;
@@ -233,8 +233,7 @@ private slots:
             } catch (const Error& err) {
                 const std::string what = err.what();
                 QVERIFY2(what.find("features/conv1") != std::string::npos, what.c_str());
-                QVERIFY2(what.find(qtype) != std::string::npos || what.find("fp4") != std::string::npos,
-                         what.c_str());
+                QVERIFY2(what.find(qtype) != std::string::npos || what.find("fp4") != std::string::npos, what.c_str());
             }
             QCOMPARE(readFile(out.string()), std::string("previous"));
         }

@@ -86,7 +86,8 @@ private slots:
                 QVERIFY2(err <= 1e-4, (c.name + ": relative error " + std::to_string(err)).c_str());
             } else {
                 // Far closer to the simulation than the quantization error itself, and the same classes.
-                QVERIFY2(vsSimulation >= simulationVsFloat + 15, (c.name + ": " + std::to_string(vsSimulation)).c_str());
+                QVERIFY2(vsSimulation >= simulationVsFloat + 15,
+                         (c.name + ": " + std::to_string(vsSimulation)).c_str());
                 QVERIFY(argmaxAgreement(ort, simulated) >= 0.95);
             }
         }

@@ -355,8 +355,10 @@ private slots:
                              int32_t(onnx::TensorProto::INT16), kOnnxInt4, kOnnxUInt4}) {
             const auto range = integerElementRange(type);
             QVERIFY(range);
-            const IntegerTensor t{type, {7}, randomCodes(7, std::max(range->first, -40000),
-                                                           std::min(range->second, 40000), uint32_t(type))};
+            const IntegerTensor t{
+                type,
+                {7},
+                randomCodes(7, std::max(range->first, -40000), std::min(range->second, 40000), uint32_t(type))};
             const auto back = readIntegerTensor(integerTensorProto("t", t));
             QVERIFY(back);
             QCOMPARE(back->values, t.values);

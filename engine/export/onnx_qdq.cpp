@@ -16,8 +16,8 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/passes/pipeline.h"
-#include "numerics/float_formats.h"
 #include "export/passes/raise_opset.h"
+#include "numerics/float_formats.h"
 
 namespace qs {
 
@@ -81,12 +81,12 @@ std::pair<int32_t, int64_t> onnxCodeType(QType t, const std::string& who)
 
 // How a weight's groups are written: per tensor, per axis, or blocked along one axis.
 struct WeightGrouping {
-    Shape scaleDims;             // {} per tensor, {C} per axis, the grid per block
-    std::optional<int> axis;     // per axis and blocked
-    int64_t blockSize = 0;       // blocked only
-    Shape block;                 // elements per group along each of the weight's own axes
-    std::vector<float> scales;   // row-major over the weight's own grid
-    std::vector<int32_t> zeros;  // same
+    Shape scaleDims;            // {} per tensor, {C} per axis, the grid per block
+    std::optional<int> axis;    // per axis and blocked
+    int64_t blockSize = 0;      // blocked only
+    Shape block;                // elements per group along each of the weight's own axes
+    std::vector<float> scales;  // row-major over the weight's own grid
+    std::vector<int32_t> zeros; // same
 };
 
 WeightGrouping groupingOf(const Model& model, const QdqWeight& w)
@@ -204,9 +204,8 @@ IntegerTensor weightCodes(const Model& model, const QdqWeight& w, const WeightGr
             back = float(q - zero) * scale; // the simulation dequantizes as (q − zp)·scale, as DequantizeLinear does
         }
         if (std::abs(back - fq[k]) > 1e-6f * std::abs(fq[k]) + 1e-30f)
-            throw Error("ONNX export: " + who + ": weight element " + std::to_string(k) + " (" +
-                        std::to_string(fq[k]) + ") is not on its quantization grid (scale " + std::to_string(scale) +
-                        ")");
+            throw Error("ONNX export: " + who + ": weight element " + std::to_string(k) + " (" + std::to_string(fq[k]) +
+                        ") is not on its quantization grid (scale " + std::to_string(scale) + ")");
         codes.values[k] = q;
         for (int d = rank - 1; d >= 0; --d) {
             if (++index[size_t(d)] < own[size_t(d)])
@@ -282,8 +281,8 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
             throw Error("ONNX export: " + who + ": weight '" + layer.weightName +
                         "' is not float32; only float32 weights are exported as QDQ");
         if (tensorDims(*source) != w.fakeQuant.shape())
-            throw Error("ONNX export: " + who + ": the quantized weight's shape " +
-                        shapeToString(w.fakeQuant.shape()) + " is not the initializer's");
+            throw Error("ONNX export: " + who + ": the quantized weight's shape " + shapeToString(w.fakeQuant.shape()) +
+                        " is not the initializer's");
         const auto [elementType, opset] = onnxCodeType(w.params.qtype, who);
         (void)opset;
         const WeightGrouping g = groupingOf(model, w);
@@ -315,7 +314,7 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
 
         const bool noZeroPoint = isFloat8(elementType);
         const int64_t bits = elementType == kOnnxInt4 || elementType == kOnnxUInt4 ? 4
-                             : elementType == onnx::TensorProto::INT16            ? 16
+                             : elementType == onnx::TensorProto::INT16             ? 16
                                                                                    : 8;
         summary.floatBytes += w.fakeQuant.numel() * 4;
         summary.quantizedBytes += (w.fakeQuant.numel() * bits + 7) / 8 + int64_t(g.scales.size()) * 4 +
@@ -430,7 +429,8 @@ QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& 
         if (lq.weight) {
             const auto it = weights.weights().find(lq.layer);
             if (it == weights.weights().end() || !it->second)
-                throw Error("ONNX export: " + who + " has no quantized weight (weight quantization failed or did not run)");
+                throw Error("ONNX export: " + who +
+                            " has no quantized weight (weight quantization failed or did not run)");
             const QuantizedWeight& qw = *it->second;
             request.weights.push_back({lq.layer, qw.quantization.params, qw.transposedAxes, qw.fakeQuant});
         }

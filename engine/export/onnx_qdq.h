@@ -47,13 +47,13 @@ struct OnnxExportOptions {
 
 struct OnnxExportSummary {
     int64_t sourceOpset = 0;
-    int64_t opset = 0;                           // default-domain opset written
-    int64_t irVersion = 0;                       // IR version written
-    std::vector<PassReport> passes;              // the rewrite ("quantize_weights", "quantize_activations") then each pass
+    int64_t opset = 0;              // default-domain opset written
+    int64_t irVersion = 0;          // IR version written
+    std::vector<PassReport> passes; // the rewrite ("quantize_weights", "quantize_activations") then each pass
     std::vector<std::string> dynamicActivations; // values left float for the runtime's dynamic quantization
     int64_t floatBytes = 0;                      // the quantized weights as float32 in the source
     int64_t quantizedBytes = 0;                  // their codes, scales and zero points as written
-    bool checked = false;                        // onnx::checker ran and passed (false: libonnx does not know the opset)
+    bool checked = false; // onnx::checker ran and passed (false: libonnx does not know the opset)
     std::vector<std::string> warnings;
 };
 
@@ -92,8 +92,8 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
                          OnnxExportSummary& summary);
 
 // Builds and writes `out` atomically.
-OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request,
-                                const std::filesystem::path& out, const OnnxExportOptions& options = {});
+OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request, const std::filesystem::path& out,
+                                const OnnxExportOptions& options = {});
 OnnxExportSummary exportOnnxQdq(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
                                 const std::map<size_t, StaticActivation>& staticActivations,
                                 const std::filesystem::path& out, const OnnxExportOptions& options = {});

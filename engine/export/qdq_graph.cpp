@@ -11,8 +11,7 @@ namespace qs {
 
 namespace {
 
-template <typename F>
-void forEachSubgraphInput(const onnx::GraphProto& graph, F&& read)
+template <typename F> void forEachSubgraphInput(const onnx::GraphProto& graph, F&& read)
 {
     for (const auto& node : graph.node()) {
         for (const auto& in : node.input())

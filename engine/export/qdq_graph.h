@@ -92,7 +92,7 @@ std::optional<std::pair<int32_t, int32_t>> integerElementRange(int32_t elementTy
 // Reads raw_data or the typed field; none for another element type, external
 // data or a byte count that does not match the dims.
 std::optional<IntegerTensor> readIntegerTensor(const onnx::TensorProto& proto);
-std::optional<std::vector<float>> readFloatTensor(const onnx::TensorProto& proto);  // FLOAT only
+std::optional<std::vector<float>> readFloatTensor(const onnx::TensorProto& proto);   // FLOAT only
 std::optional<std::vector<int64_t>> readInt64Tensor(const onnx::TensorProto& proto); // INT64 only
 // Writes raw_data (4-bit types packed two to a byte, low nibble first).
 onnx::TensorProto integerTensorProto(const std::string& name, const IntegerTensor& tensor);

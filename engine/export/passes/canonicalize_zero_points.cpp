@@ -56,7 +56,8 @@ bool shiftSigned(QdqGraph& graph, int i, PassReport& report)
             if (!isQdq(reader, "DequantizeLinear") || reader.input(0) != y || reader.input_size() < 3)
                 return false;
             const auto readerParams = constantQdqParams(graph, reader);
-            if (!readerParams || !readerParams->zeroPoint || readerParams->zeroPoint->elementType != onnx::TensorProto::INT8 ||
+            if (!readerParams || !readerParams->zeroPoint ||
+                readerParams->zeroPoint->elementType != onnx::TensorProto::INT8 ||
                 readerParams->zeroPoint->values != params->zeroPoint->values)
                 return false;
         }

@@ -6,7 +6,8 @@ namespace qs {
 
 PassReport moveIntegerOps(QdqGraph& graph)
 {
-    static const std::set<std::string> kMovable = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"};
+    static const std::set<std::string> kMovable = {"Reshape", "Transpose", "Flatten",
+                                                   "Squeeze", "Unsqueeze", "Identity"};
     PassReport report{"move_integer_ops", 0, {}};
     for (int i = 0; i < graph.proto().node_size(); ++i) {
         const onnx::NodeProto op = graph.proto().node(i);

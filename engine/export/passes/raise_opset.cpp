@@ -29,9 +29,9 @@ std::string label(const onnx::NodeProto& node)
 // 17 → 18: the Reduce ops take `axes` as an input.
 void reduceAxesToInput(onnx::GraphProto& graph)
 {
-    static const std::set<std::string> kReduce = {"ReduceL1",  "ReduceL2",  "ReduceLogSum", "ReduceLogSumExp",
-                                                  "ReduceMax", "ReduceMean", "ReduceMin",   "ReduceProd",
-                                                  "ReduceSumSquare"};
+    static const std::set<std::string> kReduce = {"ReduceL1",        "ReduceL2",   "ReduceLogSum",
+                                                  "ReduceLogSumExp", "ReduceMax",  "ReduceMean",
+                                                  "ReduceMin",       "ReduceProd", "ReduceSumSquare"};
     QdqGraph g(graph);
     for (auto& node : *graph.mutable_node()) {
         if (!node.domain().empty() || !kReduce.contains(node.op_type()))
@@ -116,8 +116,8 @@ void raiseOpset(onnx::ModelProto& model, int64_t target)
         try {
             model = onnx::version_conversion::ConvertVersion(model, int(std::min(target, known)));
         } catch (const std::exception& e) {
-            throw Error("ONNX export: ONNX's version converter cannot raise opset " + std::to_string(current) +
-                        " to " + std::to_string(std::min(target, known)) + ": " + e.what());
+            throw Error("ONNX export: ONNX's version converter cannot raise opset " + std::to_string(current) + " to " +
+                        std::to_string(std::min(target, known)) + ": " + e.what());
         }
     }
     for (int64_t v = std::max(current, known) + 1; v <= target; ++v) {
