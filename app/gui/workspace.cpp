@@ -103,7 +103,7 @@ void Workspace::openModel(const QString& path)
     jobs_->start<std::shared_ptr<Loaded>>(
         QStringLiteral("load"), tr("Loading %1").arg(QFileInfo(path).fileName()), work,
         [this](std::shared_ptr<Loaded> loaded) { applyLoaded(std::move(loaded)); },
-        [this, path](const QString& message) {
+        [this](const QString& message) {
             pendingSession_.reset();
             emit logMessage(message, true);
             emit modelFailed(message);
