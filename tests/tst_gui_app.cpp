@@ -10,13 +10,20 @@
 #include <QDir>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
+#include <QAction>
+#include <QTableView>
 #include <QTemporaryDir>
+#include <QToolBar>
+
+#include <thread>
 #include <QTextBrowser>
 #include <QTreeView>
 #include <QUndoStack>
 
 #include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
+#include "gui/stall_watchdog.h"
+#include "gui/synthetic_data_source.h"
 #include "gui/main_window.h"
 #include "gui/workspace.h"
 #include "rules/ruleset.h"
@@ -78,6 +85,9 @@ private slots:
     void corruptModelShowsErrorAndWindowLives();
     void sessionRoundTrips();
     void exportsAreWrittenAndChecked();
+    void syntheticDataIsSeededAndShapedLikeTheInputs();
+    void watchdogLogsAStallOfTheGuiThread();
+    void ruleEditorActionsEditTheTable();
     void screenshotOfTheMainWindow();
 };
 
@@ -306,6 +316,88 @@ void TestGuiApp::exportsAreWrittenAndChecked()
     const ExportOutcome onnx = exportOnnxChecked(in, dir.filePath(QStringLiteral("digits_qdq.onnx")), {}, {});
     QVERIFY2(onnx.allChecksPassed(), qPrintable(onnx.checks.join(QLatin1Char('\n'))));
     QVERIFY(onnx.checks.size() >= 2);
+}
+
+void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()
+{
+    Workspace ws;
+    QVERIFY(loadModel(ws));
+    DataConfig c;
+    c.kind = DataConfig::Kind::Synthetic;
+    c.syntheticSamples = 70;
+    c.syntheticSeed = 7;
+    c.batchSize = 32;
+    auto a = Workspace::openData(c, ws.model().get());
+    QCOMPARE(a->batchCount(), int64_t(3));
+    const Batch first = *a->next();
+    QCOMPARE(first.inputs.at("input").shape(), (Shape{32, 1, 8, 8}));
+    QVERIFY(!first.labels);
+    a->next();
+    QCOMPARE(a->next()->rows, int64_t(6));
+    QVERIFY(!a->next());
+    // The same seed gives the same batches, after a rewind and in a new source.
+    a->rewind();
+    const Batch again = *a->next();
+    auto b = Workspace::openData(c, ws.model().get());
+    const Batch other = *b->next();
+    const auto x = first.inputs.at("input").values<float>();
+    QVERIFY(std::equal(x.begin(), x.end(), again.inputs.at("input").values<float>().begin()));
+    QVERIFY(std::equal(x.begin(), x.end(), other.inputs.at("input").values<float>().begin()));
+    double sum = 0, squares = 0;
+    for (const float v : x) {
+        sum += v;
+        squares += double(v) * v;
+    }
+    QVERIFY(std::abs(sum / double(x.size())) < 0.1);
+    QVERIFY(std::abs(squares / double(x.size()) - 1.0) < 0.15);
+    c.syntheticSeed = 8;
+    const Batch seeded = *Workspace::openData(c, ws.model().get())->next();
+    QVERIFY(!std::equal(x.begin(), x.end(), seeded.inputs.at("input").values<float>().begin()));
+}
+
+void TestGuiApp::watchdogLogsAStallOfTheGuiThread()
+{
+    StallWatchdog watchdog(std::chrono::milliseconds(50));
+    QTest::qWait(100); // the event loop runs: watching starts
+    const int before = watchdog.stalls(); // 0, unless the machine itself stalled the process
+    std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the GUI thread blocked
+    QTest::ignoreMessage(QtWarningMsg, QRegularExpression(QStringLiteral("GUI thread was blocked for \\d+ ms")));
+    QTRY_VERIFY_WITH_TIMEOUT(watchdog.stalls() > before, 2000);
+}
+
+void TestGuiApp::ruleEditorActionsEditTheTable()
+{
+    MainWindow window(false);
+    window.show();
+    window.openRules(kW8A8);
+    RuleEditor* editor = window.ruleEditor();
+    RuleTableModel* rules = window.workspace()->rules();
+    auto action = [editor](const QString& text) {
+        for (QAction* a : editor->findChildren<QAction*>())
+            if (a->text() == text)
+                return a;
+        return static_cast<QAction*>(nullptr);
+    };
+    QVERIFY(action(QStringLiteral("Add")) && action(QStringLiteral("Up")));
+    QVERIFY(!action(QStringLiteral("Delete"))->isEnabled()); // nothing selected
+    editor->selectRule(0);
+    action(QStringLiteral("Duplicate"))->trigger();
+    QCOMPARE(rules->rowCount(), 2);
+    QCOMPARE(*editor->currentRule(), 1);
+    QVERIFY(!action(QStringLiteral("Down"))->isEnabled());
+    action(QStringLiteral("Add"))->trigger();
+    QCOMPARE(rules->rowCount(), 3);
+    QCOMPARE(rules->rows()[2]["module_path"], ".*");
+    action(QStringLiteral("Up"))->trigger();
+    QCOMPARE(*editor->currentRule(), 1);
+    QCOMPARE(rules->rows()[1]["module_path"], ".*");
+    QVERIFY(!rules->rows()[1].contains("weight_qtype"));
+    action(QStringLiteral("Delete"))->trigger();
+    QCOMPARE(rules->rowCount(), 2);
+    QCOMPARE(window.workspace()->undoStack()->count(), 5); // open, duplicate, add, up, delete
+    while (window.workspace()->undoStack()->canUndo())
+        window.workspace()->undoStack()->undo();
+    QCOMPARE(rules->rowCount(), 0);
 }
 
 void TestGuiApp::screenshotOfTheMainWindow()
