@@ -28,6 +28,7 @@
 #include <QProgressBar>
 #include <QRegularExpression>
 #include <QLocale>
+#include <QScreen>
 #include <QSettings>
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
@@ -102,11 +103,13 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         layerView_->expandAll();
         for (int c = 0; c < LayerTreeModel::ColumnCount; ++c)
             layerView_->resizeColumnToContents(c);
-        // Result columns fill in later: leave room for "48.4 dB (stale)".
-        const int minimum = layerView_->fontMetrics().horizontalAdvance(QStringLiteral("000.0 dB (stale)")) + 16;
-        for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::OpTypeColumn), int(LayerTreeModel::WeightSqnrColumn),
-                            int(LayerTreeModel::IsolatedSqnrColumn), int(LayerTreeModel::AccumulatedSqnrColumn)})
-            layerView_->setColumnWidth(c, std::max(layerView_->columnWidth(c), minimum));
+        // Result columns fill in later: leave room for "48.4 dB (stale)"; highlighted rows are bold.
+        const int result = layerView_->fontMetrics().horizontalAdvance(QStringLiteral("00.0 dB (stale)")) + 12;
+        for (const int c : {int(LayerTreeModel::WeightSqnrColumn), int(LayerTreeModel::IsolatedSqnrColumn),
+                            int(LayerTreeModel::AccumulatedSqnrColumn)})
+            layerView_->setColumnWidth(c, std::max(layerView_->columnWidth(c), result));
+        for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::OpTypeColumn), int(LayerTreeModel::ShapeColumn)})
+            layerView_->setColumnWidth(c, layerView_->columnWidth(c) + 16);
         const auto model = workspace_->model();
         statusModel_->setText(tr("%1 · %2 layers · %3 parameters%4")
                                   .arg(QFileInfo(workspace_->modelPath()).fileName())
@@ -238,7 +241,7 @@ void MainWindow::createDocks()
     tabifyDockWidget(inspectorDock, chartsDock);
     inspectorDock->raise();
 
-    resizeDocks({inspectorDock}, {560}, Qt::Horizontal);
+    resizeDocks({inspectorDock}, {480}, Qt::Horizontal);
     resizeDocks({rulesDock}, {230}, Qt::Vertical);
 }
 
@@ -864,8 +867,13 @@ void MainWindow::rebuildRecentMenu()
 void MainWindow::readSettings()
 {
     QSettings settings;
-    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray()))
-        resize(1400, 860);
+    if (!restoreGeometry(settings.value(QStringLiteral("window/geometry")).toByteArray())) {
+        // First run: most of the screen, so the layer table and the side docks both fit.
+        QSize size(1600, 1000);
+        if (const QScreen* screen = QGuiApplication::primaryScreen())
+            size = size.boundedTo(screen->availableSize() * 0.92);
+        resize(size);
+    }
     restoreState(settings.value(QStringLiteral("window/state")).toByteArray());
 }
 
