@@ -89,6 +89,7 @@ void LayerTreeModel::setLayers(std::vector<QuantizableLayer> layers)
     weightMetrics_.clear();
     weightProblems_.clear();
     activation_.clear();
+    rulesGeneration_ = weightGeneration_ = activationGeneration_ = 0;
     highlighted_.reset();
     endResetModel();
 }
@@ -185,7 +186,7 @@ int LayerTreeModel::columnCount(const QModelIndex&) const
 
 QVariant LayerTreeModel::data(const QModelIndex& index, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+    if (!index.isValid() || !checkIndex(index, CheckIndexOption::IndexIsValid))
         return {};
     const TreeNode& node = *nodeOf(index);
     if (role == LayerRole)

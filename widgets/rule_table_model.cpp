@@ -250,7 +250,7 @@ QString RuleTableModel::cellText(int row, const RuleField& field) const
 
 QVariant RuleTableModel::data(const QModelIndex& index, int role) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+    if (!index.isValid() || !checkIndex(index, CheckIndexOption::IndexIsValid))
         return {};
     const int row = index.row();
     const bool valid = errors_[size_t(row)].empty();
@@ -353,7 +353,7 @@ Json RuleTableModel::valueFromText(const RuleField& field, const QString& text)
 
 bool RuleTableModel::setData(const QModelIndex& index, const QVariant& value, int role)
 {
-    if (role != Qt::EditRole || !checkIndex(index, CheckIndexOption::IndexIsValid))
+    if (role != Qt::EditRole || !index.isValid() || !checkIndex(index, CheckIndexOption::IndexIsValid))
         return false;
     const RuleField* field = fieldOfColumn(index.column());
     if (!field)
@@ -382,7 +382,7 @@ QVariant RuleTableModel::headerData(int section, Qt::Orientation orientation, in
 
 Qt::ItemFlags RuleTableModel::flags(const QModelIndex& index) const
 {
-    if (!checkIndex(index, CheckIndexOption::IndexIsValid))
+    if (!index.isValid() || !checkIndex(index, CheckIndexOption::IndexIsValid))
         return Qt::NoItemFlags;
     Qt::ItemFlags f = Qt::ItemIsEnabled | Qt::ItemIsSelectable;
     if (fieldOfColumn(index.column()))
