@@ -134,10 +134,10 @@ inline OnnxRuntimeTiming timeOnnxRuntime(const std::filesystem::path& model,
     QTemporaryDir work;
     if (!work.isValid())
         throw Error("cannot create a temporary folder for ONNX Runtime's inputs and outputs");
-    const QByteArray json = ort_detail::runNode(
-        model, inputs, work.filePath(QStringLiteral("out")), work,
-        {QStringLiteral("--threads"), QString::number(threads), QStringLiteral("--warmup"), QString::number(warmup),
-         QStringLiteral("--repeat"), QString::number(repeat)});
+    const QByteArray json =
+        ort_detail::runNode(model, inputs, work.filePath(QStringLiteral("out")), work,
+                            {QStringLiteral("--threads"), QString::number(threads), QStringLiteral("--warmup"),
+                             QString::number(warmup), QStringLiteral("--repeat"), QString::number(repeat)});
     const QJsonObject report = QJsonDocument::fromJson(json.trimmed()).object();
     OnnxRuntimeTiming timing;
     for (const QJsonValue v : report.value(QStringLiteral("runs_ms")).toArray())
@@ -145,8 +145,8 @@ inline OnnxRuntimeTiming timeOnnxRuntime(const std::filesystem::path& model,
     timing.medianMs = report.value(QStringLiteral("median_ms")).toDouble();
     timing.minMs = report.value(QStringLiteral("min_ms")).toDouble();
     if (int(timing.runsMs.size()) != repeat)
-        throw Error("ONNX Runtime's timing report for " + model.string() + " is not what run_model.js prints: " +
-                    json.trimmed().toStdString());
+        throw Error("ONNX Runtime's timing report for " + model.string() +
+                    " is not what run_model.js prints: " + json.trimmed().toStdString());
     return timing;
 }
 

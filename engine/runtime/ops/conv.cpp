@@ -171,8 +171,7 @@ SimdLevel simdLevel()
         for (int64_t kw = 0; kw < KW; ++kw) {
             const int64_t rh = kh * dh, rw = kw * dw;
             const float wv = w[kh * KW + kw];
-            const float* __restrict ps =
-                planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
+            const float* __restrict ps = planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
             for (int64_t i = 0; i < span; ++i)
                 z[i] += wv * ps[i];
         }
@@ -182,13 +181,13 @@ SimdLevel simdLevel()
 
 #if defined(__x86_64__) && defined(__GNUC__)
 [[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
-                                                   float* y)
+                                                  float* y)
 {
     depthwise2dBody(x, w, bias, g, y);
 }
 
 [[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const WindowGeometry& g,
-                                                  float* y)
+                                                 float* y)
 {
     depthwise2dBody(x, w, bias, g, y);
 }
@@ -261,7 +260,7 @@ constexpr int64_t kColumnBlock = 1024;
 
 // C[mr, nr] (= or +=) the mr x nr corner of A-strip (kc x 6) times B-strip (kc x 16).
 [[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                                  int64_t mr, int64_t nr, bool accumulate)
+                                                 int64_t mr, int64_t nr, bool accumulate)
 {
     constexpr int MR = 6, NV = 2, W = 8;
     __m256 acc[MR][NV];
@@ -289,7 +288,7 @@ constexpr int64_t kColumnBlock = 1024;
 
 // The same with A-strips of 12 rows and B-strips of 32 columns.
 [[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                                   int64_t mr, int64_t nr, bool accumulate)
+                                                  int64_t mr, int64_t nr, bool accumulate)
 {
     constexpr int MR = 12, NV = 2, W = 16;
     __m512 acc[MR][NV];
@@ -579,8 +578,8 @@ void conv(KernelContext& ctx)
         if (packed)
             packed->multiply(gi, col, ldcol, p1 - p0, yg.data(), P);
         else
-            yg.noalias() = wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0,
-                                                                                     Eigen::OuterStride<>(ldcol));
+            yg.noalias() =
+                wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));
         if (bias)
             for (int64_t m = 0; m < Mg; ++m)
                 yg.row(m).array() += bias[gi * Mg + m];
