@@ -11,6 +11,8 @@
 #include <QSortFilterProxyModel>
 #include <QStandardPaths>
 #include <QAction>
+#include <QComboBox>
+#include <QLabel>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QToolBar>
@@ -20,6 +22,7 @@
 #include <QTreeView>
 #include <QUndoStack>
 
+#include "gui/data_dialog.h"
 #include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
 #include "gui/stall_watchdog.h"
@@ -88,6 +91,7 @@ private slots:
     void syntheticDataIsSeededAndShapedLikeTheInputs();
     void watchdogLogsAStallOfTheGuiThread();
     void ruleEditorActionsEditTheTable();
+    void dataDialogRoundTripsAndWarnsOnSyntheticData();
     void screenshotOfTheMainWindow();
 };
 
@@ -398,6 +402,33 @@ void TestGuiApp::ruleEditorActionsEditTheTable()
     while (window.workspace()->undoStack()->canUndo())
         window.workspace()->undoStack()->undo();
     QCOMPARE(rules->rowCount(), 0);
+}
+
+void TestGuiApp::dataDialogRoundTripsAndWarnsOnSyntheticData()
+{
+    DataConfig images;
+    images.kind = DataConfig::Kind::ImageFolder;
+    images.path = "/data/imagenet/val";
+    images.batchSize = 16;
+    images.maxBatches = 5;
+    images.recipe.mean = {0.485f, 0.456f, 0.406f};
+    images.recipe.std = {0.229f, 0.224f, 0.225f};
+    images.recipe.layout = ImageLayout::NHWC;
+    images.recipe.channels = ChannelOrder::BGR;
+    DataDialog dialog(QStringLiteral("Calibration data"), images, QDir::tempPath());
+    dialog.show();
+    QCOMPARE(dialog.config(), images);
+    auto warnings = [&dialog] {
+        int visible = 0;
+        for (QLabel* l : dialog.findChildren<QLabel*>())
+            visible += l->isVisible() && l->text().contains(QStringLiteral("not representative"));
+        return visible;
+    };
+    QCOMPARE(warnings(), 0);
+    auto* kind = dialog.findChildren<QComboBox*>().first();
+    kind->setCurrentIndex(int(DataConfig::Kind::Synthetic));
+    QCOMPARE(warnings(), 1);
+    QCOMPARE(dialog.config().kind, DataConfig::Kind::Synthetic);
 }
 
 void TestGuiApp::screenshotOfTheMainWindow()
