@@ -8,6 +8,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <random>
 
 #include "io/npy.h"
@@ -92,6 +93,52 @@ private slots:
 
     void savezMatchesNumpy() { compareWithNumpy("plain.npz", false); }
     void savezCompressedMatchesNumpy() { compareWithNumpy("compressed.npz", true); }
+
+    // writeNpz's archive reads back through NpzFile and through numpy, array by
+    // array and byte for byte; a failed write leaves the previous file.
+    void writtenArchivesReadBack()
+    {
+        std::mt19937 rng(3);
+        std::map<std::string, Tensor> arrays;
+        std::vector<float> xs(2 * 3 * 5);
+        for (float& v : xs)
+            v = std::normal_distribution<float>()(rng);
+        arrays["logits"] = Tensor::fromVector(DType::F32, {2, 3, 5}, xs);
+        arrays["labels"] = Tensor::fromVector(DType::I64, {3}, std::vector<int64_t>{4, 0, 9});
+        arrays["scalar"] = Tensor::fromVector(DType::F64, {}, std::vector<double>{2.5});
+        const std::string path = (dir_.path() + "/written.npz").toStdString();
+        writeNpz(path, arrays);
+
+        const NpzFile f = NpzFile::open(path);
+        QCOMPARE(f.arrays().size(), size_t(3));
+        for (const auto& a : f.arrays()) {
+            const Tensor& expected = arrays.at(a.name);
+            const Tensor t = f.read(a);
+            QCOMPARE(t.dtype(), expected.dtype());
+            QCOMPARE(t.shape(), expected.shape());
+            QVERIFY2(bytesOf(t) == bytesOf(expected), a.name.c_str());
+        }
+        // numpy agrees on names, shapes and values.
+        const QString check = dir_.path() + "/check_written.py";
+        writeFile(check.toStdString(), "import sys, numpy as np\n"
+                                      "z = np.load(sys.argv[1])\n"
+                                      "assert sorted(z.files) == ['labels', 'logits', 'scalar'], z.files\n"
+                                      "assert z['logits'].shape == (2, 3, 5) and z['logits'].dtype == np.float32\n"
+                                      "assert list(z['labels']) == [4, 0, 9] and z['scalar'] == 2.5\n");
+        QVERIFY(test::runPython(check, {QString::fromStdString(path)}));
+        // A member name the zip format cannot hold is an Error naming the file; the
+        // archive already there is untouched.
+        const std::string before = readFile(path);
+        std::map<std::string, Tensor> bad;
+        bad[std::string(70000, 'n')] = arrays.at("labels");
+        try {
+            writeNpz(path, bad);
+            QFAIL("a 70000-character member name was written");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find(path) != std::string::npos, e.what());
+        }
+        QVERIFY(readFile(path) == before);
+    }
 
     void listingReadsHeadersOnly()
     {

@@ -14,6 +14,7 @@
 // Errors are qs::Error naming the archive, the member and the field or offset.
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,5 +87,10 @@ private:
     int64_t rowBytes_ = 0;
     int64_t position_ = 0;
 };
+
+// Writes `arrays` as np.savez does: a zip of stored (uncompressed) `NAME.npy`
+// members, in name order, without zip64 (an archive reaching 4 GiB is an Error
+// naming the file), written atomically (temporary file renamed into place).
+void writeNpz(const std::filesystem::path& path, const std::map<std::string, Tensor>& arrays);
 
 } // namespace qs
