@@ -1,11 +1,16 @@
-// Core: tensors, dtype conversion (fp16/bf16 bit-exact), block layouts and tile sizes.
+// Core: tensors, dtype conversion (fp16/bf16 bit-exact), block layouts and tile sizes, SHA-256 digests.
 #include <QtTest>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "core/block_layout.h"
 #include "core/half.h"
+#include "core/sha256.h"
 #include "core/tensor.h"
 
 using namespace qs;
@@ -127,6 +132,54 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(1.5, 30));
         QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(0, 30));
         QVERIFY_THROWS_EXCEPTION(Error, resolveTileSize(-2, 30));
+    }
+    void sha256MatchesPublishedVectors()
+    {
+        // FIPS 180-2 / NIST test vectors.
+        auto digest = [](std::string_view text) {
+            return sha256Hex({reinterpret_cast<const uint8_t*>(text.data()), text.size()});
+        };
+        QCOMPARE(digest(""), std::string("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"));
+        QCOMPARE(digest("abc"), std::string("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"));
+        // 56 bytes: the length no longer fits the first block's padding, a second block is added.
+        QCOMPARE(digest("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+                 std::string("248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"));
+    }
+
+    void sha256StreamsPiecesOfAnySize()
+    {
+        // One million 'a' added in uneven pieces (crossing block boundaries) gives the published digest.
+        Sha256 h;
+        const std::string a(1000, 'a');
+        size_t added = 0, piece = 1;
+        while (added < 1000000) {
+            const size_t take = std::min({piece, a.size(), 1000000 - added});
+            h.add({reinterpret_cast<const uint8_t*>(a.data()), take});
+            added += take;
+            piece = piece * 7 % 997 + 1;
+        }
+        QCOMPARE(h.hex(), std::string("cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0"));
+    }
+
+    void sha256OfFileReadsPastItsBuffer()
+    {
+        // Three million 'a': the file is read in 1 MiB pieces, so the digest spans three reads.
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::filesystem::path file = dir.filePath("a.bin").toStdString();
+        {
+            std::ofstream out(file, std::ios::binary);
+            const std::string a(1000000, 'a');
+            for (int i = 0; i < 3; ++i)
+                out << a;
+        }
+        QCOMPARE(sha256OfFile(file), std::string("2a152c894398719c0570f83fac34ac03a0f6e8e474b995c2403aa5434f7b9dd4"));
+        try {
+            sha256OfFile(file.parent_path() / "missing.bin");
+            QFAIL("a missing file was hashed");
+        } catch (const Error& e) {
+            QVERIFY(std::string(e.what()).find("missing.bin") != std::string::npos);
+        }
     }
 };
 

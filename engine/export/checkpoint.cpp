@@ -12,12 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "export/checkpoint_sinks.h"
 #include "io/safetensors.h"
 #include "numerics/float_formats.h"
 #include "numerics/packing.h"
 #include "quant/kernels.h"
-#include "session/session_file.h"
 
 namespace qs {
 

@@ -14,12 +14,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "core/sha256.h" // sha256OfFile: callers hash the model with the session
 #include "io/image_folder.h"
 
 namespace qs {
@@ -70,9 +70,5 @@ struct SessionFile {
     void save(const std::filesystem::path& file) const;
     static SessionFile load(const std::filesystem::path& file);
 };
-
-// SHA-256 of bytes and of a file's content (streamed), as lower-case hex.
-std::string sha256Hex(std::span<const uint8_t> bytes);
-std::string sha256OfFile(const std::filesystem::path& file);
 
 } // namespace qs
