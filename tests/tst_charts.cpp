@@ -14,9 +14,13 @@
 #include <QTableView>
 #include <QValueAxis>
 
+#include <chrono>
 #include <cmath>
+#include <future>
 #include <random>
+#include <thread>
 
+#include "analysis/method_comparison.h"
 #include "analysis/metrics.h"
 #include "analysis/tensor_quantization.h"
 #include "graph/model.h"
@@ -364,6 +368,35 @@ private slots:
         QCOMPARE(d.results.back().method, std::string("minmax"));
         QVERIFY(!d.results.back().skipped.empty());
         QVERIFY(d.best() && d.best()->skipped.empty());
+    }
+
+    void cancelledComparisonStopsBetweenMethods()
+    {
+        // A token cancelled before the call: compareMethods measures no method.
+        const Tensor w = noisyTensor({4, 64}, 3);
+        CancellationToken cancelled;
+        cancelled.cancel();
+        QVERIFY_THROWS_EXCEPTION(Cancelled, compareMethods(w, specOf("absmax"), "w", cancelled));
+        QVERIFY_THROWS_EXCEPTION(Cancelled, compareWeightMethods(w, specOf("absmax"), 99.9, 3, "w", 64, cancelled));
+
+        // The job token of a superseded comparison, cancelled while it runs: the comparison stops at the next
+        // method instead of measuring all of them (mse and entropy are the slow ones) before it notices.
+        const Tensor big = noisyTensor({64, 65536}, 4);
+        QElapsedTimer timer;
+        timer.start();
+        compareMethods(big, specOf("absmax"), "big");
+        const qint64 fullMs = timer.elapsed();
+        CancellationToken token;
+        timer.restart();
+        auto running = std::async(std::launch::async, [&] {
+            return compareWeightMethods(big, specOf("absmax"), 99.9, 3, "big", 64, token);
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(fullMs / 20));
+        token.cancel();
+        QVERIFY_THROWS_EXCEPTION(Cancelled, running.get());
+        const qint64 cancelledMs = timer.elapsed();
+        qInfo("full comparison %lld ms, cancelled after %lld ms: stopped at %lld ms", fullMs, fullMs / 20, cancelledMs);
+        QVERIFY2(cancelledMs < fullMs / 2, qPrintable(QString("stopped after %1 ms of %2").arg(cancelledMs).arg(fullMs)));
     }
 
     void layerErrorsThresholdAndClicks()

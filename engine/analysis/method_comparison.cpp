@@ -33,8 +33,10 @@ std::vector<std::string> comparedMethods()
     return {"absmax", "minmax", "rms,3", "percentile,99.9", "percentile,99.99", "mse", "entropy"};
 }
 
-std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
+std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName,
+                                         const CancellationToken& cancel)
 {
+    cancel.check();
     const QuantTypeInfo& info = qtypeInfo(spec.qtype);
     if (info.kind == QKind::Microscaling) {
         QuantizationSpec mx = spec;
@@ -43,6 +45,7 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
     }
     std::vector<MethodResult> results, skipped;
     for (const std::string& text : comparedMethods()) {
+        cancel.check();
         QuantizationSpec s = spec;
         s.method = CalibrationMethod::parse(text);
         s.symmetric.reset(); // each method's own symmetry

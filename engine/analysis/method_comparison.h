@@ -9,6 +9,7 @@
 
 #include "analysis/metrics.h"
 #include "analysis/tensor_quantization.h"
+#include "core/cancellation.h"
 
 namespace qs {
 
@@ -30,6 +31,9 @@ struct MethodResult {
 // Quantizes `x` with each compared method under `spec` (its method is ignored):
 // the results that apply sorted by MSE (ties by method order), then the
 // skipped ones. Microscaling types compute their own block scales: one row.
-std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName);
+// `cancel` is checked before each method (mse and entropy take the longest);
+// a cancelled comparison throws Cancelled.
+std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName,
+                                         const CancellationToken& cancel = {});
 
 } // namespace qs

@@ -67,8 +67,7 @@ MethodComparisonData compareWeightMethods(const Tensor& x, const QuantizationSpe
     MethodComparisonData d;
     d.tensor = std::move(tensorName);
     const Tensor xf = x.toFloat32();
-    std::vector<MethodResult> tried = compareMethods(xf, spec, d.tensor);
-    cancel.check();
+    std::vector<MethodResult> tried = compareMethods(xf, spec, d.tensor, cancel);
     if (isMicroscaling(spec.qtype)) {
         d.results = std::move(tried);
     } else {
