@@ -204,6 +204,20 @@ void TestGuiApp::calibrateAndEvaluate()
     QVERIFY(acc.data(LayerTreeModel::StaleRole).toBool());
     ws.undoStack()->undo();
     QVERIFY(!acc.data(LayerTreeModel::StaleRole).toBool());
+
+    // Sensitivity ranks every quantized layer, most sensitive first; an edit
+    // drops the ranking rather than show it against other rules.
+    QVERIFY(weightsCurrent(ws)); // the undo re-ran the weight job
+    QSignalSpy ranked(&ws, &Workspace::sensitivityChanged);
+    ws.runSensitivity(SensitivityKind::OneLayer);
+    QVERIFY(ranked.wait(120000));
+    QVERIFY(ws.sensitivity());
+    QCOMPARE(ws.sensitivity()->kind, SensitivityKind::OneLayer);
+    QCOMPARE(ws.sensitivity()->ranking.size(), size_t(5));
+    for (size_t i = 1; i < ws.sensitivity()->ranking.size(); ++i)
+        QVERIFY(ws.sensitivity()->ranking[i - 1].output.sqnrDb <= ws.sensitivity()->ranking[i].output.sqnrDb);
+    ws.rules()->setField(0, "weight_qtype", "int4");
+    QVERIFY(!ws.sensitivity());
 }
 
 void TestGuiApp::cancellingAJobIsClean()

@@ -145,6 +145,7 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         updateCharts(ChartsUpdate::Evaluation);
         updateInspector();
     });
+    connect(workspace_, &Workspace::sensitivityChanged, this, [this] { updateCharts(ChartsUpdate::Sensitivity); });
     connect(workspace_, &Workspace::modifiedChanged, this, &MainWindow::updateTitle);
 
     autosaveTimer_ = new QTimer(this);
@@ -300,6 +301,9 @@ void MainWindow::updateCharts(ChartsUpdate what)
     case ChartsUpdate::Evaluation:
         charts->setEvaluation(workspace_->evaluation());
         break;
+    case ChartsUpdate::Sensitivity:
+        charts->setSensitivity(workspace_->sensitivity());
+        break;
     case ChartsUpdate::Selection:
         charts->setSelectedLayer(selectedLayer());
         break;
@@ -395,11 +399,16 @@ void MainWindow::createActions()
     evaluate_ = run->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start"), style()->standardIcon(QStyle::SP_MediaPlay)), tr("E&valuate"), this,
                                [this] { workspace_->evaluate(); });
     evaluate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    sensitivityOne_ = run->addAction(tr("&Sensitivity: One Layer at a Time"), this,
+                                     [this] { workspace_->runSensitivity(SensitivityKind::OneLayer); });
+    sensitivityAllButOne_ = run->addAction(tr("Sensitivity: &All but One"), this,
+                                           [this] { workspace_->runSensitivity(SensitivityKind::AllButOne); });
     cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),
                                  tr("Ca&ncel Jobs"), this, [this] {
                                      workspace_->jobs()->cancel(QStringLiteral("load"));
                                      workspace_->jobs()->cancel(QStringLiteral("calibrate"));
                                      workspace_->jobs()->cancel(QStringLiteral("evaluate"));
+                                     workspace_->jobs()->cancel(QStringLiteral("sensitivity"));
                                      workspace_->jobs()->cancel(QStringLiteral("export"));
                                      pendingCalibrate_ = pendingEvaluate_ = false;
                                  });
@@ -483,7 +492,7 @@ void MainWindow::createStatusBar()
         if (cancelled && kind != QLatin1String("weights"))
             log(tr("%1: cancelled").arg(title), false);
         bool visible = false;
-        for (const char* k : {"load", "calibrate", "evaluate", "export"})
+        for (const char* k : {"load", "calibrate", "evaluate", "sensitivity", "export"})
             visible = visible || jobs->isRunning(QString::fromLatin1(k));
         if (!visible) {
             progress_->hide();
@@ -503,6 +512,11 @@ void MainWindow::updateActions()
     evalData_->setEnabled(runnable);
     calibrate_->setEnabled(runnable && workspace_->calibrationData() && !jobs->isRunning(QStringLiteral("calibrate")));
     evaluate_->setEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(QStringLiteral("evaluate")));
+    for (QAction* sensitivity : {sensitivityOne_, sensitivityAllButOne_}) {
+        sensitivity->setEnabled(runnable && workspace_->evaluationData() &&
+                                !jobs->isRunning(QStringLiteral("sensitivity")));
+        sensitivity->setToolTip(tr("Rank the layers by output degradation on the evaluation data"));
+    }
     const QString why = !model ? tr("Open a model first") : !runnable ? tr("The runtime cannot run this model") : QString();
     calibrate_->setToolTip(why.isEmpty() ? (workspace_->calibrationData() ? tr("Run the model on the calibration data")
                                                                           : tr("Set the calibration data first"))

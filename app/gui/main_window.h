@@ -64,7 +64,7 @@ protected:
     void dropEvent(QDropEvent* event) override;
 
 private:
-    enum class ChartsUpdate { Model, Plan, Statistics, Evaluation, Selection };
+    enum class ChartsUpdate { Model, Plan, Statistics, Evaluation, Sensitivity, Selection };
     void createDocks();
     QWidget* createCharts();
     void updateCharts(ChartsUpdate what);
@@ -116,6 +116,8 @@ private:
     QAction* copyRules_ = nullptr;
     QAction* calibrate_ = nullptr;
     QAction* evaluate_ = nullptr;
+    QAction* sensitivityOne_ = nullptr;
+    QAction* sensitivityAllButOne_ = nullptr;
     QAction* cancelJobs_ = nullptr;
     QAction* calibData_ = nullptr;
     QAction* evalData_ = nullptr;

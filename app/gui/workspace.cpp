@@ -172,6 +172,12 @@ void Workspace::onRulesChanged()
         a.problem = lq.problem;
     }
     layers_->setRules(rules_->effectiveRules(), std::move(assignments), generation_);
+    // A sensitivity ranking is of the rules it ran with; after an edit it would
+    // be shown as current, so it goes.
+    if (sensitivity_) {
+        sensitivity_.reset();
+        emit sensitivityChanged();
+    }
     // An evaluation of exactly these rules (an undo back to them) is current again.
     if (evaluation_ && evaluationRules_ == rules_->effectiveRules().toJson()) {
         evaluationGeneration_ = generation_;
@@ -306,14 +312,14 @@ void Workspace::calibrate()
         [this](const QString& message) { emit logMessage(message, true); });
 }
 
-void Workspace::evaluate()
+bool Workspace::readyToEvaluate()
 {
     if (!model_ || !interpreter_ || !evaluationData_ || !plan_ || !weights_)
-        return;
+        return false;
     if (weightsGeneration_ != generation_) {
         emit logMessage(tr("The weights of the current rules are still being computed; try again in a moment."),
                         true);
-        return;
+        return false;
     }
     if (!statistics_ && !plan_->observedActivations().empty()) {
         bool anyStatic = false;
@@ -321,9 +327,54 @@ void Workspace::evaluate()
             anyStatic = anyStatic || (l.activation && l.activation->staticScale);
         if (anyStatic) {
             emit logMessage(tr("These rules quantize activations with static scales: run Calibrate first."), true);
-            return;
+            return false;
         }
     }
+    return true;
+}
+
+void Workspace::runSensitivity(SensitivityKind kind)
+{
+    if (!readyToEvaluate())
+        return;
+    const auto interpreter = interpreter_;
+    const auto plan = plan_;
+    const auto model = model_;
+    const auto weights = weights_;
+    const auto statistics = statistics_;
+    const DataConfig config = *evaluationData_;
+    std::function<std::shared_ptr<const SensitivityResult>(const CancellationToken&, const ProgressCallback&)> work =
+        [interpreter, plan, model, weights, statistics, config, kind](const CancellationToken& cancel,
+                                                                      const ProgressCallback& progress) {
+            auto data = openData(config, model.get());
+            EvaluationOptions options;
+            options.maxBatches = config.maxBatches;
+            return std::make_shared<const SensitivityResult>(qs::sensitivity(
+                *interpreter, *plan, *weights, statistics.get(), *data, kind, options, cancel, progress));
+        };
+    jobs_->start<std::shared_ptr<const SensitivityResult>>(
+        QStringLiteral("sensitivity"),
+        kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time)") : tr("Sensitivity (all but one)"),
+        work,
+        [this](std::shared_ptr<const SensitivityResult> result) {
+            sensitivity_ = std::move(result);
+            if (!sensitivity_->ranking.empty()) {
+                const LayerSensitivity& first = sensitivity_->ranking.front();
+                emit logMessage(tr("Sensitivity: %1 layers ranked; most sensitive %2 (output SQNR %3 dB)")
+                                    .arg(sensitivity_->ranking.size())
+                                    .arg(QString::fromStdString(model_->layers.at(first.layer).modulePath))
+                                    .arg(first.output.sqnrDb, 0, 'f', 1),
+                                false);
+            }
+            emit sensitivityChanged();
+        },
+        [this](const QString& message) { emit logMessage(message, true); });
+}
+
+void Workspace::evaluate()
+{
+    if (!readyToEvaluate())
+        return;
     const auto interpreter = interpreter_;
     const auto plan = plan_;
     const auto model = model_;

@@ -80,7 +80,11 @@ public:
     // the interpreter can run and its data configured.
     void calibrate();
     void evaluate();
+    // Ranks the layers by what quantizing them does to the output: one layer
+    // quantized at a time, or all but one (on the evaluation data).
+    void runSensitivity(SensitivityKind kind);
     std::shared_ptr<const ActivationStatistics> statistics() const { return statistics_; }
+    std::shared_ptr<const SensitivityResult> sensitivity() const { return sensitivity_; }
     std::shared_ptr<const EvaluationResult> evaluation() const { return evaluation_; }
     uint64_t evaluationGeneration() const { return evaluationGeneration_; }
 
@@ -101,6 +105,7 @@ signals:
     void weightsUpdated();
     void statisticsChanged();
     void evaluationChanged();
+    void sensitivityChanged();
     void modifiedChanged(bool modified);
     // A line for the Log dock; `error` lines are shown in red.
     void logMessage(const QString& text, bool error);
@@ -108,6 +113,8 @@ signals:
 private:
     struct Loaded;
     void onRulesChanged();
+    // Whether an evaluation-like job can start now; logs why not.
+    bool readyToEvaluate();
     void startWeightJob();
     void applyLoaded(std::shared_ptr<Loaded> loaded);
     void restorePendingSession();
@@ -134,6 +141,7 @@ private:
     std::shared_ptr<const EvaluationResult> evaluation_;
     uint64_t evaluationGeneration_ = 0;
     std::string evaluationRules_; // rules document the evaluation was computed from
+    std::shared_ptr<const SensitivityResult> sensitivity_;
 
     bool modified_ = false;
     QString sessionPath_;
