@@ -83,17 +83,18 @@ private slots:
     void ourRuntimeAgreesWithTheSimulation_data()
     {
         QTest::addColumn<int>("index");
-        for (size_t i = 0; i < cases_.size(); ++i)
-            if (cases_[i].ourRuntimeLoads)
-                QTest::newRow(cases_[i].name.c_str()) << int(i);
+        for (size_t i = 0; i < cases_.size(); ++i) // int4 and float8 included: the loader widens them
+            QTest::newRow(cases_[i].name.c_str()) << int(i);
     }
     void ourRuntimeAgreesWithTheSimulation()
     {
         QFETCH(int, index);
         const ExportCase& c = cases_[size_t(index)];
         const ExportedCase e = exportCase(c, dir_.path().toStdString());
-        QVERIFY(e.summary.checked); // onnx::checker with strict shape inference
-        QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+        if (e.summary.opset <= 17) {    // libonnx 1.12 knows opset 17: ONNX Runtime checks the int4/fp8 models
+            QVERIFY(e.summary.checked); // onnx::checker with strict shape inference
+            QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+        }
         std::set<std::string> names;
         const onnx::ModelProto written = readProto(e.out);
         for (const auto& node : written.graph().node()) {
@@ -259,6 +260,8 @@ private slots:
             for (size_t k = 0; k < fq.size(); ++k) // DequantizeLinear by hand: decode(byte) · scale[channel]
                 QCOMPARE(decodeFp8E5M2(uint8_t(codes.raw_data()[k])) * (*scales)[k / size_t(perChannel)], fq[k]);
         }
+        const auto outputs = Interpreter(loadOnnx(e.out)).run(e.inputs); // float8e5m2 widened by our loader
+        QVERIFY(relativeMaxError(outputs.at("logits"), e.simulated.at("logits")) <= 1e-5);
         c.name = "demo_fp8_activations";
         c.rules = "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"fp8_e4m3\", \"act_static_scale\": true}]";
         QVERIFY_THROWS_EXCEPTION(Error, exportCase(c, dir_.path().toStdString()));

@@ -7,10 +7,12 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <cmath>
 #include <random>
 
 #include "io/npy.h"
 #include "io/onnx_loader.h"
+#include "numerics/float_formats.h"
 
 using namespace qs;
 
@@ -445,6 +447,79 @@ private slots:
         QVERIFY2(contains(e, "does not fit int8"), e.c_str());
         e = withWeight([](onnx::TensorProto& w) { w.set_data_type(onnx::TensorProto::COMPLEX64); });
         QVERIFY2(contains(e, "complex64 is not supported"), e.c_str());
+    }
+
+    void fourBitAndFloat8InitializersAreWidened()
+    {
+        // The initializer 'w' [2, 3] of the tiny model, as `type` with `raw` bytes; its loaded tensor, or the error.
+        const auto load = [](int type, std::string raw, std::vector<int64_t> dims = {2, 3}) {
+            onnx::ModelProto m = tinyModel();
+            onnx::TensorProto& w = *m.mutable_graph()->mutable_initializer(0);
+            w.clear_float_data();
+            w.clear_dims();
+            for (const int64_t d : dims)
+                w.add_dims(d);
+            w.set_data_type(type);
+            w.set_raw_data(std::move(raw));
+            return loadOnnxBytes(asBytes(m.SerializeAsString()), "widened.onnx").initializer("w")->clone();
+        };
+        // int4 -8, 7, -1, 0, 3, -5: two per byte, the first in the low nibble.
+        const Tensor i4 = load(22, std::string("\x78\x0f\xb3", 3));
+        QCOMPARE(i4.dtype(), DType::I8);
+        QCOMPARE(std::vector<int8_t>(i4.values<int8_t>().begin(), i4.values<int8_t>().end()),
+                 (std::vector<int8_t>{-8, 7, -1, 0, 3, -5}));
+        const Tensor u4 = load(21, std::string("\x78\x0f\xb3", 3));
+        QCOMPARE(u4.dtype(), DType::U8);
+        QCOMPARE(std::vector<uint8_t>(u4.values<uint8_t>().begin(), u4.values<uint8_t>().end()),
+                 (std::vector<uint8_t>{8, 7, 15, 0, 3, 11}));
+        // An odd count leaves the last byte's high nibble unused.
+        QCOMPARE(load(22, std::string("\x21\x03", 2), {3}).values<int8_t>()[2], int8_t(3));
+
+        // float8: every code of the "fn" formats decodes as numerics' decoders do.
+        std::string all(256, '\0');
+        for (int c = 0; c < 256; ++c)
+            all[size_t(c)] = char(c);
+        const Tensor e4m3 = load(17, all, {256});
+        const Tensor e5m2 = load(19, all, {256});
+        QCOMPARE(e4m3.dtype(), DType::F32);
+        for (int c = 0; c < 256; ++c) {
+            const float a = e4m3.values<float>()[size_t(c)], b = e5m2.values<float>()[size_t(c)];
+            QVERIFY2(std::isnan(a) ? std::isnan(decodeFp8E4M3(uint8_t(c))) : a == decodeFp8E4M3(uint8_t(c)),
+                     qPrintable(QString::number(c)));
+            QVERIFY2(std::isnan(b) ? std::isnan(decodeFp8E5M2(uint8_t(c))) : b == decodeFp8E5M2(uint8_t(c)),
+                     qPrintable(QString::number(c)));
+        }
+        // "fnuz": bias one more, 0x80 the only NaN, the all-ones exponent an ordinary one.
+        const Tensor e4fnuz = load(18, std::string("\x7f\x01\x08\x80\xff\x00", 6));
+        const auto v = e4fnuz.values<float>();
+        QCOMPARE(v[0], 240.0f);
+        QCOMPARE(v[1], 0x1p-10f);
+        QCOMPARE(v[2], 0x1p-7f);
+        QVERIFY(std::isnan(v[3]));
+        QCOMPARE(v[4], -240.0f);
+        QCOMPARE(v[5], 0.0f);
+        const Tensor e5fnuz = load(20, std::string("\x7f\x01\x80\x7c", 4), {4});
+        QCOMPARE(e5fnuz.values<float>()[0], 57344.0f);
+        QCOMPARE(e5fnuz.values<float>()[1], 0x1p-17f);
+        QVERIFY(std::isnan(e5fnuz.values<float>()[2]));
+        QCOMPARE(e5fnuz.values<float>()[3], 32768.0f);
+
+        // A tensor claiming more elements than its bytes hold is refused, naming it.
+        const auto errorOf = [&](int type, std::string raw) {
+            try {
+                load(type, std::move(raw));
+            } catch (const Error& e) {
+                return std::string(e.what());
+            }
+            return std::string();
+        };
+        std::string e = errorOf(22, std::string(2, '\0'));
+        QVERIFY2(contains(e, "initializer 'w': raw_data holds 2 bytes but dims [2, 3] need 6 int4 elements (3 bytes"),
+                 e.c_str());
+        e = errorOf(17, std::string(5, '\0'));
+        QVERIFY2(contains(e, "initializer 'w': raw_data holds 5 bytes") && contains(e, "float8e4m3fn"), e.c_str());
+        e = errorOf(21, std::string(4, '\0')); // too many bytes is as wrong as too few
+        QVERIFY2(contains(e, "initializer 'w'") && contains(e, "uint4"), e.c_str());
     }
 
     void malformedGraphs()

@@ -12,8 +12,10 @@
 //   nothing leaving the folder, symbolic links included), `offset`/`length`
 //   checked against the external file's size. External data is memory-mapped,
 //   not copied.
-// - Initializers of every numeric element type the engine has a DType for;
-//   string, complex, float8 and int4 initializers are refused with an Error.
+// - Initializers of every numeric element type the engine has a DType for, and
+//   int4/uint4 (widened to int8/uint8) and the four float8 types (widened to
+//   float32) that quantized exports hold; string and complex initializers are
+//   refused with an Error.
 //
 // Checks run on load:
 // - This loader's own: element counts against byte counts before any

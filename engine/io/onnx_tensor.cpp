@@ -1,9 +1,11 @@
 #include "io/onnx_tensor.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <vector>
 
 namespace qs {
 namespace {
@@ -32,6 +34,79 @@ template <class T> bool narrowInto(const google::protobuf::RepeatedField<int32_t
         values[size_t(i)] = T(v);
     }
     return true;
+}
+
+// ONNX element types the engine has no DType for, and what the loader widens them to.
+struct WidenedType {
+    DType dtype;       // int4 -> int8, uint4 -> uint8, float8 -> float32
+    bool fourBit;      // two codes per byte, the first in the low nibble
+    int exponentBits;  // float8 only
+    int bias;          // float8 only
+    bool unsignedZero; // float8 "fnuz": 0x80 is the only NaN, no -0 and no infinities
+};
+
+std::optional<WidenedType> widenedType(int32_t code)
+{
+    switch (code) {
+    case 17: // FLOAT8E4M3FN: no infinities, S.1111.111 is NaN
+        return WidenedType{DType::F32, false, 4, 7, false};
+    case 18: // FLOAT8E4M3FNUZ
+        return WidenedType{DType::F32, false, 4, 8, true};
+    case 19: // FLOAT8E5M2: IEEE-like, with infinities
+        return WidenedType{DType::F32, false, 5, 15, false};
+    case 20: // FLOAT8E5M2FNUZ
+        return WidenedType{DType::F32, false, 5, 16, true};
+    case 21: // UINT4
+        return WidenedType{DType::U8, true, 0, 0, false};
+    case 22: // INT4
+        return WidenedType{DType::I8, true, 0, 0, false};
+    default:
+        return std::nullopt;
+    }
+}
+
+// The exact value of a float8 code (the four ONNX float8 types; numerics/float_formats.h
+// has the two "fn" formats the quantizer produces, this also reads the "fnuz" ones).
+float float8Value(uint8_t code, const WidenedType& t)
+{
+    const int mantissaBits = 7 - t.exponentBits;
+    const int exponentMax = (1 << t.exponentBits) - 1;
+    const int exponent = (code >> mantissaBits) & exponentMax;
+    const int mantissa = code & ((1 << mantissaBits) - 1);
+    const bool negative = (code & 0x80) != 0;
+    if (t.unsignedZero && code == 0x80)
+        return NAN;
+    if (!t.unsignedZero && t.exponentBits == 4 && (code & 0x7f) == 0x7f)
+        return NAN;
+    if (!t.unsignedZero && t.exponentBits == 5 && exponent == exponentMax)
+        return mantissa == 0 ? (negative ? -INFINITY : INFINITY) : NAN;
+    const float magnitude = exponent == 0
+                                ? std::ldexp(float(mantissa), 1 - t.bias - mantissaBits)
+                                : std::ldexp(float(mantissa + (1 << mantissaBits)), exponent - t.bias - mantissaBits);
+    return negative ? -magnitude : magnitude;
+}
+
+// Widens `count` codes held in `bytes` into `out` (of the widened dtype).
+void widen(const uint8_t* bytes, int64_t count, const WidenedType& t, int32_t code, Tensor& out)
+{
+    if (t.fourBit) {
+        const bool isSigned = code == 22;
+        auto put = [&](auto values) {
+            for (int64_t i = 0; i < count; ++i) {
+                const int nibble = (bytes[i / 2] >> (4 * (i % 2))) & 0xf;
+                values[size_t(i)] =
+                    typename decltype(values)::value_type(isSigned && nibble >= 8 ? nibble - 16 : nibble);
+            }
+        };
+        if (isSigned)
+            put(out.mutableValues<int8_t>());
+        else
+            put(out.mutableValues<uint8_t>());
+        return;
+    }
+    auto values = out.mutableValues<float>();
+    for (int64_t i = 0; i < count; ++i)
+        values[size_t(i)] = float8Value(bytes[i], t);
 }
 
 } // namespace
@@ -105,7 +180,7 @@ void OnnxTensorReader::fail(const std::string& what, const std::string& problem)
 Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what, bool borrow)
 {
     const std::optional<DType> dtype = dtypeOfOnnxElementType(proto.data_type());
-    if (!dtype) {
+    if (!dtype && !widenedType(proto.data_type())) {
         if (proto.data_type() == TensorProto::STRING)
             fail(what, "string tensors cannot be loaded as weights (only numeric tensors are supported)");
         fail(what, "element type " + onnxElementTypeName(proto.data_type()) + " is not supported");
@@ -122,6 +197,8 @@ Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what,
         numel *= d;
         shape.push_back(d);
     }
+    if (!dtype)
+        return *readWidened(proto, what, shape, numel);
     const size_t elementSize = dtypeSize(*dtype);
     const auto fits = [&](uint64_t available) { return uint64_t(numel) <= available / elementSize; };
     const auto mismatch = [&](const std::string& source, uint64_t count) {
@@ -241,8 +318,47 @@ std::shared_ptr<const MappedFile> OnnxTensorReader::externalFile(const std::stri
     return file;
 }
 
-Tensor OnnxTensorReader::readExternal(const TensorProto& proto, const std::string& what, DType dtype,
-                                      const Shape& shape, int64_t numel)
+std::optional<Tensor> OnnxTensorReader::readWidened(const TensorProto& proto, const std::string& what,
+                                                    const Shape& shape, int64_t numel)
+{
+    const std::optional<WidenedType> type = widenedType(proto.data_type());
+    if (!type)
+        return std::nullopt;
+    const std::string typeName = onnxElementTypeName(proto.data_type());
+    const uint64_t bytes = type->fourBit ? (uint64_t(numel) + 1) / 2 : uint64_t(numel);
+    const std::string layout = "dims " + shapeToString(shape) + " of " + typeName;
+    const auto mismatch = [&](const std::string& source, uint64_t count) {
+        fail(what, source + " holds " + std::to_string(count) + (source == "raw_data" ? " bytes" : " values") +
+                       " but dims " + shapeToString(shape) + " need " + std::to_string(numel) + " " + typeName +
+                       " elements (" + std::to_string(bytes) + (type->fourBit ? " bytes, two per byte)" : " bytes)"));
+    };
+    Tensor out(type->dtype, shape);
+    if (proto.data_location() == TensorProto::EXTERNAL) {
+        const ExternalBytes external = externalData(proto, what, bytes, layout);
+        widen(reinterpret_cast<const uint8_t*>(external.data), numel, *type, proto.data_type(), out);
+    } else if (proto.has_raw_data()) {
+        const std::string& raw = proto.raw_data();
+        if (raw.size() != bytes)
+            mismatch("raw_data", raw.size());
+        widen(reinterpret_cast<const uint8_t*>(raw.data()), numel, *type, proto.data_type(), out);
+    } else {
+        // int32_data holds one byte per value: one float8 code, or two packed 4-bit codes.
+        if (uint64_t(proto.int32_data_size()) != bytes)
+            mismatch("int32_data", uint64_t(proto.int32_data_size()));
+        std::vector<uint8_t> packed(bytes);
+        for (int i = 0; i < proto.int32_data_size(); ++i) {
+            const int32_t v = proto.int32_data(i);
+            if (v < 0 || v > 0xff)
+                fail(what, "int32_data value " + std::to_string(v) + " is not a byte of " + typeName + " codes");
+            packed[size_t(i)] = uint8_t(v);
+        }
+        widen(packed.data(), numel, *type, proto.data_type(), out);
+    }
+    return out;
+}
+
+OnnxTensorReader::ExternalBytes OnnxTensorReader::externalData(const TensorProto& proto, const std::string& what,
+                                                               uint64_t bytes, const std::string& layout)
 {
     std::optional<std::string> location;
     std::optional<uint64_t> offset, length;
@@ -261,20 +377,28 @@ Tensor OnnxTensorReader::readExternal(const TensorProto& proto, const std::strin
     const std::shared_ptr<const MappedFile> file = externalFile(*location, what);
     const uint64_t fileSize = file->size();
     const uint64_t begin = offset.value_or(0);
+    if (length && *length != bytes)
+        fail(what, "external data length " + std::to_string(*length) + " does not match " + layout + " (" +
+                       std::to_string(bytes) + " bytes)");
+    if (begin > fileSize || bytes > fileSize - begin)
+        fail(what, "external data [" + std::to_string(begin) + ", +" + std::to_string(bytes) +
+                       ") runs past the end of '" + *location + "' (" + std::to_string(fileSize) + " bytes)");
+    return {file->data() + begin, file};
+}
+
+Tensor OnnxTensorReader::readExternal(const TensorProto& proto, const std::string& what, DType dtype,
+                                      const Shape& shape, int64_t numel)
+{
     const size_t elementSize = dtypeSize(dtype);
     if (uint64_t(numel) > std::numeric_limits<uint64_t>::max() / elementSize)
         fail(what, "dims " + shapeToString(shape) + " describe more bytes than any file holds");
     const uint64_t bytes = uint64_t(numel) * elementSize;
-    if (length && *length != bytes)
-        fail(what, "external data length " + std::to_string(*length) + " does not match dims " + shapeToString(shape) +
-                       " of " + std::string(dtypeName(dtype)) + " (" + std::to_string(bytes) + " bytes)");
-    if (begin > fileSize || bytes > fileSize - begin)
-        fail(what, "external data [" + std::to_string(begin) + ", +" + std::to_string(bytes) +
-                       ") runs past the end of '" + *location + "' (" + std::to_string(fileSize) + " bytes)");
+    const ExternalBytes external =
+        externalData(proto, what, bytes, "dims " + shapeToString(shape) + " of " + std::string(dtypeName(dtype)));
     if (bytes == 0)
         return Tensor(dtype, shape);
-    const std::byte* data = file->data() + begin;
-    const Tensor mapped = Tensor::borrow(dtype, shape, data, file);
+    const std::byte* data = external.data;
+    const Tensor mapped = Tensor::borrow(dtype, shape, data, external.file);
     if (reinterpret_cast<uintptr_t>(data) % elementSize != 0)
         return mapped.clone(); // clone() copies bytes; it does not read elements through the pointer's type
     return mapped;

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -20,7 +21,11 @@ namespace qs {
 // Reads the tensors of one model. Data stored in the protobuf (raw_data and the
 // wide typed fields) is borrowed from the message, which the tensor keeps alive
 // through `owner`; narrow types in int32_data (f16, bf16, int8 ...) are
-// converted into owned storage. External data is mapped, each file once, and
+// converted into owned storage. Element types the engine has no DType for are
+// widened into owned storage: int4/uint4 (two per byte, low nibble first) to
+// int8/uint8, int4 sign-extended; float8 (e4m3fn, e4m3fnuz, e5m2, e5m2fnuz) to
+// the float32 of each code's exact value, so DequantizeLinear over them
+// computes the same numbers. External data is mapped, each file once, and
 // borrowed from the mapping; a tensor whose offset is not aligned to its element
 // size is copied instead (reading it in place would be a misaligned access).
 class OnnxTensorReader {
@@ -34,7 +39,18 @@ public:
     Tensor read(const onnx::TensorProto& proto, const std::string& what, bool borrow = true);
 
 private:
+    struct ExternalBytes {
+        const std::byte* data;
+        std::shared_ptr<const MappedFile> file; // keeps `data` mapped
+    };
+
     [[noreturn]] void fail(const std::string& what, const std::string& problem) const;
+    // int4/uint4/float8 codes, widened (see above); none for other element types.
+    std::optional<Tensor> readWidened(const onnx::TensorProto& proto, const std::string& what, const Shape& shape,
+                                      int64_t numel);
+    // `bytes` bytes of the tensor's external data; `layout` describes them in errors.
+    ExternalBytes externalData(const onnx::TensorProto& proto, const std::string& what, uint64_t bytes,
+                               const std::string& layout);
     Tensor readExternal(const onnx::TensorProto& proto, const std::string& what, DType dtype, const Shape& shape,
                         int64_t numel);
     std::shared_ptr<const MappedFile> externalFile(const std::string& location, const std::string& what);

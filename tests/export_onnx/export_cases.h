@@ -32,10 +32,9 @@ inline const QString kExportScripts = QStringLiteral(QUANTSCOPE_TEST_DATA "/../e
 struct ExportCase {
     std::string name;
     std::filesystem::path model;
-    std::string rules;           // the "rules" array of a rule file
-    std::filesystem::path data;  // npz: calibration and the compared batch
-    int64_t rows = 64;           // rows of the compared batch
-    bool ourRuntimeLoads = true; // false for int4 (the loader refuses int4 initializers)
+    std::string rules;          // the "rules" array of a rule file
+    std::filesystem::path data; // npz: calibration and the compared batch
+    int64_t rows = 64;          // rows of the compared batch
 };
 
 struct ExportedCase {
@@ -58,24 +57,23 @@ inline std::vector<ExportCase> exportCases(const std::filesystem::path& dir)
     const std::string demo = kDemoDir + "digits_cnn.onnx";
     const std::string all = "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"int8\", \"act_static_scale\": true}]";
     return {
-        {"demo_w8a8_static", demo, all, kDemoDir + "digits_calib.npz", 64, true},
-        {"demo_w8_weight_only", demo, "[{\"weight_qtype\": \"int8\"}]", kDemoDir + "digits_calib.npz", 64, true},
+        {"demo_w8a8_static", demo, all, kDemoDir + "digits_calib.npz", 64},
+        {"demo_w8_weight_only", demo, "[{\"weight_qtype\": \"int8\"}]", kDemoDir + "digits_calib.npz", 64},
         {"demo_u8_minmax_a8", demo,
          "[{\"weight_qtype\": \"uint8\", \"weight_calibration\": \"minmax\", \"act_qtype\": \"uint8\", "
          "\"act_calibration\": \"minmax\", \"act_static_scale\": true}]",
-         kDemoDir + "digits_calib.npz", 64, true},
+         kDemoDir + "digits_calib.npz", 64},
         {"mlp_int4_block32", dir / "matmul_mlp.onnx", "[{\"weight_qtype\": \"int4\", \"tile_size\": 32}]",
-         dir / "matmul_mlp_inputs.npz", 16, false},
-        {"mlp_w8a8_external_data", dir / "matmul_mlp.onnx", all, dir / "matmul_mlp_inputs.npz", 16, true},
+         dir / "matmul_mlp_inputs.npz", 16},
+        {"mlp_w8a8_external_data", dir / "matmul_mlp.onnx", all, dir / "matmul_mlp_inputs.npz", 16},
         {"resnet_like_w8a8_static", dir / "resnet_like.onnx",
          "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"uint8\", \"act_calibration\": \"minmax\", "
          "\"act_static_scale\": true}]",
-         dir / "resnet_like_inputs.npz", 16, true},
+         dir / "resnet_like_inputs.npz", 16},
         // int4 per channel needs opset 21: the demo's opset 13 is raised (libonnx's converter, then 17 → 21).
-        {"demo_int4_per_channel_opset21", demo, "[{\"weight_qtype\": \"int4\"}]", kDemoDir + "digits_calib.npz", 64,
-         false},
-        // fp8 weights: float8 DequantizeLinear at opset 19 (ONNX Runtime only: our loader refuses float8).
-        {"demo_fp8_e4m3_weights", demo, "[{\"weight_qtype\": \"fp8_e4m3\"}]", kDemoDir + "digits_calib.npz", 64, false},
+        {"demo_int4_per_channel_opset21", demo, "[{\"weight_qtype\": \"int4\"}]", kDemoDir + "digits_calib.npz", 64},
+        // fp8 weights: float8 DequantizeLinear at opset 19 (our loader widens the float8 codes to float32).
+        {"demo_fp8_e4m3_weights", demo, "[{\"weight_qtype\": \"fp8_e4m3\"}]", kDemoDir + "digits_calib.npz", 64},
     };
 }
 

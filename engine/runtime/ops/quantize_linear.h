@@ -2,6 +2,9 @@
 // QuantizeLinear / DequantizeLinear (per-tensor, per-axis, blocked with
 // block_size; int8, uint8, int16, uint16, int32) and DynamicQuantizeLinear
 // (uint8 with a per-tensor scale and zero point computed from the data).
+// DequantizeLinear also reads int4/uint4 and float8 x: the ONNX loader widens
+// them to int8/uint8 and to float32 (io/onnx_tensor.h), so a float32 x is
+// taken as float8 values (y = x · scale, a zero point must be 0).
 
 #include <functional>
 

@@ -79,8 +79,10 @@ def make_onnx():
          ["initializer 'w'", "overflows"])
     emit("onnx_unknown_dtype.onnx", "onnx",
          onnx_bytes(tiny_model(raw_tensor("w", 99, [4, 2], b"\0" * 32))), ["initializer 'w'", "element type #99 is not supported"])
-    emit("onnx_int4_initializer.onnx", "onnx",
-         onnx_bytes(tiny_model(raw_tensor("w", 22, [4, 2], b"\0" * 4))), ["initializer 'w'", "int4"])
+    # int4 is read (two codes per byte): 8 codes need 4 bytes, 3 hold only 6.
+    emit("onnx_int4_raw_data_short.onnx", "onnx",
+         onnx_bytes(tiny_model(raw_tensor("w", 22, [4, 2], b"\0" * 3))),
+         ["initializer 'w'", "raw_data holds 3 bytes", "8 int4 elements"])
     ext = raw_tensor("w", TensorProto.FLOAT, [4, 2], b"")
     ext.ClearField("raw_data")
     ext.data_location = TensorProto.EXTERNAL
