@@ -388,15 +388,15 @@ private slots:
         const qint64 fullMs = timer.elapsed();
         CancellationToken token;
         timer.restart();
-        auto running = std::async(std::launch::async, [&] {
-            return compareWeightMethods(big, specOf("absmax"), 99.9, 3, "big", 64, token);
-        });
+        auto running = std::async(
+            std::launch::async, [&] { return compareWeightMethods(big, specOf("absmax"), 99.9, 3, "big", 64, token); });
         std::this_thread::sleep_for(std::chrono::milliseconds(fullMs / 20));
         token.cancel();
         QVERIFY_THROWS_EXCEPTION(Cancelled, running.get());
         const qint64 cancelledMs = timer.elapsed();
         qInfo("full comparison %lld ms, cancelled after %lld ms: stopped at %lld ms", fullMs, fullMs / 20, cancelledMs);
-        QVERIFY2(cancelledMs < fullMs / 2, qPrintable(QString("stopped after %1 ms of %2").arg(cancelledMs).arg(fullMs)));
+        QVERIFY2(cancelledMs < fullMs / 2,
+                 qPrintable(QString("stopped after %1 ms of %2").arg(cancelledMs).arg(fullMs)));
     }
 
     void layerErrorsThresholdAndClicks()
