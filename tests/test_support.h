@@ -1,6 +1,6 @@
 #pragma once
 // Small helpers the test suites share: Debian's python3 for fixture
-// generators, whole-file reads and writes, and a tensor's bytes for exact
+// generators, the build's quantscope-cli, whole-file reads and writes, and a tensor's bytes for exact
 // comparisons.
 
 #include <QByteArray>
@@ -27,6 +27,27 @@ inline bool runPython(const QString& script, const QStringList& arguments, int t
     p.setProcessChannelMode(QProcess::ForwardedChannels);
     p.start(kPython, QStringList{script} + arguments);
     return p.waitForFinished(timeoutMs) && p.exitStatus() == QProcess::NormalExit && p.exitCode() == 0;
+}
+
+// What quantscope-cli printed and how it ended.
+struct CliRun {
+    int exitCode = -1; // stays -1 for a crash, a signal or a timeout: never an answer
+    QByteArray out;
+    QByteArray err;
+};
+
+// Runs the quantscope-cli of this build (QUANTSCOPE_CLI, set by quantscope_add_test).
+inline CliRun runCli(const QStringList& arguments, int timeoutMs = 120000)
+{
+    QProcess p;
+    p.start(QStringLiteral(QUANTSCOPE_CLI), arguments);
+    CliRun r;
+    if (!p.waitForFinished(timeoutMs) || p.exitStatus() != QProcess::NormalExit)
+        return r;
+    r.exitCode = p.exitCode();
+    r.out = p.readAllStandardOutput();
+    r.err = p.readAllStandardError();
+    return r;
 }
 
 inline void writeFile(const std::string& path, const std::string& bytes)

@@ -21,28 +21,14 @@
 #include "quant/kernels.h"
 #include "runtime/op_registry.h"
 
+#include "test_support.h"
+
 using namespace qs;
 
 namespace {
 
-struct Run {
-    int exitCode = -1;
-    QByteArray out;
-    QByteArray err;
-};
-
-Run runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
-    Run r;
-    if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit)
-        return r; // a crash or a signal is never an answer: exitCode stays -1
-    r.exitCode = p.exitCode();
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
-}
+using Run = test::CliRun;
+using test::runCli;
 
 // Weight-like data with the cases kernels get wrong: a zero channel, a constant
 // channel, outliers, values on rounding ties, tiny and negative-only channels.

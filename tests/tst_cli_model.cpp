@@ -24,24 +24,8 @@ const QString kModel = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/dem
 const QString kEval = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_eval.npz");
 const QString kCalib = QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_calib.npz");
 
-struct Run {
-    int exitCode = -1;
-    QByteArray out;
-    QByteArray err;
-};
-
-Run runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
-    Run r;
-    if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit)
-        return r; // a crash or a signal is never an answer: exitCode stays -1
-    r.exitCode = p.exitCode();
-    r.out = p.readAllStandardOutput();
-    r.err = p.readAllStandardError();
-    return r;
-}
+using Run = test::CliRun;
+using test::runCli;
 
 QString writeText(const QTemporaryDir& dir, const QString& name, const std::string& text)
 {

@@ -7,7 +7,6 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QRegularExpression>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -75,15 +74,13 @@ private slots:
         QFETCH(int, correct);
         QTemporaryDir dir;
         const QString report = dir.filePath(QStringLiteral("report.json"));
-        QProcess cli;
-        cli.setProcessChannelMode(QProcess::ForwardedErrorChannel);
-        cli.start(QStringLiteral(QUANTSCOPE_CLI),
-                  {QStringLiteral("quantize"), kDemo + QStringLiteral("/digits_cnn.onnx"), QStringLiteral("--rules"),
-                   kSource + QStringLiteral("/resources/rules/") + file, QStringLiteral("--mode"), mode,
-                   QStringLiteral("--calib"), kDemo + QStringLiteral("/digits_calib.npz"), QStringLiteral("--eval"),
-                   kDemo + QStringLiteral("/digits_eval.npz"), QStringLiteral("--report"), report});
-        QVERIFY(cli.waitForFinished(300000));
-        QCOMPARE(cli.exitCode(), 0);
+        const qs::test::CliRun cli = qs::test::runCli(
+            {QStringLiteral("quantize"), kDemo + QStringLiteral("/digits_cnn.onnx"), QStringLiteral("--rules"),
+             kSource + QStringLiteral("/resources/rules/") + file, QStringLiteral("--mode"), mode,
+             QStringLiteral("--calib"), kDemo + QStringLiteral("/digits_calib.npz"), QStringLiteral("--eval"),
+             kDemo + QStringLiteral("/digits_eval.npz"), QStringLiteral("--report"), report},
+            300000);
+        QVERIFY2(cli.exitCode == 0, cli.err.constData());
 
         const QJsonObject r =
             QJsonDocument::fromJson(QByteArray::fromStdString(qs::test::readFile(report.toStdString()))).object();

@@ -9,6 +9,7 @@
 #include "analysis/method_comparison.h"
 #include "cli/commands.h"
 #include "cli/quantization_options.h"
+#include "cli/text_table.h"
 #include "core/error.h"
 #include "io/model_loader.h"
 #include "numerics/qtype.h"
@@ -18,9 +19,7 @@ namespace {
 
 std::string number(double v, const char* format = "%.4g")
 {
-    char buffer[64];
-    std::snprintf(buffer, sizeof buffer, format, v);
-    return buffer;
+    return formatNumber(v, format);
 }
 
 // "[-0.31, 0.29]" for one group; "[-0.31, 0.29] over 64 groups" (the hull) for many.

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/text_table.h"
 #include "core/error.h"
 #include "graph/rule_resolution.h"
 #include "io/model_loader.h"
@@ -100,27 +101,6 @@ std::string opTypesText(const std::vector<OpTypeUse>& ops)
         s += (s.empty() ? "" : ", ") + (op.domain.empty() ? "" : op.domain + ":") + op.opType + " " +
              std::to_string(op.count);
     return s.empty() ? "none (weights only)" : s;
-}
-
-// A table whose columns are as wide as their widest cell; numbers right-aligned.
-std::string alignedTable(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& rightAligned)
-{
-    std::vector<size_t> width(rows.front().size(), 0);
-    for (const auto& row : rows)
-        for (size_t c = 0; c < row.size(); ++c)
-            width[c] = std::max(width[c], row[c].size());
-    std::string text;
-    for (const auto& row : rows) {
-        std::string line;
-        for (size_t c = 0; c < row.size(); ++c) {
-            const std::string pad(width[c] - row[c].size(), ' ');
-            line += rightAligned[c] ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
-            if (c + 1 < row.size())
-                line += "  ";
-        }
-        text += line + "\n";
-    }
-    return text;
 }
 
 std::string ruleText(const std::optional<RuleResolution>& resolution, size_t layer)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/text_table.h"
 #include "numerics/qtype.h"
 
 namespace qs::cli {
@@ -11,9 +12,7 @@ namespace {
 
 std::string fixed(double v, const char* format = "%.2f")
 {
-    char buffer[64];
-    std::snprintf(buffer, sizeof buffer, format, v);
-    return buffer;
+    return formatNumber(v, format);
 }
 
 std::string sqnrText(const std::optional<ErrorMetrics>& m)
@@ -26,27 +25,6 @@ std::string sqnrText(const std::optional<ErrorMetrics>& m)
 std::string percent(double fraction)
 {
     return fixed(100.0 * fraction) + "%";
-}
-
-// A table whose columns are as wide as their widest cell; numbers right-aligned.
-std::string alignedTable(const std::vector<std::vector<std::string>>& rows, const std::vector<bool>& rightAligned)
-{
-    std::vector<size_t> width(rows.front().size(), 0);
-    for (const auto& row : rows)
-        for (size_t c = 0; c < row.size(); ++c)
-            width[c] = std::max(width[c], row[c].size());
-    std::string text;
-    for (const auto& row : rows) {
-        std::string line;
-        for (size_t c = 0; c < row.size(); ++c) {
-            const std::string pad(width[c] - row[c].size(), ' ');
-            line += rightAligned[c] ? pad + row[c] : row[c] + (c + 1 < row.size() ? pad : "");
-            if (c + 1 < row.size())
-                line += "  ";
-        }
-        text += line + "\n";
-    }
-    return text;
 }
 
 // The evaluation of a model layer, when the report has one.
