@@ -312,14 +312,14 @@ void Workspace::calibrate()
         [this](const QString& message) { emit logMessage(message, true); });
 }
 
-bool Workspace::readyToEvaluate()
+std::optional<Workspace::EvaluationInputs> Workspace::evaluationInputs()
 {
     if (!model_ || !interpreter_ || !evaluationData_ || !plan_ || !weights_)
-        return false;
+        return std::nullopt;
     if (weightsGeneration_ != generation_) {
         emit logMessage(tr("The weights of the current rules are still being computed; try again in a moment."),
                         true);
-        return false;
+        return std::nullopt;
     }
     if (!statistics_ && !plan_->observedActivations().empty()) {
         bool anyStatic = false;
@@ -327,30 +327,23 @@ bool Workspace::readyToEvaluate()
             anyStatic = anyStatic || (l.activation && l.activation->staticScale);
         if (anyStatic) {
             emit logMessage(tr("These rules quantize activations with static scales: run Calibrate first."), true);
-            return false;
+            return std::nullopt;
         }
     }
-    return true;
+    return EvaluationInputs{interpreter_, plan_, model_, weights_, statistics_, *evaluationData_};
 }
 
 void Workspace::runSensitivity(SensitivityKind kind)
 {
-    if (!readyToEvaluate())
+    const auto inputs = evaluationInputs();
+    if (!inputs)
         return;
-    const auto interpreter = interpreter_;
-    const auto plan = plan_;
-    const auto model = model_;
-    const auto weights = weights_;
-    const auto statistics = statistics_;
-    const DataConfig config = *evaluationData_;
     std::function<std::shared_ptr<const SensitivityResult>(const CancellationToken&, const ProgressCallback&)> work =
-        [interpreter, plan, model, weights, statistics, config, kind](const CancellationToken& cancel,
-                                                                      const ProgressCallback& progress) {
-            auto data = openData(config, model.get());
-            EvaluationOptions options;
-            options.maxBatches = config.maxBatches;
-            return std::make_shared<const SensitivityResult>(qs::sensitivity(
-                *interpreter, *plan, *weights, statistics.get(), *data, kind, options, cancel, progress));
+        [inputs = *inputs, kind](const CancellationToken& cancel, const ProgressCallback& progress) {
+            auto data = openData(inputs.data, inputs.model.get());
+            return std::make_shared<const SensitivityResult>(
+                qs::sensitivity(*inputs.interpreter, *inputs.plan, *inputs.weights, inputs.statistics.get(), *data,
+                                kind, inputs.options(), cancel, progress));
         };
     jobs_->start<std::shared_ptr<const SensitivityResult>>(
         QStringLiteral("sensitivity"),
@@ -373,24 +366,17 @@ void Workspace::runSensitivity(SensitivityKind kind)
 
 void Workspace::evaluate()
 {
-    if (!readyToEvaluate())
+    const auto inputs = evaluationInputs();
+    if (!inputs)
         return;
-    const auto interpreter = interpreter_;
-    const auto plan = plan_;
-    const auto model = model_;
-    const auto weights = weights_;
-    const auto statistics = statistics_;
-    const DataConfig config = *evaluationData_;
     const uint64_t generation = generation_;
     const std::string rulesText = rules_->effectiveRules().toJson();
     std::function<std::shared_ptr<const EvaluationResult>(const CancellationToken&, const ProgressCallback&)> work =
-        [interpreter, plan, model, weights, statistics, config](const CancellationToken& cancel,
-                                                                const ProgressCallback& progress) {
-            auto data = openData(config, model.get());
-            EvaluationOptions options;
-            options.maxBatches = config.maxBatches;
-            return std::make_shared<const EvaluationResult>(
-                qs::evaluate(*interpreter, *plan, *weights, statistics.get(), *data, options, cancel, progress));
+        [inputs = *inputs](const CancellationToken& cancel, const ProgressCallback& progress) {
+            auto data = openData(inputs.data, inputs.model.get());
+            return std::make_shared<const EvaluationResult>(qs::evaluate(*inputs.interpreter, *inputs.plan,
+                                                                         *inputs.weights, inputs.statistics.get(),
+                                                                         *data, inputs.options(), cancel, progress));
         };
     jobs_->start<std::shared_ptr<const EvaluationResult>>(
         QStringLiteral("evaluate"), tr("Evaluating"), work,

@@ -113,8 +113,23 @@ signals:
 private:
     struct Loaded;
     void onRulesChanged();
-    // Whether an evaluation-like job can start now; logs why not.
-    bool readyToEvaluate();
+    // What an evaluation or sensitivity job runs on, captured for its thread.
+    struct EvaluationInputs {
+        std::shared_ptr<const Interpreter> interpreter;
+        std::shared_ptr<const QuantizationPlan> plan;
+        std::shared_ptr<const Model> model;
+        std::shared_ptr<const WeightQuantizer> weights;
+        std::shared_ptr<const ActivationStatistics> statistics;
+        DataConfig data;
+        EvaluationOptions options() const
+        {
+            EvaluationOptions o;
+            o.maxBatches = data.maxBatches;
+            return o;
+        }
+    };
+    // The inputs when an evaluation-like job can start now; else logs why not.
+    std::optional<EvaluationInputs> evaluationInputs();
     void startWeightJob();
     void applyLoaded(std::shared_ptr<Loaded> loaded);
     void restorePendingSession();

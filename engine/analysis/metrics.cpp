@@ -24,19 +24,41 @@ int64_t chunkCount(int64_t n)
 
 } // namespace
 
-ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized)
+void ErrorSums::add(const ErrorSums& other)
+{
+    count += other.count;
+    signal += other.signal;
+    noise += other.noise;
+    cross += other.cross;
+    quantized += other.quantized;
+    maxAbs = std::max(maxAbs, other.maxAbs);
+}
+
+ErrorMetrics ErrorSums::metrics() const
+{
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    ErrorMetrics m;
+    m.mse = count ? noise / double(count) : 0.0;
+    m.sqnrDb = noise == 0 ? inf : (signal == 0 ? -inf : 10.0 * std::log10(signal / noise));
+    m.maxAbsError = maxAbs;
+    if (signal == 0 || quantized == 0)
+        m.cosine = (signal == 0 && quantized == 0) ? 1.0 : 0.0;
+    else
+        m.cosine = cross / std::sqrt(signal * quantized);
+    return m;
+}
+
+ErrorSums errorSums(std::span<const float> original, std::span<const float> quantized)
 {
     if (original.size() != quantized.size())
         throw Error("errorMetrics: " + std::to_string(original.size()) + " original values against " +
                     std::to_string(quantized.size()) + " quantized ones");
     const auto n = int64_t(original.size());
-    struct Sums {
-        double signal = 0, noise = 0, cross = 0, quantized = 0, maxAbs = 0;
-    };
-    std::vector<Sums> chunks(size_t(chunkCount(n)));
+    std::vector<ErrorSums> chunks(size_t(chunkCount(n)));
     tbb::parallel_for(int64_t(0), chunkCount(n), [&](int64_t c) {
-        Sums s;
-        for (int64_t i = c * kChunk, end = std::min(n, (c + 1) * kChunk); i < end; ++i) {
+        ErrorSums s;
+        const int64_t begin = c * kChunk, end = std::min(n, (c + 1) * kChunk);
+        for (int64_t i = begin; i < end; ++i) {
             const double x = original[size_t(i)];
             const double q = quantized[size_t(i)];
             const double d = x - q;
@@ -46,26 +68,18 @@ ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float
             s.quantized += q * q;
             s.maxAbs = std::max(s.maxAbs, std::abs(d));
         }
+        s.count = end - begin;
         chunks[size_t(c)] = s;
     });
-    Sums t;
-    for (const Sums& s : chunks) {
-        t.signal += s.signal;
-        t.noise += s.noise;
-        t.cross += s.cross;
-        t.quantized += s.quantized;
-        t.maxAbs = std::max(t.maxAbs, s.maxAbs);
-    }
-    ErrorMetrics m;
-    m.mse = n ? t.noise / double(n) : 0.0;
-    constexpr double inf = std::numeric_limits<double>::infinity();
-    m.sqnrDb = t.noise == 0 ? inf : (t.signal == 0 ? -inf : 10.0 * std::log10(t.signal / t.noise));
-    m.maxAbsError = t.maxAbs;
-    if (t.signal == 0 || t.quantized == 0)
-        m.cosine = (t.signal == 0 && t.quantized == 0) ? 1.0 : 0.0;
-    else
-        m.cosine = t.cross / std::sqrt(t.signal * t.quantized);
-    return m;
+    ErrorSums total;
+    for (const ErrorSums& s : chunks)
+        total.add(s);
+    return total;
+}
+
+ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized)
+{
+    return errorSums(original, quantized).metrics();
 }
 
 double fractionClipped(std::span<const float> x, const BlockLayout& layout, std::span<const Range> ranges)

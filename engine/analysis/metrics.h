@@ -10,6 +10,7 @@
 // Sums are accumulated in double, in parallel over fixed chunks combined in a
 // fixed order, so results do not depend on the thread count.
 
+#include <cstdint>
 #include <span>
 
 #include "core/block_layout.h"
@@ -24,6 +25,23 @@ struct ErrorMetrics {
     double cosine = 1;
     double fractionClipped = 0;
 };
+
+// The sums the metrics are computed from. The sums of pieces, added, are the
+// sums of their concatenation: metrics over many batches accumulate these.
+struct ErrorSums {
+    int64_t count = 0;
+    double signal = 0;   // Σx²
+    double noise = 0;    // Σ(x − x̂)²
+    double cross = 0;    // Σx·x̂
+    double quantized = 0; // Σx̂²
+    double maxAbs = 0;   // max |x − x̂|
+    void add(const ErrorSums& other);
+    // mse, sqnrDb, maxAbsError and cosine; fractionClipped is 0.
+    ErrorMetrics metrics() const;
+};
+
+// The sums of `quantized` against `original` (same length).
+ErrorSums errorSums(std::span<const float> original, std::span<const float> quantized);
 
 // MSE, SQNR, max abs error and cosine of `quantized` against `original` (same length).
 ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float> quantized);

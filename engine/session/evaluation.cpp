@@ -13,9 +13,6 @@
 namespace qs {
 namespace {
 
-// Fixed chunks, combined in order: the sums do not depend on the thread count.
-constexpr int64_t kChunk = 1 << 16;
-
 // Float32 view of a value (a copy only when it is stored in another dtype).
 Tensor asFloat(const Tensor& t)
 {
@@ -112,51 +109,7 @@ nlohmann::json optionalMetricsJson(const std::optional<ErrorMetrics>& m)
 
 void ErrorAccumulator::add(std::span<const float> reference, std::span<const float> measured)
 {
-    if (reference.size() != measured.size())
-        throw Error("ErrorAccumulator: " + std::to_string(reference.size()) + " reference values against " +
-                    std::to_string(measured.size()) + " measured ones");
-    const auto n = int64_t(reference.size());
-    struct Sums {
-        double signal = 0, noise = 0, cross = 0, measured = 0, maxAbs = 0;
-    };
-    std::vector<Sums> chunks(size_t((n + kChunk - 1) / kChunk));
-    tbb::parallel_for(size_t(0), chunks.size(), [&](size_t c) {
-        Sums s;
-        const int64_t end = std::min(n, int64_t(c + 1) * kChunk);
-        for (int64_t i = int64_t(c) * kChunk; i < end; ++i) {
-            const double x = reference[size_t(i)];
-            const double q = measured[size_t(i)];
-            const double d = x - q;
-            s.signal += x * x;
-            s.noise += d * d;
-            s.cross += x * q;
-            s.measured += q * q;
-            s.maxAbs = std::max(s.maxAbs, std::abs(d));
-        }
-        chunks[c] = s;
-    });
-    for (const Sums& s : chunks) {
-        signal_ += s.signal;
-        noise_ += s.noise;
-        cross_ += s.cross;
-        measured_ += s.measured;
-        maxAbs_ = std::max(maxAbs_, s.maxAbs);
-    }
-    count_ += n;
-}
-
-ErrorMetrics ErrorAccumulator::metrics() const
-{
-    constexpr double inf = std::numeric_limits<double>::infinity();
-    ErrorMetrics m;
-    m.mse = count_ ? noise_ / double(count_) : 0.0;
-    m.sqnrDb = noise_ == 0 ? inf : (signal_ == 0 ? -inf : 10.0 * std::log10(signal_ / noise_));
-    m.maxAbsError = maxAbs_;
-    if (signal_ == 0 || measured_ == 0)
-        m.cosine = (signal_ == 0 && measured_ == 0) ? 1.0 : 0.0;
-    else
-        m.cosine = cross_ / std::sqrt(signal_ * measured_);
-    return m;
+    sums_.add(errorSums(reference, measured));
 }
 
 ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels, const std::string& outputName,

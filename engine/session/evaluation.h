@@ -36,14 +36,13 @@ namespace qs {
 class ErrorAccumulator {
 public:
     void add(std::span<const float> reference, std::span<const float> measured);
-    int64_t count() const { return count_; }
+    int64_t count() const { return sums_.count; }
     // mse, sqnrDb, maxAbsError and cosine as analysis/metrics.h defines them;
     // fractionClipped is 0.
-    ErrorMetrics metrics() const;
+    ErrorMetrics metrics() const { return sums_.metrics(); }
 
 private:
-    int64_t count_ = 0;
-    double signal_ = 0, noise_ = 0, cross_ = 0, measured_ = 0, maxAbs_ = 0;
+    ErrorSums sums_;
 };
 
 struct LayerEvaluation {
