@@ -5,7 +5,6 @@
 #include <limits>
 
 #include <nlohmann/json.hpp>
-#include <tbb/parallel_for.h>
 
 #include "core/error.h"
 #include "runtime/quantization_hook.h"
