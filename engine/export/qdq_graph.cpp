@@ -349,40 +349,39 @@ std::optional<IntegerTensor> readIntegerTensor(const onnx::TensorProto& proto)
     return t;
 }
 
-std::optional<std::vector<float>> readFloatTensor(const onnx::TensorProto& proto)
+namespace {
+
+// The values of an inline tensor of element type `type`, from raw_data or from
+// its typed field; none for another type, external data or a size mismatch.
+template <typename T, typename Repeated>
+std::optional<std::vector<T>> readInlineTensor(const onnx::TensorProto& proto, int type, const Repeated& typed)
 {
-    if (proto.data_type() != onnx::TensorProto::FLOAT || hasExternalData(proto))
+    if (proto.data_type() != type || hasExternalData(proto))
         return std::nullopt;
     const int64_t n = shapeElementCount(tensorDims(proto));
-    std::vector<float> values(size_t(std::max<int64_t>(n, 0)));
+    std::vector<T> values(size_t(std::max<int64_t>(n, 0)));
     if (proto.has_raw_data()) {
-        if (proto.raw_data().size() != values.size() * sizeof(float))
+        if (proto.raw_data().size() != values.size() * sizeof(T))
             return std::nullopt;
         std::memcpy(values.data(), proto.raw_data().data(), proto.raw_data().size());
     } else {
-        if (size_t(proto.float_data_size()) != values.size())
+        if (size_t(typed.size()) != values.size())
             return std::nullopt;
-        std::copy(proto.float_data().begin(), proto.float_data().end(), values.begin());
+        std::copy(typed.begin(), typed.end(), values.begin());
     }
     return values;
 }
 
+} // namespace
+
+std::optional<std::vector<float>> readFloatTensor(const onnx::TensorProto& proto)
+{
+    return readInlineTensor<float>(proto, onnx::TensorProto::FLOAT, proto.float_data());
+}
+
 std::optional<std::vector<int64_t>> readInt64Tensor(const onnx::TensorProto& proto)
 {
-    if (proto.data_type() != onnx::TensorProto::INT64 || hasExternalData(proto))
-        return std::nullopt;
-    const int64_t n = shapeElementCount(tensorDims(proto));
-    std::vector<int64_t> values(size_t(std::max<int64_t>(n, 0)));
-    if (proto.has_raw_data()) {
-        if (proto.raw_data().size() != values.size() * sizeof(int64_t))
-            return std::nullopt;
-        std::memcpy(values.data(), proto.raw_data().data(), proto.raw_data().size());
-    } else {
-        if (size_t(proto.int64_data_size()) != values.size())
-            return std::nullopt;
-        std::copy(proto.int64_data().begin(), proto.int64_data().end(), values.begin());
-    }
-    return values;
+    return readInlineTensor<int64_t>(proto, onnx::TensorProto::INT64, proto.int64_data());
 }
 
 onnx::TensorProto integerTensorProto(const std::string& name, const IntegerTensor& tensor)
