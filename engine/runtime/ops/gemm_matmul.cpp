@@ -216,14 +216,21 @@ void matMul(KernelContext& ctx)
     const float* pb = B.values<float>().data();
     float* py = Y.mutableValues<float>().data();
     const int64_t step = rowsPerTask(M, K, N, batches), rowTasks = (M + step - 1) / step;
-    tbb::parallel_for(int64_t(0), batches * rowTasks, [&](int64_t task) {
+    auto product = [&](int64_t task) {
         ctx.checkCancelled();
         const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
         ConstMatrixMap am(pa + aOffset[size_t(t)] + r0 * K, rows, K);
         ConstMatrixMap bm(pb + bOffset[size_t(t)], K, N);
         MatrixMap ym(py + (t * M + r0) * N, rows, N);
         ym.noalias() = am * bm;
-    });
+    };
+    // A few small products (attention heads of a short sequence) finish in less
+    // time than waking a worker thread takes.
+    if (batches * M * K * N < (int64_t(1) << 18))
+        for (int64_t task = 0; task < batches * rowTasks; ++task)
+            product(task);
+    else
+        tbb::parallel_for(int64_t(0), batches * rowTasks, product);
     ctx.setOutput(0, std::move(Y));
 }
 

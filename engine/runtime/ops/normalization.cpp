@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+
+#include "runtime/broadcast.h"
 
 namespace qs::ops {
 
@@ -150,17 +153,27 @@ void layerNormalization(KernelContext& ctx)
     const float* s = scale.values<float>().data();
     const float* b = B ? bias.values<float>().data() : nullptr;
     const bool scalarScale = scale.numel() == 1, scalarBias = B && bias.numel() == 1;
-    tbb::parallel_for(int64_t(0), outer, [&](int64_t row) {
-        const float* xr = x + row * n;
-        float* yr = y + row * n;
-        const auto [mean, invStd] = moments(xr, n, epsilon);
-        meanOut[row] = mean;
-        invStdOut[row] = invStd;
-        for (int64_t i = 0; i < n; ++i) {
-            const float v = (xr[i] - mean) * invStd * s[scalarScale ? 0 : i];
-            yr[i] = b ? v + b[scalarBias ? 0 : i] : v;
+    auto rows = [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
+            const float* xr = x + row * n;
+            float* yr = y + row * n;
+            const auto [mean, invStd] = moments(xr, n, epsilon);
+            meanOut[row] = mean;
+            invStdOut[row] = invStd;
+            for (int64_t i = 0; i < n; ++i) {
+                const float v = (xr[i] - mean) * invStd * s[scalarScale ? 0 : i];
+                yr[i] = b ? v + b[scalarBias ? 0 : i] : v;
+            }
         }
-    });
+    };
+    // Waking a worker thread costs more than normalizing a small tensor.
+    if (outer * n < kParallelElementwiseThreshold)
+        rows(0, outer);
+    else
+        tbb::parallel_for(
+            tbb::blocked_range<int64_t>(
+                0, outer, size_t(std::max<int64_t>(1, kParallelElementwiseThreshold / 4 / std::max<int64_t>(n, 1)))),
+            [&](const tbb::blocked_range<int64_t>& r) { rows(r.begin(), r.end()); });
     ctx.setOutput(0, std::move(Y));
     if (ctx.wantsOutput(1))
         ctx.setOutput(1, std::move(Mean));

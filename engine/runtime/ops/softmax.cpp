@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+
+#include "runtime/broadcast.h"
 
 namespace qs::ops {
 
@@ -69,12 +72,20 @@ void runNormalizer(KernelContext& ctx, Normalizer kind)
     Tensor Y(DType::F32, X.shape());
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
-    if (n > 0)
-        tbb::parallel_for(int64_t(0), outer * inner, [&](int64_t row) {
+    auto rows = [&](int64_t begin, int64_t end) {
+        for (int64_t row = begin; row < end; ++row) {
             const int64_t o = row / inner, i = row % inner;
             const int64_t base = o * n * inner + i;
             normalizeRow(x + base, y + base, n, inner, kind);
-        });
+        }
+    };
+    // Waking a worker thread costs more than a small tensor's whole softmax.
+    if (n > 0 && outer * inner * n < kParallelElementwiseThreshold)
+        rows(0, outer * inner);
+    else if (n > 0)
+        tbb::parallel_for(tbb::blocked_range<int64_t>(
+                              0, outer * inner, size_t(std::max<int64_t>(1, kParallelElementwiseThreshold / 4 / n))),
+                          [&](const tbb::blocked_range<int64_t>& r) { rows(r.begin(), r.end()); });
     ctx.setOutput(0, std::move(Y));
 }
 
