@@ -250,7 +250,19 @@ private slots:
         QCOMPARE(j["batch"].get<int>(), 4);
         QCOMPARE(j["threads"].get<int>(), 1);
         QCOMPARE(j["runs"].get<int>(), 3);
-        QVERIFY(j["median_ms"].get<double>() > 0 && j["mean_ms"].get<double>() > 0);
+        const double fp32 = j["latency_ms_median"].get<double>();
+        QVERIFY(fp32 > 0 && j["latency_ms_mean"].get<double>() > 0);
+        QVERIFY(j["fake_quant_latency_ms_median"].get<double>() > 0);
+        // The overhead is the observer run's median over float's, minus 1.
+        QVERIFY(std::abs(j["observer_overhead"].get<double>() -
+                         (j["observer_latency_ms_median"].get<double>() / fp32 - 1.0)) < 1e-12);
+        // With static rules the benchmark calibrates on its own inputs first.
+        const Run w8a8 = runCli({"bench-model", kModel, "--runs", "2", "--rules",
+                                 QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/rules/w8a8_per_channel.json"),
+                                 "--json"});
+        QVERIFY2(w8a8.exitCode == 0, w8a8.err.constData());
+        QVERIFY(nlohmann::json::parse(w8a8.out.toStdString())["fake_quant_latency_ms_median"].get<double>() > 0);
+        expectUserError({"bench-model", kModel, "--rules", "no-such-rules.json"}, "no-such-rules.json");
         expectUserError({"bench-model", QStringLiteral(QUANTSCOPE_TEST_DATA "/npy/f4_le_c_v1.npy")}, "weights-only");
     }
 };

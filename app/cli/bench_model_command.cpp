@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <unistd.h>
 
@@ -14,7 +15,12 @@
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/model_loader.h"
+#include "rules/ruleset.h"
+#include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
+#include "runtime/quantization_hook.h"
+#include "runtime/quantization_plan.h"
+#include "runtime/weight_quantizer.h"
 #include "runtime/tensor_cast.h"
 
 namespace qs::cli {
@@ -48,6 +54,53 @@ Tensor randomInput(const ValueInfo& input, const Shape& shape, std::mt19937& rng
     return *input.dtype == DType::F32 ? values : castTensor(values, *input.dtype);
 }
 
+// The default fake-quant rule set: int8 per-channel weights and int8 dynamic
+// (per-batch absmax) input activations on every layer.
+constexpr const char* kDefaultRules = R"({"version": 1, "rules": [{"weight_qtype": "int8", "act_qtype": "int8"}]})";
+
+struct Latency {
+    double median = 0, mean = 0, min = 0, max = 0;
+};
+
+Latency summarize(std::vector<double> ms)
+{
+    Latency l;
+    for (double v : ms)
+        l.mean += v / double(ms.size());
+    std::sort(ms.begin(), ms.end());
+    const size_t n = ms.size();
+    l.median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
+    l.min = ms.front();
+    l.max = ms.back();
+    return l;
+}
+
+// One warm-up call of each variant, then `runs` rounds that time each variant
+// once, interleaved, so that a machine's drift (turbo, other load) reaches all
+// of them alike.
+std::vector<Latency> measure(int runs, const std::vector<std::function<void()>>& variants)
+{
+    const bool progress = ::isatty(STDERR_FILENO) == 1;
+    for (const auto& run : variants)
+        run(); // warm-up: page faults, caches, TBB's threads
+    std::vector<std::vector<double>> ms(variants.size());
+    for (int r = 0; r < runs; ++r) {
+        if (progress)
+            std::fprintf(stderr, "\rround %d/%d", r + 1, runs);
+        for (size_t v = 0; v < variants.size(); ++v) {
+            const auto start = std::chrono::steady_clock::now();
+            variants[v]();
+            ms[v].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+        }
+    }
+    if (progress)
+        std::fprintf(stderr, "\r%-40s\r", "");
+    std::vector<Latency> latencies;
+    for (auto& m : ms)
+        latencies.push_back(summarize(std::move(m)));
+    return latencies;
+}
+
 int runBenchModel(const Arguments& args)
 {
     if (args.positionals().empty())
@@ -56,8 +109,10 @@ int runBenchModel(const Arguments& args)
     const int64_t batch = args.integer("--batch", 1, int64_t(1) << 20).value_or(1);
     const int threads = int(args.integer("--threads", 1, 1024).value_or(2));
     const int runs = int(args.integer("--runs", 1, 100000).value_or(20));
+    const std::optional<std::string> rulesFile = args.value("--rules");
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
 
+    const RuleSet rules = rulesFile ? RuleSet::load(*rulesFile) : RuleSet::fromJson(kDefaultRules, "<default rules>");
     Model model = loadModel(modelFile);
     if (model.weightsOnly)
         throw Error(modelFile + ": a weights-only checkpoint (" + model.format + ") has no graph to run");
@@ -66,40 +121,65 @@ int runBenchModel(const Arguments& args)
     for (const ValueInfo& input : model.inputs)
         inputs[input.name] = randomInput(input, inputShape(input, batch, modelFile), rng, modelFile);
     const Interpreter interpreter(std::move(model));
+    const QuantizationPlan plan = QuantizationPlan::build(interpreter.model(), rules);
 
-    const bool progress = ::isatty(STDERR_FILENO) == 1;
-    auto timed = [&] {
-        const auto start = std::chrono::steady_clock::now();
-        interpreter.run(inputs);
-        return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    };
-    timed(); // warm-up: page faults, caches, TBB's threads
-    std::vector<double> ms;
-    for (int r = 0; r < runs; ++r) {
-        if (progress)
-            std::fprintf(stderr, "\rrun %d/%d", r + 1, runs);
-        ms.push_back(timed());
+    // Weights are quantized once, beforehand (not timed); static activations
+    // are calibrated on the benchmark's own inputs.
+    WeightQuantizer weights;
+    weights.update(interpreter.model(), plan);
+    std::map<size_t, StaticActivation> statics;
+    {
+        ActivationCalibrator once(interpreter, plan);
+        once.observe(inputs);
+        const ActivationStatistics statistics = once.finish();
+        for (const LayerQuantization& l : plan.layers())
+            if (l.activation && l.activation->staticScale) {
+                statics = staticActivations(plan, statistics);
+                break;
+            }
     }
-    if (progress)
-        std::fprintf(stderr, "\r%-30s\r", "");
-    double mean = 0;
-    for (double v : ms)
-        mean += v / double(ms.size());
-    std::vector<double> sorted = ms;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t n = sorted.size();
-    const double median = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+    QuantizationHook hook(interpreter.model(), plan, weights, statics);
+    RunOptions hooked;
+    hooked.observer = &hook;
+    // Float inference; the same with calibration observers on every activation
+    // the rules quantize; fake-quantized inference.
+    ActivationCalibrator calibrator(interpreter, plan);
+    const std::vector<Latency> measured = measure(runs, {[&] { interpreter.run(inputs); },
+                                                         [&] { calibrator.observe(inputs); },
+                                                         [&] { interpreter.run(inputs, hooked); }});
+    const Latency& fp32 = measured[0];
+    const Latency& observed = measured[1];
+    const Latency& fakeQuant = measured[2];
+    const double overhead = observed.median / fp32.median - 1.0;
 
     if (args.flag("--json")) {
-        const nlohmann::json j{{"model", modelFile}, {"batch", batch},      {"threads", threads},
-                               {"runs", runs},       {"median_ms", median}, {"mean_ms", mean}};
+        const nlohmann::json j{{"model", modelFile},
+                               {"batch", batch},
+                               {"threads", threads},
+                               {"runs", runs},
+                               {"rules", rulesFile ? *rulesFile : std::string("<default: int8 weights, int8 dynamic activations>")},
+                               {"latency_ms_median", fp32.median},
+                               {"latency_ms_mean", fp32.mean},
+                               {"latency_ms_min", fp32.min},
+                               {"observer_latency_ms_median", observed.median},
+                               {"observer_overhead", overhead},
+                               {"fake_quant_latency_ms_median", fakeQuant.median},
+                               {"fake_quant_latency_ms_min", fakeQuant.min}};
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
-    std::printf("%s: batch %lld, %d threads, %d runs after a warm-up run\n", modelFile.c_str(),
-                static_cast<long long>(batch), threads, runs);
-    std::printf("median %.3f ms, mean %.3f ms, min %.3f ms, max %.3f ms\n", median, mean, sorted.front(),
-                sorted.back());
+    std::printf("%s: batch %lld, %d threads, %d runs after a warm-up run; rules %s\n", modelFile.c_str(),
+                static_cast<long long>(batch), threads, runs,
+                rulesFile ? rulesFile->c_str() : "int8 weights, int8 dynamic activations (default)");
+    const auto row = [](const char* what, const Latency& l) {
+        std::printf("%-22s median %9.3f ms  mean %9.3f ms  min %9.3f ms  max %9.3f ms\n", what, l.median, l.mean,
+                    l.min, l.max);
+    };
+    row("float", fp32);
+    row("float + observers", observed);
+    row("fake-quant", fakeQuant);
+    std::printf("observer overhead %.1f%%, fake-quant %.2fx float\n", 100.0 * overhead,
+                fakeQuant.median / fp32.median);
     return kExitOk;
 }
 
@@ -110,19 +190,26 @@ Command benchModelCommand()
     CommandSpec spec;
     spec.name = "bench-model";
     spec.summary = "Measure the interpreter's latency on a model with seeded random inputs";
-    spec.synopsis = "bench-model MODEL [--batch B] [--threads T] [--runs N] [--json]";
+    spec.synopsis = "bench-model MODEL [--batch B] [--threads T] [--runs N] [--rules R.json] [--json]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--batch", "B", "size of the inputs' symbolic dimensions (default 1)", {}, false},
         {"--threads", "T", "worker threads (default 2)", {}, false},
         {"--runs", "N", "timed runs after one warm-up run (default 20)", {}, false},
+        {"--rules", "R.json", "the fake-quant rules (default: int8 weights, int8 dynamic activations)", {}, false},
         {"--json", "", "print JSON instead of text", {}, false},
     };
     spec.notes = "MODEL: a model with a graph (ONNX). Each input gets the model's declared shape: fixed\n"
                  "dimensions as declared, symbolic ones B, unknown ones 1; float inputs are seeded normal\n"
                  "values, integer inputs seeded integers in [0, 10). Latency is wall time of one whole run\n"
-                 "(all nodes, inputs in memory), in milliseconds. JSON: {model, batch, threads, runs,\n"
-                 "median_ms, mean_ms}. Progress goes to stderr when it is a terminal.";
+                 "(all nodes, inputs in memory), in milliseconds, for three runs of the same inputs: float;\n"
+                 "float with calibration observers on every activation the rules quantize (observer_overhead\n"
+                 "= their median over float's, minus 1); fake-quant with the rules (weights quantized once\n"
+                 "beforehand, activations every run; static ones calibrated on the benchmark's inputs).\n"
+                 "JSON: {model, batch, threads, runs, rules, latency_ms_median, latency_ms_mean,\n"
+                 "latency_ms_min, observer_latency_ms_median, observer_overhead,\n"
+                 "fake_quant_latency_ms_median, fake_quant_latency_ms_min}. Progress goes to stderr when it\n"
+                 "is a terminal.";
     return {spec, runBenchModel};
 }
 

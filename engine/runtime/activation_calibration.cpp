@@ -10,11 +10,10 @@
 #include "core/block_layout.h"
 
 namespace qs {
-namespace {
 
 // Feeds each observed activation to its observer, once per run: at the first
 // node (model order) that reads it as a quantized data input.
-class CalibrationObserver : public NodeObserver {
+class ActivationCalibrator::Feeder : public NodeObserver {
 public:
     void watch(size_t node, size_t input, Observer* observer) { watches_.push_back({node, input, observer}); }
 
@@ -33,8 +32,6 @@ private:
     };
     std::vector<Watch> watches_;
 };
-
-} // namespace
 
 const Observer* ActivationStatistics::find(const std::string& value) const
 {
@@ -138,40 +135,63 @@ ActivationStatistics ActivationStatistics::load(const std::filesystem::path& fil
     }
 }
 
-ActivationStatistics calibrateActivations(const Interpreter& interpreter, const QuantizationPlan& plan,
-                                          DataSource& data, const CalibrationOptions& options,
-                                          const CancellationToken& cancel, const ProgressCallback& progress)
+ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                           int histogramBinsPerSide)
+    : interpreter_(interpreter), feeder_(std::make_unique<Feeder>())
 {
     const Model& model = interpreter.model();
-    std::map<std::string, Observer> observers;
-    CalibrationObserver feeder;
     const std::vector<ObservedActivation> observed = plan.observedActivations();
     for (const ObservedActivation& o : observed) {
         ObserverConfig config = o.config;
-        config.histogramBinsPerSide = options.histogramBinsPerSide;
-        observers.emplace(o.value, Observer(o.value, config));
+        config.histogramBinsPerSide = histogramBinsPerSide;
+        observers_.emplace(o.value, Observer(o.value, config));
     }
     for (const ObservedActivation& o : observed) {
         const LayerQuantization* lq = plan.forLayer(o.layers.front());
         const QuantizableLayer& layer = model.layers.at(lq->layer);
-        feeder.watch(*layer.node, lq->activation->input, &observers.at(o.value));
+        feeder_->watch(*layer.node, lq->activation->input, &observers_.at(o.value));
     }
+}
 
+ActivationCalibrator::~ActivationCalibrator() = default;
+
+std::map<std::string, Tensor> ActivationCalibrator::observe(std::map<std::string, Tensor> inputs,
+                                                           const CancellationToken& cancel)
+{
+    RunOptions run;
+    run.cancel = cancel;
+    run.observer = feeder_.get();
+    std::map<std::string, Tensor> outputs = interpreter_.run(std::move(inputs), run);
+    ++batches_;
+    return outputs;
+}
+
+ActivationStatistics ActivationCalibrator::finish()
+{
+    ActivationStatistics statistics;
+    for (auto& [name, observer] : observers_)
+        statistics.add(std::move(observer));
+    observers_.clear();
+    statistics.setBatches(batches_);
+    return statistics;
+}
+
+ActivationStatistics calibrateActivations(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                          DataSource& data, const CalibrationOptions& options,
+                                          const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    ActivationCalibrator calibrator(interpreter, plan, options.histogramBinsPerSide);
     data.rewind();
     int64_t total = data.batchCount();
     if (options.maxBatches)
         total = std::min(total, std::max<int64_t>(*options.maxBatches, 0));
-    RunOptions run;
-    run.cancel = cancel;
-    run.observer = &feeder;
-    int64_t done = 0;
-    for (; done < total; ++done) {
+    for (int64_t done = 0; done < total; ++done) {
         cancel.check();
         std::optional<Batch> batch = data.next();
         if (!batch)
             break;
         try {
-            interpreter.run(batch->inputs, run);
+            calibrator.observe(std::move(batch->inputs), cancel);
         } catch (const Cancelled&) {
             throw;
         } catch (const Error& e) {
@@ -183,12 +203,7 @@ ActivationStatistics calibrateActivations(const Interpreter& interpreter, const 
             progress(double(done + 1) / double(total),
                      "calibrating batch " + std::to_string(done + 1) + "/" + std::to_string(total));
     }
-
-    ActivationStatistics statistics;
-    for (auto& [name, observer] : observers)
-        statistics.add(std::move(observer));
-    statistics.setBatches(done);
-    return statistics;
+    return calibrator.finish();
 }
 
 std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& plan,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,6 +52,32 @@ private:
 struct CalibrationOptions {
     std::optional<int64_t> maxBatches; // stop after this many batches; default all
     int histogramBinsPerSide = 2048;   // resolution of the observers' histograms
+};
+
+// Calibration one batch at a time, for callers that hold their own batches
+// (calibrateActivations drives it over a DataSource; bench-model times it).
+class ActivationCalibrator {
+public:
+    // Observers for every activation of plan.observedActivations(). The
+    // interpreter and the plan must outlive the calibrator.
+    ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan, int histogramBinsPerSide = 2048);
+    ~ActivationCalibrator();
+    ActivationCalibrator(const ActivationCalibrator&) = delete;
+    ActivationCalibrator& operator=(const ActivationCalibrator&) = delete;
+
+    // Runs one batch in float (every graph input by name), feeding the
+    // observers; returns the graph outputs. Cancelled between nodes.
+    std::map<std::string, Tensor> observe(std::map<std::string, Tensor> inputs, const CancellationToken& cancel = {});
+    int64_t batches() const { return batches_; }
+    // The statistics of the batches observed so far; the calibrator is spent.
+    ActivationStatistics finish();
+
+private:
+    class Feeder;
+    const Interpreter& interpreter_;
+    std::map<std::string, Observer> observers_;
+    std::unique_ptr<Feeder> feeder_;
+    int64_t batches_ = 0;
 };
 
 // Runs `data` (rewound first) through `interpreter` in float, observing every
