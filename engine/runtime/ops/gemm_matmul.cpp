@@ -207,7 +207,19 @@ void matMul(KernelContext& ctx)
 {
     const Tensor& A = floatInput(ctx, 0);
     const Tensor& B = floatInput(ctx, 1);
-    const BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
+    BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
+    // One B for every batch and A's batches one after the other (a linear layer
+    // on [batch, sequence, features]): a single product with batches * M rows,
+    // which splits into tasks better and calls the kernel once.
+    bool stacked = plan.batches > 1;
+    for (int64_t t = 0; stacked && t < plan.batches; ++t)
+        stacked = plan.bOffset[size_t(t)] == 0 && plan.aOffset[size_t(t)] == t * plan.M * plan.K;
+    if (stacked) {
+        plan.M *= plan.batches;
+        plan.batches = 1;
+        plan.aOffset.assign(1, 0);
+        plan.bOffset.assign(1, 0);
+    }
     const int64_t M = plan.M, K = plan.K, N = plan.N, batches = plan.batches;
     const auto& aOffset = plan.aOffset;
     const auto& bOffset = plan.bOffset;
