@@ -108,7 +108,15 @@ private slots:
             QCOMPARE(sqnrOf(layer["isolated"]), l.isolated->sqnrDb);
             QCOMPARE(sqnrOf(layer["accumulated"]), l.accumulated->sqnrDb);
             QCOMPARE(sqnrOf(layer["weight"]), l.weight->sqnrDb);
+            // The flat headline fields repeat them.
+            QCOMPARE(layer["act_sqnr_db"].get<double>(), l.isolated->sqnrDb);
+            QCOMPARE(layer["accumulated_sqnr_db"].get<double>(), l.accumulated->sqnrDb);
+            QCOMPARE(layer["weight_sqnr_db"].get<double>(), l.weight->sqnrDb);
+            QCOMPARE(layer["rule_index"], layer["rule"]);
         }
+        QCOMPARE(j["output_sqnr_db"].get<double>(), e.outputs[0].metrics.sqnrDb);
+        QCOMPARE(j["accuracy_float"].get<double>(), e.accuracy->floatTop1);
+        QCOMPARE(j["accuracy_quantized"].get<double>(), e.accuracy->quantizedTop1);
         QVERIFY(j["layers"][4]["rule"].is_null()); // fc2 stays float
         QCOMPARE(j["layers"][3]["weight_qtype"].get<std::string>(), std::string("int4"));
         QCOMPARE(j["layers"][0]["act_qtype"].get<std::string>(), std::string("int8"));
@@ -132,6 +140,12 @@ private slots:
         QVERIFY2(r.exitCode == 0, r.err.constData());
         nlohmann::json j = nlohmann::json::parse(test::readFile(report.toStdString()));
         QCOMPARE(j["exports"]["checkpoint"]["quantized_weights"].get<int>(), 5);
+        for (const char* kind : {"checkpoint", "onnx"}) { // int8 weights: about 4x smaller than float
+            const nlohmann::json& x = j["exports"][kind];
+            QCOMPARE(x["ratio"].get<double>(), x["float_bytes"].get<double>() / x["quantized_bytes"].get<double>());
+            QVERIFY(x["ratio"].get<double>() > 3.5 && x["ratio"].get<double>() < 4.0);
+        }
+        QVERIFY(r.out.contains("x smaller"));
         QCOMPARE(j["exports"]["onnx"]["path"].get<std::string>(), qdq.toStdString());
         QVERIFY(QFile::exists(ckpt));
         const Model exported = loadModel(qdq.toStdString());

@@ -34,6 +34,7 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
                                  {"quantized_weights", s.quantizedWeights},
                                  {"float_bytes", s.floatBytes},
                                  {"quantized_bytes", s.quantizedBytes},
+                                 {"ratio", s.quantizedBytes ? double(s.floatBytes) / double(s.quantizedBytes) : 0.0},
                                  {"notes", s.notes}};
     }
     if (const auto out = args.value("--export-onnx")) {
@@ -52,6 +53,7 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
                            {"dynamic_activations", s.dynamicActivations},
                            {"float_bytes", s.floatBytes},
                            {"quantized_bytes", s.quantizedBytes},
+                           {"ratio", s.quantizedBytes ? double(s.floatBytes) / double(s.quantizedBytes) : 0.0},
                            {"checked", s.checked},
                            {"warnings", s.warnings}};
     }

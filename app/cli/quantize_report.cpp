@@ -103,6 +103,12 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
              {"weight", optionalMetrics(weightMetrics(r, i))},
              {"isolated", optionalMetrics(e ? e->isolated : std::nullopt)},
              {"accumulated", optionalMetrics(e ? e->accumulated : std::nullopt)}});
+        // The headline numbers again under flat names, for scripts and CI checks.
+        nlohmann::json& row = j["layers"].back();
+        row["rule_index"] = row["rule"];
+        row["weight_sqnr_db"] = row["weight"].is_null() ? nlohmann::json() : row["weight"]["sqnr_db"];
+        row["act_sqnr_db"] = row["isolated"].is_null() ? nlohmann::json() : row["isolated"]["sqnr_db"];
+        row["accumulated_sqnr_db"] = row["accumulated"].is_null() ? nlohmann::json() : row["accumulated"]["sqnr_db"];
     }
     if (r.evaluation) {
         const nlohmann::json e = r.evaluation->toJson();
@@ -114,6 +120,10 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["outputs"] = nlohmann::json::array();
         j["accuracy"] = nullptr;
     }
+    // Model-level headline numbers: the first output's SQNR, top-1 of both models.
+    j["output_sqnr_db"] = j["outputs"].empty() ? nlohmann::json() : j["outputs"][0]["sqnr_db"];
+    j["accuracy_float"] = j["accuracy"].is_null() ? nlohmann::json() : j["accuracy"]["float_top1"];
+    j["accuracy_quantized"] = j["accuracy"].is_null() ? nlohmann::json() : j["accuracy"]["quantized_top1"];
     if (r.sensitivity) {
         nlohmann::json s = r.sensitivity->toJson();
         for (nlohmann::json& entry : s["ranking"])
@@ -181,8 +191,18 @@ std::string quantizeReportText(const QuantizeReport& r)
     }
     if (!r.exports.empty())
         s += "\n";
-    for (const auto& [kind, summary] : r.exports.items())
-        s += "exported " + kind + ": " + summary.value("path", std::string()) + "\n";
+    for (const auto& [kind, summary] : r.exports.items()) {
+        s += "exported " + kind + ": " + summary.value("path", std::string());
+        if (summary.contains("float_bytes") && summary.contains("quantized_bytes")) {
+            const auto floatBytes = summary["float_bytes"].get<int64_t>();
+            const auto quantizedBytes = summary["quantized_bytes"].get<int64_t>();
+            s += " (weights " + std::to_string(floatBytes) + " bytes float, " + std::to_string(quantizedBytes) +
+                 " quantized" +
+                 (quantizedBytes > 0 ? ", " + fixed(double(floatBytes) / double(quantizedBytes)) + "x smaller" : "") +
+                 ")";
+        }
+        s += "\n";
+    }
     return s;
 }
 
