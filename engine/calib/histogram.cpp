@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
+#include <tbb/parallel_reduce.h>
 #include <tbb/parallel_for.h>
 
 #include "core/error.h"
@@ -390,24 +391,40 @@ void GrowingHistogram::add(std::span<const float> x)
 {
     if (x.empty())
         return;
-    float absMax = 0;
-    bool finite = true;
-    for (float v : x) {
-        const float a = std::abs(v);
-        absMax = a > absMax ? a : absMax;
-        finite &= a <= std::numeric_limits<float>::max(); // false for NaN too
-    }
-    if (!finite)
+    // The largest magnitude, and whether every value is finite, over chunks in parallel.
+    struct Scan {
+        float absMax = 0;
+        bool finite = true;
+    };
+    constexpr int64_t kScanChunk = 1 << 16;
+    const auto scan = tbb::parallel_reduce(
+        tbb::blocked_range<size_t>(0, x.size(), kScanChunk), Scan{},
+        [&](const tbb::blocked_range<size_t>& r, Scan acc) {
+            for (size_t i = r.begin(); i < r.end(); ++i) {
+                const float a = std::abs(x[i]);
+                acc.absMax = a > acc.absMax ? a : acc.absMax;
+                acc.finite &= a <= std::numeric_limits<float>::max(); // false for NaN too
+            }
+            return acc;
+        },
+        [](Scan a, const Scan& b) { return Scan{std::max(a.absMax, b.absMax), a.finite && b.finite}; });
+    const float absMax = scan.absMax;
+    if (!scan.finite)
         throw Error("growing histogram: the batch holds NaN or Inf");
     const int needed = exponentFor(absMax, binsPerSide_);
     if (total_ == 0)
         exponent_ = needed;
     else if (needed > exponent_)
         growTo(needed);
-    const int e = exponent_, B = binsPerSide_;
+    const int64_t B = binsPerSide_;
+    // binOf with 2^−e computed once: the same products, so the same bins.
+    const double inverseWidth = std::ldexp(1.0, -exponent_);
     const std::vector<int64_t> add = count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
-        for (int64_t i = begin; i < end; ++i)
-            ++c[size_t(binOf(x[size_t(i)], e, B))];
+        for (int64_t i = begin; i < end; ++i) {
+            const float v = x[size_t(i)];
+            const double u = double(v) * inverseWidth;
+            ++c[size_t(v >= 0 ? B + int64_t(u) : B - 1 - int64_t(-u))];
+        }
     });
     for (size_t i = 0; i < counts_.size(); ++i)
         counts_[i] += add[i];
