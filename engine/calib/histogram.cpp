@@ -37,6 +37,11 @@ template <class F> void interleaved(int64_t begin, int64_t end, F&& f)
 // counting into its own `bins` counters of type T, and returns their sums.
 template <class T, class Body> std::vector<int64_t> countInParallel(int64_t n, size_t bins, Body&& body)
 {
+    if (n <= kChunk) { // one chunk: no per-thread counters to allocate and fold
+        std::vector<T> c(bins, 0);
+        interleaved(0, n, [&](int64_t b, int64_t e) { body(b, e, c.data()); });
+        return std::vector<int64_t>(c.begin(), c.end());
+    }
     tbb::combinable<std::vector<T>> local([bins] { return std::vector<T>(bins, 0); });
     tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, kChunk), [&](const tbb::blocked_range<int64_t>& r) {
         T* c = local.local().data();
@@ -408,9 +413,15 @@ void GrowingHistogram::add(std::span<const float> x)
             return acc;
         },
         [](Scan a, const Scan& b) { return Scan{std::max(a.absMax, b.absMax), a.finite && b.finite}; });
-    const float absMax = scan.absMax;
     if (!scan.finite)
         throw Error("growing histogram: the batch holds NaN or Inf");
+    add(x, scan.absMax);
+}
+
+void GrowingHistogram::add(std::span<const float> x, float absMax)
+{
+    if (x.empty())
+        return;
     const int needed = exponentFor(absMax, binsPerSide_);
     if (total_ == 0)
         exponent_ = needed;
@@ -419,7 +430,7 @@ void GrowingHistogram::add(std::span<const float> x)
     const int64_t B = binsPerSide_;
     // binOf with 2^−e computed once: the same products, so the same bins.
     const double inverseWidth = std::ldexp(1.0, -exponent_);
-    const std::vector<int64_t> add = count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
+    const std::vector<int64_t> added = count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
         for (int64_t i = begin; i < end; ++i) {
             const float v = x[size_t(i)];
             const double u = double(v) * inverseWidth;
@@ -427,7 +438,7 @@ void GrowingHistogram::add(std::span<const float> x)
         }
     });
     for (size_t i = 0; i < counts_.size(); ++i)
-        counts_[i] += add[i];
+        counts_[i] += added[i];
     total_ += int64_t(x.size());
 }
 

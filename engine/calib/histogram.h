@@ -76,7 +76,11 @@ public:
     explicit GrowingHistogram(int binsPerSide = 2048);
 
     // Adds a batch of finite values, growing the range first when needed.
+    // Throws Error for a NaN or an Inf.
     void add(std::span<const float> x);
+    // The same for a caller that has already checked the batch: every value is
+    // finite and |x| <= absMax (groupStatistics gives both). Saves a pass.
+    void add(std::span<const float> x, float absMax);
 
     int binsPerSide() const { return binsPerSide_; }
     bool empty() const { return total_ == 0; }

@@ -128,7 +128,7 @@ void Observer::observe(std::span<const float> x, const Shape& shape)
         const GroupMajorValues values(x, channel < 0 ? BlockLayout::perTensor(shape)
                                                      : BlockLayout::perChannel(shape, channel));
         for (size_t g = 0; g < size_t(groups); ++g)
-            histograms_[g].add(values.group(int64_t(g)));
+            histograms_[g].add(values.group(int64_t(g)), std::max(-lo[g], hi[g])); // checked finite above
     }
     ++batches_;
 }
