@@ -345,6 +345,24 @@ private slots:
         QCOMPARE(j["batches"].get<int64_t>(), int64_t(1));
         // An exact result has no finite SQNR: null.
         QVERIFY(errorMetricsJson(ErrorMetrics{0, kInf, 0, 1, 0})["sqnr_db"].is_null());
+
+        // Read back (session files): the same document, field for field.
+        const EvaluationResult back = EvaluationResult::fromJson(j);
+        QCOMPARE(back.toJson(), r.toJson());
+        QCOMPARE(back.layers[1].isolated->sqnrDb, r.layers[1].isolated->sqnrDb);
+        QCOMPARE(back.accuracy->quantizedTop1, r.accuracy->quantizedTop1);
+        // A null SQNR is +inf where nothing differs, −inf where the signal was zero.
+        QCOMPARE(errorMetricsFromJson(errorMetricsJson(ErrorMetrics{0, kInf, 0, 1, 0}), "x").sqnrDb, kInf);
+        QCOMPARE(errorMetricsFromJson(errorMetricsJson(ErrorMetrics{0.5, -kInf, 1, 0, 0}), "x").sqnrDb, -kInf);
+        // A malformed document names what is wrong.
+        nlohmann::json broken = j;
+        broken["outputs"][0].erase("cosine");
+        try {
+            EvaluationResult::fromJson(broken);
+            QFAIL("an output without cosine was read");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("evaluation.outputs[0]") != std::string::npos, e.what());
+        }
     }
 };
 

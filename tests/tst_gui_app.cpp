@@ -205,6 +205,20 @@ void TestGuiApp::calibrateAndEvaluate()
     ws.undoStack()->undo();
     QVERIFY(!acc.data(LayerTreeModel::StaleRole).toBool());
 
+    // A saved session brings the evaluation back whole and current (same rules).
+    {
+        QTemporaryDir dir;
+        const QString path = dir.filePath(QStringLiteral("e.qssession"));
+        ws.toSession().save(path.toStdString());
+        Workspace reopened;
+        QSignalSpy restored(&reopened, &Workspace::evaluationChanged);
+        reopened.openSession(path);
+        QVERIFY(restored.wait(30000));
+        QVERIFY(reopened.evaluation());
+        QCOMPARE(reopened.evaluation()->toJson(), ws.evaluation()->toJson());
+        QCOMPARE(reopened.evaluationGeneration(), reopened.generation());
+    }
+
     // Sensitivity ranks every quantized layer, most sensitive first; an edit
     // drops the ranking rather than show it against other rules.
     QVERIFY(weightsCurrent(ws)); // the undo re-ran the weight job
@@ -301,6 +315,16 @@ void TestGuiApp::sessionRoundTrips()
     QCOMPARE(ws.evaluationData()->maxBatches, std::optional<int64_t>(2));
     QVERIFY(!ws.isModified());
     QCOMPARE(ws.toSession().toJson(), saved.toJson());
+
+    // Undoing back to the saved rules is unmodified again; a data change is not undone by it.
+    ws.rules()->setField(0, "weight_qtype", "int4");
+    QVERIFY(ws.isModified());
+    ws.undoStack()->undo();
+    QVERIFY(!ws.isModified());
+    ws.setCalibrationData(fileData(kEval));
+    ws.rules()->setField(0, "weight_qtype", "int4");
+    ws.undoStack()->undo();
+    QVERIFY(ws.isModified());
 }
 
 void TestGuiApp::exportsAreWrittenAndChecked()

@@ -53,10 +53,10 @@ Workspace::Workspace(QObject* parent)
       layers_(new LayerTreeModel(this))
 {
     connect(rules_, &RuleTableModel::rulesChanged, this, &Workspace::onRulesChanged);
-    connect(undo_, &QUndoStack::cleanChanged, this, [this](bool clean) {
-        if (!clean)
-            setModified(true);
-    });
+    // Undoing back to the saved rules is unmodified again, unless something
+    // outside the undo stack (data, results) changed since the save.
+    connect(undo_, &QUndoStack::cleanChanged, this,
+            [this](bool clean) { setModified(!clean || changedOutsideUndo_); });
 }
 
 Workspace::~Workspace()
@@ -66,6 +66,8 @@ Workspace::~Workspace()
 
 void Workspace::setModified(bool modified)
 {
+    if (!modified)
+        changedOutsideUndo_ = false;
     if (modified_ == modified)
         return;
     modified_ = modified;
@@ -250,16 +252,22 @@ void Workspace::saveRules(const QString& path) const
     rules_->effectiveRules().save(path.toStdString());
 }
 
+void Workspace::markChanged()
+{
+    changedOutsideUndo_ = true;
+    setModified(true);
+}
+
 void Workspace::setCalibrationData(std::optional<DataConfig> config)
 {
     calibrationData_ = std::move(config);
-    setModified(true);
+    markChanged();
 }
 
 void Workspace::setEvaluationData(std::optional<DataConfig> config)
 {
     evaluationData_ = std::move(config);
-    setModified(true);
+    markChanged();
 }
 
 std::unique_ptr<DataSource> Workspace::openData(const DataConfig& config, const Model* model)
@@ -306,7 +314,7 @@ void Workspace::calibrate()
                                 .arg(statistics_->observers().size())
                                 .arg(statistics_->batches()),
                             false);
-            setModified(true);
+            markChanged();
             emit statisticsChanged();
         },
         [this](const QString& message) { emit logMessage(message, true); });
@@ -394,7 +402,7 @@ void Workspace::evaluate()
             for (const OutputEvaluation& o : evaluation_->outputs)
                 summary += tr("; %1 SQNR %2 dB").arg(QString::fromStdString(o.name)).arg(o.metrics.sqnrDb, 0, 'f', 1);
             emit logMessage(summary, false);
-            setModified(true);
+            markChanged();
             emit evaluationChanged();
         },
         [this](const QString& message) { emit logMessage(message, true); });
@@ -452,33 +460,27 @@ void Workspace::restorePendingSession()
         } catch (const Error& e) {
             emit logMessage(tr("Cached statistics dropped: %1").arg(QString::fromUtf8(e.what())), true);
         }
-        // The cached evaluation shows in the table (stale unless its rules are the current ones).
-        if (!s.evaluation.is_null() && s.evaluation.contains("layers")) {
-            std::map<size_t, LayerTreeModel::ActivationResult> results;
-            auto metrics = [](const nlohmann::json& j) -> std::optional<ErrorMetrics> {
-                if (!j.is_object())
-                    return std::nullopt;
-                ErrorMetrics m;
-                m.mse = j.value("mse", 0.0);
-                const auto sqnr = j.find("sqnr_db");
-                m.sqnrDb = sqnr != j.end() && sqnr->is_number() ? sqnr->get<double>()
-                           : m.mse == 0                          ? std::numeric_limits<double>::infinity()
-                                                                 : -std::numeric_limits<double>::infinity();
-                m.maxAbsError = j.value("max_abs_error", 0.0);
-                m.cosine = j.value("cosine", 1.0);
-                return m;
-            };
-            for (const auto& l : s.evaluation["layers"])
-                results[l.value("layer", size_t(0))] = {metrics(l.value("isolated", nlohmann::json())),
-                                                        metrics(l.value("accumulated", nlohmann::json()))};
-            bool current = false;
+        // The cached evaluation comes back whole (table, inspector, charts), stale
+        // unless its rules are the current ones.
+        if (!s.evaluation.is_null()) {
             try {
-                current = !s.rulesOfResults.is_null() &&
-                          RuleSet::fromJson(s.rulesOfResults.dump()).toJson() == rules_->effectiveRules().toJson();
-            } catch (const Error&) {
-                current = false; // rules that no longer parse: the results are stale
+                auto evaluation = std::make_shared<const EvaluationResult>(EvaluationResult::fromJson(s.evaluation));
+                std::string rulesText = s.rulesOfResults.dump(); // as saved, if it no longer parses
+                bool current = false;
+                try {
+                    rulesText = RuleSet::fromJson(s.rulesOfResults.dump()).toJson();
+                    current = !s.rulesOfResults.is_null() && rulesText == rules_->effectiveRules().toJson();
+                } catch (const Error&) {
+                    current = false; // rules that no longer parse: the results are stale
+                }
+                evaluation_ = std::move(evaluation);
+                evaluationRules_ = rulesText;
+                evaluationGeneration_ = current ? generation_ : generation_ - 1;
+                layers_->setActivationResults(evaluationGeneration_, activationResults(*evaluation_));
+                emit evaluationChanged();
+            } catch (const Error& e) {
+                emit logMessage(tr("Cached evaluation dropped: %1").arg(QString::fromUtf8(e.what())), true);
             }
-            layers_->setActivationResults(current ? generation_ : generation_ - 1, std::move(results));
         }
     }
     setModified(false);

@@ -113,6 +113,8 @@ signals:
 private:
     struct Loaded;
     void onRulesChanged();
+    // A change the undo stack does not hold (data, calibration, evaluation).
+    void markChanged();
     // What an evaluation or sensitivity job runs on, captured for its thread.
     struct EvaluationInputs {
         std::shared_ptr<const Interpreter> interpreter;
@@ -159,6 +161,7 @@ private:
     std::shared_ptr<const SensitivityResult> sensitivity_;
 
     bool modified_ = false;
+    bool changedOutsideUndo_ = false;
     QString sessionPath_;
     std::optional<SessionFile> pendingSession_; // applied once its model has loaded
 };

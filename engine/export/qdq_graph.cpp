@@ -417,26 +417,31 @@ onnx::TensorProto integerTensorProto(const std::string& name, const IntegerTenso
     return proto;
 }
 
-onnx::TensorProto floatTensorProto(const std::string& name, const Shape& dims, const std::vector<float>& values)
+namespace {
+
+// An initializer of `dims` holding `values` as raw little-endian data.
+template <typename T>
+onnx::TensorProto plainTensorProto(const std::string& name, int type, const Shape& dims, const std::vector<T>& values)
 {
     onnx::TensorProto proto;
     proto.set_name(name);
-    proto.set_data_type(onnx::TensorProto::FLOAT);
+    proto.set_data_type(type);
     for (int64_t d : dims)
         proto.add_dims(d);
-    proto.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+    proto.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(T)));
     return proto;
+}
+
+} // namespace
+
+onnx::TensorProto floatTensorProto(const std::string& name, const Shape& dims, const std::vector<float>& values)
+{
+    return plainTensorProto(name, onnx::TensorProto::FLOAT, dims, values);
 }
 
 onnx::TensorProto int64TensorProto(const std::string& name, const Shape& dims, const std::vector<int64_t>& values)
 {
-    onnx::TensorProto proto;
-    proto.set_name(name);
-    proto.set_data_type(onnx::TensorProto::INT64);
-    for (int64_t d : dims)
-        proto.add_dims(d);
-    proto.set_raw_data(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(int64_t)));
-    return proto;
+    return plainTensorProto(name, onnx::TensorProto::INT64, dims, values);
 }
 
 std::optional<QdqParams> constantQdqParams(QdqGraph& graph, const onnx::NodeProto& node)

@@ -186,6 +186,64 @@ nlohmann::json EvaluationResult::toJson() const
     return j;
 }
 
+ErrorMetrics errorMetricsFromJson(const nlohmann::json& j, const std::string& field)
+{
+    try {
+        ErrorMetrics m;
+        m.mse = j.at("mse").get<double>();
+        const nlohmann::json& sqnr = j.at("sqnr_db");
+        constexpr double inf = std::numeric_limits<double>::infinity();
+        m.sqnrDb = sqnr.is_null() ? (m.mse == 0 ? inf : -inf) : sqnr.get<double>();
+        m.maxAbsError = j.at("max_abs_error").get<double>();
+        m.cosine = j.at("cosine").get<double>();
+        return m;
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(field + ": " + e.what());
+    }
+}
+
+EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
+{
+    const auto optionalMetrics = [](const nlohmann::json& v, const std::string& field) {
+        return v.is_null() ? std::optional<ErrorMetrics>() : std::optional<ErrorMetrics>(errorMetricsFromJson(v, field));
+    };
+    const auto optionalNumber = [](const nlohmann::json& v) {
+        return v.is_null() ? std::optional<double>() : std::optional<double>(v.get<double>());
+    };
+    try {
+        EvaluationResult r;
+        r.batches = j.at("batches").get<int64_t>();
+        r.samples = j.at("samples").get<int64_t>();
+        const nlohmann::json& layers = j.at("layers");
+        for (size_t i = 0; i < layers.size(); ++i) {
+            const std::string field = "evaluation.layers[" + std::to_string(i) + "]";
+            const nlohmann::json& l = layers.at(i);
+            LayerEvaluation e;
+            e.layer = l.at("layer").get<size_t>();
+            e.weight = optionalMetrics(l.at("weight"), field + ".weight");
+            e.isolated = optionalMetrics(l.at("isolated"), field + ".isolated");
+            e.accumulated = optionalMetrics(l.at("accumulated"), field + ".accumulated");
+            r.layers.push_back(e);
+        }
+        const nlohmann::json& outputs = j.at("outputs");
+        for (size_t i = 0; i < outputs.size(); ++i)
+            r.outputs.push_back({outputs.at(i).at("name").get<std::string>(),
+                                 errorMetricsFromJson(outputs.at(i), "evaluation.outputs[" + std::to_string(i) + "]")});
+        if (const nlohmann::json& a = j.at("accuracy"); !a.is_null()) {
+            Accuracy acc;
+            acc.samples = a.at("samples").get<int64_t>();
+            acc.floatTop1 = a.at("float_top1").get<double>();
+            acc.quantizedTop1 = a.at("quantized_top1").get<double>();
+            acc.floatTop5 = optionalNumber(a.at("float_top5"));
+            acc.quantizedTop5 = optionalNumber(a.at("quantized_top5"));
+            r.accuracy = acc;
+        }
+        return r;
+    } catch (const nlohmann::json::exception& e) {
+        throw Error(std::string("evaluation: ") + e.what());
+    }
+}
+
 std::map<size_t, StaticActivation> requiredStaticActivations(const Model& model, const QuantizationPlan& plan,
                                                              const ActivationStatistics* statistics)
 {

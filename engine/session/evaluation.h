@@ -85,6 +85,8 @@ struct Accuracy {
 // cosine}; sqnr_db is null when infinite (+inf when mse is 0, else -inf: the
 // float values are all zero).
 nlohmann::json errorMetricsJson(const ErrorMetrics& m);
+// errorMetricsJson read back (fractionClipped is 0); throws Error naming `field`.
+ErrorMetrics errorMetricsFromJson(const nlohmann::json& j, const std::string& field);
 
 struct EvaluationResult {
     std::vector<LayerEvaluation> layers; // plan layers, model order
@@ -93,6 +95,10 @@ struct EvaluationResult {
     int64_t batches = 0;
     int64_t samples = 0;
     nlohmann::json toJson() const;
+    // Reads toJson()'s document back (session files); an infinite SQNR, stored
+    // as null, comes back +inf when the MSE is 0 and −inf otherwise. Throws
+    // Error naming the field for a malformed document.
+    static EvaluationResult fromJson(const nlohmann::json& j);
 };
 
 struct EvaluationOptions {
