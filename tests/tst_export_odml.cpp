@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "model_support.h"
 #include "export/odml.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
@@ -231,18 +232,7 @@ private slots:
         Tensor w = demo_.initializer("features.conv1.weight")->clone();
         for (float& x : w.mutableValues<float>())
             x *= 1e-37f;
-        Model model = demo_;
-        Model copy;
-        copy.sourcePath = model.sourcePath;
-        copy.format = model.format;
-        copy.opsetImports = model.opsetImports;
-        copy.inputs = model.inputs;
-        copy.outputs = model.outputs;
-        copy.valueInfos = model.valueInfos;
-        copy.nodes = model.nodes;
-        copy.layers = model.layers;
-        for (const NamedTensor& t : model.initializers())
-            copy.addInitializer(t.name, t.name == "features.conv1.weight" ? w : t.tensor);
+        const Model copy = test::withInitializers(demo_, {{"features.conv1.weight", w}});
         OdmlOptions options;
         options.fixedRanges["input"] = {0.0f, 1e-30f};
         const std::string why = errorOf([&] { exportDemo(copy, kAllInt8, options, "tiny.json"); });

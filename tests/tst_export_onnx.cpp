@@ -73,11 +73,7 @@ private slots:
     void initTestCase()
     {
         QVERIFY(dir_.isValid());
-        if (qEnvironmentVariableIsSet("QUANTSCOPE_KEEP_EXPORTS")) { // look at the exported models afterwards
-            dir_.setAutoRemove(false);
-            qInfo("exports in %s", qPrintable(dir_.path()));
-        }
-        cases_ = exportCases(dir_.path().toStdString());
+        cases_ = exportCasesIn(dir_);
     }
 
     void ourRuntimeAgreesWithTheSimulation_data()

@@ -17,6 +17,7 @@
 #include "io/model_loader.h"
 #include "quant/kernels.h"
 #include "quant/microscaling.h"
+#include "model_support.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/quantization_hook.h"
 #include "runtime/tensor_cast.h"
@@ -33,24 +34,7 @@ RuleSet rules(const std::string& rulesJson)
 }
 
 // The model with some initializers replaced (everything else shared).
-Model withInitializers(const Model& m, const std::map<std::string, Tensor>& replaced)
-{
-    Model out;
-    out.sourcePath = m.sourcePath;
-    out.format = m.format;
-    out.irVersion = m.irVersion;
-    out.opsetImports = m.opsetImports;
-    out.inputs = m.inputs;
-    out.outputs = m.outputs;
-    out.valueInfos = m.valueInfos;
-    out.nodes = m.nodes;
-    out.layers = m.layers;
-    for (const NamedTensor& t : m.initializers()) {
-        auto it = replaced.find(t.name);
-        out.addInitializer(t.name, it == replaced.end() ? t.tensor : it->second);
-    }
-    return out;
-}
+using test::withInitializers;
 
 Tensor randomTensor(Shape shape, uint32_t seed, float scale = 1.0f)
 {

@@ -77,6 +77,17 @@ inline std::vector<ExportCase> exportCases(const std::filesystem::path& dir)
     };
 }
 
+// exportCases() in a test's temporary folder; with QUANTSCOPE_KEEP_EXPORTS set
+// the folder is kept (and named) so the exported models can be looked at afterwards.
+inline std::vector<ExportCase> exportCasesIn(QTemporaryDir& dir)
+{
+    if (qEnvironmentVariableIsSet("QUANTSCOPE_KEEP_EXPORTS")) {
+        dir.setAutoRemove(false);
+        qInfo("exports in %s", qPrintable(dir.path()));
+    }
+    return exportCases(dir.path().toStdString());
+}
+
 inline std::map<std::string, Tensor> firstBatch(const std::filesystem::path& data, int64_t rows, const Model& model)
 {
     auto source = openDataSource(data, {.batchSize = rows}, &model);
