@@ -3,6 +3,7 @@
 // name the node, node observers, and small hand-built graphs end to end.
 #include <QtTest>
 
+#include <cstring>
 #include <random>
 
 #include "core/half.h"
@@ -143,6 +144,34 @@ public:
             cancelAfterFirst->cancel();
     }
 };
+
+// Sees every node as stated (the default), or lets the run fold activations into Conv.
+class NodeLister : public NodeObserver {
+public:
+    explicit NodeLister(bool allowFusion) : allowFusion_(allowFusion) {}
+    std::vector<std::string> ran;
+    bool needsEveryNode() const override { return !allowFusion_; }
+    void afterNode(NodeEvent& e) override { ran.push_back(e.node->opType); }
+
+private:
+    bool allowFusion_;
+};
+
+bool sameBits(const Tensor& x, const Tensor& y)
+{
+    return x.shape() == y.shape() && x.dtype() == y.dtype() && std::memcmp(x.rawData(), y.rawData(), x.nbytes()) == 0;
+}
+
+// Normal values with zeros of both signs, tiny and huge values mixed in.
+Tensor adversarialTensor(Shape shape, std::mt19937& rng)
+{
+    Tensor t = randomTensor(std::move(shape), rng);
+    const float specials[] = {0.0f, -0.0f, 1e-30f, -1e-30f, 3.0f, -3.0f, 1e20f, -1e20f};
+    auto v = t.mutableValues<float>();
+    for (size_t i = 0; i < v.size(); i += 7)
+        v[i] = specials[(i / 7) % std::size(specials)];
+    return t;
+}
 
 } // namespace
 
@@ -407,6 +436,139 @@ private slots:
         QCOMPARE(interpreter.run({{"x", x}}, options).at("y").values<float>()[1], -30.0f);
         // The stored initializer is unchanged: a run without the observer uses it.
         QCOMPARE(interpreter.run({{"x", x}}).at("y").values<float>()[1], -6.0f);
+    }
+
+    void convActivationFusionGivesTheUnfusedBits_data()
+    {
+        QTest::addColumn<QString>("activation");
+        QTest::addColumn<int>("group");
+        QTest::addColumn<int>("kernel");
+        QTest::addColumn<bool>("bias");
+        for (const char* act : {"Relu", "LeakyRelu", "Clip", "Clip6", "HardSigmoid", "HardSwish"})
+            for (auto [group, kernel] : {std::pair{1, 3}, std::pair{1, 1}, std::pair{6, 3}, std::pair{2, 3}})
+                for (bool bias : {true, false})
+                    QTest::addRow("%s group %d kernel %d%s", act, group, kernel, bias ? " bias" : "")
+                        << QString(act) << group << kernel << bias;
+    }
+    void convActivationFusionGivesTheUnfusedBits()
+    {
+        QFETCH(QString, activation);
+        QFETCH(int, group);
+        QFETCH(int, kernel);
+        QFETCH(bool, bias);
+        std::mt19937 rng(11);
+        const int64_t C = 6, M = 6, H = 9;
+        std::vector<std::string> convInputs{"x", "w"};
+        if (bias)
+            convInputs.push_back("b");
+        Node conv = node("conv", "Conv", convInputs, {"c"},
+                         {intsAttr("pads", std::vector<int64_t>(4, kernel / 2)), intsAttr("strides", {kernel == 3 ? 2 : 1, 1}),
+                          Attribute{"group", Attribute::Kind::Int, group, 0.0f, {}, {}, {}, {}, {}}});
+        std::vector<Node> nodes{conv};
+        Model m;
+        const std::string act = activation.toStdString();
+        if (act == "Clip") { // opset 11+: bounds as inputs
+            nodes.push_back(node("act", "Clip", {"c", "lo", "hi"}, {"y"}));
+        } else if (act == "Clip6") { // opset 6: bounds as attributes
+            nodes.push_back(node("act", "Clip", {"c"}, {"y"}, {floatAttr("min", -0.5f), floatAttr("max", 0.75f)}));
+        } else if (act == "LeakyRelu") {
+            nodes.push_back(node("act", act, {"c"}, {"y"}, {floatAttr("alpha", 0.3f)}));
+        } else if (act == "HardSigmoid") {
+            nodes.push_back(node("act", act, {"c"}, {"y"}, {floatAttr("alpha", 0.25f), floatAttr("beta", 0.4f)}));
+        } else {
+            nodes.push_back(node("act", act, {"c"}, {"y"}));
+        }
+        m = modelOf(nodes, {"x"}, {"y"});
+        if (act == "Clip6")
+            m.opsetImports[""] = 6;
+        m.addInitializer("w", adversarialTensor({M, C / group, kernel, kernel}, rng));
+        if (bias)
+            m.addInitializer("b", adversarialTensor({M}, rng));
+        m.addInitializer("lo", Tensor::fromVector(DType::F32, {}, std::vector<float>{-0.5f}));
+        m.addInitializer("hi", Tensor::fromVector(DType::F32, {}, std::vector<float>{0.75f}));
+        const Interpreter interpreter(m);
+        const Tensor x = adversarialTensor({2, C, H, H}, rng);
+
+        NodeLister stated(false), folded(true);
+        RunOptions asStated, allowingFusion;
+        asStated.observer = &stated;
+        allowingFusion.observer = &folded;
+        const Tensor reference = interpreter.run({{"x", x}}, asStated).at("y");
+        QCOMPARE(stated.ran, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
+        QVERIFY(sameBits(interpreter.run({{"x", x}}, allowingFusion).at("y"), reference));
+        QCOMPARE(folded.ran, std::vector<std::string>{"Conv"}); // the activation ran inside the Conv
+        QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), reference)); // no observer: fused too
+    }
+
+    void fusionKeepsValuesOthersRead()
+    {
+        // The Conv's output is also a graph output, or read by a second node, or
+        // Clip's bound is computed: each time the Relu/Clip must run on its own.
+        std::mt19937 rng(5);
+        auto convModel = [&](std::vector<Node> after, std::vector<std::string> outputs,
+                             std::vector<std::string> inputs = {"x"}) {
+            std::vector<Node> nodes{node("conv", "Conv", {"x", "w"}, {"c"})};
+            nodes.insert(nodes.end(), after.begin(), after.end());
+            Model m = modelOf(nodes, inputs, outputs);
+            m.addInitializer("w", randomTensor({3, 2, 1, 1}, rng));
+            return m;
+        };
+        const std::vector<Model> models{
+            convModel({node("act", "Relu", {"c"}, {"y"})}, {"y", "c"}),
+            convModel({node("act", "Relu", {"c"}, {"r"}), node("add", "Add", {"r", "c"}, {"y"})}, {"y"}),
+            convModel({node("act", "Clip", {"c", "lo"}, {"y"})}, {"y"}, {"x", "lo"}),
+        };
+        const Tensor x = randomTensor({1, 2, 4, 4}, rng);
+        const Tensor lo = Tensor::fromVector(DType::F32, {}, std::vector<float>{-0.25f});
+        for (const Model& m : models) {
+            const Interpreter interpreter(m);
+            NodeLister folded(true), stated(false);
+            RunOptions options, asStated;
+            options.observer = &folded;
+            asStated.observer = &stated;
+            std::map<std::string, Tensor> inputs{{"x", x}};
+            if (m.inputs.size() == 2)
+                inputs["lo"] = lo;
+            const auto outputs = interpreter.run(inputs, options);
+            QCOMPARE(folded.ran.size(), m.nodes.size());
+            const auto unfused = interpreter.run(inputs, asStated);
+            for (const auto& [name, value] : outputs)
+                QVERIFY2(sameBits(value, unfused.at(name)), name.c_str());
+        }
+    }
+
+    void packedWeightsFollowTheWeightTensor()
+    {
+        // Conv keeps its packed weights across runs; a weight swapped in by an
+        // observer (as the fake-quant hook does) must be used, and the stored
+        // one again once the observer is gone.
+        std::mt19937 rng(9);
+        Model m = modelOf({node("conv", "Conv", {"x", "w"}, {"y"}, {intsAttr("pads", {1, 1, 1, 1})})}, {"x"}, {"y"});
+        const Tensor w = randomTensor({16, 8, 3, 3}, rng), other = randomTensor({16, 8, 3, 3}, rng);
+        m.addInitializer("w", w);
+        Model otherModel = modelOf(m.nodes, {"x"}, {"y"});
+        otherModel.addInitializer("w", other);
+        const Interpreter interpreter(m), reference(otherModel);
+        const Tensor x = randomTensor({2, 8, 10, 10}, rng);
+        const Tensor first = interpreter.run({{"x", x}}).at("y");
+        RecordingObserver swap;
+        swap.before = [&](NodeEvent& e) { e.inputs[1] = other; };
+        RunOptions swapped;
+        swapped.observer = &swap;
+        const Tensor expected = reference.run({{"x", x}}).at("y");
+        for (int round = 0; round < 3; ++round) {
+            QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), first));
+            QVERIFY(sameBits(interpreter.run({{"x", x}}, swapped).at("y"), expected));
+        }
+        // A fresh tensor each run (new storage, possibly at a reused address) is packed anew.
+        for (int round = 0; round < 3; ++round) {
+            const Tensor fresh = randomTensor({16, 8, 3, 3}, rng);
+            swap.before = [&](NodeEvent& e) { e.inputs[1] = fresh.clone(); };
+            Model freshModel = modelOf(m.nodes, {"x"}, {"y"});
+            freshModel.addInitializer("w", fresh);
+            QVERIFY(sameBits(interpreter.run({{"x", x}}, swapped).at("y"), Interpreter(freshModel).run({{"x", x}}).at("y")));
+        }
+        QVERIFY(!sameBits(first, expected));
     }
 
     void smallGraphEndToEnd()

@@ -12,6 +12,7 @@
 #include <tbb/global_control.h>
 
 #include "cli/commands.h"
+#include "cli/text_table.h"
 #include "core/dtype.h"
 #include "core/error.h"
 #include "io/model_loader.h"
@@ -101,6 +102,50 @@ std::vector<Latency> measure(int runs, const std::vector<std::function<void()>>&
     return latencies;
 }
 
+// Wall time per op type over float runs, from an observer around every node
+// (what --profile prints): where a model's latency goes.
+class NodeTimer : public NodeObserver {
+public:
+    struct OpTime {
+        std::string opType;
+        size_t nodes = 0;  // nodes of this type in the model
+        double ms = 0;     // summed over the runs
+    };
+
+    // Times the run as plain inference runs it: with activations folded into Conv.
+    bool needsEveryNode() const override { return false; }
+    void beforeNode(NodeEvent&) override { start_ = std::chrono::steady_clock::now(); }
+    void afterNode(NodeEvent& event) override
+    {
+        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
+        auto [it, inserted] = index_.try_emplace(event.node->opType, byType_.size());
+        if (inserted)
+            byType_.push_back({event.node->opType, 0, 0});
+        OpTime& t = byType_[it->second];
+        t.ms += ms;
+        if (event.nodeIndex >= seen_.size())
+            seen_.resize(event.nodeIndex + 1, false);
+        if (!seen_[event.nodeIndex]) {
+            seen_[event.nodeIndex] = true;
+            ++t.nodes;
+        }
+    }
+
+    // Op types, slowest first.
+    std::vector<OpTime> byType() const
+    {
+        std::vector<OpTime> sorted = byType_;
+        std::sort(sorted.begin(), sorted.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
+        return sorted;
+    }
+
+private:
+    std::chrono::steady_clock::time_point start_;
+    std::map<std::string, size_t> index_;
+    std::vector<OpTime> byType_;
+    std::vector<bool> seen_;
+};
+
 int runBenchModel(const Arguments& args)
 {
     if (args.positionals().empty())
@@ -152,8 +197,20 @@ int runBenchModel(const Arguments& args)
     const Latency& fakeQuant = measured[2];
     const double overhead = observed.median / fp32.median - 1.0;
 
+    std::vector<NodeTimer::OpTime> profile;
+    if (args.flag("--profile")) {
+        NodeTimer timer;
+        RunOptions timed;
+        timed.observer = &timer;
+        for (int r = 0; r < runs; ++r)
+            interpreter.run(inputs, timed);
+        profile = timer.byType();
+        for (NodeTimer::OpTime& t : profile)
+            t.ms /= runs;
+    }
+
     if (args.flag("--json")) {
-        const nlohmann::json j{{"model", modelFile},
+        nlohmann::json j{{"model", modelFile},
                                {"batch", batch},
                                {"threads", threads},
                                {"runs", runs},
@@ -165,6 +222,11 @@ int runBenchModel(const Arguments& args)
                                {"observer_overhead", overhead},
                                {"fake_quant_latency_ms_median", fakeQuant.median},
                                {"fake_quant_latency_ms_min", fakeQuant.min}};
+        if (!profile.empty()) {
+            nlohmann::json& p = j["profile"] = nlohmann::json::array();
+            for (const NodeTimer::OpTime& t : profile)
+                p.push_back({{"op_type", t.opType}, {"nodes", t.nodes}, {"ms_mean", t.ms}});
+        }
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
     }
@@ -180,6 +242,17 @@ int runBenchModel(const Arguments& args)
     row("fake-quant", fakeQuant);
     std::printf("observer overhead %.1f%%, fake-quant %.2fx float\n", 100.0 * overhead,
                 fakeQuant.median / fp32.median);
+    if (!profile.empty()) {
+        double total = 0;
+        for (const NodeTimer::OpTime& t : profile)
+            total += t.ms;
+        std::vector<std::vector<std::string>> rows{{"op type", "nodes", "ms per run", "share"}};
+        for (const NodeTimer::OpTime& t : profile)
+            rows.push_back({t.opType, std::to_string(t.nodes), formatNumber(t.ms, "%.3f"),
+                            formatNumber(100.0 * t.ms / total, "%.1f%%")});
+        std::printf("\nfloat time per op type (mean of %d runs, kernels only):\n%s", runs,
+                    alignedTable(rows, {false, true, true, true}).c_str());
+    }
     return kExitOk;
 }
 
@@ -190,13 +263,14 @@ Command benchModelCommand()
     CommandSpec spec;
     spec.name = "bench-model";
     spec.summary = "Measure the interpreter's latency on a model with seeded random inputs";
-    spec.synopsis = "bench-model MODEL [--batch B] [--threads T] [--runs N] [--rules R.json] [--json]";
+    spec.synopsis = "bench-model MODEL [--batch B] [--threads T] [--runs N] [--rules R.json] [--profile] [--json]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--batch", "B", "size of the inputs' symbolic dimensions (default 1)", {}, false},
         {"--threads", "T", "worker threads (default 2)", {}, false},
         {"--runs", "N", "timed runs after one warm-up run (default 20)", {}, false},
         {"--rules", "R.json", "the fake-quant rules (default: int8 weights, int8 dynamic activations)", {}, false},
+        {"--profile", "", "also time each op type over N more float runs", {}, false},
         {"--json", "", "print JSON instead of text", {}, false},
     };
     spec.notes = "MODEL: a model with a graph (ONNX). Each input gets the model's declared shape: fixed\n"
@@ -208,8 +282,9 @@ Command benchModelCommand()
                  "beforehand, activations every run; static ones calibrated on the benchmark's inputs).\n"
                  "JSON: {model, batch, threads, runs, rules, latency_ms_median, latency_ms_mean,\n"
                  "latency_ms_min, observer_latency_ms_median, observer_overhead,\n"
-                 "fake_quant_latency_ms_median, fake_quant_latency_ms_min}. Progress goes to stderr when it\n"
-                 "is a terminal.";
+                 "fake_quant_latency_ms_median, fake_quant_latency_ms_min} and, with --profile, profile:\n"
+                 "[{op_type, nodes, ms_mean}], slowest first: each op type's kernel time per float run, from\n"
+                 "a timer around every node. Progress goes to stderr when it is a terminal.";
     return {spec, runBenchModel};
 }
 

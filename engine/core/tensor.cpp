@@ -39,14 +39,23 @@ Shape rowMajorStrides(const Shape& shape)
     return strides;
 }
 
-Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)), numel_(shapeElementCount(shape_))
+Tensor::Tensor(DType dtype, Shape shape) : Tensor(uninitialized(dtype, std::move(shape)))
 {
-    const size_t bytes = nbytes();
+    std::memset(const_cast<void*>(data_), 0, nbytes());
+}
+
+Tensor Tensor::uninitialized(DType dtype, Shape shape)
+{
+    Tensor t;
+    t.dtype_ = dtype;
+    t.shape_ = std::move(shape);
+    t.numel_ = shapeElementCount(t.shape_);
+    const size_t bytes = t.nbytes();
     // 64-byte alignment keeps vector loads aligned and rows off shared cache lines.
     void* p = ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t(64));
-    std::memset(p, 0, bytes);
-    owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t(64)); });
-    data_ = p;
+    t.owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t(64)); });
+    t.data_ = p;
+    return t;
 }
 
 Tensor Tensor::borrow(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner)

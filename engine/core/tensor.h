@@ -28,6 +28,9 @@ public:
     Tensor() = default;
     // Owned, zero-filled storage.
     Tensor(DType dtype, Shape shape);
+    // Owned storage left unwritten: for outputs a kernel overwrites entirely
+    // (zero-filling them first costs a full pass over memory).
+    static Tensor uninitialized(DType dtype, Shape shape);
     // Borrowed storage: `data` stays valid as long as `owner` lives.
     static Tensor borrow(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner);
 
@@ -44,6 +47,9 @@ public:
     bool isBorrowed() const { return borrowed_; }
 
     const void* rawData() const { return data_; }
+    // What keeps the data alive (shared by copies and by tensors borrowed from
+    // one buffer): with rawData(), the identity of the values a cache may key on.
+    const std::shared_ptr<const void>& storage() const { return owner_; }
     // Writable access; throws Error for borrowed (read-only) storage.
     void* mutableRawData();
 

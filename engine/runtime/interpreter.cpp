@@ -1,5 +1,6 @@
 #include "runtime/interpreter.h"
 
+#include <limits>
 #include <unordered_map>
 
 namespace qs {
@@ -108,6 +109,84 @@ Interpreter::Interpreter(Model model) : model_(std::move(model))
     for (size_t id = 0; id < lastUse.size(); ++id)
         if (lastUse[id] >= 0)
             plan_[size_t(lastUse[id])].freeAfter.push_back(int(id));
+    planFusion();
+    memos_ = std::make_unique<KernelMemo[]>(plan_.size());
+}
+
+void Interpreter::planFusion()
+{
+    std::vector<int> producer(valueNames_.size(), -1), readers(valueNames_.size(), 0);
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        for (int id : plan_[n].inputs)
+            if (id >= 0)
+                ++readers[size_t(id)];
+        for (int id : plan_[n].outputs)
+            if (id >= 0)
+                producer[size_t(id)] = int(n);
+    }
+    for (int id : graphOutputIds_)
+        ++readers[size_t(id)]; // a graph output is read by the caller
+    std::vector<const Tensor*> initializer(valueNames_.size(), nullptr);
+    for (size_t i = 0; i < initializerIds_.size(); ++i)
+        initializer[size_t(initializerIds_[i])] = &model_.initializers()[i].tensor;
+    for (int id : graphInputIds_)
+        initializer[size_t(id)] = nullptr; // a graph input overrides an initializer
+
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        const Node& node = model_.nodes[n];
+        PlannedNode& p = plan_[n];
+        if (!(node.domain.empty() || node.domain == "ai.onnx") || p.inputs.empty() || p.inputs[0] < 0 ||
+            p.outputs.size() != 1 || p.outputs[0] < 0)
+            continue;
+        const int x = p.inputs[0];
+        const int from = producer[size_t(x)];
+        if (from < 0 || readers[size_t(x)] != 1)
+            continue;
+        const Node& conv = model_.nodes[size_t(from)];
+        PlannedNode& c = plan_[size_t(from)];
+        if (conv.opType != "Conv" || !(conv.domain.empty() || conv.domain == "ai.onnx") || c.fused ||
+            c.outputs.size() != 1 || c.outputs[0] != x)
+            continue;
+
+        // The activation's parameters, read as its own kernel reads them.
+        const KernelContext attributes(node, n, p.opset, {}, {}, nullptr);
+        FusedActivation f;
+        if (node.opType == "Relu") {
+            f.kind = FusedActivation::Kind::Relu;
+        } else if (node.opType == "LeakyRelu") {
+            f = {FusedActivation::Kind::LeakyRelu, attributes.floatAttribute("alpha", 0.01f), 0};
+        } else if (node.opType == "HardSigmoid") {
+            f = {FusedActivation::Kind::HardSigmoid, attributes.floatAttribute("alpha", 0.2f),
+                 attributes.floatAttribute("beta", 0.5f)};
+        } else if (node.opType == "HardSwish") {
+            f.kind = FusedActivation::Kind::HardSwish;
+        } else if (node.opType == "Clip") {
+            f = {FusedActivation::Kind::Clip, std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max()};
+            if (p.opset < 11) {
+                f.a = attributes.floatAttribute("min", f.a);
+                f.b = attributes.floatAttribute("max", f.b);
+            } else {
+                bool constant = true;
+                for (size_t i = 1; i < p.inputs.size() && i < 3; ++i) {
+                    if (p.inputs[i] < 0)
+                        continue;
+                    const Tensor* bound = initializer[size_t(p.inputs[i])];
+                    if (!bound || bound->dtype() != DType::F32 || bound->numel() != 1) {
+                        constant = false; // computed or malformed bounds: the Clip kernel handles (or reports) them
+                        break;
+                    }
+                    (i == 1 ? f.a : f.b) = bound->values<float>()[0];
+                }
+                if (!constant)
+                    continue;
+            }
+        } else {
+            continue;
+        }
+        c.fused = f;
+        c.fusedOutput = p.outputs[0];
+        p.foldedAway = true;
+    }
 }
 
 std::vector<std::vector<std::string>> Interpreter::freedAfterEachNode() const
@@ -136,6 +215,7 @@ std::vector<Tensor> Interpreter::runNode(size_t nodeIndex, std::span<const Tenso
             inputPtrs[i] = &inputs[i];
     std::vector<Tensor> outputs(p.outputs.size());
     KernelContext ctx(node, nodeIndex, p.opset, inputPtrs, outputs, &cancel);
+    ctx.setMemo(&memos_[nodeIndex]);
     p.kernel->kernel(ctx);
     for (size_t o = 0; o < outputs.size(); ++o)
         if (!node.outputs[o].empty() && outputs[o].rawData() == nullptr)
@@ -171,6 +251,16 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     if (!inputs.empty())
         throw Error("input '" + inputs.begin()->first + "' is not an input of the model");
 
+    const bool fuse = !options.observer || !options.observer->needsEveryNode();
+    auto release = [&](const PlannedNode& p) {
+        for (int id : p.freeAfter) {
+            if (held[size_t(id)] && !isInitializer[size_t(id)]) {
+                values[size_t(id)] = Tensor();
+                held[size_t(id)] = false;
+                --live;
+            }
+        }
+    };
     std::vector<const Tensor*> inputPtrs;
     std::vector<Tensor> outputs;
     std::vector<Tensor> observed;
@@ -178,6 +268,10 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         options.cancel.check();
         const PlannedNode& p = plan_[n];
         const Node& node = model_.nodes[n];
+        if (fuse && p.foldedAway) {
+            release(p); // its Conv wrote its output
+            continue;
+        }
         inputPtrs.assign(p.inputs.size(), nullptr);
         for (size_t i = 0; i < p.inputs.size(); ++i)
             if (p.inputs[i] >= 0)
@@ -202,10 +296,13 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         }
 
         KernelContext ctx(node, n, p.opset, inputPtrs, outputs, &options.cancel);
+        ctx.setMemo(&memos_[n]);
+        if (fuse && p.fused)
+            ctx.setFusedActivation(&*p.fused);
         p.kernel->kernel(ctx);
 
         for (size_t o = 0; o < p.outputs.size(); ++o) {
-            const int id = p.outputs[o];
+            const int id = fuse && p.fused ? p.fusedOutput : p.outputs[o];
             if (id < 0)
                 continue;
             if (outputs[o].rawData() == nullptr)
@@ -221,13 +318,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             event.liveValues = live;
             options.observer->afterNode(event);
         }
-        for (int id : p.freeAfter) {
-            if (held[size_t(id)] && !isInitializer[size_t(id)]) {
-                values[size_t(id)] = Tensor();
-                held[size_t(id)] = false;
-                --live;
-            }
-        }
+        release(p);
     }
 
     std::map<std::string, Tensor> result;

@@ -7,6 +7,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -42,6 +44,12 @@ public:
     virtual ~NodeObserver() = default;
     virtual void beforeNode(NodeEvent& event) { (void)event; }
     virtual void afterNode(NodeEvent& event) { (void)event; }
+    // Whether the observer must see every node as the model states it. One that
+    // returns false lets the run fold an activation into the Conv before it
+    // (Conv -> Relu as one step): the Conv's events then show its inputs as
+    // usual and, after it, the activated output; the activation node gets no
+    // events. Observers of layer inputs only (calibration, fake-quant) allow it.
+    virtual bool needsEveryNode() const { return true; }
 };
 
 struct RunOptions {
@@ -79,7 +87,17 @@ private:
         std::vector<int> inputs;  // value ids, -1 = absent
         std::vector<int> outputs; // value ids, -1 = absent
         std::vector<int> freeAfter;
+        // Fusion (runs whose observer allows it): a Conv applies `fused` and
+        // writes its output as value `fusedOutput`; the activation node after
+        // it (`foldedAway`) is skipped.
+        std::optional<FusedActivation> fused;
+        int fusedOutput = -1;
+        bool foldedAway = false;
     };
+
+    // Folds each Relu, LeakyRelu, Clip (constant bounds), HardSigmoid or
+    // HardSwish into the Conv before it when the Conv's output has no other reader.
+    void planFusion();
 
     Model model_;
     std::vector<std::string> valueNames_;
@@ -87,6 +105,8 @@ private:
     std::vector<int> initializerIds_;
     std::vector<int> graphInputIds_;
     std::vector<int> graphOutputIds_;
+    // One per node: what kernels keep across runs (packed weights).
+    std::unique_ptr<KernelMemo[]> memos_;
 };
 
 } // namespace qs

@@ -8,8 +8,11 @@
 // node asks for. Kernels live one file per op family under runtime/ops/.
 // Adding an op = its kernel in a family file + one line in the table.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,8 +22,48 @@
 #include "core/cancellation.h"
 #include "core/tensor.h"
 #include "graph/model.h"
+#include "runtime/ops/activation.h"
 
 namespace qs {
+
+// What a kernel derives from a constant input and keeps across runs (Conv's
+// weights packed for its GEMM), one memo per node. An entry is valid while the
+// input is the same tensor storage it was made from; a tensor a run has read
+// is not written in place afterwards (the hooks swap in new tensors, they do
+// not overwrite). Holds the last two sources, so float and fake-quant runs
+// side by side do not evict each other. Thread-safe.
+class KernelMemo {
+public:
+    // The value made by `make()` from `source`, made again only when `source`
+    // is other storage than the memo's entries.
+    template <class T, class Make> std::shared_ptr<const T> get(const Tensor& source, Make make)
+    {
+        if (!source.storage())
+            return make(); // nothing to tell one buffer from a later one at the same address
+        {
+            std::lock_guard lock(mutex_);
+            for (Entry& e : entries_)
+                if (e.data == source.rawData() && e.bytes == source.nbytes() && e.storage.lock() == source.storage())
+                    return std::static_pointer_cast<const T>(e.value);
+        }
+        std::shared_ptr<const T> made = make();
+        std::lock_guard lock(mutex_);
+        entries_[next_] = {source.storage(), source.rawData(), source.nbytes(), made};
+        next_ = (next_ + 1) % entries_.size();
+        return made;
+    }
+
+private:
+    struct Entry {
+        std::weak_ptr<const void> storage;
+        const void* data = nullptr;
+        size_t bytes = 0;
+        std::shared_ptr<const void> value;
+    };
+    std::mutex mutex_;
+    std::array<Entry, 2> entries_;
+    size_t next_ = 0;
+};
 
 // What a kernel sees of one node while it runs.
 class KernelContext {
@@ -65,6 +108,14 @@ public:
     std::vector<float> floatsAttribute(std::string_view name, std::vector<float> fallback = {}) const;
     std::optional<Tensor> tensorAttribute(std::string_view name) const;
 
+    // The activation the interpreter folded into this node (Conv -> Relu), which
+    // the kernel applies to its output; nullptr when none was.
+    const FusedActivation* fusedActivation() const { return fused_; }
+    void setFusedActivation(const FusedActivation* fused) { fused_ = fused; }
+    // The node's memo across runs, or nullptr (then the kernel derives afresh).
+    KernelMemo* memo() const { return memo_; }
+    void setMemo(KernelMemo* memo) { memo_ = memo; }
+
     // "node 'conv1' (Conv)" or, for an unnamed node, "node #3 (Conv)".
     std::string describe() const;
     // Throws Error("<describe()>: <problem>").
@@ -85,6 +136,8 @@ private:
     std::span<const Tensor* const> inputs_;
     std::span<Tensor> outputs_;
     const CancellationToken* cancel_;
+    const FusedActivation* fused_ = nullptr;
+    KernelMemo* memo_ = nullptr;
 };
 
 using Kernel = void (*)(KernelContext&);

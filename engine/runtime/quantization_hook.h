@@ -58,6 +58,9 @@ public:
 
     void beforeNode(NodeEvent& event) override;
     void afterNode(NodeEvent& event) override;
+    // The hook rewrites layer inputs only, which fusion leaves as they are; the
+    // next observer decides.
+    bool needsEveryNode() const override { return next_ && next_->needsEveryNode(); }
 
 private:
     const Model& model_;

@@ -179,6 +179,7 @@ SimdLevel simdLevel()
         std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
 }
 
+
 #if defined(__x86_64__) && defined(__GNUC__)
 [[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
                                                   float* y)
@@ -521,7 +522,7 @@ void conv(KernelContext& ctx)
     const WindowGeometry& g = plan.g;
     if (B && (B->dtype() != DType::F32 || B->numel() != M))
         ctx.fail("B must be float32 with " + std::to_string(M) + " values");
-    Tensor Y(DType::F32, plan.outputShape);
+    Tensor Y = Tensor::uninitialized(DType::F32, plan.outputShape);
     const float* x = X.values<float>().data();
     const float* w = Wt.values<float>().data();
     const float* bias = B ? B->values<float>().data() : nullptr;
@@ -530,10 +531,13 @@ void conv(KernelContext& ctx)
     const int64_t inSpatial = product(g.input), P = product(g.output), kernelSize = product(kernel);
     const int64_t K = Cg * kernelSize;
 
+    const FusedActivation* activation = ctx.fusedActivation();
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
             depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, g, y + ng * P);
+            if (activation)
+                activation->apply(y + ng * P, P);
         });
         ctx.setOutput(0, std::move(Y));
         return;
@@ -553,8 +557,12 @@ void conv(KernelContext& ctx)
         64, std::min((int64_t(1) << 18) / std::max<int64_t>(K, 1), (P + wantedChunks - 1) / wantedChunks));
     const int64_t chunks = (P + chunk - 1) / chunk;
     const SimdLevel level = simdLevel();
-    const std::optional<PackedWeights> packed =
-        level == SimdLevel::None ? std::nullopt : std::optional<PackedWeights>(std::in_place, level, w, group, Mg, K);
+    // Packed once per weight tensor and kept in the node's memo across runs.
+    std::shared_ptr<const PackedWeights> packed;
+    if (level != SimdLevel::None) {
+        auto pack = [&] { return std::make_shared<const PackedWeights>(level, w, group, Mg, K); };
+        packed = ctx.memo() ? ctx.memo()->get<PackedWeights>(Wt, pack) : pack();
+    }
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();
         const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);
@@ -580,7 +588,14 @@ void conv(KernelContext& ctx)
         else
             yg.noalias() =
                 wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));
-        if (bias)
+        // Bias and fused activation while the chunk is still in cache.
+        if (activation && bias)
+            for (int64_t m = 0; m < Mg; ++m)
+                activation->apply(&yg(m, 0), p1 - p0, bias[gi * Mg + m]);
+        else if (activation)
+            for (int64_t m = 0; m < Mg; ++m)
+                activation->apply(&yg(m, 0), p1 - p0);
+        else if (bias)
             for (int64_t m = 0; m < Mg; ++m)
                 yg.row(m).array() += bias[gi * Mg + m];
     });

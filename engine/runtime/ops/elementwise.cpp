@@ -14,6 +14,7 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/broadcast.h"
+#include "runtime/ops/activation.h"
 #include "runtime/dtype_dispatch.h"
 #include "runtime/tensor_cast.h"
 
@@ -93,7 +94,7 @@ template <class T> constexpr bool kIsNumber = std::is_arithmetic_v<T> && !std::i
 // out = op(x) elementwise; O is the output element type.
 template <class T, class O, class Op> Tensor mapUnary(const Tensor& x, DType outType, Op op)
 {
-    Tensor out(outType, x.shape());
+    Tensor out = Tensor::uninitialized(outType, x.shape());
     const T* src = x.values<T>().data();
     O* dst = out.mutableValues<O>().data();
     auto body = [&](int64_t begin, int64_t end) {
@@ -114,7 +115,7 @@ template <class T, class O, class Op>
 Tensor mapBinary(const KernelContext& ctx, const Tensor& a, const Tensor& b, DType outType, Op op)
 {
     const Shape shape = broadcastShapes(a.shape(), b.shape(), ctx.describe());
-    Tensor out(outType, shape);
+    Tensor out = Tensor::uninitialized(outType, shape);
     const T* pa = a.values<T>().data();
     const T* pb = b.values<T>().data();
     O* po = out.mutableValues<O>().data();
@@ -384,7 +385,7 @@ void sign(KernelContext& ctx)
 }
 void relu(KernelContext& ctx)
 {
-    numericUnaryKernel(ctx, []<class T>(T v) { return v > T(0) ? v : T(0); });
+    numericUnaryKernel(ctx, []<class T>(T v) { return reluOf(v); });
 }
 void sqrt(KernelContext& ctx)
 {
@@ -423,7 +424,7 @@ void sigmoid(KernelContext& ctx)
 void leakyRelu(KernelContext& ctx)
 {
     const float alpha = param(ctx, "alpha", 0.01f);
-    floatUnaryKernel(ctx, [alpha]<class T>(T v) { return v < T(0) ? T(alpha) * v : v; });
+    floatUnaryKernel(ctx, [alpha]<class T>(T v) { return leakyReluOf(v, T(alpha)); });
 }
 void elu(KernelContext& ctx)
 {
@@ -448,15 +449,11 @@ void hardSigmoid(KernelContext& ctx)
 {
     const float alpha = param(ctx, "alpha", 0.2f);
     const float beta = param(ctx, "beta", 0.5f);
-    // min(max()) rather than std::clamp (faster in a map over a large tensor); NaN still passes through.
-    floatUnaryKernel(ctx,
-                     [alpha, beta]<class T>(T v) { return std::min(std::max(T(alpha) * v + T(beta), T(0)), T(1)); });
+    floatUnaryKernel(ctx, [alpha, beta]<class T>(T v) { return hardSigmoidOf(v, T(alpha), T(beta)); });
 }
 void hardSwish(KernelContext& ctx)
 {
-    // A multiply by 1/6 instead of a division (a fraction of an ulp apart) and
-    // min(max()) instead of std::clamp: together 1.4x faster on a 1M-element map.
-    floatUnaryKernel(ctx, []<class T>(T v) { return v * std::min(std::max(v * T(1.0 / 6.0) + T(0.5), T(0)), T(1)); });
+    floatUnaryKernel(ctx, []<class T>(T v) { return hardSwishOf(v); });
 }
 void softplus(KernelContext& ctx)
 {
@@ -529,7 +526,7 @@ void clip(KernelContext& ctx)
                 bound(1, lo);
                 bound(2, hi);
             }
-            return mapUnary<T, T>(x, x.dtype(), [lo, hi](T v) { return v < lo ? lo : (hi < v ? hi : v); });
+            return mapUnary<T, T>(x, x.dtype(), [lo, hi](T v) { return clipOf(v, lo, hi); });
         }
     });
     emit(ctx, 0, std::move(out), ops);
