@@ -301,6 +301,31 @@ private slots:
                            {intAttr("group", 8), intsAttr("strides", {2, 1}), intsAttr("pads", {1, 1, 1, 1}),
                             intsAttr("dilations", {1, 2})});
         EXPECT_CLOSE(y[0], referenceConv(X, Wd, &B, 8, {2, 1}, {1, 2}, {1, 1}, {7, 9}), 1e-5);
+        // Depthwise on small planes runs kChannelBlock (16) channels at a time:
+        // full blocks, a partial last block, too few channels for a block (the
+        // per-channel path), 5x5 taps, strides, dilations and uneven pads.
+        struct Depthwise {
+            int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
+        };
+        for (const Depthwise& d : {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
+                                  Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
+                                  Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0}}) {
+            const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
+            const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
+            const int64_t extent = (d.k - 1) * d.dilation + 1;
+            const Shape out{(d.h + d.padTop + d.padBottom - extent) / d.stride + 1,
+                            (d.w + d.padLeft + d.padRight - extent) / d.stride + 1};
+            for (bool withBias : {true, false}) {
+                y = runKernel(ops::conv, "Conv", {&Xd, &Wk, withBias ? &Bk : nullptr},
+                              {intAttr("group", d.channels), intsAttr("strides", {d.stride, d.stride}),
+                               intsAttr("dilations", {d.dilation, d.dilation}),
+                               intsAttr("pads", {d.padTop, d.padLeft, d.padBottom, d.padRight})});
+                EXPECT_CLOSE(y[0],
+                             referenceConv(Xd, Wk, withBias ? &Bk : nullptr, d.channels, {d.stride, d.stride},
+                                           {d.dilation, d.dilation}, {d.padTop, d.padLeft}, out),
+                             1e-5);
+            }
+        }
         const Tensor Wp = randomTensor({5, 8, 1, 1});
         y = runKernel(ops::conv, "Conv", {&X, &Wp}, {});
         EXPECT_CLOSE(y[0], referenceConv(X, Wp, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, {13, 11}), 1e-5);

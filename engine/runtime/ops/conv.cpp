@@ -205,6 +205,102 @@ void depthwise2d(const float* x, const float* w, float bias, const WindowGeometr
     depthwise2dBody(x, w, bias, g, y);
 }
 
+// Depthwise 2-D convolution of kChannelBlock channels at once, interleaved so
+// that one vector holds one pixel of every channel of the block: each tap is
+// one multiply-add per output pixel, however small the plane (late layers'
+// 7x7 planes are too short for vectors along a row, and per-channel set-up
+// would dominate). Four output pixels at a time keep four independent sums
+// in flight. Sums run in the same order as depthwise2dBody's (bias, then taps
+// row by row), so both paths give the same results.
+constexpr int64_t kChannelBlock = 16;
+using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(float)), aligned(sizeof(float))));
+
+// Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
+// each) into y (planes of OH x OW), channels <= kChannelBlock.
+[[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* w,
+                                                      const float* bias, const WindowGeometry& g, float* y)
+{
+    constexpr int64_t CB = kChannelBlock, ILP = 4;
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    thread_local std::vector<float> in, out, taps;
+    in.assign(size_t(HP * WP * CB), 0.0f); // the padding reads zero
+    for (int64_t c = 0; c < channels; ++c) {
+        const float* xc = x + c * H * W;
+        for (int64_t r = std::max<int64_t>(0, ph); r < std::min(HP, H + ph); ++r)
+            for (int64_t col = std::max<int64_t>(0, pw); col < std::min(WP, W + pw); ++col)
+                in[size_t((r * WP + col) * CB + c)] = xc[(r - ph) * W + col - pw];
+    }
+    taps.assign(size_t(KH * KW * CB), 0.0f);
+    ChannelVector b{};
+    for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t t = 0; t < KH * KW; ++t)
+            taps[size_t(t * CB + c)] = w[c * KH * KW + t];
+        b[c] = bias ? bias[c] : 0.0f;
+    }
+    out.resize(size_t(OH * OW * CB));
+    for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t ow = 0;
+        for (; ow + ILP <= OW; ow += ILP) {
+            ChannelVector acc[ILP];
+            for (int64_t j = 0; j < ILP; ++j)
+                acc[j] = b;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+                const float* row = in.data() + ((oh * sh + kh * dh) * WP + ow * sw) * CB;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const ChannelVector tap = *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB);
+                    const float* px = row + kw * dw * CB;
+                    for (int64_t j = 0; j < ILP; ++j)
+                        acc[j] += tap * *reinterpret_cast<const ChannelVector*>(px + j * sw * CB);
+                }
+            }
+            for (int64_t j = 0; j < ILP; ++j)
+                *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow + j) * CB) = acc[j];
+        }
+        for (; ow < OW; ++ow) {
+            ChannelVector acc = b;
+            for (int64_t kh = 0; kh < KH; ++kh)
+                for (int64_t kw = 0; kw < KW; ++kw)
+                    acc += *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB) *
+                           *reinterpret_cast<const ChannelVector*>(in.data() +
+                                                                   ((oh * sh + kh * dh) * WP + ow * sw + kw * dw) * CB);
+            *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow) * CB) = acc;
+        }
+    }
+    const int64_t P = OH * OW;
+    for (int64_t c = 0; c < channels; ++c)
+        for (int64_t p = 0; p < P; ++p)
+            y[c * P + p] = out[size_t(p * CB + c)];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* w,
+                                                     const float* bias, const WindowGeometry& g, float* y)
+{
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+
+[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w,
+                                                    const float* bias, const WindowGeometry& g, float* y)
+{
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+#endif
+
+void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
+                    float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (simdLevel() == SimdLevel::Avx512)
+        return depthwiseBlockAvx512(x, channels, w, bias, g, y);
+    if (simdLevel() == SimdLevel::Avx2)
+        return depthwiseBlockAvx2(x, channels, w, bias, g, y);
+#endif
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
 // falls in the padding, a plain (or strided) copy elsewhere.
 template <class T> void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, T* col)
@@ -532,6 +628,23 @@ void conv(KernelContext& ctx)
     const int64_t K = Cg * kernelSize;
 
     const FusedActivation* activation = ctx.fusedActivation();
+    // Depthwise on small planes with enough channels to fill a vector:
+    // kChannelBlock channels per task. On larger planes interleaving the
+    // channels (scalar transposes in and out) costs more than it saves.
+    if (Cg == 1 && Mg == 1 && kernel.size() == 2 && group >= kChannelBlock / 2 && P <= 256) {
+        const int64_t blocks = (group + kChannelBlock - 1) / kChannelBlock;
+        tbb::parallel_for(int64_t(0), N * blocks, [&](int64_t task) {
+            const int64_t n = task / blocks, c0 = (task % blocks) * kChannelBlock;
+            const int64_t channels = std::min(kChannelBlock, group - c0);
+            float* yc = y + (n * M + c0) * P;
+            depthwiseBlock(x + (n * C + c0) * inSpatial, channels, w + c0 * kernelSize, bias ? bias + c0 : nullptr, g,
+                           yc);
+            if (activation)
+                activation->apply(yc, channels * P);
+        });
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
