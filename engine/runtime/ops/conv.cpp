@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <optional>
 #include <tbb/parallel_for.h>
@@ -301,34 +302,99 @@ void depthwiseBlock(const float* x, int64_t channels, const float* w, const floa
     depthwiseBlockBody(x, channels, w, bias, g, y);
 }
 
+// Where im2col2d puts its rows: a plain row-major [rows, width] matrix.
+template <class T> struct RowMajorColumns {
+    T* data;
+    int64_t width;
+    void fill(int64_t k, int64_t j0, int64_t j1) const { std::fill(data + k * width + j0, data + k * width + j1, T(0)); }
+    void copy(int64_t k, int64_t j0, int64_t j1, const T* src, int64_t stride) const
+    {
+        T* dst = data + k * width;
+        if (stride == 1)
+            std::copy(src, src + (j1 - j0), dst + j0);
+        else
+            for (int64_t j = j0; j < j1; ++j)
+                dst[j] = src[(j - j0) * stride];
+    }
+};
+
+// Or straight into the layout PackedWeights::multiplyPacked reads (what
+// packColumns makes of a row-major matrix): per depth block of kDepthBlock
+// rows, strips of nr columns, k-major. Saves one pass over the column matrix.
+struct PackedColumns {
+    float* data;
+    int64_t rows, width;
+    int nrShift;    // strips of 1 << nrShift columns
+    int depthShift; // depth blocks of 1 << depthShift rows
+
+    int64_t nr() const { return int64_t(1) << nrShift; }
+    // Columns [0, paddedWidth()) are stored; those past `width` must read zero.
+    int64_t paddedWidth() const { return (width + nr() - 1) >> nrShift << nrShift; }
+    // (Shifts, not divisions: this runs for every piece of every row.)
+    float* at(int64_t k, int64_t j) const
+    {
+        const int64_t block = k >> depthShift << depthShift;
+        const int64_t kc = std::min(int64_t(1) << depthShift, rows - block);
+        return data + block * paddedWidth() + (j >> nrShift) * kc * nr() + ((k - block) << nrShift) + (j & (nr() - 1));
+    }
+    // [j0, j1) split where strips end.
+    template <class F> void pieces(int64_t k, int64_t j0, int64_t j1, F f) const
+    {
+        while (j0 < j1) {
+            const int64_t end = std::min(j1, ((j0 >> nrShift) + 1) << nrShift);
+            f(at(k, j0), j0, end);
+            j0 = end;
+        }
+    }
+    void fill(int64_t k, int64_t j0, int64_t j1) const
+    {
+        pieces(k, j0, j1, [](float* dst, int64_t a, int64_t b) { std::fill(dst, dst + (b - a), 0.0f); });
+    }
+    void copy(int64_t k, int64_t j0, int64_t j1, const float* src, int64_t stride) const
+    {
+        pieces(k, j0, j1, [&](float* dst, int64_t a, int64_t b) {
+            const float* from = src + (a - j0) * stride;
+            if (stride == 1)
+                std::copy(from, from + (b - a), dst);
+            else
+                for (int64_t j = 0; j < b - a; ++j)
+                    dst[j] = from[j * stride];
+        });
+    }
+    // Zeros in the last strip's columns past `width`.
+    void padLastStrip() const
+    {
+        for (int64_t k = 0; k < rows && width < paddedWidth(); ++k)
+            std::fill(at(k, width), at(k, width) + (paddedWidth() - width), 0.0f);
+    }
+};
+
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
-// falls in the padding, a plain (or strided) copy elsewhere.
-template <class T> void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, T* col)
+// falls in the padding, a plain (or strided) copy elsewhere. Row k of the
+// column matrix is (channel, kh, kw); column j is output position p0 + j.
+template <class T, class Sink> void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, const Sink& out)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    const int64_t OW = g.output[1], sw = g.strides[1], width = p1 - p0;
+    const int64_t OW = g.output[1], sw = g.strides[1];
     for (int64_t c = 0; c < channels; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
             for (int64_t kw = 0; kw < KW; ++kw) {
-                T* row = col + ((c * KH + kh) * KW + kw) * width;
+                const int64_t k = (c * KH + kh) * KW + kw;
                 const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
                 const auto [lo, hi] = validOutputs(offset, sw, W, OW);
                 for (int64_t p = p0; p < p1;) {
                     const int64_t oh = p / OW, owBegin = p % OW, owEnd = std::min(OW, owBegin + (p1 - p));
-                    T* dst = row + (p - p0) - owBegin;
+                    const int64_t j = p - p0 - owBegin; // column of ow = 0 in this output row
                     const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
                     if (ih < 0 || ih >= H) {
-                        std::fill(dst + owBegin, dst + owEnd, T(0));
+                        out.fill(k, j + owBegin, j + owEnd);
                     } else {
                         const T* xr = x + (c * H + ih) * W + offset;
                         const int64_t a = std::clamp(lo, owBegin, owEnd), b = std::clamp(hi, a, owEnd);
-                        std::fill(dst + owBegin, dst + a, T(0));
-                        if (sw == 1)
-                            std::copy(xr + a, xr + b, dst + a);
-                        else
-                            for (int64_t ow = a; ow < b; ++ow)
-                                dst[ow] = xr[ow * sw];
-                        std::fill(dst + b, dst + owEnd, T(0));
+                        out.fill(k, j + owBegin, j + a);
+                        if (a < b)
+                            out.copy(k, j + a, j + b, xr + a * sw, sw);
+                        out.fill(k, j + b, j + owEnd);
                     }
                     p += owEnd - owBegin;
                 }
@@ -350,7 +416,7 @@ std::vector<int64_t> spatialOf(const Shape& shape)
 // runs against it. Each C element is one dot product summed in k order, so
 // results do not depend on the chunking of columns into tasks.
 
-constexpr int64_t kDepthBlock = 256;
+constexpr int64_t kDepthBlock = 256; // a power of two (PackedColumns shifts by it)
 constexpr int64_t kColumnBlock = 1024;
 
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -459,6 +525,27 @@ public:
             }
         }
     }
+
+    // The same with B already packed (PackedColumns with nr() columns per
+    // strip and kDepthBlock rows per depth block), n columns.
+    void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const
+    {
+        const float* ag = data_.data() + group * paddedRows_ * depth_;
+        const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
+        for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
+            const int64_t kc = std::min(kDepthBlock, depth_ - p0);
+            const float* block = packedB + p0 * paddedWidth;
+            for (int64_t s = 0; s * nr_ < n; ++s) {
+                const float* bs = block + s * nr_ * kc;
+                const int64_t nr = std::min(nr_, n - s * nr_);
+                for (int64_t r0 = 0; r0 < rows_; r0 += mr_)
+                    run(kc, ag + p0 * paddedRows_ + r0 * kc, bs, c + r0 * ldc + s * nr_, ldc, std::min(mr_, rows_ - r0),
+                        nr, p0 > 0);
+            }
+        }
+    }
+
+    int64_t nr() const { return nr_; }
 
 private:
     // B[kc, nc] into strips of nr_ columns, k-major, the last strip zero-padded.
@@ -676,6 +763,18 @@ void conv(KernelContext& ctx)
         auto pack = [&] { return std::make_shared<const PackedWeights>(level, w, group, Mg, K); };
         packed = ctx.memo() ? ctx.memo()->get<PackedWeights>(Wt, pack) : pack();
     }
+    // Bias and fused activation on a chunk's outputs while they are still in cache.
+    auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
+        if (activation && bias)
+            for (int64_t m = 0; m < Mg; ++m)
+                activation->apply(&yg(m, 0), width, bias[gi * Mg + m]);
+        else if (activation)
+            for (int64_t m = 0; m < Mg; ++m)
+                activation->apply(&yg(m, 0), width);
+        else if (bias)
+            for (int64_t m = 0; m < Mg; ++m)
+                yg.row(m).array() += bias[gi * Mg + m];
+    };
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();
         const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);
@@ -685,12 +784,24 @@ void conv(KernelContext& ctx)
         StridedMatrixMap yg(y + (n * M + gi * Mg) * P + p0, Mg, p1 - p0, Eigen::OuterStride<>(P));
         // The column matrix [K, p1 - p0] (row stride `ldcol`): the input itself for a pointwise conv.
         thread_local std::vector<float> buffer;
+        if (packed && !pointwise && kernel.size() == 2) {
+            // The column matrix goes straight into the GEMM's packed layout.
+            PackedColumns into{nullptr, K, p1 - p0, std::countr_zero(uint64_t(packed->nr())),
+                               std::countr_zero(uint64_t(kDepthBlock))};
+            buffer.resize(size_t(K * into.paddedWidth()));
+            into.data = buffer.data();
+            im2col2d(xg, Cg, g, p0, p1, into);
+            into.padLastStrip();
+            packed->multiplyPacked(gi, buffer.data(), p1 - p0, yg.data(), P);
+            epilogue(gi, yg, p1 - p0);
+            return;
+        }
         const float* col = xg + p0;
         int64_t ldcol = P;
         if (!pointwise) {
             buffer.resize(size_t(K * (p1 - p0)));
             if (kernel.size() == 2)
-                im2col2d(xg, Cg, g, p0, p1, buffer.data());
+                im2col2d(xg, Cg, g, p0, p1, RowMajorColumns<float>{buffer.data(), p1 - p0});
             else
                 im2col(xg, Cg, g, p0, p1, buffer.data());
             col = buffer.data();
@@ -701,16 +812,7 @@ void conv(KernelContext& ctx)
         else
             yg.noalias() =
                 wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));
-        // Bias and fused activation while the chunk is still in cache.
-        if (activation && bias)
-            for (int64_t m = 0; m < Mg; ++m)
-                activation->apply(&yg(m, 0), p1 - p0, bias[gi * Mg + m]);
-        else if (activation)
-            for (int64_t m = 0; m < Mg; ++m)
-                activation->apply(&yg(m, 0), p1 - p0);
-        else if (bias)
-            for (int64_t m = 0; m < Mg; ++m)
-                yg.row(m).array() += bias[gi * Mg + m];
+        epilogue(gi, yg, p1 - p0);
     });
     ctx.setOutput(0, std::move(Y));
 }
@@ -737,7 +839,7 @@ Tensor integerConv(const KernelContext& ctx, size_t xi, size_t xZero, size_t wi,
         std::vector<int32_t> col(size_t(K * P));
         const int32_t* xg = x.data() + (n * plan.C + gi * plan.Cg) * inSpatial;
         if (plan.kernel.size() == 2)
-            im2col2d(xg, plan.Cg, plan.g, 0, P, col.data());
+            im2col2d(xg, plan.Cg, plan.g, 0, P, RowMajorColumns<int32_t>{col.data(), P});
         else
             im2col(xg, plan.Cg, plan.g, 0, P, col.data());
         Eigen::Map<IntMatrix>(y + (n * plan.M + gi * plan.Mg) * P, plan.Mg, P).noalias() =
