@@ -158,11 +158,20 @@ SimdLevel simdLevel()
     for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph); ++r) {
         const float* xr = x + (r - ph) * W - pw;
         float* rowOfResidue0 = planes.data() + ((r % sh) * sw * HS + r / sh) * WS;
+        if (sw == 1) { // one sub-plane column per input column
+            std::copy(xr + c0, xr + c1, rowOfResidue0 + c0);
+            continue;
+        }
         for (int64_t b = 0; b < sw; ++b) {
             const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
             float* dst = rowOfResidue0 + b * HS * WS + first / sw;
-            for (int64_t c = first; c < c1; c += sw)
-                *dst++ = xr[c];
+            const int64_t count = first < c1 ? (c1 - first + sw - 1) / sw : 0;
+            if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
+                for (int64_t i = 0; i < count; ++i)
+                    dst[i] = xr[first + 2 * i];
+            else
+                for (int64_t i = 0; i < count; ++i)
+                    dst[i] = xr[first + i * sw];
         }
     }
     grid.assign(size_t(OH * WS), bias);
@@ -440,6 +449,14 @@ constexpr int64_t kColumnBlock = 1024;
             acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
         }
     }
+    if (nr == NV * W) { // whole rows of the tile: straight from the registers
+        for (int64_t r = 0; r < mr; ++r)
+            for (int j = 0; j < NV; ++j) {
+                float* cj = c + r * ldc + j * W;
+                _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), acc[r][j]) : acc[r][j]);
+            }
+        return;
+    }
     alignas(32) float tile[MR][NV * W];
     for (int r = 0; r < MR; ++r)
         for (int j = 0; j < NV; ++j)
@@ -468,13 +485,16 @@ constexpr int64_t kColumnBlock = 1024;
             acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
         }
     }
-    alignas(64) float tile[MR][NV * W];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            _mm512_store_ps(tile[r] + j * W, acc[r][j]);
-    for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j)
-            c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+    // Straight from the registers; a partial tile's columns through lane masks.
+    for (int j = 0; j < NV; ++j) {
+        const int64_t lanes = std::clamp<int64_t>(nr - j * W, 0, W);
+        const __mmask16 mask = __mmask16((1u << lanes) - 1);
+        for (int64_t r = 0; r < mr; ++r) {
+            float* cj = c + r * ldc + j * W;
+            const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj), acc[r][j]) : acc[r][j];
+            _mm512_mask_storeu_ps(cj, mask, v);
+        }
+    }
 }
 
 #endif
