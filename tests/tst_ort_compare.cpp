@@ -24,6 +24,7 @@
 
 #include "io/onnx_loader.h"
 #include "ort_support.h"
+#include "core/allocator.h"
 #include "runtime/interpreter.h"
 
 using namespace qs;
@@ -157,6 +158,7 @@ void TstOrtCompare::modelsAgreeWithOnnxRuntime()
 
     const int benchRuns = qEnvironmentVariableIntValue("QUANTSCOPE_ORT_BENCH");
     if (benchRuns > 0) {
+        keepFreedMemoryForReuse(); // as quantscope-cli and the app run
         const tbb::global_control threads(tbb::global_control::max_allowed_parallelism, kBenchThreads);
         (void)interpreter.run(inputs);
         std::vector<double> runs;

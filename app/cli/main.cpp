@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cli/commands.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 using namespace qs::cli;
@@ -54,6 +55,7 @@ const std::vector<Command>& allCommands()
 
 int main(int argc, char** argv)
 {
+    qs::keepFreedMemoryForReuse();
     const std::vector<std::string> args(argv + 1, argv + argc);
     if (args.empty()) {
         std::fputs(programHelp().c_str(), stderr);

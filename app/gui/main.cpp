@@ -6,10 +6,12 @@
 #include <QIcon>
 #include <QTimer>
 
+#include "core/allocator.h"
 #include "gui/main_window.h"
 
 int main(int argc, char** argv)
 {
+    qs::keepFreedMemoryForReuse();
     QApplication app(argc, argv);
     QApplication::setApplicationName(QStringLiteral("Quantscope"));
     QApplication::setOrganizationName(QStringLiteral("Quantscope"));
