@@ -4,6 +4,7 @@
 // whose answers the ONNX specification states.
 #include <QtTest>
 
+#include <array>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -16,6 +17,7 @@
 #include "runtime/ops/quantize_linear.h"
 #include "runtime/ops/recurrent.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/sgemm.h"
 #include "runtime/ops/softmax.h"
 
 using namespace qs;
@@ -290,6 +292,57 @@ private slots:
             EXPECT_CLOSE(y[0], referenceConv(X, W, withBias ? &B : nullptr, group, strides, dilations, padBegin, out),
                          1e-5);
         }
+    }
+
+    void sgemmMatchesADoubleReference()
+    {
+        // Every shape class of the blocked product: below, at and above one
+        // micro-tile (6/12 rows, 16/32 columns), one depth block (256), one column
+        // block (1024); transposed operands, alpha, leading dimensions wider than
+        // the matrices, and C's columns past N left untouched.
+        const std::vector<int64_t> sizes{1, 2, 3, 7, 15, 16, 17, 63, 64, 65, 255, 257};
+        std::vector<std::array<int64_t, 3>> shapes{{13, 1100, 20}, {300, 70, 600}, {1, 1, 1}, {5, 0, 3}};
+        for (int i = 0; i < 60; ++i)
+            shapes.push_back({sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))]});
+        shapes.push_back({4, 5, 0}); // K = 0: zeros
+        int checked = 0;
+        for (const auto& [M, N, K] : shapes)
+            for (int t = 0; t < 4; ++t) {
+                const bool transA = t & 1, transB = t & 2;
+                const float alpha = t == 3 ? -0.5f : 1.0f;
+                const int64_t lda = (transA ? M : K) + 3, ldb = (transB ? K : N) + 1, ldc = N + 2;
+                const Tensor A = randomTensor({(transA ? K : M) * lda + 1}), B = randomTensor({(transB ? N : K) * ldb + 1});
+                std::vector<float> a(A.values<float>().begin(), A.values<float>().end()),
+                    b(B.values<float>().begin(), B.values<float>().end());
+                // Adversarial values: zeros of both signs, large magnitudes that cancel.
+                for (size_t e = 0; e < a.size(); e += 11)
+                    a[e] = e % 2 ? -0.0f : 1e6f;
+                for (size_t e = 5; e < b.size(); e += 13)
+                    b[e] = e % 2 ? 0.0f : -1e6f;
+                std::vector<float> c(size_t(std::max<int64_t>(M * ldc, 1)), std::nanf(""));
+                ops::sgemm(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
+                for (int64_t i = 0; i < M; ++i) {
+                    for (int64_t j = 0; j < N; ++j) {
+                        double ref = 0, magnitude = 0;
+                        for (int64_t k = 0; k < K; ++k) {
+                            const double x = a[size_t(transA ? k * lda + i : i * lda + k)];
+                            const double y = b[size_t(transB ? j * ldb + k : k * ldb + j)];
+                            ref += x * y;
+                            magnitude += std::abs(x * y);
+                        }
+                        ref *= alpha;
+                        const double got = c[size_t(i * ldc + j)];
+                        if (!(std::abs(got - ref) <= 1e-5 * std::abs(alpha) * magnitude + 1e-30))
+                            QFAIL(qPrintable(QString("M %1 N %2 K %3 transA %4 transB %5: C[%6, %7] = %8, expected %9")
+                                                 .arg(M).arg(N).arg(K).arg(transA).arg(transB).arg(i).arg(j)
+                                                 .arg(got).arg(ref)));
+                    }
+                    for (int64_t j = N; j < ldc; ++j)
+                        QVERIFY2(std::isnan(c[size_t(i * ldc + j)]), "sgemm wrote past column N");
+                }
+                ++checked;
+            }
+        QCOMPARE(checked, int(shapes.size()) * 4);
     }
 
     void depthwiseAndPointwiseConvMatchTheReference()

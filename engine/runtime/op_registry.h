@@ -120,6 +120,8 @@ public:
     std::string describe() const;
     // Throws Error("<describe()>: <problem>").
     [[noreturn]] void fail(const std::string& problem) const;
+    // The run's cancellation token (nullptr: none), for helpers that check it themselves.
+    const CancellationToken* cancellation() const { return cancel_; }
     // Throws Cancelled when the run was cancelled; long kernels call it between chunks.
     void checkCancelled() const
     {

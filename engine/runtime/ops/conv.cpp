@@ -9,11 +9,8 @@
 #include <tbb/task_arena.h>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
-
 #include "runtime/ops/quantize_linear.h"
+#include "runtime/ops/sgemm.h"
 
 namespace qs::ops {
 
@@ -99,37 +96,6 @@ std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t
     const int64_t lo = std::min(outputs, firstAtLeast(-offset, stride));
     const int64_t hi = std::min(outputs, firstAtLeast(size - offset, stride));
     return {lo, std::max(lo, hi)};
-}
-
-// The widest vector instructions Conv's kernels use: what the CPU offers,
-// capped by the environment variable QUANTSCOPE_MAX_CPU_ISA (avx512, avx2 or
-// baseline; read once) so that tests can run every path on one machine.
-enum class SimdLevel { None, Avx2, Avx512 };
-
-SimdLevel simdLevel()
-{
-    static const SimdLevel level = [] {
-        SimdLevel cap = SimdLevel::Avx512;
-        if (const char* value = std::getenv("QUANTSCOPE_MAX_CPU_ISA"); value && *value) {
-            const std::string name = value;
-            if (name == "avx2")
-                cap = SimdLevel::Avx2;
-            else if (name == "baseline")
-                cap = SimdLevel::None;
-            else if (name != "avx512")
-                throw Error("QUANTSCOPE_MAX_CPU_ISA='" + name + "' is not one of avx512, avx2, baseline");
-        }
-        SimdLevel cpu = SimdLevel::None;
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f"))
-            cpu = SimdLevel::Avx512;
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            cpu = SimdLevel::Avx2;
-#endif
-        return std::min(cap, cpu);
-    }();
-    return level;
 }
 
 // Depthwise 2-D convolution (one input and one output channel per group).
@@ -327,7 +293,7 @@ template <class T> struct RowMajorColumns {
     }
 };
 
-// Or straight into the layout PackedWeights::multiplyPacked reads (what
+// Or straight into the layout PackedMatrix::multiplyPacked reads (what
 // packColumns makes of a row-major matrix): per depth block of kDepthBlock
 // rows, strips of nr columns, k-major. Saves one pass over the column matrix.
 struct PackedColumns {
@@ -365,6 +331,9 @@ struct PackedColumns {
             const float* from = src + (a - j0) * stride;
             if (stride == 1)
                 std::copy(from, from + (b - a), dst);
+            else if (stride == 2) // a constant stride vectorizes (the stride-2 convs of every downsampling stage)
+                for (int64_t j = 0; j < b - a; ++j)
+                    dst[j] = from[j * 2];
             else
                 for (int64_t j = 0; j < b - a; ++j)
                     dst[j] = from[j * stride];
@@ -414,192 +383,6 @@ std::vector<int64_t> spatialOf(const Shape& shape)
 {
     return {shape.begin() + 2, shape.end()};
 }
-
-// ---- The float GEMM of Conv: C = A * B with A (the weights) packed once per call ----
-//
-// Without -march=native Eigen's product uses SSE2; these CPUs have twice
-// (AVX2 + FMA) or four times (AVX-512) the vector width, so Conv's products run
-// on hand-written micro-kernels chosen at run time, and on Eigen elsewhere.
-// Blocking (as in BLIS): depth blocks of kDepthBlock; per block, B is packed
-// into strips of `nr` columns (one stays in L1) and every `mr`-row strip of A
-// runs against it. Each C element is one dot product summed in k order, so
-// results do not depend on the chunking of columns into tasks.
-
-constexpr int64_t kDepthBlock = 256; // a power of two (PackedColumns shifts by it)
-constexpr int64_t kColumnBlock = 1024;
-
-#if defined(__x86_64__) && defined(__GNUC__)
-
-// C[mr, nr] (= or +=) the mr x nr corner of A-strip (kc x 6) times B-strip (kc x 16).
-[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                                 int64_t mr, int64_t nr, bool accumulate)
-{
-    constexpr int MR = 6, NV = 2, W = 8;
-    __m256 acc[MR][NV];
-#pragma GCC unroll 6
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            acc[r][j] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + W);
-#pragma GCC unroll 6
-        for (int r = 0; r < MR; ++r) {
-            const __m256 av = _mm256_broadcast_ss(a + r);
-            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
-        }
-    }
-    if (nr == NV * W) { // whole rows of the tile: straight from the registers
-        for (int64_t r = 0; r < mr; ++r)
-            for (int j = 0; j < NV; ++j) {
-                float* cj = c + r * ldc + j * W;
-                _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), acc[r][j]) : acc[r][j]);
-            }
-        return;
-    }
-    alignas(32) float tile[MR][NV * W];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            _mm256_store_ps(tile[r] + j * W, acc[r][j]);
-    for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j)
-            c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
-}
-
-// The same with A-strips of 12 rows and B-strips of 32 columns.
-[[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                                  int64_t mr, int64_t nr, bool accumulate)
-{
-    constexpr int MR = 12, NV = 2, W = 16;
-    __m512 acc[MR][NV];
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            acc[r][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + W);
-#pragma GCC unroll 12
-        for (int r = 0; r < MR; ++r) {
-            const __m512 av = _mm512_set1_ps(a[r]);
-            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-        }
-    }
-    // Straight from the registers; a partial tile's columns through lane masks.
-    for (int j = 0; j < NV; ++j) {
-        const int64_t lanes = std::clamp<int64_t>(nr - j * W, 0, W);
-        const __mmask16 mask = __mmask16((1u << lanes) - 1);
-        for (int64_t r = 0; r < mr; ++r) {
-            float* cj = c + r * ldc + j * W;
-            const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj), acc[r][j]) : acc[r][j];
-            _mm512_mask_storeu_ps(cj, mask, v);
-        }
-    }
-}
-
-#endif
-
-// `groups` weight matrices [rows, depth] (row-major, one after the other),
-// packed for the micro-kernel of `level`: per group, per depth block, strips of
-// mr rows stored k-major (mr values per k), the last strip zero-padded.
-class PackedWeights {
-public:
-    PackedWeights(SimdLevel level, const float* a, int64_t groups, int64_t rows, int64_t depth)
-        : level_(level), rows_(rows), depth_(depth), mr_(level == SimdLevel::Avx512 ? 12 : 6),
-          nr_(level == SimdLevel::Avx512 ? 32 : 16), paddedRows_((rows + mr_ - 1) / mr_ * mr_),
-          data_(size_t(groups * paddedRows_ * depth), 0.0f)
-    {
-        tbb::parallel_for(int64_t(0), groups * (paddedRows_ / mr_), [&](int64_t task) {
-            const int64_t g = task / (paddedRows_ / mr_), r0 = (task % (paddedRows_ / mr_)) * mr_;
-            const float* ag = a + g * rows * depth;
-            for (int64_t p0 = 0; p0 < depth; p0 += kDepthBlock) {
-                const int64_t kc = std::min(kDepthBlock, depth - p0);
-                float* strip = data_.data() + g * paddedRows_ * depth + p0 * paddedRows_ + r0 * kc;
-                for (int64_t r = r0; r < std::min(rows, r0 + mr_); ++r)
-                    for (int64_t k = 0; k < kc; ++k)
-                        strip[k * mr_ + (r - r0)] = ag[r * depth + p0 + k];
-            }
-        });
-    }
-
-    // C[rows, n] = A_group * B[depth, n]; B and C row-major with row strides ldb, ldc.
-    void multiply(int64_t group, const float* b, int64_t ldb, int64_t n, float* c, int64_t ldc) const
-    {
-        thread_local std::vector<float> packedB;
-        packedB.resize(size_t(kDepthBlock * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
-        const float* ag = data_.data() + group * paddedRows_ * depth_;
-        for (int64_t j0 = 0; j0 < n; j0 += kColumnBlock) {
-            const int64_t nc = std::min(kColumnBlock, n - j0);
-            for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
-                const int64_t kc = std::min(kDepthBlock, depth_ - p0);
-                packColumns(b + p0 * ldb + j0, ldb, kc, nc, packedB.data());
-                for (int64_t s = 0; s * nr_ < nc; ++s) {
-                    const float* bs = packedB.data() + s * nr_ * kc;
-                    const int64_t nr = std::min(nr_, nc - s * nr_);
-                    for (int64_t r0 = 0; r0 < rows_; r0 += mr_) {
-                        const float* as = ag + p0 * paddedRows_ + r0 * kc;
-                        float* cs = c + r0 * ldc + j0 + s * nr_;
-                        run(kc, as, bs, cs, ldc, std::min(mr_, rows_ - r0), nr, p0 > 0);
-                    }
-                }
-            }
-        }
-    }
-
-    // The same with B already packed (PackedColumns with nr() columns per
-    // strip and kDepthBlock rows per depth block), n columns.
-    void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const
-    {
-        const float* ag = data_.data() + group * paddedRows_ * depth_;
-        const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
-        for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
-            const int64_t kc = std::min(kDepthBlock, depth_ - p0);
-            const float* block = packedB + p0 * paddedWidth;
-            for (int64_t s = 0; s * nr_ < n; ++s) {
-                const float* bs = block + s * nr_ * kc;
-                const int64_t nr = std::min(nr_, n - s * nr_);
-                for (int64_t r0 = 0; r0 < rows_; r0 += mr_)
-                    run(kc, ag + p0 * paddedRows_ + r0 * kc, bs, c + r0 * ldc + s * nr_, ldc, std::min(mr_, rows_ - r0),
-                        nr, p0 > 0);
-            }
-        }
-    }
-
-    int64_t nr() const { return nr_; }
-
-private:
-    // B[kc, nc] into strips of nr_ columns, k-major, the last strip zero-padded.
-    void packColumns(const float* b, int64_t ldb, int64_t kc, int64_t nc, float* out) const
-    {
-        for (int64_t s = 0; s * nr_ < nc; ++s) {
-            const int64_t j0 = s * nr_, width = std::min(nr_, nc - j0);
-            float* strip = out + s * nr_ * kc;
-            for (int64_t k = 0; k < kc; ++k) {
-                const float* row = b + k * ldb + j0;
-                float* dst = strip + k * nr_;
-                std::copy(row, row + width, dst);
-                std::fill(dst + width, dst + nr_, 0.0f);
-            }
-        }
-    }
-
-    void run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
-             bool accumulate) const
-    {
-#if defined(__x86_64__) && defined(__GNUC__)
-        if (level_ == SimdLevel::Avx512)
-            microKernelAvx512(kc, a, b, c, ldc, mr, nr, accumulate);
-        else
-            microKernelAvx2(kc, a, b, c, ldc, mr, nr, accumulate);
-#else
-        (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate;
-#endif
-    }
-
-    SimdLevel level_;
-    int64_t rows_, depth_, mr_, nr_, paddedRows_;
-    std::vector<float> data_;
-};
 
 } // namespace
 
@@ -778,10 +561,10 @@ void conv(KernelContext& ctx)
     const int64_t chunks = (P + chunk - 1) / chunk;
     const SimdLevel level = simdLevel();
     // Packed once per weight tensor and kept in the node's memo across runs.
-    std::shared_ptr<const PackedWeights> packed;
+    std::shared_ptr<const PackedMatrix> packed;
     if (level != SimdLevel::None) {
-        auto pack = [&] { return std::make_shared<const PackedWeights>(level, w, group, Mg, K); };
-        packed = ctx.memo() ? ctx.memo()->get<PackedWeights>(Wt, pack) : pack();
+        auto pack = [&] { return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1); };
+        packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
     }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
@@ -828,7 +611,7 @@ void conv(KernelContext& ctx)
             ldcol = p1 - p0;
         }
         if (packed)
-            packed->multiply(gi, col, ldcol, p1 - p0, yg.data(), P);
+            packed->multiply(gi, col, ldcol, 1, p1 - p0, yg.data(), P);
         else
             yg.noalias() =
                 wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));

@@ -6,6 +6,7 @@
 #include <tbb/task_arena.h>
 
 #include "runtime/ops/quantize_linear.h"
+#include "runtime/ops/sgemm.h"
 
 namespace qs::ops {
 
@@ -26,18 +27,6 @@ const Tensor& floatInput(const KernelContext& ctx, size_t i)
 // Gemm with at most this many rows runs as matrix-vector products.
 constexpr int64_t kFewRows = 4;
 
-// Rows of an [M, K] x [K, N] product handed to one task: small products run
-// whole; large ones split into a few blocks per thread, each still tall enough
-// for the GEMM kernel to run at full speed.
-int64_t rowsPerTask(int64_t M, int64_t K, int64_t N, int64_t batches)
-{
-    if (M * K * N < (int64_t(1) << 17))
-        return M;
-    const int64_t wanted =
-        std::max<int64_t>(1, 4 * tbb::this_task_arena::max_concurrency() / std::max<int64_t>(1, batches));
-    return std::max<int64_t>(std::min<int64_t>(M, 32), (M + wanted - 1) / wanted);
-}
-
 } // namespace
 
 void gemm(KernelContext& ctx)
@@ -55,7 +44,7 @@ void gemm(KernelContext& ctx)
         ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) +
                  " disagree on the inner dimension (transA " + std::to_string(transA) + ", transB " +
                  std::to_string(transB) + ")");
-    Tensor Y(DType::F32, {M, N});
+    Tensor Y = Tensor::uninitialized(DType::F32, {M, N}); // every element is written below
     MatrixMap y(Y.mutableValues<float>().data(), M, N);
     ConstMatrixMap a(A.values<float>().data(), A.dim(0), A.dim(1));
     ConstMatrixMap b(Bt.values<float>().data(), Bt.dim(0), Bt.dim(1));
@@ -101,20 +90,9 @@ void gemm(KernelContext& ctx)
         ctx.setOutput(0, std::move(Y));
         return;
     }
-    const int64_t step = rowsPerTask(M, K, N, 1);
-    tbb::parallel_for(int64_t(0), (M + step - 1) / step, [&](int64_t task) {
-        const int64_t r0 = task * step, rows = std::min(M, r0 + step) - r0;
-        auto yr = y.middleRows(r0, rows);
-        if (transA && transB)
-            yr.noalias() = alpha * (a.middleCols(r0, rows).transpose() * b.transpose());
-        else if (transA)
-            yr.noalias() = alpha * (a.middleCols(r0, rows).transpose() * b);
-        else if (transB)
-            yr.noalias() = alpha * (a.middleRows(r0, rows) * b.transpose());
-        else
-            yr.noalias() = alpha * (a.middleRows(r0, rows) * b);
-        addC(r0, rows, 0, N);
-    });
+    sgemm(transA, transB, M, N, K, alpha, A.values<float>().data(), A.dim(1), Bt.values<float>().data(), Bt.dim(1),
+          Y.mutableValues<float>().data(), N, ctx.cancellation());
+    addC(0, M, 0, N);
     ctx.setOutput(0, std::move(Y));
 }
 
@@ -221,28 +199,22 @@ void matMul(KernelContext& ctx)
         plan.bOffset.assign(1, 0);
     }
     const int64_t M = plan.M, K = plan.K, N = plan.N, batches = plan.batches;
-    const auto& aOffset = plan.aOffset;
-    const auto& bOffset = plan.bOffset;
-    Tensor Y(DType::F32, plan.outputShape);
+    Tensor Y = Tensor::uninitialized(DType::F32, plan.outputShape); // sgemm writes every element
     const float* pa = A.values<float>().data();
     const float* pb = B.values<float>().data();
     float* py = Y.mutableValues<float>().data();
-    const int64_t step = rowsPerTask(M, K, N, batches), rowTasks = (M + step - 1) / step;
-    auto product = [&](int64_t task) {
+    auto product = [&](int64_t t) {
         ctx.checkCancelled();
-        const int64_t t = task / rowTasks, r0 = (task % rowTasks) * step, rows = std::min(M, r0 + step) - r0;
-        ConstMatrixMap am(pa + aOffset[size_t(t)] + r0 * K, rows, K);
-        ConstMatrixMap bm(pb + bOffset[size_t(t)], K, N);
-        MatrixMap ym(py + (t * M + r0) * N, rows, N);
-        ym.noalias() = am * bm;
+        sgemm(false, false, M, N, K, 1.0f, pa + plan.aOffset[size_t(t)], K, pb + plan.bOffset[size_t(t)], N,
+              py + t * M * N, N, ctx.cancellation());
     };
     // A few small products (attention heads of a short sequence) finish in less
-    // time than waking a worker thread takes.
-    if (batches * M * K * N < (int64_t(1) << 18))
-        for (int64_t task = 0; task < batches * rowTasks; ++task)
-            product(task);
+    // time than waking a worker thread takes; one large product splits itself.
+    if (batches == 1 || batches * M * K * N < (int64_t(1) << 18))
+        for (int64_t t = 0; t < batches; ++t)
+            product(t);
     else
-        tbb::parallel_for(int64_t(0), batches * rowTasks, product);
+        tbb::parallel_for(int64_t(0), batches, product);
     ctx.setOutput(0, std::move(Y));
 }
 

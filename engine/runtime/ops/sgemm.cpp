@@ -1,0 +1,292 @@
+#include "runtime/ops/sgemm.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "core/error.h"
+
+namespace qs::ops {
+
+SimdLevel simdLevel()
+{
+    static const SimdLevel level = [] {
+        SimdLevel cap = SimdLevel::Avx512;
+        if (const char* value = std::getenv("QUANTSCOPE_MAX_CPU_ISA"); value && *value) {
+            const std::string name = value;
+            if (name == "avx2")
+                cap = SimdLevel::Avx2;
+            else if (name == "baseline")
+                cap = SimdLevel::None;
+            else if (name != "avx512")
+                throw Error("QUANTSCOPE_MAX_CPU_ISA='" + name + "' is not one of avx512, avx2, baseline");
+        }
+        SimdLevel cpu = SimdLevel::None;
+#if defined(__x86_64__) && defined(__GNUC__)
+        __builtin_cpu_init();
+        if (__builtin_cpu_supports("avx512f"))
+            cpu = SimdLevel::Avx512;
+        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+            cpu = SimdLevel::Avx2;
+#endif
+        return std::min(cap, cpu);
+    }();
+    return level;
+}
+
+
+namespace {
+
+// Columns of B packed at a time: kDepthBlock x kColumnBlock floats (1 MiB) stay in L2.
+constexpr int64_t kColumnBlock = 1024;
+
+#if defined(__x86_64__) && defined(__GNUC__)
+
+// C[mr, nr] (= or +=) the mr x nr corner of A-strip (kc x 6) times B-strip (kc x 16).
+[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                                 int64_t mr, int64_t nr, bool accumulate)
+{
+    constexpr int MR = 6, NV = 2, W = 8;
+    __m256 acc[MR][NV];
+#pragma GCC unroll 6
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NV; ++j)
+            acc[r][j] = _mm256_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
+        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + W);
+#pragma GCC unroll 6
+        for (int r = 0; r < MR; ++r) {
+            const __m256 av = _mm256_broadcast_ss(a + r);
+            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    if (nr == NV * W) { // whole rows of the tile: straight from the registers
+        for (int64_t r = 0; r < mr; ++r)
+            for (int j = 0; j < NV; ++j) {
+                float* cj = c + r * ldc + j * W;
+                _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), acc[r][j]) : acc[r][j]);
+            }
+        return;
+    }
+    alignas(32) float tile[MR][NV * W];
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NV; ++j)
+            _mm256_store_ps(tile[r] + j * W, acc[r][j]);
+    for (int64_t r = 0; r < mr; ++r)
+        for (int64_t j = 0; j < nr; ++j)
+            c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+}
+
+// The same with A-strips of 12 rows and B-strips of 32 columns.
+[[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+                                                  int64_t mr, int64_t nr, bool accumulate)
+{
+    constexpr int MR = 12, NV = 2, W = 16;
+    __m512 acc[MR][NV];
+#pragma GCC unroll 12
+    for (int r = 0; r < MR; ++r)
+        for (int j = 0; j < NV; ++j)
+            acc[r][j] = _mm512_setzero_ps();
+    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
+        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + W);
+#pragma GCC unroll 12
+        for (int r = 0; r < MR; ++r) {
+            const __m512 av = _mm512_set1_ps(a[r]);
+            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
+        }
+    }
+    // Straight from the registers; a partial tile's columns through lane masks.
+    for (int j = 0; j < NV; ++j) {
+        const int64_t lanes = std::clamp<int64_t>(nr - j * W, 0, W);
+        const __mmask16 mask = __mmask16((1u << lanes) - 1);
+        for (int64_t r = 0; r < mr; ++r) {
+            float* cj = c + r * ldc + j * W;
+            const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj), acc[r][j]) : acc[r][j];
+            _mm512_mask_storeu_ps(cj, mask, v);
+        }
+    }
+}
+
+#endif
+
+// B[kc, nc] (element (k, j) at b[k * bk + j * bj]) into strips of nr columns,
+// k-major, the last strip zero-padded.
+void packColumns(const float* b, int64_t bk, int64_t bj, int64_t kc, int64_t nc, int64_t nr, float* out)
+{
+    for (int64_t s = 0; s * nr < nc; ++s) {
+        const int64_t j0 = s * nr, width = std::min(nr, nc - j0);
+        float* strip = out + s * nr * kc;
+        for (int64_t k = 0; k < kc; ++k) {
+            const float* row = b + k * bk + j0 * bj;
+            float* dst = strip + k * nr;
+            if (bj == 1)
+                std::copy(row, row + width, dst);
+            else
+                for (int64_t j = 0; j < width; ++j)
+                    dst[j] = row[j * bj];
+            std::fill(dst + width, dst + nr, 0.0f);
+        }
+    }
+}
+
+} // namespace
+
+PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int64_t rows, int64_t depth,
+                           int64_t groupStride, int64_t rowStride, int64_t depthStride)
+    : level_(level), rows_(rows), depth_(depth), mr_(level == SimdLevel::Avx512 ? 12 : 6),
+      nr_(level == SimdLevel::Avx512 ? 32 : 16), paddedRows_((rows + mr_ - 1) / mr_ * mr_),
+      data_(size_t(groups * paddedRows_ * depth), 0.0f)
+{
+    if (level == SimdLevel::None)
+        throw Error("PackedMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
+    const int64_t strips = paddedRows_ / mr_;
+    tbb::parallel_for(int64_t(0), groups * strips, [&](int64_t task) {
+        const int64_t g = task / strips, r0 = (task % strips) * mr_;
+        const float* ag = a + g * groupStride;
+        for (int64_t p0 = 0; p0 < depth; p0 += kDepthBlock) {
+            const int64_t kc = std::min(kDepthBlock, depth - p0);
+            float* strip = data_.data() + g * paddedRows_ * depth + p0 * paddedRows_ + r0 * kc;
+            for (int64_t r = r0; r < std::min(rows, r0 + mr_); ++r)
+                for (int64_t k = 0; k < kc; ++k)
+                    strip[k * mr_ + (r - r0)] = ag[r * rowStride + (p0 + k) * depthStride];
+        }
+    });
+}
+
+void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
+                            int64_t r0, int64_t r1) const
+{
+    if (r1 < 0)
+        r1 = rows_;
+    thread_local std::vector<float> packedB;
+    packedB.resize(size_t(kDepthBlock * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
+    const float* ag = data_.data() + group * paddedRows_ * depth_;
+    for (int64_t j0 = 0; j0 < n; j0 += kColumnBlock) {
+        const int64_t nc = std::min(kColumnBlock, n - j0);
+        for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
+            const int64_t kc = std::min(kDepthBlock, depth_ - p0);
+            packColumns(b + p0 * bk + j0 * bj, bk, bj, kc, nc, nr_, packedB.data());
+            for (int64_t s = 0; s * nr_ < nc; ++s) {
+                const float* bs = packedB.data() + s * nr_ * kc;
+                const int64_t nr = std::min(nr_, nc - s * nr_);
+                for (int64_t r = r0; r < r1; r += mr_)
+                    run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + j0 + s * nr_, ldc,
+                        std::min(mr_, r1 - r), nr, p0 > 0);
+            }
+        }
+    }
+}
+
+void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const
+{
+    const float* ag = data_.data() + group * paddedRows_ * depth_;
+    const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
+    for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
+        const int64_t kc = std::min(kDepthBlock, depth_ - p0);
+        const float* block = packedB + p0 * paddedWidth;
+        for (int64_t s = 0; s * nr_ < n; ++s) {
+            const float* bs = block + s * nr_ * kc;
+            const int64_t nr = std::min(nr_, n - s * nr_);
+            for (int64_t r = 0; r < rows_; r += mr_)
+                run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + r * ldc + s * nr_, ldc, std::min(mr_, rows_ - r), nr,
+                    p0 > 0);
+        }
+    }
+}
+
+void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
+                       bool accumulate) const
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (level_ == SimdLevel::Avx512)
+        microKernelAvx512(kc, a, b, c, ldc, mr, nr, accumulate);
+    else
+        microKernelAvx2(kc, a, b, c, ldc, mr, nr, accumulate);
+#else
+    (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate;
+#endif
+}
+
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float* C, int64_t ldc, const CancellationToken* cancel)
+{
+    if (M <= 0 || N <= 0)
+        return;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; ++i)
+            std::fill(C + i * ldc, C + i * ldc + N, 0.0f);
+        return;
+    }
+    const SimdLevel level = simdLevel();
+    // Tasks: a few per thread for large products, one for small ones (waking
+    // a worker costs more than they take).
+    const bool parallel = M * N * K >= (int64_t(1) << 18);
+    const int64_t wanted = parallel ? 4 * int64_t(tbb::this_task_arena::max_concurrency()) : 1;
+
+    if (level == SimdLevel::None) {
+        using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+        using Strided = Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>;
+        const int64_t step = std::max<int64_t>(std::min<int64_t>(M, 32), (M + wanted - 1) / wanted);
+        auto rowsTask = [&](int64_t task) {
+            if (cancel)
+                cancel->check();
+            const int64_t r0 = task * step, rows = std::min(M, r0 + step) - r0;
+            Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> c(C + r0 * ldc, rows, N, Eigen::OuterStride<>(ldc));
+            const Strided a = transA ? Strided(A + r0, K, rows, Eigen::OuterStride<>(lda))
+                                     : Strided(A + r0 * lda, rows, K, Eigen::OuterStride<>(lda));
+            const Strided b = transB ? Strided(B, N, K, Eigen::OuterStride<>(ldb)) : Strided(B, K, N, Eigen::OuterStride<>(ldb));
+            if (transA && transB)
+                c.noalias() = alpha * (a.transpose() * b.transpose());
+            else if (transA)
+                c.noalias() = alpha * (a.transpose() * b);
+            else if (transB)
+                c.noalias() = alpha * (a * b.transpose());
+            else
+                c.noalias() = alpha * (a * b);
+        };
+        const int64_t tasks = (M + step - 1) / step;
+        if (tasks == 1)
+            rowsTask(0);
+        else
+            tbb::parallel_for(int64_t(0), tasks, rowsTask);
+        return;
+    }
+
+    const PackedMatrix a(level, A, 1, M, K, 0, transA ? 1 : lda, transA ? lda : 1);
+    const int64_t bk = transB ? 1 : ldb, bj = transB ? ldb : 1;
+    const int64_t mr = a.mr(), nr = a.nr();
+    // Column blocks first (each packs its B once per row block), then row
+    // blocks, until there are `wanted` tasks or blocks reach one strip.
+    const int64_t colBlock = std::min((N + nr - 1) / nr * nr, kColumnBlock);
+    const int64_t colBlocks = (N + colBlock - 1) / colBlock;
+    const int64_t rowsWanted = std::max<int64_t>(1, (wanted + colBlocks - 1) / colBlocks);
+    const int64_t rowBlock = std::max<int64_t>(4 * mr, ((M + rowsWanted - 1) / rowsWanted + mr - 1) / mr * mr);
+    const int64_t rowBlocks = (M + rowBlock - 1) / rowBlock;
+    auto task = [&](int64_t t) {
+        if (cancel)
+            cancel->check();
+        const int64_t r0 = (t / colBlocks) * rowBlock, r1 = std::min(M, r0 + rowBlock);
+        const int64_t j0 = (t % colBlocks) * colBlock, width = std::min(N, j0 + colBlock) - j0;
+        float* c = C + r0 * ldc + j0;
+        a.multiply(0, B + j0 * bj, bk, bj, width, c, ldc, r0, r1);
+        if (alpha != 1.0f)
+            for (int64_t i = 0; i < r1 - r0; ++i)
+                for (int64_t j = 0; j < width; ++j)
+                    c[i * ldc + j] *= alpha;
+    };
+    if (rowBlocks * colBlocks == 1)
+        task(0);
+    else
+        tbb::parallel_for(int64_t(0), rowBlocks * colBlocks, task);
+}
+
+} // namespace qs::ops

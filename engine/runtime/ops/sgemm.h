@@ -1,0 +1,68 @@
+#pragma once
+// The float matrix product that Conv, Gemm and MatMul share.
+//
+// Without -march=native Eigen's product uses SSE2; the CPUs this runs on have
+// twice (AVX2 + FMA) or four times (AVX-512) that vector width, so products run
+// on hand-written micro-kernels chosen at run time (Eigen where neither exists).
+// Blocking as in BLIS: depth blocks of kDepthBlock; per block, B is packed into
+// strips of nr() columns (one stays in L1) and every mr-row strip of the packed
+// A runs against it. Each C element is one dot product summed in k order, so
+// results do not depend on how rows or columns are split into tasks.
+
+#include <cstdint>
+#include <vector>
+
+#include "core/cancellation.h"
+
+namespace qs::ops {
+
+// The widest vector instructions the kernels use: what the CPU offers, capped
+// by the environment variable QUANTSCOPE_MAX_CPU_ISA (avx512, avx2 or baseline;
+// read once) so that tests can run every path on one machine.
+enum class SimdLevel { None, Avx2, Avx512 };
+SimdLevel simdLevel();
+
+// Rows of the packed B per depth block; a power of two (PackedColumns in
+// conv.cpp shifts by it).
+inline constexpr int64_t kDepthBlock = 256;
+
+// One or more [rows, depth] matrices ("groups") packed for the micro-kernels
+// of a SIMD level (not None): per group, per depth block, strips of mr rows
+// stored k-major, the last strip zero-padded. Element (g, r, k) is read from
+// a[g * groupStride + r * rowStride + k * depthStride], so a transposed A packs
+// as it is. Packing costs one pass; Conv keeps its packed weights across runs.
+class PackedMatrix {
+public:
+    PackedMatrix(SimdLevel level, const float* a, int64_t groups, int64_t rows, int64_t depth, int64_t groupStride,
+                 int64_t rowStride, int64_t depthStride);
+
+    // C[r0:r1, 0:n] = A_group[r0:r1, :] * B[depth, n]; element (k, j) of B is
+    // b[k * bk + j * bj] (bj = 1: row-major; bk = 1: transposed); C row-major
+    // with row stride ldc. r0 is a multiple of mr() (or r1 = rows()).
+    void multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
+                  int64_t r0 = 0, int64_t r1 = -1) const;
+    // The same with B already in the packed-column layout (nr() columns per
+    // strip, kDepthBlock rows per depth block, the last strip zero-padded).
+    void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const;
+
+    int64_t rows() const { return rows_; }
+    int64_t mr() const { return mr_; }
+    int64_t nr() const { return nr_; }
+
+private:
+    void run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
+             bool accumulate) const;
+
+    SimdLevel level_;
+    int64_t rows_, depth_, mr_, nr_, paddedRows_;
+    std::vector<float> data_;
+};
+
+// C[M, N] = alpha * op(A)[M, K] * op(B)[K, N], with op a transpose when asked;
+// A, B and C row-major with leading dimensions lda, ldb, ldc. Splits into tasks
+// over rows and columns when large enough (serial otherwise); checks `cancel`
+// between tasks. K = 0 gives zeros.
+void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float* C, int64_t ldc, const CancellationToken* cancel = nullptr);
+
+} // namespace qs::ops
