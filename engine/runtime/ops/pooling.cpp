@@ -3,6 +3,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "runtime/ops/conv.h"
@@ -55,6 +56,54 @@ void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad
         const int64_t wStart = ow * g.strides[1] - g.padBegin[1];
         const auto [lo, hi] = tapsInside(wStart, g.dilations[1], g.kernel[1], W);
         columns[size_t(ow)] = {lo, hi, tapsInside(wStart, g.dilations[1], g.kernel[1], W + g.padEnd[1]).second};
+    }
+    if (kind == Pool::Max && !indices && g.dilations[1] == 1) {
+        // No index asked for: separable. Each input row's maximum over every
+        // column window first (interior windows as one loop over outputs that
+        // vectorizes), then each output the maximum of its window's rows.
+        const int64_t OW = g.output[1], sw = g.strides[1], KW = g.kernel[1];
+        thread_local std::vector<float> rowMax;
+        rowMax.resize(size_t(H * OW));
+        // Interior windows: all KW taps inside the row.
+        const int64_t owLo = std::min(OW, (g.padBegin[1] + sw - 1) / sw);
+        const int64_t owHi = std::max(owLo, std::min(OW, W + g.padBegin[1] - KW >= 0 ? (W + g.padBegin[1] - KW) / sw + 1 : 0));
+        for (int64_t ih = 0; ih < H; ++ih) {
+            const float* xr = xc + ih * W - g.padBegin[1];
+            float* m = rowMax.data() + ih * OW;
+            auto edge = [&](int64_t ow) {
+                float best = -std::numeric_limits<float>::infinity();
+                for (int64_t kw = columns[size_t(ow)][0]; kw < columns[size_t(ow)][1]; ++kw)
+                    best = std::max(best, xr[ow * sw + kw]);
+                m[ow] = best;
+            };
+            for (int64_t ow = 0; ow < owLo; ++ow)
+                edge(ow);
+            for (int64_t ow = owLo; ow < owHi; ++ow)
+                m[ow] = -std::numeric_limits<float>::infinity();
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                const float* tap = xr + kw;
+                if (sw == 2) // a constant stride vectorizes
+                    for (int64_t ow = owLo; ow < owHi; ++ow)
+                        m[ow] = std::max(m[ow], tap[ow * 2]);
+                else
+                    for (int64_t ow = owLo; ow < owHi; ++ow)
+                        m[ow] = std::max(m[ow], tap[ow * sw]);
+            }
+            for (int64_t ow = owHi; ow < OW; ++ow)
+                edge(ow);
+        }
+        for (int64_t oh = 0; oh < g.output[0]; ++oh) {
+            const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
+            const auto [khLo, khHi] = tapsInside(hStart, g.dilations[0], g.kernel[0], H);
+            float* yr = y + oh * OW;
+            std::fill(yr, yr + OW, -std::numeric_limits<float>::infinity());
+            for (int64_t kh = khLo; kh < khHi; ++kh) {
+                const float* m = rowMax.data() + (hStart + kh * g.dilations[0]) * OW;
+                for (int64_t ow = 0; ow < OW; ++ow)
+                    yr[ow] = std::max(yr[ow], m[ow]);
+            }
+        }
+        return;
     }
     for (int64_t oh = 0; oh < g.output[0]; ++oh) {
         const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
@@ -230,7 +279,7 @@ void runGlobalPool(KernelContext& ctx, Pool kind)
     Tensor Y(DType::F32, yShape);
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
-    tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
+    auto pool = [&](int64_t nc) {
         const float* xc = x + nc * spatial;
         if (kind == Pool::Max) {
             float best = -std::numeric_limits<float>::infinity();
@@ -239,10 +288,32 @@ void runGlobalPool(KernelContext& ctx, Pool kind)
             y[nc] = best;
             return;
         }
+        if (kind == Pool::Average) {
+            // Eight partial sums: independent additions that vectorize, where one
+            // running sum waits on each addition before the next.
+            double part[8] = {};
+            int64_t i = 0;
+            for (; i + 8 <= spatial; i += 8)
+                for (int j = 0; j < 8; ++j)
+                    part[j] += double(xc[i + j]);
+            double sum = 0.0;
+            for (; i < spatial; ++i)
+                sum += double(xc[i]);
+            for (double v : part)
+                sum += v;
+            y[nc] = float(sum / double(spatial));
+            return;
+        }
         double sum = 0.0;
         for (int64_t i = 0; i < spatial; ++i)
-            sum += kind == Pool::Average ? double(xc[i]) : std::pow(std::fabs(double(xc[i])), p);
-        y[nc] = kind == Pool::Average ? float(sum / double(spatial)) : float(std::pow(sum, 1.0 / p));
+            sum += std::pow(std::fabs(double(xc[i])), p);
+        y[nc] = float(std::pow(sum, 1.0 / p));
+    };
+    // Channels per task: at least ~16k values, so small maps do not pay for scheduling.
+    const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / std::max<int64_t>(spatial, 1));
+    tbb::parallel_for(tbb::blocked_range<int64_t>(0, N * C, size_t(grain)), [&](const tbb::blocked_range<int64_t>& r) {
+        for (int64_t nc = r.begin(); nc < r.end(); ++nc)
+            pool(nc);
     });
     ctx.setOutput(0, std::move(Y));
 }
