@@ -386,6 +386,11 @@ private slots:
         const Tensor Xl = randomTensor({1, 64, 30, 31}), Wl = randomTensor({8, 64, 3, 3});
         y = runKernel(ops::conv, "Conv", {&Xl, &Wl}, {intsAttr("pads", {1, 1, 1, 1})});
         EXPECT_CLOSE(y[0], referenceConv(Xl, Wl, nullptr, 1, {1, 1}, {1, 1}, {1, 1}, {30, 31}), 1e-4);
+        // Stride-1 convs run as an implicit GEMM; weights over 1 MiB (here 160 x 2304
+        // floats) split into row blocks that each cover every image and column.
+        const Tensor Xb = randomTensor({2, 256, 9, 8}), Wb = randomTensor({160, 256, 3, 3}), Bb = randomTensor({160});
+        y = runKernel(ops::conv, "Conv", {&Xb, &Wb, &Bb}, {intsAttr("pads", {1, 0, 2, 1}), intsAttr("dilations", {1, 2})});
+        EXPECT_CLOSE(y[0], referenceConv(Xb, Wb, &Bb, 1, {1, 1}, {1, 2}, {1, 0}, {10, 5}), 1e-4);
         const Tensor Xs = randomTensor({1, 64, 61, 63});
         y = runKernel(ops::conv, "Conv", {&Xs, &Wl},
                       {intsAttr("pads", {2, 1, 0, 2}), intsAttr("strides", {2, 3}), intsAttr("dilations", {2, 1})});

@@ -497,6 +497,119 @@ std::vector<int32_t> centredCodes(const KernelContext& ctx, const Tensor& t, con
 
 } // namespace
 
+namespace {
+
+// y[i] = activation(y[i] + bias) over one output row segment (either optional).
+void finishOutputs(float* y, int64_t n, const float* bias, const FusedActivation* activation)
+{
+    if (activation && bias)
+        activation->apply(y, n, *bias);
+    else if (activation)
+        activation->apply(y, n);
+    else if (bias)
+        for (int64_t i = 0; i < n; ++i)
+            y[i] += *bias;
+}
+
+// Stride-1 2-D Conv as an implicit GEMM, with no column matrix: each (image,
+// group)'s input is copied once into zero-padded planes of HP x WP (what the
+// windows reach), and row (c, kh, kw) of the virtual column matrix is that
+// plane read from c * HP * WP + kh * dh * WP + kw * dw on, column q standing
+// for output (q / WP, q % WP). The WP - OW columns per output row that fall
+// between rows are computed and dropped.
+void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
+                      const FusedActivation* activation, int64_t N, int64_t C, int64_t group, int64_t Mg,
+                      const WindowGeometry& g, float* y)
+{
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    const int64_t OH = g.output[0], OW = g.output[1], dh = g.dilations[0], dw = g.dilations[1];
+    const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t HP = OH + (KH - 1) * dh, WP = OW + (KW - 1) * dw, plane = HP * WP;
+    const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WP + OW, nr = packed.nr();
+
+    // The padded planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
+    std::vector<float> padded(size_t(N * C * plane + nr));
+    tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
+        float* dst = padded.data() + nc * plane;
+        const float* src = x + nc * H * W;
+        const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
+        for (int64_t r = 0; r < HP; ++r) {
+            float* row = dst + r * WP;
+            const int64_t ih = r - ph;
+            if (ih < 0 || ih >= H) {
+                std::fill(row, row + WP, 0.0f);
+                continue;
+            }
+            std::fill(row, row + c0, 0.0f);
+            std::copy(src + ih * W + (c0 - pw), src + ih * W + (c1 - pw), row + c0);
+            std::fill(row + c1, row + WP, 0.0f);
+        }
+    });
+    std::fill(padded.end() - nr, padded.end(), 0.0f);
+    std::vector<int64_t> offsets;
+    for (int64_t c = 0; c < Cg; ++c)
+        for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw)
+                offsets.push_back(c * plane + kh * dh * WP + kw * dw);
+
+    // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
+    // into row blocks of about 1 MiB; a task keeps one block in cache for all
+    // images and columns, so the weights stream from memory once per run, not
+    // once per column chunk. Small weights: tasks over (image, column chunk),
+    // every task all rows.
+    const int64_t threads = tbb::this_task_arena::max_concurrency();
+    const int64_t K = Cg * KH * KW, mr = packed.mr();
+    int64_t rowBlocks = (Mg * K * int64_t(sizeof(float)) + (int64_t(1) << 20) - 1) >> 20;
+    rowBlocks = rowBlocks <= 1 ? 1 : (rowBlocks + threads - 1) / threads * threads;
+    const int64_t rowBlock = std::min(Mg, ((Mg + rowBlocks - 1) / rowBlocks + mr - 1) / mr * mr);
+    rowBlocks = (Mg + rowBlock - 1) / rowBlock;
+    const int64_t strips = (Q + nr - 1) / nr;
+    const int64_t wanted =
+        rowBlocks > 1 ? 1 : (4 * threads + N * group - 1) / (N * group); // chunks per (image, group)
+    const int64_t fits = std::max<int64_t>(1, (int64_t(1) << 17) / (rowBlock * nr));
+    const int64_t chunk = nr * std::clamp<int64_t>((strips + wanted - 1) / wanted, 1, fits);
+    const int64_t chunks = (Q + chunk - 1) / chunk;
+
+    // One chunk of one image, rows [r0, r1) of group gi: sums, then the columns that are outputs.
+    auto run = [&](int64_t n, int64_t gi, int64_t r0, int64_t r1, int64_t q0) {
+        const int64_t q1 = std::min(Q, q0 + chunk);
+        thread_local std::vector<float> sums;
+        sums.resize(size_t((r1 - r0) * chunk));
+        packed.multiplyIndirect(gi, padded.data() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0,
+                                sums.data(), chunk, r0, r1);
+        for (int64_t oh = q0 / WP; oh * WP < q1; ++oh) {
+            const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WP), ow1 = std::min(OW, q1 - oh * WP);
+            if (ow0 >= ow1)
+                continue;
+            for (int64_t m = r0; m < r1; ++m) {
+                const int64_t channel = gi * Mg + m;
+                float* dst = y + (n * M + channel) * P + oh * OW + ow0;
+                const float* src = sums.data() + (m - r0) * chunk + (oh * WP + ow0 - q0);
+                std::copy(src, src + (ow1 - ow0), dst);
+                finishOutputs(dst, ow1 - ow0, bias ? bias + channel : nullptr, activation);
+            }
+        }
+    };
+    if (rowBlocks > 1) {
+        tbb::parallel_for(int64_t(0), group * rowBlocks, [&](int64_t task) {
+            const int64_t gi = task / rowBlocks, r0 = (task % rowBlocks) * rowBlock, r1 = std::min(Mg, r0 + rowBlock);
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t q0 = 0; q0 < Q; q0 += chunk) {
+                    ctx.checkCancelled();
+                    run(n, gi, r0, r1, q0);
+                }
+        });
+        return;
+    }
+    tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
+        ctx.checkCancelled();
+        const int64_t ng = task / chunks;
+        run(ng / group, ng % group, 0, Mg, (task % chunks) * chunk);
+    });
+}
+
+} // namespace
+
 void conv(KernelContext& ctx)
 {
     const Tensor& X = floatInput(ctx, 0);
@@ -566,17 +679,15 @@ void conv(KernelContext& ctx)
         auto pack = [&] { return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1); };
         packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
     }
+    if (packed && kernel.size() == 2 && !pointwise && g.strides[0] == 1 && g.strides[1] == 1) {
+        implicitGemmConv(ctx, *packed, x, bias, activation, N, C, group, Mg, g, y);
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
-        if (activation && bias)
-            for (int64_t m = 0; m < Mg; ++m)
-                activation->apply(&yg(m, 0), width, bias[gi * Mg + m]);
-        else if (activation)
-            for (int64_t m = 0; m < Mg; ++m)
-                activation->apply(&yg(m, 0), width);
-        else if (bias)
-            for (int64_t m = 0; m < Mg; ++m)
-                yg.row(m).array() += bias[gi * Mg + m];
+        for (int64_t m = 0; m < Mg; ++m)
+            finishOutputs(&yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr, activation);
     };
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();

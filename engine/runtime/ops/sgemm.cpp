@@ -49,8 +49,23 @@ constexpr int64_t kColumnBlock = 1024;
 
 #if defined(__x86_64__) && defined(__GNUC__)
 
+// Where the micro-kernels read row k of a B strip: a packed strip (rows one
+// after the other), or rows anywhere (implicit GEMM: the rows of a virtual
+// column matrix inside a padded input).
+struct PackedRows {
+    const float* b;
+    int64_t stride;
+    const float* operator()(int64_t k) const { return b + k * stride; }
+};
+struct IndirectRows {
+    const float* base;
+    const int64_t* offsets;
+    const float* operator()(int64_t k) const { return base + offsets[k]; }
+};
+
 // C[mr, nr] (= or +=) the mr x nr corner of A-strip (kc x 6) times B-strip (kc x 16).
-[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+template <class Rows>
+[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                  int64_t mr, int64_t nr, bool accumulate)
 {
     constexpr int MR = 6, NV = 2, W = 8;
@@ -59,7 +74,8 @@ constexpr int64_t kColumnBlock = 1024;
     for (int r = 0; r < MR; ++r)
         for (int j = 0; j < NV; ++j)
             acc[r][j] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
+    for (int64_t k = 0; k < kc; ++k, a += MR) {
+        const float* b = rows(k);
         const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + W);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; ++r) {
@@ -86,7 +102,8 @@ constexpr int64_t kColumnBlock = 1024;
 }
 
 // The same with A-strips of 12 rows and B-strips of 32 columns.
-[[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
+template <class Rows>
+[[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                   int64_t mr, int64_t nr, bool accumulate)
 {
     constexpr int MR = 12, NV = 2, W = 16;
@@ -95,7 +112,8 @@ constexpr int64_t kColumnBlock = 1024;
     for (int r = 0; r < MR; ++r)
         for (int j = 0; j < NV; ++j)
             acc[r][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR, b += NV * W) {
+    for (int64_t k = 0; k < kc; ++k, a += MR) {
+        const float* b = rows(k);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + W);
 #pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
@@ -208,11 +226,38 @@ void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (level_ == SimdLevel::Avx512)
-        microKernelAvx512(kc, a, b, c, ldc, mr, nr, accumulate);
+        microKernelAvx512(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
     else
-        microKernelAvx2(kc, a, b, c, ldc, mr, nr, accumulate);
+        microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
 #else
     (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate;
+#endif
+}
+
+void PackedMatrix::multiplyIndirect(int64_t group, const float* base, const int64_t* rowOffsets, int64_t n, float* c,
+                                    int64_t ldc, int64_t r0, int64_t r1) const
+{
+    if (r1 < 0)
+        r1 = rows_;
+#if defined(__x86_64__) && defined(__GNUC__)
+    const float* ag = data_.data() + group * paddedRows_ * depth_;
+    for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
+        const int64_t kc = std::min(kDepthBlock, depth_ - p0);
+        for (int64_t j0 = 0; j0 < n; j0 += nr_) {
+            const IndirectRows rows{base + j0, rowOffsets + p0};
+            const int64_t nr = std::min(nr_, n - j0);
+            for (int64_t r = r0; r < r1; r += mr_) {
+                const float* as = ag + p0 * paddedRows_ + r * kc;
+                float* cs = c + (r - r0) * ldc + j0;
+                if (level_ == SimdLevel::Avx512)
+                    microKernelAvx512(kc, as, rows, cs, ldc, std::min(mr_, r1 - r), nr, p0 > 0);
+                else
+                    microKernelAvx2(kc, as, rows, cs, ldc, std::min(mr_, r1 - r), nr, p0 > 0);
+            }
+        }
+    }
+#else
+    (void)group, (void)base, (void)rowOffsets, (void)n, (void)c, (void)ldc, (void)r0, (void)r1;
 #endif
 }
 

@@ -45,6 +45,13 @@ public:
     // strip, kDepthBlock rows per depth block, the last strip zero-padded).
     void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const;
 
+    // The same with B virtual: element (k, j) is base[rowOffsets[k] + j] (an
+    // implicit GEMM: rows of a column matrix that lie inside a padded input).
+    // Reads up to nr() - 1 columns past n in every row; they must be readable.
+    // Rows [r0, r1) only, as in multiply().
+    void multiplyIndirect(int64_t group, const float* base, const int64_t* rowOffsets, int64_t n, float* c,
+                          int64_t ldc, int64_t r0 = 0, int64_t r1 = -1) const;
+
     int64_t rows() const { return rows_; }
     int64_t mr() const { return mr_; }
     int64_t nr() const { return nr_; }
