@@ -511,46 +511,64 @@ void finishOutputs(float* y, int64_t n, const float* bias, const FusedActivation
             y[i] += *bias;
 }
 
-// Stride-1 2-D Conv as an implicit GEMM, with no column matrix: each (image,
-// group)'s input is copied once into zero-padded planes of HP x WP (what the
-// windows reach), and row (c, kh, kw) of the virtual column matrix is that
-// plane read from c * HP * WP + kh * dh * WP + kw * dw on, column q standing
-// for output (q / WP, q % WP). The WP - OW columns per output row that fall
-// between rows are computed and dropped.
+// 2-D Conv as an implicit GEMM, with no column matrix. Each (image,
+// channel)'s input is copied once, zero-padded to what the windows reach
+// (HP x WP), and split by row and column residue modulo the strides into
+// sh x sw sub-planes of HS x WS (sub-plane (a, b) holds padded rows a, a + sh,
+// ... and columns b, b + sw, ...). Row (c, kh, kw) of the virtual column matrix
+// is then one sub-plane read from a fixed offset on, column q standing for
+// output (q / WS, q % WS): consecutive outputs read consecutive inputs, for
+// every tap and stride. The WS - OW columns per output row that fall between
+// rows are computed and dropped.
 void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
                       const FusedActivation* activation, int64_t N, int64_t C, int64_t group, int64_t Mg,
                       const WindowGeometry& g, float* y)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    const int64_t OH = g.output[0], OW = g.output[1], dh = g.dilations[0], dw = g.dilations[1];
-    const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
-    const int64_t HP = OH + (KH - 1) * dh, WP = OW + (KW - 1) * dw, plane = HP * WP;
-    const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WP + OW, nr = packed.nr();
+    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw, sub = HS * WS, plane = sh * sw * sub;
+    const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
 
-    // The padded planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
+    // The sub-planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
     std::vector<float> padded(size_t(N * C * plane + nr));
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
         float* dst = padded.data() + nc * plane;
         const float* src = x + nc * H * W;
-        const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
-        for (int64_t r = 0; r < HP; ++r) {
-            float* row = dst + r * WP;
+        for (int64_t r = 0; r < sh * HS; ++r) {
             const int64_t ih = r - ph;
-            if (ih < 0 || ih >= H) {
-                std::fill(row, row + WP, 0.0f);
-                continue;
+            for (int64_t b = 0; b < sw; ++b) {
+                float* row = dst + ((r % sh) * sw + b) * sub + (r / sh) * WS;
+                // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
+                const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
+                const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
+                if (ih < 0 || ih >= H || r >= HP) {
+                    std::fill(row, row + WS, 0.0f);
+                    continue;
+                }
+                std::fill(row, row + i0, 0.0f);
+                const float* in = src + ih * W + b - pw;
+                if (sw == 1)
+                    std::copy(in + i0, in + i1, row + i0);
+                else if (sw == 2) // a constant stride vectorizes
+                    for (int64_t i = i0; i < i1; ++i)
+                        row[i] = in[i * 2];
+                else
+                    for (int64_t i = i0; i < i1; ++i)
+                        row[i] = in[i * sw];
+                std::fill(row + i1, row + WS, 0.0f);
             }
-            std::fill(row, row + c0, 0.0f);
-            std::copy(src + ih * W + (c0 - pw), src + ih * W + (c1 - pw), row + c0);
-            std::fill(row + c1, row + WP, 0.0f);
         }
     });
     std::fill(padded.end() - nr, padded.end(), 0.0f);
     std::vector<int64_t> offsets;
     for (int64_t c = 0; c < Cg; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw)
-                offsets.push_back(c * plane + kh * dh * WP + kw * dw);
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t rh = kh * dh, rw = kw * dw;
+                offsets.push_back(c * plane + ((rh % sh) * sw + rw % sw) * sub + (rh / sh) * WS + rw / sw);
+            }
 
     // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
     // into row blocks of about 1 MiB; a task keeps one block in cache for all
@@ -577,14 +595,14 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
         sums.resize(size_t((r1 - r0) * chunk));
         packed.multiplyIndirect(gi, padded.data() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0,
                                 sums.data(), chunk, r0, r1);
-        for (int64_t oh = q0 / WP; oh * WP < q1; ++oh) {
-            const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WP), ow1 = std::min(OW, q1 - oh * WP);
+        for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
+            const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
             if (ow0 >= ow1)
                 continue;
             for (int64_t m = r0; m < r1; ++m) {
                 const int64_t channel = gi * Mg + m;
                 float* dst = y + (n * M + channel) * P + oh * OW + ow0;
-                const float* src = sums.data() + (m - r0) * chunk + (oh * WP + ow0 - q0);
+                const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
                 std::copy(src, src + (ow1 - ow0), dst);
                 finishOutputs(dst, ow1 - ow0, bias ? bias + channel : nullptr, activation);
             }
@@ -679,7 +697,9 @@ void conv(KernelContext& ctx)
         auto pack = [&] { return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1); };
         packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
     }
-    if (packed && kernel.size() == 2 && !pointwise && g.strides[0] == 1 && g.strides[1] == 1) {
+    // Implicit GEMM for 2-D windows; a strided 1x1 conv would copy all of its
+    // input to read a quarter of it, so it stays on the column matrix.
+    if (packed && kernel.size() == 2 && kernelSize > 1) {
         implicitGemmConv(ctx, *packed, x, bias, activation, N, C, group, Mg, g, y);
         ctx.setOutput(0, std::move(Y));
         return;
