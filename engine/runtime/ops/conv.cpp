@@ -577,10 +577,12 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     // every task all rows.
     const int64_t threads = tbb::this_task_arena::max_concurrency();
     const int64_t K = Cg * KH * KW, mr = packed.mr();
+    // Blocks: a multiple of the thread count, each a near-equal share of the mr-row strips.
+    const int64_t rowStrips = (Mg + mr - 1) / mr;
     int64_t rowBlocks = (Mg * K * int64_t(sizeof(float)) + (int64_t(1) << 20) - 1) >> 20;
-    rowBlocks = rowBlocks <= 1 ? 1 : (rowBlocks + threads - 1) / threads * threads;
-    const int64_t rowBlock = std::min(Mg, ((Mg + rowBlocks - 1) / rowBlocks + mr - 1) / mr * mr);
-    rowBlocks = (Mg + rowBlock - 1) / rowBlock;
+    rowBlocks = rowBlocks <= 1 ? 1 : std::min(rowStrips, (rowBlocks + threads - 1) / threads * threads);
+    auto blockStart = [&](int64_t b) { return std::min(Mg, b * rowStrips / rowBlocks * mr); };
+    const int64_t rowBlock = (rowStrips + rowBlocks - 1) / rowBlocks * mr; // the largest block
     const int64_t strips = (Q + nr - 1) / nr;
     const int64_t wanted =
         rowBlocks > 1 ? 1 : (4 * threads + N * group - 1) / (N * group); // chunks per (image, group)
@@ -610,7 +612,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     };
     if (rowBlocks > 1) {
         tbb::parallel_for(int64_t(0), group * rowBlocks, [&](int64_t task) {
-            const int64_t gi = task / rowBlocks, r0 = (task % rowBlocks) * rowBlock, r1 = std::min(Mg, r0 + rowBlock);
+            const int64_t gi = task / rowBlocks, r0 = blockStart(task % rowBlocks), r1 = blockStart(task % rowBlocks + 1);
             for (int64_t n = 0; n < N; ++n)
                 for (int64_t q0 = 0; q0 < Q; q0 += chunk) {
                     ctx.checkCancelled();
