@@ -362,7 +362,8 @@ private slots:
         };
         for (const Depthwise& d : {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
                                   Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
-                                  Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0}}) {
+                                  Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0},
+                                  Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}}) { // rows wide enough for register transposes
             const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
             const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
             const int64_t extent = (d.k - 1) * d.dilation + 1;
@@ -485,7 +486,9 @@ private slots:
         for (int trial = 0; trial < 30; ++trial) {
             const int64_t group = randInt(1, 2), Cg = randInt(1, 3), Mg = randInt(1, 3);
             const int64_t H = randInt(2, 5), Wd = randInt(2, 5), k = randInt(1, 3), s = randInt(1, 3),
-                          dil = randInt(1, 2), pad = randInt(0, k - 1), op = randInt(0, s - 1);
+                          dil = randInt(1, 2), op = randInt(0, s - 1);
+            // Pads small enough that both output sizes stay positive.
+            const int64_t pad = randInt(0, std::min<int64_t>(k - 1, (s * (std::min(H, Wd) - 1) + (k - 1) * dil) / 2));
             const Tensor X = randomTensor({1, Cg * group, H, Wd}), W = randomTensor({Cg * group, Mg, k, k}),
                          B = randomTensor({Mg * group});
             const int64_t OH = s * (H - 1) + op + (k - 1) * dil + 1 - 2 * pad;

@@ -207,6 +207,31 @@ void depthwise2d(const float* x, const float* w, float bias, const WindowGeometr
 constexpr int64_t kChannelBlock = 16;
 using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(float)), aligned(sizeof(float))));
 
+// rows[i][j] <-> rows[j][i] for a 16 x 16 block in registers: four butterfly
+// stages; at block size b, row i (with i & b == 0) and row i + b swap their
+// off-diagonal b x b blocks.
+[[gnu::always_inline]] inline void transpose16(ChannelVector rows[16])
+{
+    using Index = int __attribute__((vector_size(16 * sizeof(int))));
+    auto stage = [&]<int B>() {
+        Index lo, hi;
+        for (int j = 0; j < 16; ++j) {
+            lo[j] = (j & B) ? 16 + j - B : j;
+            hi[j] = (j & B) ? 16 + j : j + B;
+        }
+        for (int i = 0; i < 16; ++i)
+            if ((i & B) == 0) {
+                const ChannelVector a = rows[i], b = rows[i + B];
+                rows[i] = __builtin_shuffle(a, b, lo);
+                rows[i + B] = __builtin_shuffle(a, b, hi);
+            }
+    };
+    stage.template operator()<8>();
+    stage.template operator()<4>();
+    stage.template operator()<2>();
+    stage.template operator()<1>();
+}
+
 // Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
 // each) into y (planes of OH x OW), channels <= kChannelBlock.
 [[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* w,
@@ -219,11 +244,25 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
     const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
     thread_local std::vector<float> in, out, taps;
     in.assign(size_t(HP * WP * CB), 0.0f); // the padding reads zero
-    for (int64_t c = 0; c < channels; ++c) {
-        const float* xc = x + c * H * W;
-        for (int64_t r = std::max<int64_t>(0, ph); r < std::min(HP, H + ph); ++r)
-            for (int64_t col = std::max<int64_t>(0, pw); col < std::min(WP, W + pw); ++col)
-                in[size_t((r * WP + col) * CB + c)] = xc[(r - ph) * W + col - pw];
+    // Interleave: sixteen input columns of every channel at a time through a
+    // register transpose, the rest element by element.
+    const int64_t col0 = std::max<int64_t>(0, pw), col1 = std::min(WP, W + pw);
+    for (int64_t r = std::max<int64_t>(0, ph); r < std::min(HP, H + ph); ++r) {
+        const float* xr = x + (r - ph) * W - pw;
+        float* dst = in.data() + r * WP * CB;
+        int64_t col = col0;
+        if (channels == CB)
+            for (; col + 16 <= col1; col += 16) {
+                ChannelVector block[16];
+                for (int64_t c = 0; c < CB; ++c)
+                    block[c] = *reinterpret_cast<const ChannelVector*>(xr + c * H * W + col);
+                transpose16(block);
+                for (int64_t j = 0; j < 16; ++j)
+                    *reinterpret_cast<ChannelVector*>(dst + (col + j) * CB) = block[j];
+            }
+        for (; col < col1; ++col)
+            for (int64_t c = 0; c < channels; ++c)
+                dst[col * CB + c] = xr[c * H * W + col];
     }
     taps.assign(size_t(KH * KW * CB), 0.0f);
     ChannelVector b{};
@@ -261,9 +300,19 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
             *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow) * CB) = acc;
         }
     }
+    // De-interleave: sixteen pixels at a time through a register transpose.
     const int64_t P = OH * OW;
-    for (int64_t c = 0; c < channels; ++c)
-        for (int64_t p = 0; p < P; ++p)
+    int64_t p = 0;
+    for (; p + 16 <= P; p += 16) {
+        ChannelVector block[16];
+        for (int64_t j = 0; j < 16; ++j)
+            block[j] = *reinterpret_cast<const ChannelVector*>(out.data() + (p + j) * CB);
+        transpose16(block);
+        for (int64_t c = 0; c < channels; ++c)
+            *reinterpret_cast<ChannelVector*>(y + c * P + p) = block[c];
+    }
+    for (; p < P; ++p)
+        for (int64_t c = 0; c < channels; ++c)
             y[c * P + p] = out[size_t(p * CB + c)];
 }
 
