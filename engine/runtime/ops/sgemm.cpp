@@ -167,7 +167,7 @@ PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int6
     if (level == SimdLevel::None)
         throw Error("PackedMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
     const int64_t strips = paddedRows_ / mr_;
-    tbb::parallel_for(int64_t(0), groups * strips, [&](int64_t task) {
+    auto pack = [&](int64_t task) {
         const int64_t g = task / strips, r0 = (task % strips) * mr_;
         const float* ag = a + g * groupStride;
         for (int64_t p0 = 0; p0 < depth; p0 += kDepthBlock) {
@@ -177,7 +177,13 @@ PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int6
                 for (int64_t k = 0; k < kc; ++k)
                     strip[k * mr_ + (r - r0)] = ag[r * rowStride + (p0 + k) * depthStride];
         }
-    });
+    };
+    // A small matrix (an attention head's operand) packs faster than a worker wakes.
+    if (groups * rows * depth < (int64_t(1) << 16))
+        for (int64_t task = 0; task < groups * strips; ++task)
+            pack(task);
+    else
+        tbb::parallel_for(int64_t(0), groups * strips, pack);
 }
 
 void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
