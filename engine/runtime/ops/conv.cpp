@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -597,9 +598,10 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
 
     // The sub-planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
-    std::vector<float> padded(size_t(N * C * plane + nr));
+    // (Left unwritten at allocation: the loop below writes every element.)
+    const std::unique_ptr<float[]> padded(new float[size_t(N * C * plane + nr)]);
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
-        float* dst = padded.data() + nc * plane;
+        float* dst = padded.get() + nc * plane;
         const float* src = x + nc * H * W;
         for (int64_t r = 0; r < sh * HS; ++r) {
             const int64_t ih = r - ph;
@@ -626,7 +628,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
             }
         }
     });
-    std::fill(padded.end() - nr, padded.end(), 0.0f);
+    std::fill(padded.get() + N * C * plane, padded.get() + N * C * plane + nr, 0.0f);
     std::vector<int64_t> offsets;
     for (int64_t c = 0; c < Cg; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
@@ -660,7 +662,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
         const int64_t q1 = std::min(Q, q0 + chunk);
         thread_local std::vector<float> sums;
         sums.resize(size_t((r1 - r0) * chunk));
-        packed.multiplyIndirect(gi, padded.data() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0,
+        packed.multiplyIndirect(gi, padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0,
                                 sums.data(), chunk, r0, r1);
         for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
             const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
