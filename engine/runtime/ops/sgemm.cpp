@@ -101,18 +101,20 @@ template <class Rows>
             c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
 }
 
-// The same with A-strips of 12 rows and B-strips of 32 columns.
-template <class Rows>
+// The same with A-strips of 12 rows and B-strips of 32 columns; MR = 6
+// computes only the first six rows of each strip (a last strip of at most six
+// rows, such as 64 = 5 x 12 + 4, at half the cost).
+template <int MR, class Rows>
 [[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                   int64_t mr, int64_t nr, bool accumulate)
 {
-    constexpr int MR = 12, NV = 2, W = 16;
+    constexpr int NV = 2, W = 16, STRIP = 12;
     __m512 acc[MR][NV];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; ++r)
         for (int j = 0; j < NV; ++j)
             acc[r][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR) {
+    for (int64_t k = 0; k < kc; ++k, a += STRIP) {
         const float* b = rows(k);
         const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + W);
 #pragma GCC unroll 12
@@ -232,7 +234,8 @@ void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (level_ == SimdLevel::Avx512)
-        microKernelAvx512(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+        mr <= 6 ? microKernelAvx512<6>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate)
+                : microKernelAvx512<12>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
     else
         microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
 #else
@@ -255,10 +258,13 @@ void PackedMatrix::multiplyIndirect(int64_t group, const float* base, const int6
             for (int64_t r = r0; r < r1; r += mr_) {
                 const float* as = ag + p0 * paddedRows_ + r * kc;
                 float* cs = c + (r - r0) * ldc + j0;
-                if (level_ == SimdLevel::Avx512)
-                    microKernelAvx512(kc, as, rows, cs, ldc, std::min(mr_, r1 - r), nr, p0 > 0);
+                const int64_t mr = std::min(mr_, r1 - r);
+                if (level_ == SimdLevel::Avx512 && mr <= 6)
+                    microKernelAvx512<6>(kc, as, rows, cs, ldc, mr, nr, p0 > 0);
+                else if (level_ == SimdLevel::Avx512)
+                    microKernelAvx512<12>(kc, as, rows, cs, ldc, mr, nr, p0 > 0);
                 else
-                    microKernelAvx2(kc, as, rows, cs, ldc, std::min(mr_, r1 - r), nr, p0 > 0);
+                    microKernelAvx2(kc, as, rows, cs, ldc, mr, nr, p0 > 0);
             }
         }
     }
