@@ -16,6 +16,9 @@ namespace qs {
 class ActivationCalibrator::Feeder : public NodeObserver {
 public:
     void watch(size_t node, size_t input, Observer* observer) { watches_.push_back({node, input, observer}); }
+    // The feeder reads only the inputs of quantized layers (Conv, Gemm, MatMul,
+    // ...), which folding an activation into a Conv leaves as they are.
+    bool needsEveryNode() const override { return false; }
 
     void beforeNode(NodeEvent& event) override
     {
