@@ -572,10 +572,13 @@ private slots:
     {
         GrowingHistogram h(256);
         std::vector<float> all;
+        // Batches below and above one counting chunk (65536 values): small ones
+        // count straight into the totals, large ones in parallel.
         const float sigmas[] = {0.01f, 0.5f, 0.2f, 40.0f, 3.0f};
+        const size_t sizes[] = {20000, 100000, 3, 70000, 20000};
         uint32_t seed = 1;
-        for (float sigma : sigmas) {
-            std::vector<float> batch = gaussian(20000, seed++, sigma);
+        for (size_t b = 0; b < std::size(sigmas); ++b) {
+            std::vector<float> batch = gaussian(sizes[b], seed++, sigmas[b]);
             batch[0] = 0.0f;
             batch[1] = -0.0f;
             h.add(batch);

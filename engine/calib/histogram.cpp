@@ -430,15 +430,23 @@ void GrowingHistogram::add(std::span<const float> x, float absMax)
     const int64_t B = binsPerSide_;
     // binOf with 2^−e computed once: the same products, so the same bins.
     const double inverseWidth = std::ldexp(1.0, -exponent_);
-    const std::vector<int64_t> added = count(int64_t(x.size()), counts_.size(), [&](int64_t begin, int64_t end, auto* c) {
+    auto countInto = [&](int64_t begin, int64_t end, auto* c) {
         for (int64_t i = begin; i < end; ++i) {
             const float v = x[size_t(i)];
             const double u = double(v) * inverseWidth;
             ++c[size_t(v >= 0 ? B + int64_t(u) : B - 1 - int64_t(-u))];
         }
-    });
-    for (size_t i = 0; i < counts_.size(); ++i)
-        counts_[i] += added[i];
+    };
+    if (int64_t(x.size()) <= kChunk) {
+        // One chunk (most activations of a small model): straight into the
+        // totals. Clearing, filling and adding a 2·B-counter copy cost more
+        // than counting a few thousand values.
+        interleaved(0, int64_t(x.size()), [&](int64_t b, int64_t e) { countInto(b, e, counts_.data()); });
+    } else {
+        const std::vector<int64_t> added = count(int64_t(x.size()), counts_.size(), countInto);
+        for (size_t i = 0; i < counts_.size(); ++i)
+            counts_[i] += added[i];
+    }
     total_ += int64_t(x.size());
 }
 
