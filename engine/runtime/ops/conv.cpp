@@ -245,26 +245,32 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
     const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
     thread_local std::vector<float> in, out, taps;
     in.assign(size_t(HP * WP * CB), 0.0f); // the padding reads zero
-    // Interleave: sixteen input columns of every channel at a time through a
-    // register transpose, the rest element by element.
+    // Interleave: sixteen input pixels (of the flattened plane, so short rows
+    // too) of every channel at a time through a register transpose, each pixel
+    // then stored at its padded position; the rest element by element.
+    const int64_t r0 = std::max<int64_t>(0, ph), r1 = std::min(HP, H + ph);
     const int64_t col0 = std::max<int64_t>(0, pw), col1 = std::min(WP, W + pw);
-    for (int64_t r = std::max<int64_t>(0, ph); r < std::min(HP, H + ph); ++r) {
-        const float* xr = x + (r - ph) * W - pw;
-        float* dst = in.data() + r * WP * CB;
-        int64_t col = col0;
-        if (channels == CB)
-            for (; col + 16 <= col1; col += 16) {
-                ChannelVector block[16];
-                for (int64_t c = 0; c < CB; ++c)
-                    block[c] = *reinterpret_cast<const ChannelVector*>(xr + c * H * W + col);
-                transpose16(block);
-                for (int64_t j = 0; j < 16; ++j)
-                    *reinterpret_cast<ChannelVector*>(dst + (col + j) * CB) = block[j];
-            }
-        for (; col < col1; ++col)
+    // Input pixel p lies inside the windows' reach when its row and column do.
+    auto inside = [&](int64_t p) {
+        const int64_t r = p / W + ph, col = p % W + pw;
+        return r >= r0 && r < r1 && col >= col0 && col < col1;
+    };
+    auto at = [&](int64_t p) { return in.data() + ((p / W + ph) * WP + p % W + pw) * CB; };
+    int64_t q = 0;
+    if (channels == CB)
+        for (; q + 16 <= H * W; q += 16) {
+            ChannelVector block[16];
+            for (int64_t c = 0; c < CB; ++c)
+                block[c] = *reinterpret_cast<const ChannelVector*>(x + c * H * W + q);
+            transpose16(block);
+            for (int64_t j = 0; j < 16; ++j)
+                if (inside(q + j))
+                    *reinterpret_cast<ChannelVector*>(at(q + j)) = block[j];
+        }
+    for (; q < H * W; ++q)
+        if (inside(q))
             for (int64_t c = 0; c < channels; ++c)
-                dst[col * CB + c] = xr[c * H * W + col];
-    }
+                at(q)[c] = x[c * H * W + q];
     taps.assign(size_t(KH * KW * CB), 0.0f);
     ChannelVector b{};
     for (int64_t c = 0; c < channels; ++c) {
