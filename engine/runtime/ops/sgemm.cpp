@@ -7,9 +7,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-#if defined(__x86_64__) && defined(__GNUC__)
-#include <immintrin.h>
-#endif
 
 #include "core/error.h"
 
@@ -63,77 +60,59 @@ struct IndirectRows {
     const float* operator()(int64_t k) const { return base + offsets[k]; }
 };
 
-// C[mr, nr] (= or +=) the mr x nr corner of A-strip (kc x 6) times B-strip (kc x 16).
-template <class Rows>
-[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
-                                                 int64_t mr, int64_t nr, bool accumulate)
+// C[mr, nr] (= or +=) the mr x nr corner of an A-strip (kc x STRIP, k-major;
+// only its first MR rows are read) times a B-strip (kc x 2W): 2 * MR sums of W
+// floats in registers, each B row loaded once and each A value broadcast once
+// per k. Compiled for AVX2 + FMA (6 x 16) and AVX-512 (12 x 32, and 6 x 32 for
+// a last strip of at most six rows) below.
+template <int MR, int STRIP, int W, class Rows>
+[[gnu::always_inline]] inline void microKernelBody(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
+                                                   int64_t mr, int64_t nr, bool accumulate)
 {
-    constexpr int MR = 6, NV = 2, W = 8;
-    __m256 acc[MR][NV];
-#pragma GCC unroll 6
+    // (A typedef: GCC drops vector_size from a `using` alias of a dependent size.)
+    typedef float V __attribute__((vector_size(W * sizeof(float)), aligned(sizeof(float))));
+    V acc[MR][2];
+#pragma GCC unroll 12
     for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            acc[r][j] = _mm256_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += MR) {
+        acc[r][0] = acc[r][1] = V{};
+    for (int64_t k = 0; k < kc; ++k, a += STRIP) {
         const float* b = rows(k);
-        const __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + W);
-#pragma GCC unroll 6
+        const V b0 = *reinterpret_cast<const V*>(b), b1 = *reinterpret_cast<const V*>(b + W);
+#pragma GCC unroll 12
         for (int r = 0; r < MR; ++r) {
-            const __m256 av = _mm256_broadcast_ss(a + r);
-            acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(av, b1, acc[r][1]);
+            acc[r][0] += a[r] * b0;
+            acc[r][1] += a[r] * b1;
         }
     }
-    if (nr == NV * W) { // whole rows of the tile: straight from the registers
+    if (nr == 2 * W) { // whole rows of the tile: straight from the registers
         for (int64_t r = 0; r < mr; ++r)
-            for (int j = 0; j < NV; ++j) {
-                float* cj = c + r * ldc + j * W;
-                _mm256_storeu_ps(cj, accumulate ? _mm256_add_ps(_mm256_loadu_ps(cj), acc[r][j]) : acc[r][j]);
+            for (int j = 0; j < 2; ++j) {
+                V* cj = reinterpret_cast<V*>(c + r * ldc + j * W);
+                *cj = accumulate ? *cj + acc[r][j] : acc[r][j];
             }
         return;
     }
-    alignas(32) float tile[MR][NV * W];
+    float tile[MR][2 * W];
     for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            _mm256_store_ps(tile[r] + j * W, acc[r][j]);
+        for (int j = 0; j < 2; ++j)
+            *reinterpret_cast<V*>(tile[r] + j * W) = acc[r][j];
     for (int64_t r = 0; r < mr; ++r)
         for (int64_t j = 0; j < nr; ++j)
             c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
 }
 
-// The same with A-strips of 12 rows and B-strips of 32 columns; MR = 6
-// computes only the first six rows of each strip (a last strip of at most six
-// rows, such as 64 = 5 x 12 + 4, at half the cost).
+template <class Rows>
+[[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
+                                                 int64_t mr, int64_t nr, bool accumulate)
+{
+    microKernelBody<6, 6, 8>(kc, a, rows, c, ldc, mr, nr, accumulate);
+}
+
 template <int MR, class Rows>
 [[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                   int64_t mr, int64_t nr, bool accumulate)
 {
-    constexpr int NV = 2, W = 16, STRIP = 12;
-    __m512 acc[MR][NV];
-#pragma GCC unroll 12
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            acc[r][j] = _mm512_setzero_ps();
-    for (int64_t k = 0; k < kc; ++k, a += STRIP) {
-        const float* b = rows(k);
-        const __m512 b0 = _mm512_loadu_ps(b), b1 = _mm512_loadu_ps(b + W);
-#pragma GCC unroll 12
-        for (int r = 0; r < MR; ++r) {
-            const __m512 av = _mm512_set1_ps(a[r]);
-            acc[r][0] = _mm512_fmadd_ps(av, b0, acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(av, b1, acc[r][1]);
-        }
-    }
-    // Straight from the registers; a partial tile's columns through lane masks.
-    for (int j = 0; j < NV; ++j) {
-        const int64_t lanes = std::clamp<int64_t>(nr - j * W, 0, W);
-        const __mmask16 mask = __mmask16((1u << lanes) - 1);
-        for (int64_t r = 0; r < mr; ++r) {
-            float* cj = c + r * ldc + j * W;
-            const __m512 v = accumulate ? _mm512_add_ps(_mm512_maskz_loadu_ps(mask, cj), acc[r][j]) : acc[r][j];
-            _mm512_mask_storeu_ps(cj, mask, v);
-        }
-    }
+    microKernelBody<MR, 12, 16>(kc, a, rows, c, ldc, mr, nr, accumulate);
 }
 
 #endif
