@@ -22,9 +22,9 @@
 
 #include <tbb/global_control.h>
 
+#include "core/allocator.h"
 #include "io/onnx_loader.h"
 #include "ort_support.h"
-#include "core/allocator.h"
 #include "runtime/interpreter.h"
 
 using namespace qs;

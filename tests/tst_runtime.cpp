@@ -461,9 +461,10 @@ private slots:
         std::vector<std::string> convInputs{"x", "w"};
         if (bias)
             convInputs.push_back("b");
-        Node conv = node("conv", "Conv", convInputs, {"c"},
-                         {intsAttr("pads", std::vector<int64_t>(4, kernel / 2)), intsAttr("strides", {kernel == 3 ? 2 : 1, 1}),
-                          Attribute{"group", Attribute::Kind::Int, group, 0.0f, {}, {}, {}, {}, {}}});
+        Node conv =
+            node("conv", "Conv", convInputs, {"c"},
+                 {intsAttr("pads", std::vector<int64_t>(4, kernel / 2)), intsAttr("strides", {kernel == 3 ? 2 : 1, 1}),
+                  Attribute{"group", Attribute::Kind::Int, group, 0.0f, {}, {}, {}, {}, {}}});
         std::vector<Node> nodes{conv};
         Model m;
         const std::string act = activation.toStdString();
@@ -496,7 +497,7 @@ private slots:
         const Tensor reference = interpreter.run({{"x", x}}, asStated).at("y");
         QCOMPARE(stated.ran, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
         QVERIFY(sameBits(interpreter.run({{"x", x}}, allowingFusion).at("y"), reference));
-        QCOMPARE(folded.ran, std::vector<std::string>{"Conv"}); // the activation ran inside the Conv
+        QCOMPARE(folded.ran, std::vector<std::string>{"Conv"});            // the activation ran inside the Conv
         QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), reference)); // no observer: fused too
     }
 
@@ -537,6 +538,63 @@ private slots:
         }
     }
 
+    void residualAddFoldsIntoTheConvBeforeIt()
+    {
+        // Conv -> Add(residual) -> Relu runs as one Conv when the residual exists
+        // before the Conv and has the output's shape; the bits are the unfused ones.
+        std::mt19937 rng(21);
+        const Tensor x = adversarialTensor({2, 4, 6, 5}, rng);
+        const Tensor perChannel = randomTensor({1, 4, 1, 1}, rng);
+        struct Case {
+            const char* name;
+            std::vector<Node> nodes;
+            std::vector<std::string> folded; // node types an allowing observer sees
+        };
+        auto conv = [&](const char* name, const char* w, const char* out, bool bias) {
+            std::vector<std::string> in{"x", w};
+            if (bias)
+                in.push_back("b");
+            return node(name, "Conv", in, {out}, {intsAttr("pads", {1, 1, 1, 1})});
+        };
+        const std::vector<Case> cases{
+            {"conv first, bias",
+             {conv("c", "w", "c", true), node("add", "Add", {"c", "x"}, {"s"}), node("act", "Relu", {"s"}, {"y"})},
+             {"Conv"}},
+            {"residual first",
+             {conv("c", "w", "c", false), node("add", "Add", {"x", "c"}, {"s"}), node("act", "Relu", {"s"}, {"y"})},
+             {"Conv"}},
+            {"no activation", {conv("c", "w", "c", true), node("add", "Add", {"c", "x"}, {"y"})}, {"Conv"}},
+            {"two convs: the later one",
+             {conv("c1", "w", "o1", true), conv("c2", "w2", "o2", false), node("add", "Add", {"o1", "o2"}, {"s"}),
+              node("act", "Relu", {"s"}, {"y"})},
+             {"Conv", "Conv"}},
+            {"broadcast: declined",
+             {conv("c", "w", "c", true), node("add", "Add", {"c", "p"}, {"s"}), node("act", "Relu", {"s"}, {"y"})},
+             {"Conv", "Add", "Relu"}},
+            {"residual computed after",
+             {conv("c", "w", "c", true), node("neg", "Neg", {"x"}, {"n"}), node("add", "Add", {"c", "n"}, {"s"}),
+              node("act", "Relu", {"s"}, {"y"})},
+             {"Conv", "Neg", "Add", "Relu"}},
+        };
+        for (const Case& c : cases) {
+            Model m = modelOf(c.nodes, {"x", "p"}, {"y"});
+            m.addInitializer("w", adversarialTensor({4, 4, 3, 3}, rng));
+            m.addInitializer("w2", randomTensor({4, 4, 3, 3}, rng));
+            m.addInitializer("b", adversarialTensor({4}, rng));
+            const Interpreter interpreter(m);
+            NodeLister stated(false), folded(true);
+            RunOptions asStated, allowingFusion;
+            asStated.observer = &stated;
+            allowingFusion.observer = &folded;
+            const std::map<std::string, Tensor> inputs{{"x", x}, {"p", perChannel}};
+            const Tensor reference = interpreter.run(inputs, asStated).at("y");
+            QCOMPARE(stated.ran.size(), c.nodes.size());
+            QVERIFY2(sameBits(interpreter.run(inputs, allowingFusion).at("y"), reference), c.name);
+            QVERIFY2(folded.ran == c.folded, c.name);
+            QVERIFY2(sameBits(interpreter.run(inputs).at("y"), reference), c.name);
+        }
+    }
+
     void packedWeightsFollowTheWeightTensor()
     {
         // Conv keeps its packed weights across runs; a weight swapped in by an
@@ -566,7 +624,8 @@ private slots:
             swap.before = [&](NodeEvent& e) { e.inputs[1] = fresh.clone(); };
             Model freshModel = modelOf(m.nodes, {"x"}, {"y"});
             freshModel.addInitializer("w", fresh);
-            QVERIFY(sameBits(interpreter.run({{"x", x}}, swapped).at("y"), Interpreter(freshModel).run({{"x", x}}).at("y")));
+            QVERIFY(sameBits(interpreter.run({{"x", x}}, swapped).at("y"),
+                             Interpreter(freshModel).run({{"x", x}}).at("y")));
         }
         QVERIFY(!sameBits(first, expected));
     }

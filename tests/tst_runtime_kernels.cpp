@@ -303,7 +303,8 @@ private slots:
         const std::vector<int64_t> sizes{1, 2, 3, 7, 15, 16, 17, 63, 64, 65, 255, 257};
         std::vector<std::array<int64_t, 3>> shapes{{13, 1100, 20}, {300, 70, 600}, {1, 1, 1}, {5, 0, 3}};
         for (int i = 0; i < 60; ++i)
-            shapes.push_back({sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))]});
+            shapes.push_back(
+                {sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))], sizes[size_t(randInt(0, 11))]});
         shapes.push_back({4, 5, 0}); // K = 0: zeros
         int checked = 0;
         for (const auto& [M, N, K] : shapes)
@@ -311,7 +312,8 @@ private slots:
                 const bool transA = t & 1, transB = t & 2;
                 const float alpha = t == 3 ? -0.5f : 1.0f;
                 const int64_t lda = (transA ? M : K) + 3, ldb = (transB ? K : N) + 1, ldc = N + 2;
-                const Tensor A = randomTensor({(transA ? K : M) * lda + 1}), B = randomTensor({(transB ? N : K) * ldb + 1});
+                const Tensor A = randomTensor({(transA ? K : M) * lda + 1}),
+                             B = randomTensor({(transB ? N : K) * ldb + 1});
                 std::vector<float> a(A.values<float>().begin(), A.values<float>().end()),
                     b(B.values<float>().begin(), B.values<float>().end());
                 // Adversarial values: zeros of both signs, large magnitudes that cancel.
@@ -334,8 +336,15 @@ private slots:
                         const double got = c[size_t(i * ldc + j)];
                         if (!(std::abs(got - ref) <= 1e-5 * std::abs(alpha) * magnitude + 1e-30))
                             QFAIL(qPrintable(QString("M %1 N %2 K %3 transA %4 transB %5: C[%6, %7] = %8, expected %9")
-                                                 .arg(M).arg(N).arg(K).arg(transA).arg(transB).arg(i).arg(j)
-                                                 .arg(got).arg(ref)));
+                                                 .arg(M)
+                                                 .arg(N)
+                                                 .arg(K)
+                                                 .arg(transA)
+                                                 .arg(transB)
+                                                 .arg(i)
+                                                 .arg(j)
+                                                 .arg(got)
+                                                 .arg(ref)));
                     }
                     for (int64_t j = N; j < ldc; ++j)
                         QVERIFY2(std::isnan(c[size_t(i * ldc + j)]), "sgemm wrote past column N");
@@ -360,10 +369,11 @@ private slots:
         struct Depthwise {
             int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
         };
-        for (const Depthwise& d : {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
-                                  Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
-                                  Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0},
-                                  Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}}) { // rows wide enough for register transposes
+        for (const Depthwise& d :
+             {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
+              Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
+              Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0},
+              Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}}) { // rows wide enough for register transposes
             const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
             const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
             const int64_t extent = (d.k - 1) * d.dilation + 1;
@@ -390,7 +400,8 @@ private slots:
         // Stride-1 convs run as an implicit GEMM; weights over 1 MiB (here 160 x 2304
         // floats) split into row blocks that each cover every image and column.
         const Tensor Xb = randomTensor({2, 256, 9, 8}), Wb = randomTensor({160, 256, 3, 3}), Bb = randomTensor({160});
-        y = runKernel(ops::conv, "Conv", {&Xb, &Wb, &Bb}, {intsAttr("pads", {1, 0, 2, 1}), intsAttr("dilations", {1, 2})});
+        y = runKernel(ops::conv, "Conv", {&Xb, &Wb, &Bb},
+                      {intsAttr("pads", {1, 0, 2, 1}), intsAttr("dilations", {1, 2})});
         EXPECT_CLOSE(y[0], referenceConv(Xb, Wb, &Bb, 1, {1, 1}, {1, 2}, {1, 0}, {10, 5}), 1e-4);
         const Tensor Xs = randomTensor({1, 64, 61, 63});
         y = runKernel(ops::conv, "Conv", {&Xs, &Wl},

@@ -132,21 +132,54 @@ void Interpreter::planFusion()
     for (int id : graphInputIds_)
         initializer[size_t(id)] = nullptr; // a graph input overrides an initializer
 
+    // endsAt[v]: the Conv whose (possibly folded) run ends in value v.
+    auto isDefaultDomain = [](const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; };
+    std::vector<int> endsAt(valueNames_.size(), -1);
+    for (size_t n = 0; n < plan_.size(); ++n)
+        if (model_.nodes[n].opType == "Conv" && isDefaultDomain(model_.nodes[n]) && plan_[n].outputs.size() == 1 &&
+            plan_[n].outputs[0] >= 0)
+            endsAt[size_t(plan_[n].outputs[0])] = int(n);
+    auto absorb = [&](size_t conv, size_t n) {
+        PlannedNode& c = plan_[conv];
+        c.fusedOutput = plan_[n].outputs[0];
+        c.absorbed.push_back(n);
+        plan_[n].foldedAway = true;
+        endsAt[size_t(c.fusedOutput)] = int(conv);
+    };
+
     for (size_t n = 0; n < plan_.size(); ++n) {
         const Node& node = model_.nodes[n];
         PlannedNode& p = plan_[n];
-        if (!(node.domain.empty() || node.domain == "ai.onnx") || p.inputs.empty() || p.inputs[0] < 0 ||
-            p.outputs.size() != 1 || p.outputs[0] < 0)
+        if (!isDefaultDomain(node) || p.inputs.empty() || p.inputs[0] < 0 || p.outputs.size() != 1 || p.outputs[0] < 0)
             continue;
+
+        // A residual Add of a Conv's output and a value that exists before that
+        // Conv runs (the later Conv of the two when both operands are Convs').
+        if (node.opType == "Add") {
+            if (p.inputs.size() != 2 || p.inputs[1] < 0 || p.inputs[0] == p.inputs[1])
+                continue;
+            int best = -1, addend = -1;
+            for (int side = 0; side < 2; ++side) {
+                const int x = p.inputs[size_t(side)], y = p.inputs[size_t(1 - side)];
+                const int conv = endsAt[size_t(x)];
+                if (conv < 0 || readers[size_t(x)] != 1 || plan_[size_t(conv)].fused ||
+                    plan_[size_t(conv)].addend >= 0 || producer[size_t(y)] >= conv || conv <= best)
+                    continue;
+                best = conv;
+                addend = y;
+            }
+            if (best >= 0) {
+                plan_[size_t(best)].addend = addend;
+                absorb(size_t(best), n);
+            }
+            continue;
+        }
+
         const int x = p.inputs[0];
-        const int from = producer[size_t(x)];
-        if (from < 0 || readers[size_t(x)] != 1)
+        const int from = endsAt[size_t(x)];
+        if (from < 0 || readers[size_t(x)] != 1 || plan_[size_t(from)].fused)
             continue;
-        const Node& conv = model_.nodes[size_t(from)];
         PlannedNode& c = plan_[size_t(from)];
-        if (conv.opType != "Conv" || !(conv.domain.empty() || conv.domain == "ai.onnx") || c.fused ||
-            c.outputs.size() != 1 || c.outputs[0] != x)
-            continue;
 
         // The activation's parameters, read as its own kernel reads them.
         const KernelContext attributes(node, n, p.opset, {}, {}, nullptr);
@@ -184,8 +217,7 @@ void Interpreter::planFusion()
             continue;
         }
         c.fused = f;
-        c.fusedOutput = p.outputs[0];
-        p.foldedAway = true;
+        absorb(size_t(from), n);
     }
 }
 
@@ -264,11 +296,12 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     std::vector<const Tensor*> inputPtrs;
     std::vector<Tensor> outputs;
     std::vector<Tensor> observed;
+    std::vector<char> runAnyway(plan_.size(), 0);
     for (size_t n = 0; n < plan_.size(); ++n) {
         options.cancel.check();
         const PlannedNode& p = plan_[n];
         const Node& node = model_.nodes[n];
-        if (fuse && p.foldedAway) {
+        if (fuse && p.foldedAway && !runAnyway[n]) {
             release(p); // its Conv wrote its output
             continue;
         }
@@ -297,12 +330,21 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
 
         KernelContext ctx(node, n, p.opset, inputPtrs, outputs, &options.cancel);
         ctx.setMemo(&memos_[n]);
-        if (fuse && p.fused)
+        const bool folding = fuse && !p.absorbed.empty();
+        if (folding && p.fused)
             ctx.setFusedActivation(&*p.fused);
+        if (folding && p.addend >= 0)
+            ctx.setFusedAddend(&values[size_t(p.addend)]);
         p.kernel->kernel(ctx);
+        // A Conv that could not take the folded nodes (an Add that broadcasts)
+        // ran alone; they run after it as the model states them.
+        const bool folded = folding && !ctx.fusionDeclined();
+        if (folding && !folded)
+            for (size_t a : p.absorbed)
+                runAnyway[a] = true;
 
         for (size_t o = 0; o < p.outputs.size(); ++o) {
-            const int id = fuse && p.fused ? p.fusedOutput : p.outputs[o];
+            const int id = folded ? p.fusedOutput : p.outputs[o];
             if (id < 0)
                 continue;
             if (outputs[o].rawData() == nullptr)

@@ -87,16 +87,19 @@ private:
         std::vector<int> inputs;  // value ids, -1 = absent
         std::vector<int> outputs; // value ids, -1 = absent
         std::vector<int> freeAfter;
-        // Fusion (runs whose observer allows it): a Conv applies `fused` and
-        // writes its output as value `fusedOutput`; the activation node after
-        // it (`foldedAway`) is skipped.
+        // Fusion (runs whose observer allows it): a Conv adds value `addend`
+        // (a residual Add), applies `fused`, and writes the result as value
+        // `fusedOutput`; the nodes it absorbed (`foldedAway`) are skipped.
         std::optional<FusedActivation> fused;
+        int addend = -1;
         int fusedOutput = -1;
+        std::vector<size_t> absorbed;
         bool foldedAway = false;
     };
 
-    // Folds each Relu, LeakyRelu, Clip (constant bounds), HardSigmoid or
-    // HardSwish into the Conv before it when the Conv's output has no other reader.
+    // Folds into a Conv whose output has no other reader: an Add of that output
+    // and a value computed before the Conv, then a Relu, LeakyRelu, Clip
+    // (constant bounds), HardSigmoid or HardSwish.
     void planFusion();
 
     Model model_;

@@ -112,6 +112,14 @@ public:
     // the kernel applies to its output; nullptr when none was.
     const FusedActivation* fusedActivation() const { return fused_; }
     void setFusedActivation(const FusedActivation* fused) { fused_ = fused; }
+    // The value of a residual Add the interpreter folded into this node: the
+    // kernel adds it to its output (before the activation). A kernel that cannot
+    // (the shapes differ, so the Add broadcasts) calls declineFusion() and
+    // applies neither; the interpreter then runs the folded nodes itself.
+    const Tensor* fusedAddend() const { return addend_; }
+    void setFusedAddend(const Tensor* addend) { addend_ = addend; }
+    void declineFusion() { declined_ = true; }
+    bool fusionDeclined() const { return declined_; }
     // The node's memo across runs, or nullptr (then the kernel derives afresh).
     KernelMemo* memo() const { return memo_; }
     void setMemo(KernelMemo* memo) { memo_ = memo; }
@@ -139,6 +147,8 @@ private:
     std::span<Tensor> outputs_;
     const CancellationToken* cancel_;
     const FusedActivation* fused_ = nullptr;
+    const Tensor* addend_ = nullptr;
+    bool declined_ = false;
     KernelMemo* memo_ = nullptr;
 };
 

@@ -20,11 +20,21 @@ template <bool AddBias>
     const float p = act.a, q = act.b;
     using Kind = FusedActivation::Kind;
     switch (act.kind) {
-    case Kind::Relu: map<AddBias>(x, n, bias, [](float v) { return ops::reluOf(v); }); break;
-    case Kind::LeakyRelu: map<AddBias>(x, n, bias, [p](float v) { return ops::leakyReluOf(v, p); }); break;
-    case Kind::Clip: map<AddBias>(x, n, bias, [p, q](float v) { return ops::clipOf(v, p, q); }); break;
-    case Kind::HardSigmoid: map<AddBias>(x, n, bias, [p, q](float v) { return ops::hardSigmoidOf(v, p, q); }); break;
-    case Kind::HardSwish: map<AddBias>(x, n, bias, [](float v) { return ops::hardSwishOf(v); }); break;
+    case Kind::Relu:
+        map<AddBias>(x, n, bias, [](float v) { return ops::reluOf(v); });
+        break;
+    case Kind::LeakyRelu:
+        map<AddBias>(x, n, bias, [p](float v) { return ops::leakyReluOf(v, p); });
+        break;
+    case Kind::Clip:
+        map<AddBias>(x, n, bias, [p, q](float v) { return ops::clipOf(v, p, q); });
+        break;
+    case Kind::HardSigmoid:
+        map<AddBias>(x, n, bias, [p, q](float v) { return ops::hardSigmoidOf(v, p, q); });
+        break;
+    case Kind::HardSwish:
+        map<AddBias>(x, n, bias, [](float v) { return ops::hardSwishOf(v); });
+        break;
     }
 }
 
@@ -34,13 +44,13 @@ template <bool AddBias>
 #if defined(__x86_64__) && defined(__GNUC__)
 template <bool AddBias>
 [[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void applyActivationAvx512(const FusedActivation& act,
-                                                                                       float* x, int64_t n, float bias)
+                                                                                        float* x, int64_t n, float bias)
 {
     applyActivationBody<AddBias>(act, x, n, bias);
 }
 template <bool AddBias>
 [[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void applyActivationAvx2(const FusedActivation& act, float* x,
-                                                                                  int64_t n, float bias)
+                                                                                   int64_t n, float bias)
 {
     applyActivationBody<AddBias>(act, x, n, bias);
 }

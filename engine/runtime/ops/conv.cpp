@@ -172,7 +172,6 @@ std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t
         std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
 }
 
-
 #if defined(__x86_64__) && defined(__GNUC__)
 [[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
                                                   float* y)
@@ -288,7 +287,8 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
             for (int64_t kh = 0; kh < KH; ++kh) {
                 const float* row = in.data() + ((oh * sh + kh * dh) * WP + ow * sw) * CB;
                 for (int64_t kw = 0; kw < KW; ++kw) {
-                    const ChannelVector tap = *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB);
+                    const ChannelVector tap =
+                        *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB);
                     const float* px = row + kw * dw * CB;
                     for (int64_t j = 0; j < ILP; ++j)
                         acc[j] += tap * *reinterpret_cast<const ChannelVector*>(px + j * sw * CB);
@@ -330,8 +330,8 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
     depthwiseBlockBody(x, channels, w, bias, g, y);
 }
 
-[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w,
-                                                    const float* bias, const WindowGeometry& g, float* y)
+[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w, const float* bias,
+                                                    const WindowGeometry& g, float* y)
 {
     depthwiseBlockBody(x, channels, w, bias, g, y);
 }
@@ -353,7 +353,10 @@ void depthwiseBlock(const float* x, int64_t channels, const float* w, const floa
 template <class T> struct RowMajorColumns {
     T* data;
     int64_t width;
-    void fill(int64_t k, int64_t j0, int64_t j1) const { std::fill(data + k * width + j0, data + k * width + j1, T(0)); }
+    void fill(int64_t k, int64_t j0, int64_t j1) const
+    {
+        std::fill(data + k * width + j0, data + k * width + j1, T(0));
+    }
     void copy(int64_t k, int64_t j0, int64_t j1, const T* src, int64_t stride) const
     {
         T* dst = data + k * width;
@@ -422,7 +425,8 @@ struct PackedColumns {
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
 // falls in the padding, a plain (or strided) copy elsewhere. Row k of the
 // column matrix is (channel, kh, kw); column j is output position p0 + j.
-template <class T, class Sink> void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, const Sink& out)
+template <class T, class Sink>
+void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, const Sink& out)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OW = g.output[1], sw = g.strides[1];
@@ -571,9 +575,21 @@ std::vector<int32_t> centredCodes(const KernelContext& ctx, const Tensor& t, con
 
 namespace {
 
-// y[i] = activation(y[i] + bias) over one output row segment (either optional).
-void finishOutputs(float* y, int64_t n, const float* bias, const FusedActivation* activation)
+// y[i] = activation(y[i] + bias + addend[i]) over one output row segment (each
+// optional), rounded step by step as the separate Conv, Add and activation would.
+void finishOutputs(float* y, int64_t n, const float* bias, const float* addend, const FusedActivation* activation)
 {
+    if (addend) {
+        if (bias)
+            for (int64_t i = 0; i < n; ++i)
+                y[i] = (y[i] + *bias) + addend[i];
+        else
+            for (int64_t i = 0; i < n; ++i)
+                y[i] += addend[i];
+        if (activation)
+            activation->apply(y, n);
+        return;
+    }
     if (activation && bias)
         activation->apply(y, n, *bias);
     else if (activation)
@@ -593,8 +609,8 @@ void finishOutputs(float* y, int64_t n, const float* bias, const FusedActivation
 // every tap and stride. The WS - OW columns per output row that fall between
 // rows are computed and dropped.
 void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
-                      const FusedActivation* activation, int64_t N, int64_t C, int64_t group, int64_t Mg,
-                      const WindowGeometry& g, float* y)
+                      const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
+                      int64_t Mg, const WindowGeometry& g, float* y)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
@@ -657,8 +673,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     auto blockStart = [&](int64_t b) { return std::min(Mg, b * rowStrips / rowBlocks * mr); };
     const int64_t rowBlock = (rowStrips + rowBlocks - 1) / rowBlocks * mr; // the largest block
     const int64_t strips = (Q + nr - 1) / nr;
-    const int64_t wanted =
-        rowBlocks > 1 ? 1 : (4 * threads + N * group - 1) / (N * group); // chunks per (image, group)
+    const int64_t wanted = rowBlocks > 1 ? 1 : (4 * threads + N * group - 1) / (N * group); // chunks per (image, group)
     const int64_t fits = std::max<int64_t>(1, (int64_t(1) << 17) / (rowBlock * nr));
     const int64_t chunk = nr * std::clamp<int64_t>((strips + wanted - 1) / wanted, 1, fits);
     const int64_t chunks = (Q + chunk - 1) / chunk;
@@ -668,8 +683,8 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
         const int64_t q1 = std::min(Q, q0 + chunk);
         thread_local std::vector<float> sums;
         sums.resize(size_t((r1 - r0) * chunk));
-        packed.multiplyIndirect(gi, padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0,
-                                sums.data(), chunk, r0, r1);
+        packed.multiplyIndirect(gi, padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0, sums.data(),
+                                chunk, r0, r1);
         for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
             const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
             if (ow0 >= ow1)
@@ -679,13 +694,15 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
                 float* dst = y + (n * M + channel) * P + oh * OW + ow0;
                 const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
                 std::copy(src, src + (ow1 - ow0), dst);
-                finishOutputs(dst, ow1 - ow0, bias ? bias + channel : nullptr, activation);
+                finishOutputs(dst, ow1 - ow0, bias ? bias + channel : nullptr, addend ? addend + (dst - y) : nullptr,
+                              activation);
             }
         }
     };
     if (rowBlocks > 1) {
         tbb::parallel_for(int64_t(0), group * rowBlocks, [&](int64_t task) {
-            const int64_t gi = task / rowBlocks, r0 = blockStart(task % rowBlocks), r1 = blockStart(task % rowBlocks + 1);
+            const int64_t gi = task / rowBlocks, r0 = blockStart(task % rowBlocks),
+                          r1 = blockStart(task % rowBlocks + 1);
             for (int64_t n = 0; n < N; ++n)
                 for (int64_t q0 = 0; q0 < Q; q0 += chunk) {
                     ctx.checkCancelled();
@@ -723,7 +740,17 @@ void conv(KernelContext& ctx)
     const int64_t inSpatial = product(g.input), P = product(g.output), kernelSize = product(kernel);
     const int64_t K = Cg * kernelSize;
 
+    // Folded nodes: an activation, and a residual Add's other operand when it has
+    // the output's shape (else the interpreter runs the Add and what follows).
     const FusedActivation* activation = ctx.fusedActivation();
+    const Tensor* residual = ctx.fusedAddend();
+    if (residual && ((Cg == 1 && Mg == 1 && kernel.size() == 2) || residual->dtype() != DType::F32 ||
+                     residual->shape() != plan.outputShape)) {
+        ctx.declineFusion();
+        residual = nullptr;
+        activation = nullptr;
+    }
+    const float* addend = residual ? residual->values<float>().data() : nullptr;
     // Depthwise on small planes with enough channels to fill a vector:
     // kChannelBlock channels per task. On larger planes interleaving the
     // channels (scalar transposes in and out) costs more than it saves.
@@ -775,14 +802,15 @@ void conv(KernelContext& ctx)
     // Implicit GEMM for 2-D windows; a strided 1x1 conv would copy all of its
     // input to read a quarter of it, so it stays on the column matrix.
     if (packed && kernel.size() == 2 && kernelSize > 1) {
-        implicitGemmConv(ctx, *packed, x, bias, activation, N, C, group, Mg, g, y);
+        implicitGemmConv(ctx, *packed, x, bias, addend, activation, N, C, group, Mg, g, y);
         ctx.setOutput(0, std::move(Y));
         return;
     }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
         for (int64_t m = 0; m < Mg; ++m)
-            finishOutputs(&yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr, activation);
+            finishOutputs(&yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr,
+                          addend ? addend + (&yg(m, 0) - y) : nullptr, activation);
     };
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();

@@ -14,8 +14,8 @@
 #include <tbb/parallel_for.h>
 
 #include "runtime/broadcast.h"
-#include "runtime/ops/activation.h"
 #include "runtime/dtype_dispatch.h"
+#include "runtime/ops/activation.h"
 #include "runtime/tensor_cast.h"
 
 namespace qs::ops {

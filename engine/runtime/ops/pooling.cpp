@@ -66,7 +66,8 @@ void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad
         rowMax.resize(size_t(H * OW));
         // Interior windows: all KW taps inside the row.
         const int64_t owLo = std::min(OW, (g.padBegin[1] + sw - 1) / sw);
-        const int64_t owHi = std::max(owLo, std::min(OW, W + g.padBegin[1] - KW >= 0 ? (W + g.padBegin[1] - KW) / sw + 1 : 0));
+        const int64_t owHi =
+            std::max(owLo, std::min(OW, W + g.padBegin[1] - KW >= 0 ? (W + g.padBegin[1] - KW) / sw + 1 : 0));
         for (int64_t ih = 0; ih < H; ++ih) {
             const float* xr = xc + ih * W - g.padBegin[1];
             float* m = rowMax.data() + ih * OW;

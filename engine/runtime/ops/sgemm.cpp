@@ -7,7 +7,6 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
-
 #include "core/error.h"
 
 namespace qs::ops {
@@ -37,7 +36,6 @@ SimdLevel simdLevel()
     }();
     return level;
 }
-
 
 namespace {
 
@@ -279,7 +277,8 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
             Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>> c(C + r0 * ldc, rows, N, Eigen::OuterStride<>(ldc));
             const Strided a = transA ? Strided(A + r0, K, rows, Eigen::OuterStride<>(lda))
                                      : Strided(A + r0 * lda, rows, K, Eigen::OuterStride<>(lda));
-            const Strided b = transB ? Strided(B, N, K, Eigen::OuterStride<>(ldb)) : Strided(B, K, N, Eigen::OuterStride<>(ldb));
+            const Strided b =
+                transB ? Strided(B, N, K, Eigen::OuterStride<>(ldb)) : Strided(B, K, N, Eigen::OuterStride<>(ldb));
             if (transA && transB)
                 c.noalias() = alpha * (a.transpose() * b.transpose());
             else if (transA)

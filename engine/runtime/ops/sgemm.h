@@ -49,8 +49,8 @@ public:
     // implicit GEMM: rows of a column matrix that lie inside a padded input).
     // Reads up to nr() - 1 columns past n in every row; they must be readable.
     // Rows [r0, r1) only, as in multiply().
-    void multiplyIndirect(int64_t group, const float* base, const int64_t* rowOffsets, int64_t n, float* c,
-                          int64_t ldc, int64_t r0 = 0, int64_t r1 = -1) const;
+    void multiplyIndirect(int64_t group, const float* base, const int64_t* rowOffsets, int64_t n, float* c, int64_t ldc,
+                          int64_t r0 = 0, int64_t r1 = -1) const;
 
     int64_t rows() const { return rows_; }
     int64_t mr() const { return mr_; }
