@@ -572,13 +572,21 @@ private slots:
     {
         GrowingHistogram h(256);
         std::vector<float> all;
-        // Batches below and above one counting chunk (65536 values): small ones
-        // count straight into the totals, large ones in parallel.
-        const float sigmas[] = {0.01f, 0.5f, 0.2f, 40.0f, 3.0f};
-        const size_t sizes[] = {20000, 100000, 3, 70000, 20000};
+        // Batches of one piece (straight into the totals) and of several
+        // (counted in parallel). The first is so small that its bin width is
+        // below 2^-126 (binned in double, not float); one is half zeros (a
+        // ReLU's output: zeros go to spare counters); one holds subnormals.
+        const float sigmas[] = {1e-37f, 0.01f, 0.5f, 0.2f, 40.0f, 3.0f, 1.0f, 2.0f};
+        const size_t sizes[] = {20000, 20000, 100000, 3, 70000, 20000, 50001, 40000};
         uint32_t seed = 1;
         for (size_t b = 0; b < std::size(sigmas); ++b) {
             std::vector<float> batch = gaussian(sizes[b], seed++, sigmas[b]);
+            if (b == 6)
+                for (float& v : batch)
+                    v = std::max(v, 0.0f);
+            if (b == 7)
+                for (size_t i = 0; i < batch.size(); i += 3)
+                    batch[i] = std::ldexp(batch[i], -140);
             batch[0] = 0.0f;
             batch[1] = -0.0f;
             h.add(batch);

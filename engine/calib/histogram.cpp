@@ -10,10 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <tbb/blocked_range.h>
 #include <tbb/combinable.h>
-#include <tbb/parallel_reduce.h>
 #include <tbb/parallel_for.h>
+#include <tbb/parallel_reduce.h>
+#include <tbb/task_arena.h>
 
 #include "core/error.h"
+#include "core/vector_clones.h"
 
 namespace qs {
 
@@ -348,10 +350,35 @@ double histogramPercentile(const Histogram& h, double p)
     return interpolate(valueOfRank(k), valueOfRank(std::min(k + 1, n - 1)), rank - double(k));
 }
 
+namespace {
+
+constexpr int64_t kBinBlock = 256;
+constexpr int kSpareZeroCounters = 8;
+constexpr int64_t kMinPiece = int64_t(1) << 14;
+
+// The bins of n ≤ kBinBlock values, with the power-of-two 1/width `inverseWidth`:
+// B + ⌊v/width⌋ for v > 0, B − 1 − ⌊−v/width⌋ for v < 0. Zeros (half of a ReLU's
+// outputs) get 2·B + k mod 8: spare counters taken in turn and added to bin B
+// afterwards, because increments of one counter wait on each other. A loop
+// without branches, vectorised: binning used to cost more than the model's
+// convolutions on small activations.
+QS_VECTOR_CLONES void binBlock(const float* __restrict x, int64_t n, float inverseWidth, int32_t B,
+                               uint32_t* __restrict idx)
+{
+    for (int64_t k = 0; k < n; ++k) {
+        const float v = x[k];
+        const int32_t t = int32_t(std::fabs(v) * inverseWidth);
+        idx[k] = uint32_t(v > 0 ? B + t : (v < 0 ? B - 1 - t : 2 * B + int32_t(k & (kSpareZeroCounters - 1))));
+    }
+}
+
+} // namespace
+
 GrowingHistogram::GrowingHistogram(int binsPerSide) : binsPerSide_(binsPerSide)
 {
     if (binsPerSide < 1 || binsPerSide > (1 << 22))
         throw Error("growing histogram: " + std::to_string(binsPerSide) + " bins per side; expected 1 to 4194304");
+    counts_.reserve(2 * size_t(binsPerSide) + kSpareZeroCounters);
     counts_.assign(2 * size_t(binsPerSide), 0);
 }
 
@@ -412,7 +439,9 @@ void GrowingHistogram::add(std::span<const float> x)
             }
             return acc;
         },
-        [](Scan a, const Scan& b) { return Scan{std::max(a.absMax, b.absMax), a.finite && b.finite}; });
+        [](Scan a, const Scan& b) {
+            return Scan{std::max(a.absMax, b.absMax), a.finite && b.finite};
+        });
     if (!scan.finite)
         throw Error("growing histogram: the batch holds NaN or Inf");
     add(x, scan.absMax);
@@ -428,25 +457,67 @@ void GrowingHistogram::add(std::span<const float> x, float absMax)
     else if (needed > exponent_)
         growTo(needed);
     const int64_t B = binsPerSide_;
-    // binOf with 2^−e computed once: the same products, so the same bins.
-    const double inverseWidth = std::ldexp(1.0, -exponent_);
+    // With 2^−e a normal float, float products are exact (or below 1, when
+    // subnormal), so binBlock gives binOf's bins; otherwise (widths beyond
+    // 2^±126) binOf's products in double, value by value.
+    const bool floatBins = exponent_ >= -126 && exponent_ <= 126;
+    const float inverseWidth = floatBins ? std::ldexp(1.0f, -exponent_) : 0.0f;
+    const double inverseWidthWide = std::ldexp(1.0, -exponent_);
+    // Counters come 2·B + kSpareZeroCounters at a time: the bins, then the
+    // spare counters of binBlock's zeros.
+    const size_t bins = 2 * size_t(B);
     auto countInto = [&](int64_t begin, int64_t end, auto* c) {
-        for (int64_t i = begin; i < end; ++i) {
-            const float v = x[size_t(i)];
-            const double u = double(v) * inverseWidth;
-            ++c[size_t(v >= 0 ? B + int64_t(u) : B - 1 - int64_t(-u))];
+        if (!floatBins) {
+            for (int64_t i = begin; i < end; ++i) {
+                const float v = x[size_t(i)];
+                const double u = double(v) * inverseWidthWide;
+                ++c[size_t(v >= 0 ? B + int64_t(u) : B - 1 - int64_t(-u))];
+            }
+            return;
+        }
+        uint32_t idx[kBinBlock];
+        for (int64_t i = begin; i < end; i += kBinBlock) {
+            const int64_t m = std::min(kBinBlock, end - i);
+            binBlock(x.data() + i, m, inverseWidth, int32_t(B), idx);
+            for (int64_t k = 0; k < m; ++k)
+                ++c[idx[k]];
         }
     };
-    if (int64_t(x.size()) <= kChunk) {
-        // One chunk (most activations of a small model): straight into the
-        // totals. Clearing, filling and adding a 2·B-counter copy cost more
-        // than counting a few thousand values.
-        interleaved(0, int64_t(x.size()), [&](int64_t b, int64_t e) { countInto(b, e, counts_.data()); });
+    // Pieces of at least kMinPiece values, one per thread: the first counts
+    // straight into the totals (with room for the spare counters), the others
+    // into copies added afterwards. Clearing and adding a copy cost about what
+    // counting a few thousand values does, so small activations take one piece.
+    const int64_t n = int64_t(x.size());
+    // (And pieces of fewer than 2^31 values, which 32-bit copies count.)
+    const int64_t pieces = std::max(
+        std::clamp<int64_t>(n / kMinPiece, 1, std::max(1, tbb::this_task_arena::max_concurrency())), (n >> 31) + 1);
+    counts_.resize(bins + kSpareZeroCounters, 0);
+    if (pieces == 1) {
+        countInto(0, n, counts_.data());
     } else {
-        const std::vector<int64_t> added = count(int64_t(x.size()), counts_.size(), countInto);
-        for (size_t i = 0; i < counts_.size(); ++i)
-            counts_[i] += added[i];
+        std::vector<std::vector<uint32_t>> copies(size_t(pieces - 1));
+        tbb::parallel_for(
+            tbb::blocked_range<int64_t>(0, pieces, 1),
+            [&](const tbb::blocked_range<int64_t>& r) {
+                for (int64_t p = r.begin(); p < r.end(); ++p) {
+                    const int64_t begin = n * p / pieces, end = n * (p + 1) / pieces;
+                    if (p == 0) {
+                        countInto(begin, end, counts_.data());
+                    } else {
+                        std::vector<uint32_t>& c = copies[size_t(p - 1)];
+                        c.assign(counts_.size(), 0);
+                        countInto(begin, end, c.data());
+                    }
+                }
+            },
+            tbb::simple_partitioner());
+        for (const std::vector<uint32_t>& c : copies)
+            for (size_t i = 0; i < c.size(); ++i)
+                counts_[i] += c[i];
     }
+    for (size_t k = bins; k < counts_.size(); ++k)
+        counts_[size_t(B)] += counts_[k];
+    counts_.resize(bins);
     total_ += int64_t(x.size());
 }
 

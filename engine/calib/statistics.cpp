@@ -10,12 +10,14 @@
 
 #include "calib/group_runs.h"
 #include "core/error.h"
+#include "core/vector_clones.h"
 
 namespace qs {
 
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr int64_t kSerialElements = int64_t(1) << 14;
 
 struct Summary {
     float min = kInf;
@@ -72,8 +74,9 @@ template <bool SumSquares> Summary summarizeLanes(const float* p, int64_t n)
 // One contiguous run. A long run is read as four quarters at once — four
 // independent memory streams keep more loads in flight than one — folded
 // element-wise over W lanes, then into per-lane accumulators; every loop is
-// element-wise, so it vectorises without reassociating anything.
-template <bool SumSquares> Summary summarize(const float* __restrict p, int64_t n)
+// element-wise, so it vectorises without reassociating anything (and its AVX2
+// clone gives the same bits).
+template <bool SumSquares> QS_VECTOR_CLONES Summary summarize(const float* __restrict p, int64_t n)
 {
     constexpr int64_t W = 64;
     if (n < 64 * W)
@@ -254,7 +257,7 @@ GroupStatistics groupStatistics(std::span<const float> x, const BlockLayout& lay
         for (size_t g = 0; g < groups; ++g)
             offsets[g + 1] = offsets[g] + st.count[g];
         std::vector<float> probes(groups, 0.0f);
-        tbb::parallel_for(tbb::blocked_range<size_t>(0, groups), [&](const tbb::blocked_range<size_t>& r) {
+        const auto summarizeGroups = [&](const tbb::blocked_range<size_t>& r) {
             for (size_t g = r.begin(); g != r.end(); ++g) {
                 const Summary s = summarizeSpan(x.data() + offsets[g], st.count[g], withSumSquares);
                 st.min[g] = s.min;
@@ -263,7 +266,13 @@ GroupStatistics groupStatistics(std::span<const float> x, const BlockLayout& lay
                     st.sumSquares[g] = s.sumSquares;
                 probes[g] = s.probe;
             }
-        });
+        };
+        // A small tensor (an activation of a small model, every batch) takes
+        // less time to summarise than handing half of it to another thread.
+        if (runs.elements < kSerialElements)
+            summarizeGroups(tbb::blocked_range<size_t>(0, groups));
+        else
+            tbb::parallel_for(tbb::blocked_range<size_t>(0, groups), summarizeGroups);
         for (float p : probes)
             probe += p;
     } else {

@@ -12,6 +12,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/half.h"
+#include "core/vector_clones.h"
 #include "numerics/grid.h"
 #include "numerics/nf4.h"
 #include "quant/fast_grids.h"
@@ -159,14 +160,7 @@ struct Plan {
     }
 };
 
-// The inner loops get an AVX2 clone next to the baseline one, picked at load
-// time; both do the same IEEE operations (no FMA contraction), so the same bits.
-// QUANTSCOPE_NO_TARGET_CLONES builds only the baseline (to test it on an AVX2 machine).
-#ifdef QUANTSCOPE_NO_TARGET_CLONES
-#define QS_VECTOR_CLONES
-#else
-#define QS_VECTOR_CLONES __attribute__((target_clones("avx2", "default")))
-#endif
+// The inner loops get an AVX2 clone (core/vector_clones.h).
 
 // One run of fake quantization with round-to-nearest. Returns whether an input was not finite.
 template <class Grid, class Load, bool PerElement, bool HasZp>
