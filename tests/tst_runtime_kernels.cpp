@@ -373,7 +373,10 @@ private slots:
              {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
               Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
               Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0},
-              Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}}) { // rows wide enough for register transposes
+              Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}, // rows wide enough for register transposes
+              // Strided planes over 256 outputs also run interleaved: a partial
+              // block with a last input column no window reaches; dilations.
+              Depthwise{24, 40, 34, 3, 2, 1, 1, 0, 1, 0}, Depthwise{16, 36, 30, 3, 2, 2, 2, 2, 2, 2}}) {
             const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
             const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
             const int64_t extent = (d.k - 1) * d.dilation + 1;
