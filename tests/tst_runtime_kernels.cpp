@@ -354,6 +354,51 @@ private slots:
         QCOMPARE(checked, int(shapes.size()) * 4);
     }
 
+    void fewColumnProductsMatchTheMicroKernelsAndSubnormalWeightsFlush()
+    {
+        // Up to kFewColumns columns run along A's rows; every C element is
+        // still the micro-kernels' sum, so the first columns of a wide product
+        // (micro-kernels) equal a narrow one's bit for bit. Rows: partial last
+        // strips and a row range; depth: three blocks; C transposed too. And
+        // flushed subnormal weights.
+        if (ops::simdLevel() == ops::SimdLevel::None)
+            QSKIP("no packed products without AVX2");
+        const int64_t rows = 29, depth = 600, wide = 9;
+        const Tensor A = randomTensor({rows * depth}), B = randomTensor({depth * wide});
+        const ops::PackedMatrix packed(ops::simdLevel(), A.values<float>().data(), 1, rows, depth, 0, depth, 1);
+        const float* b = B.values<float>().data();
+        std::vector<float> reference(size_t(rows * wide));
+        packed.multiply(0, b, wide, 1, wide, reference.data(), wide);
+        for (int64_t n = 1; n <= wide; ++n) {
+            std::vector<float> c(size_t(rows * n), std::nanf("")), t(size_t(rows * n), std::nanf(""));
+            packed.multiply(0, b, wide, 1, n, c.data(), n);
+            packed.multiplyFewColumns(0, b, wide, 1, n, t.data(), 1, rows); // C transposed: [n, rows]
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t j = 0; j < n; ++j) {
+                    QCOMPARE(c[size_t(r * n + j)], reference[size_t(r * wide + j)]);
+                    QCOMPARE(t[size_t(j * rows + r)], reference[size_t(r * wide + j)]);
+                }
+        }
+        // Weights packed with Subnormals::Flush: subnormal values count as zeros.
+        std::vector<float> subnormal(A.values<float>().begin(), A.values<float>().end()), zeroed = subnormal;
+        for (size_t e = 0; e < subnormal.size(); e += 7) {
+            subnormal[e] = (e % 2 ? -1.0f : 1.0f) * std::ldexp(float(e % 100 + 1), -140);
+            zeroed[e] = e % 2 ? -0.0f : 0.0f;
+        }
+        const ops::PackedMatrix flushed(ops::simdLevel(), subnormal.data(), 1, rows, depth, 0, depth, 1,
+                                        ops::Subnormals::Flush);
+        const ops::PackedMatrix zeros(ops::simdLevel(), zeroed.data(), 1, rows, depth, 0, depth, 1);
+        std::vector<float> got(size_t(rows * wide)), expected(size_t(rows * wide));
+        flushed.multiply(0, b, wide, 1, wide, got.data(), wide);
+        zeros.multiply(0, b, wide, 1, wide, expected.data(), wide);
+        QCOMPARE(got, expected);
+        std::vector<float> part(size_t(17 * 3), std::nanf(""));
+        packed.multiply(0, b, wide, 1, 3, part.data(), 3, 12, 29); // rows 12..28
+        for (int64_t r = 12; r < rows; ++r)
+            for (int64_t j = 0; j < 3; ++j)
+                QCOMPARE(part[size_t((r - 12) * 3 + j)], reference[size_t(r * wide + j)]);
+    }
+
     void depthwiseAndPointwiseConvMatchTheReference()
     {
         // Depthwise (group = channels) takes its own path; 1x1 stride-1 reads the input in place.
@@ -652,12 +697,16 @@ private slots:
 
     void gemmHonoursTransposesScalarsAndBroadcastC()
     {
-        for (int trial = 0; trial < 16; ++trial) {
-            const bool tA = trial & 1, tB = trial & 2;
-            const int64_t M = randInt(1, 40), K = randInt(1, 20), N = randInt(1, 30);
+        // Trials 16 on: up to four rows against a large B (a classifier on a
+        // small batch), which runs along B's packed rows.
+        for (int trial = 0; trial < 24; ++trial) {
+            const bool tA = trial < 16 && (trial & 1), tB = trial & 2;
+            const bool few = trial >= 16;
+            const int64_t M = few ? 1 + trial % 4 : randInt(1, 40), K = few ? 300 : randInt(1, 20),
+                          N = few ? 517 : randInt(1, 30);
             const Tensor A = randomTensor(tA ? Shape{K, M} : Shape{M, K}),
                          B = randomTensor(tB ? Shape{N, K} : Shape{K, N});
-            const Shape cShape = std::vector<Shape>{{N}, {M, 1}, {M, N}, {}}[size_t(trial / 4)];
+            const Shape cShape = std::vector<Shape>{{N}, {M, 1}, {M, N}, {}}[size_t(trial / 4 % 4)];
             const Tensor C = randomTensor(cShape);
             const float alpha = 0.5f, beta = -2.0f;
             auto y = runKernel(
@@ -677,8 +726,12 @@ private slots:
                         ci = cShape[1] == 1 ? i : i * N + j;
                     ref.push_back(float(alpha * acc + beta * C.values<float>()[size_t(ci)]));
                 }
-            EXPECT_CLOSE(y[0], ref, 1e-5);
+            EXPECT_CLOSE(y[0], ref, few ? 1e-4 : 1e-5); // sums of 300 products: float rounding grows
         }
+        // An empty inner dimension: zeros.
+        const Tensor A0(DType::F32, {2, 0}), B0(DType::F32, {0, 5});
+        auto y0 = runKernel(ops::gemm, "Gemm", {&A0, &B0}, {});
+        EXPECT_CLOSE(y0[0], std::vector<float>(10, 0.0f), 0.0);
     }
 
     void poolingMatchesWindowReferenceWithCeilModeDilationsAndPads()

@@ -825,7 +825,9 @@ void conv(KernelContext& ctx)
     // Packed once per weight tensor and kept in the node's memo across runs.
     std::shared_ptr<const PackedMatrix> packed;
     if (level != SimdLevel::None) {
-        auto pack = [&] { return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1); };
+        auto pack = [&] {
+            return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1, Subnormals::Flush);
+        };
         packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
     }
     // Implicit GEMM for 2-D windows; a strided 1x1 conv would copy all of its

@@ -1,7 +1,9 @@
 #include "runtime/ops/gemm_matmul.h"
 
-#include <Eigen/Core>
 #include <algorithm>
+#include <memory>
+
+#include <Eigen/Core>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
@@ -71,10 +73,40 @@ void gemm(KernelContext& ctx)
             for (int64_t j = c0; j < c0 + cols; ++j)
                 y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
     };
+    const SimdLevel level = simdLevel();
+    if (M <= kFewRows && !transA && K > 0 && level != SimdLevel::None) {
+        // A few rows (a small batch through a classifier layer): Y^T = B^T A^T
+        // with B^T packed (once per weight tensor, kept in the node's memo) as
+        // the rows of the product, each strip read once for all of A's rows.
+        auto pack = [&] {
+            return std::make_shared<const PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0, transB ? K : 1,
+                                                        transB ? 1 : N, Subnormals::Flush);
+        };
+        const std::shared_ptr<const PackedMatrix> packed =
+            ctx.memo() ? ctx.memo()->get<PackedMatrix>(Bt, pack) : pack();
+        // Tasks of whole strips and at least 2^17 multiply-adds (fewer cost more
+        // to hand out than to run), about eight per thread.
+        const int64_t strips = (N + packed->mr() - 1) / packed->mr();
+        const int64_t tasks =
+            std::clamp<int64_t>(M * K * N >> 17, 1, 8 * int64_t(std::max(1, tbb::this_task_arena::max_concurrency())));
+        const int64_t perTask = (strips + tasks - 1) / tasks;
+        float* yp = Y.mutableValues<float>().data();
+        tbb::parallel_for(int64_t(0), (strips + perTask - 1) / perTask, [&](int64_t task) {
+            const int64_t r0 = task * perTask * packed->mr(), r1 = std::min(N, r0 + perTask * packed->mr());
+            packed->multiplyFewColumns(0, A.values<float>().data(), 1, K, M, yp + r0, 1, N, r0, r1);
+            if (alpha != 1.0f)
+                for (int64_t i = 0; i < M; ++i)
+                    for (int64_t j = r0; j < r1; ++j)
+                        yp[i * N + j] *= alpha;
+            addC(0, M, r0, r1 - r0);
+        });
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
     if (M <= kFewRows && !transA && M * K * N >= (int64_t(1) << 17)) {
-        // A few rows (a small batch through a classifier layer): one matrix-vector
-        // product per row over blocks of B's columns that stay in L2 for all rows,
-        // instead of a GEMM that would copy (pack) all of B for two rows.
+        // The same without AVX2: one matrix-vector product per row over blocks of
+        // B's columns that stay in L2 for all rows, instead of a GEMM that would
+        // copy (pack) all of B for two rows.
         const int64_t block = std::max<int64_t>(16, (int64_t(1) << 16) / std::max<int64_t>(K, 1));
         tbb::parallel_for(int64_t(0), (N + block - 1) / block, [&](int64_t task) {
             const int64_t j0 = task * block, cols = std::min(N, j0 + block) - j0;

@@ -2,6 +2,8 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cfloat>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <tbb/parallel_for.h>
@@ -38,6 +40,10 @@ SimdLevel simdLevel()
 }
 
 namespace {
+
+// Floats past its last strip a PackedMatrix keeps readable (fewColumnsBody's
+// vectors run up to 16 − 6 floats past a strip's row).
+constexpr int64_t kOverRead = 16;
 
 // Columns of B packed at a time: kDepthBlock x kColumnBlock floats (1 MiB) stay in L2.
 constexpr int64_t kColumnBlock = 1024;
@@ -113,6 +119,69 @@ template <int MR, class Rows>
     microKernelBody<MR, 12, 16>(kc, a, rows, c, ldc, mr, nr, accumulate);
 }
 
+// C[mr, NC] (= or +=) an A-strip (kc x STRIP, k-major) times NC columns of B
+// (element (k, j) at b[k * bk + j * bj]); C element (r, j) at c[r * ldc + j * cj].
+// For products with a few columns (a classifier on a small batch, a 1 x 1
+// plane), which the micro-kernels would pad to 2W columns: here the vector runs
+// along the strip's rows, W >= STRIP lanes loaded at once (W − STRIP past the
+// row: PackedMatrix pads its buffer). Each C element is the micro-kernel's sum
+// (products in k order from zero, one rounding each), so the same bits.
+template <int STRIP, int W, int NC>
+[[gnu::always_inline]] inline void fewColumnsBody(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj,
+                                                  float* c, int64_t ldc, int64_t cj, int64_t mr, bool accumulate)
+{
+    typedef float V __attribute__((vector_size(W * sizeof(float)), aligned(sizeof(float))));
+    V acc[NC];
+    for (int j = 0; j < NC; ++j)
+        acc[j] = V{};
+    for (int64_t k = 0; k < kc; ++k, a += STRIP) {
+        const V column = *reinterpret_cast<const V*>(a);
+        for (int j = 0; j < NC; ++j)
+            acc[j] += column * b[k * bk + j * bj];
+    }
+    for (int j = 0; j < NC; ++j)
+        for (int64_t r = 0; r < mr; ++r) {
+            float& out = c[r * ldc + j * cj];
+            out = accumulate ? out + acc[j][r] : acc[j][r];
+        }
+}
+
+template <int STRIP, int W>
+[[gnu::always_inline]] inline void fewColumns(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj,
+                                              int64_t n, float* c, int64_t ldc, int64_t cj, int64_t mr, bool accumulate)
+{
+    for (int64_t j = 0; j < n; j += 4, b += 4 * bj, c += 4 * cj) {
+        switch (std::min<int64_t>(4, n - j)) {
+        case 1:
+            fewColumnsBody<STRIP, W, 1>(kc, a, b, bk, bj, c, ldc, cj, mr, accumulate);
+            break;
+        case 2:
+            fewColumnsBody<STRIP, W, 2>(kc, a, b, bk, bj, c, ldc, cj, mr, accumulate);
+            break;
+        case 3:
+            fewColumnsBody<STRIP, W, 3>(kc, a, b, bk, bj, c, ldc, cj, mr, accumulate);
+            break;
+        default:
+            fewColumnsBody<STRIP, W, 4>(kc, a, b, bk, bj, c, ldc, cj, mr, accumulate);
+            break;
+        }
+    }
+}
+
+[[gnu::target("avx2,fma")]] void fewColumnsAvx2(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj,
+                                                int64_t n, float* c, int64_t ldc, int64_t cj, int64_t mr,
+                                                bool accumulate)
+{
+    fewColumns<6, 8>(kc, a, b, bk, bj, n, c, ldc, cj, mr, accumulate);
+}
+
+[[gnu::target("avx512f")]] void fewColumnsAvx512(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj,
+                                                 int64_t n, float* c, int64_t ldc, int64_t cj, int64_t mr,
+                                                 bool accumulate)
+{
+    fewColumns<12, 16>(kc, a, b, bk, bj, n, c, ldc, cj, mr, accumulate);
+}
+
 #endif
 
 // B[kc, nc] (element (k, j) at b[k * bk + j * bj]) into strips of nr columns,
@@ -138,10 +207,10 @@ void packColumns(const float* b, int64_t bk, int64_t bj, int64_t kc, int64_t nc,
 } // namespace
 
 PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int64_t rows, int64_t depth,
-                           int64_t groupStride, int64_t rowStride, int64_t depthStride)
+                           int64_t groupStride, int64_t rowStride, int64_t depthStride, Subnormals subnormals)
     : level_(level), rows_(rows), depth_(depth), mr_(level == SimdLevel::Avx512 ? 12 : 6),
       nr_(level == SimdLevel::Avx512 ? 32 : 16), paddedRows_((rows + mr_ - 1) / mr_ * mr_),
-      data_(size_t(groups * paddedRows_ * depth), 0.0f)
+      data_(size_t(groups * paddedRows_ * depth + kOverRead), 0.0f)
 {
     if (level == SimdLevel::None)
         throw Error("PackedMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
@@ -155,6 +224,9 @@ PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int6
             for (int64_t r = r0; r < std::min(rows, r0 + mr_); ++r)
                 for (int64_t k = 0; k < kc; ++k)
                     strip[k * mr_ + (r - r0)] = ag[r * rowStride + (p0 + k) * depthStride];
+            if (subnormals == Subnormals::Flush)
+                for (int64_t i = 0; i < kc * mr_; ++i)
+                    strip[i] = std::fabs(strip[i]) < FLT_MIN ? std::copysign(0.0f, strip[i]) : strip[i];
         }
     };
     // A small matrix (an attention head's operand) packs faster than a worker wakes.
@@ -170,6 +242,8 @@ void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t b
 {
     if (r1 < 0)
         r1 = rows_;
+    if (n <= kFewColumns)
+        return multiplyFewColumns(group, b, bk, bj, n, c, ldc, 1, r0, r1);
     thread_local std::vector<float> packedB;
     packedB.resize(size_t(kDepthBlock * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
     const float* ag = data_.data() + group * paddedRows_ * depth_;
@@ -185,6 +259,30 @@ void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t b
                     run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + j0 + s * nr_, ldc,
                         std::min(mr_, r1 - r), nr, p0 > 0);
             }
+        }
+    }
+}
+
+void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c,
+                                      int64_t ldc, int64_t cj, int64_t r0, int64_t r1) const
+{
+    if (r1 < 0)
+        r1 = rows_;
+    const float* ag = data_.data() + group * paddedRows_ * depth_;
+    for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
+        const int64_t kc = std::min(kDepthBlock, depth_ - p0);
+        for (int64_t r = r0; r < r1; r += mr_) {
+            const float* a = ag + p0 * paddedRows_ + r * kc;
+            float* cr = c + (r - r0) * ldc;
+            const int64_t mr = std::min(mr_, r1 - r);
+#if defined(__x86_64__) && defined(__GNUC__)
+            if (level_ == SimdLevel::Avx512)
+                fewColumnsAvx512(kc, a, b + p0 * bk, bk, bj, n, cr, ldc, cj, mr, p0 > 0);
+            else
+                fewColumnsAvx2(kc, a, b + p0 * bk, bk, bj, n, cr, ldc, cj, mr, p0 > 0);
+#else
+            (void)a, (void)cr, (void)mr, (void)bj, (void)cj;
+#endif
         }
     }
 }

@@ -26,21 +26,37 @@ SimdLevel simdLevel();
 // conv.cpp shifts by it).
 inline constexpr int64_t kDepthBlock = 256;
 
+// Products with at most this many columns run along A's rows (a matrix-vector
+// product each) instead of padding B to a micro-kernel's width.
+inline constexpr int64_t kFewColumns = 4;
+
+// Subnormals::Flush packs subnormal values as zeros of their sign, for weights
+// packed once: a multiply-add on a subnormal takes a microcode assist, about a
+// hundred times slower, and trained weights hold them (7% of the demo
+// classifier's: its run took twice as long). Each changes a sum by less than
+// 2^-126 times the other operand.
+enum class Subnormals { Keep, Flush };
+
 // One or more [rows, depth] matrices ("groups") packed for the micro-kernels
 // of a SIMD level (not None): per group, per depth block, strips of mr rows
 // stored k-major, the last strip zero-padded. Element (g, r, k) is read from
 // a[g * groupStride + r * rowStride + k * depthStride], so a transposed A packs
-// as it is. Packing costs one pass; Conv keeps its packed weights across runs.
+// as it is. Packing costs one pass; Conv and Gemm keep packed weights across runs.
 class PackedMatrix {
 public:
     PackedMatrix(SimdLevel level, const float* a, int64_t groups, int64_t rows, int64_t depth, int64_t groupStride,
-                 int64_t rowStride, int64_t depthStride);
+                 int64_t rowStride, int64_t depthStride, Subnormals subnormals = Subnormals::Keep);
 
     // C[r0:r1, 0:n] = A_group[r0:r1, :] * B[depth, n]; element (k, j) of B is
     // b[k * bk + j * bj] (bj = 1: row-major; bk = 1: transposed); C row-major
     // with row stride ldc. r0 is a multiple of mr() (or r1 = rows()).
     void multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
                   int64_t r0 = 0, int64_t r1 = -1) const;
+    // The same along A's rows, up to four columns of B at a time (what
+    // multiply() does for n <= kFewColumns; the same bits as its micro-kernels),
+    // with C element (r, j) at c[(r − r0) * ldc + j * cj]: a transposed C too.
+    void multiplyFewColumns(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
+                            int64_t cj, int64_t r0 = 0, int64_t r1 = -1) const;
     // The same with B already in the packed-column layout (nr() columns per
     // strip, kDepthBlock rows per depth block, the last strip zero-padded).
     void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc) const;
