@@ -6,6 +6,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/vector_clones.h"
 #include "runtime/ops/conv.h"
 #include "runtime/tensor_cast.h"
 
@@ -46,8 +47,8 @@ std::pair<int64_t, int64_t> tapsInside(int64_t start, int64_t d, int64_t kernel,
 
 // Two spatial axes: each window's in-bounds taps are computed once per row and
 // column, so the inner loops have no bounds checks.
-void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad, float p, bool columnMajor,
-            int64_t indexBase, float* y, int64_t* indices)
+QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad, float p,
+                             bool columnMajor, int64_t indexBase, float* y, int64_t* indices)
 {
     const int64_t H = g.input[0], W = g.input[1];
     // Column windows repeat on every output row: compute their tap ranges once.
@@ -181,8 +182,8 @@ void runPool(KernelContext& ctx, Pool kind)
     const int64_t N = X.dim(0), C = X.dim(1);
     Shape yShape{N, C};
     yShape.insert(yShape.end(), g.output.begin(), g.output.end());
-    Tensor Y(DType::F32, yShape);
-    Tensor I = wantIndices ? Tensor(DType::I64, yShape) : Tensor();
+    Tensor Y = Tensor::uninitialized(DType::F32, yShape); // every output is written below
+    Tensor I = wantIndices ? Tensor::uninitialized(DType::I64, yShape) : Tensor();
     const int64_t inSpatial = product(input), outSpatial = product(g.output), windowSize = product(kernel);
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
