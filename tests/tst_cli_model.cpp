@@ -270,6 +270,8 @@ private slots:
         // The overhead is the observer run's median over float's, minus 1.
         QVERIFY(std::abs(j["observer_overhead"].get<double>() -
                          (j["observer_latency_ms_median"].get<double>() / fp32 - 1.0)) < 1e-12);
+        QVERIFY(std::abs(j["observer_overhead_all_histograms"].get<double>() -
+                         (j["observer_all_histograms_latency_ms_median"].get<double>() / fp32 - 1.0)) < 1e-12);
         // With static rules the benchmark calibrates on its own inputs first.
         const Run w8a8 = runCli({"bench-model", kModel, "--runs", "2", "--rules",
                                  QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/rules/w8a8_per_channel.json"),

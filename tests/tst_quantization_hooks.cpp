@@ -599,6 +599,60 @@ private slots:
         }
     }
 
+    void calibrationKeepsHistogramsWhereThePlanNeedsThem()
+    {
+        const Interpreter interpreter(demo_);
+        auto data = openDataSource(kDemoDir + "digits_calib.npz", {.batchSize = 90}, &demo_);
+        // conv2 and conv3 calibrate with histogram methods (conv3 dynamically), the rest with absmax.
+        const QuantizationPlan plan = QuantizationPlan::build(
+            demo_, rules(R"([{"module_path": "features/conv2", "act_qtype": "int8", "act_static_scale": true,
+                              "act_calibration": "percentile,99.9"},
+                             {"module_path": "features/conv3", "act_qtype": "int8", "act_calibration": "mse"},
+                             {"act_qtype": "int8", "act_static_scale": true}])"));
+        CalibrationOptions needed;
+        needed.histogramBinsPerSide = 512;
+        needed.histograms = KeptHistograms::AsPlanNeeds;
+        const ActivationStatistics lean = calibrateActivations(interpreter, plan, *data, needed);
+        CalibrationOptions every = needed;
+        every.histograms = KeptHistograms::All;
+        const ActivationStatistics full = calibrateActivations(interpreter, plan, *data, every);
+
+        size_t withHistograms = 0;
+        for (const LayerQuantization& lq : plan.layers()) {
+            const std::string& path = demo_.layers[lq.layer].modulePath;
+            const Observer& a = *lean.find(lq.activation->value);
+            const Observer& b = *full.find(lq.activation->value);
+            const bool histogramMethod = path == "features/conv2" || path == "features/conv3";
+            QCOMPARE(a.config().histogramBinsPerSide, histogramMethod ? 512 : 0);
+            QCOMPARE(b.config().histogramBinsPerSide, 512);
+            withHistograms += histogramMethod;
+            // The statistics themselves do not depend on which histograms are kept.
+            QCOMPARE(a.batches(), b.batches());
+            QCOMPARE(a.averageAbsMax(0), b.averageAbsMax(0));
+            QCOMPARE(a.averageMin(0), b.averageMin(0));
+            QCOMPARE(a.averageRms(0), b.averageRms(0));
+            QCOMPARE(a.runningMax(0), b.runningMax(0));
+            if (histogramMethod)
+                QCOMPARE(a.histogram(0).counts(), b.histogram(0).counts());
+        }
+        QCOMPARE(withHistograms, size_t(2));
+        // Both cover the plan and give it the same ranges.
+        QVERIFY(lean.covers(plan) && full.covers(plan));
+        const auto leanRanges = staticActivations(plan, lean), fullRanges = staticActivations(plan, full);
+        QCOMPARE(leanRanges.size(), size_t(4));
+        for (const auto& [layer, s] : fullRanges) {
+            QCOMPARE(leanRanges.at(layer).range.min, s.range.min);
+            QCOMPARE(leanRanges.at(layer).range.max, s.range.max);
+        }
+        // Turning every layer to entropy needs histograms the lean statistics lack:
+        // they no longer cover the plan (the caller calibrates again); the full ones still do.
+        const QuantizationPlan entropy = QuantizationPlan::build(
+            demo_, rules(R"([{"act_qtype": "int8", "act_static_scale": true, "act_calibration": "entropy"}])"));
+        QVERIFY(!lean.covers(entropy));
+        QVERIFY(full.covers(entropy));
+        QCOMPARE(staticActivations(entropy, full).size(), size_t(5));
+    }
+
     void cancellationStopsCalibration()
     {
         const Interpreter interpreter(demo_);

@@ -174,7 +174,7 @@ int runBenchModel(const Arguments& args)
     weights.update(interpreter.model(), plan);
     std::map<size_t, StaticActivation> statics;
     {
-        ActivationCalibrator once(interpreter, plan);
+        ActivationCalibrator once(interpreter, plan, 2048, KeptHistograms::AsPlanNeeds);
         once.observe(inputs);
         const ActivationStatistics statistics = once.finish();
         for (const LayerQuantization& l : plan.layers())
@@ -187,15 +187,21 @@ int runBenchModel(const Arguments& args)
     RunOptions hooked;
     hooked.observer = &hook;
     // Float inference; the same with calibration observers on every activation
-    // the rules quantize; fake-quantized inference.
-    ActivationCalibrator calibrator(interpreter, plan);
+    // the rules quantize, keeping histograms where the rules' methods need them
+    // (as `quantize --calib` calibrates) and everywhere (as the app does);
+    // fake-quantized inference.
+    ActivationCalibrator calibrator(interpreter, plan, 2048, KeptHistograms::AsPlanNeeds);
+    ActivationCalibrator everyHistogram(interpreter, plan, 2048, KeptHistograms::All);
     const std::vector<Latency> measured = measure(runs, {[&] { interpreter.run(inputs); },
                                                          [&] { calibrator.observe(inputs); },
+                                                         [&] { everyHistogram.observe(inputs); },
                                                          [&] { interpreter.run(inputs, hooked); }});
     const Latency& fp32 = measured[0];
     const Latency& observed = measured[1];
-    const Latency& fakeQuant = measured[2];
+    const Latency& observedAll = measured[2];
+    const Latency& fakeQuant = measured[3];
     const double overhead = observed.median / fp32.median - 1.0;
+    const double overheadAll = observedAll.median / fp32.median - 1.0;
 
     std::vector<NodeTimer::OpTime> profile;
     if (args.flag("--profile")) {
@@ -220,6 +226,8 @@ int runBenchModel(const Arguments& args)
                                {"latency_ms_min", fp32.min},
                                {"observer_latency_ms_median", observed.median},
                                {"observer_overhead", overhead},
+                               {"observer_all_histograms_latency_ms_median", observedAll.median},
+                               {"observer_overhead_all_histograms", overheadAll},
                                {"fake_quant_latency_ms_median", fakeQuant.median},
                                {"fake_quant_latency_ms_min", fakeQuant.min}};
         if (!profile.empty()) {
@@ -239,9 +247,10 @@ int runBenchModel(const Arguments& args)
     };
     row("float", fp32);
     row("float + observers", observed);
+    row("  + every histogram", observedAll);
     row("fake-quant", fakeQuant);
-    std::printf("observer overhead %.1f%%, fake-quant %.2fx float\n", 100.0 * overhead,
-                fakeQuant.median / fp32.median);
+    std::printf("observer overhead %.1f%% (%.1f%% with every histogram), fake-quant %.2fx float\n", 100.0 * overhead,
+                100.0 * overheadAll, fakeQuant.median / fp32.median);
     if (!profile.empty()) {
         double total = 0;
         for (const NodeTimer::OpTime& t : profile)
@@ -276,12 +285,16 @@ Command benchModelCommand()
     spec.notes = "MODEL: a model with a graph (ONNX). Each input gets the model's declared shape: fixed\n"
                  "dimensions as declared, symbolic ones B, unknown ones 1; float inputs are seeded normal\n"
                  "values, integer inputs seeded integers in [0, 10). Latency is wall time of one whole run\n"
-                 "(all nodes, inputs in memory), in milliseconds, for three runs of the same inputs: float;\n"
-                 "float with calibration observers on every activation the rules quantize (observer_overhead\n"
-                 "= their median over float's, minus 1); fake-quant with the rules (weights quantized once\n"
-                 "beforehand, activations every run; static ones calibrated on the benchmark's inputs).\n"
+                 "(all nodes, inputs in memory), in milliseconds, for four runs of the same inputs: float;\n"
+                 "float with calibration observers on every activation the rules quantize, keeping histograms\n"
+                 "only where a rule's method needs them (percentile, mse, entropy), as quantize --calib does\n"
+                 "(observer_overhead = their median over float's, minus 1); the same keeping every histogram,\n"
+                 "as the app's calibration does (observer_overhead_all_histograms); fake-quant with the rules\n"
+                 "(weights quantized once beforehand, activations every run; static ones calibrated on the\n"
+                 "benchmark's inputs).\n"
                  "JSON: {model, batch, threads, runs, rules, latency_ms_median, latency_ms_mean,\n"
                  "latency_ms_min, observer_latency_ms_median, observer_overhead,\n"
+                 "observer_all_histograms_latency_ms_median, observer_overhead_all_histograms,\n"
                  "fake_quant_latency_ms_median, fake_quant_latency_ms_min} and, with --profile, profile:\n"
                  "[{op_type, nodes, ms_mean}], slowest first: each op type's kernel time per float run, from\n"
                  "a timer around every node. Progress goes to stderr when it is a terminal.";

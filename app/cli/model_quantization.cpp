@@ -101,6 +101,8 @@ ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
     const std::unique_ptr<DataSource> calib = openModelData(*options.calibFile, m, options.batchSize);
     CalibrationOptions calibration;
     calibration.maxBatches = options.maxBatches;
+    // One run of fixed rules: histograms only where a rule's method reads them.
+    calibration.histograms = KeptHistograms::AsPlanNeeds;
     statistics_ = calibrateActivations(*interpreter_, plan_, *calib, calibration, {}, terminalProgress());
     times_.calibration = secondsSince(start);
 }

@@ -303,6 +303,8 @@ void Workspace::calibrate()
             auto data = openData(config, model.get());
             CalibrationOptions options;
             options.maxBatches = config.maxBatches;
+            // Every histogram: the method can change, and the charts show them, without calibrating again.
+            options.histograms = KeptHistograms::All;
             return std::make_shared<const ActivationStatistics>(
                 calibrateActivations(*interpreter, *plan, *data, options, cancel, progress));
         };

@@ -139,14 +139,19 @@ ActivationStatistics ActivationStatistics::load(const std::filesystem::path& fil
 }
 
 ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan,
-                                           int histogramBinsPerSide)
+                                           int histogramBinsPerSide, KeptHistograms kept)
     : interpreter_(interpreter), feeder_(std::make_unique<Feeder>())
 {
     const Model& model = interpreter.model();
     const std::vector<ObservedActivation> observed = plan.observedActivations();
     for (const ObservedActivation& o : observed) {
+        // A dynamic layer's method counts too: its statistics then serve the
+        // same method if the rule turns static.
+        const bool needed = std::any_of(o.layers.begin(), o.layers.end(), [&](size_t layer) {
+            return plan.forLayer(layer)->activation->method.needsHistogram();
+        });
         ObserverConfig config = o.config;
-        config.histogramBinsPerSide = histogramBinsPerSide;
+        config.histogramBinsPerSide = kept == KeptHistograms::All || needed ? histogramBinsPerSide : 0;
         observers_.emplace(o.value, Observer(o.value, config));
     }
     for (const ObservedActivation& o : observed) {
@@ -183,7 +188,7 @@ ActivationStatistics calibrateActivations(const Interpreter& interpreter, const 
                                           DataSource& data, const CalibrationOptions& options,
                                           const CancellationToken& cancel, const ProgressCallback& progress)
 {
-    ActivationCalibrator calibrator(interpreter, plan, options.histogramBinsPerSide);
+    ActivationCalibrator calibrator(interpreter, plan, options.histogramBinsPerSide, options.histograms);
     data.rewind();
     int64_t total = data.batchCount();
     if (options.maxBatches)

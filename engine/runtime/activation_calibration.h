@@ -49,18 +49,33 @@ private:
     int64_t batches_ = 0;
 };
 
+// Which observed activations keep histograms. Counting every value into a
+// histogram costs more than the statistics: on mobilenet_v3_small it adds
+// 60-80% to a float run, the statistics 10% (docs/benchmarks.md).
+enum class KeptHistograms : uint8_t {
+    // Every observed activation: any method, and the distribution charts, can
+    // use the statistics afterwards without running the model again (the GUI).
+    All,
+    // Only activations a layer calibrates with a histogram method (percentile,
+    // mse, entropy): what the plan needs and no more (a one-shot CLI run).
+    AsPlanNeeds,
+};
+
 struct CalibrationOptions {
     std::optional<int64_t> maxBatches; // stop after this many batches; default all
     int histogramBinsPerSide = 2048;   // resolution of the observers' histograms
+    KeptHistograms histograms = KeptHistograms::All;
 };
 
 // Calibration one batch at a time, for callers that hold their own batches
 // (calibrateActivations drives it over a DataSource; bench-model times it).
 class ActivationCalibrator {
 public:
-    // Observers for every activation of plan.observedActivations(). The
+    // Observers for every activation of plan.observedActivations(), with
+    // histograms of `histogramBinsPerSide` bins per side where `kept` says. The
     // interpreter and the plan must outlive the calibrator.
-    ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan, int histogramBinsPerSide = 2048);
+    ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan, int histogramBinsPerSide = 2048,
+                         KeptHistograms kept = KeptHistograms::All);
     ~ActivationCalibrator();
     ActivationCalibrator(const ActivationCalibrator&) = delete;
     ActivationCalibrator& operator=(const ActivationCalibrator&) = delete;
