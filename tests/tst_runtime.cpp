@@ -595,6 +595,32 @@ private slots:
         }
     }
 
+    void foldedNodesGiveTheUnfusedBitsOnSmallPlaneConvs()
+    {
+        // A conv with many output channels on small planes shares one column
+        // matrix across the batch; the residual Add and the activation still
+        // run on its outputs as the separate nodes would (7 x 7 and 2 x 2
+        // planes: whole strips and a few columns along the rows).
+        std::mt19937 rng(33);
+        for (int64_t side : {7, 2}) {
+            Model m = modelOf({node("c", "Conv", {"x", "w", "b"}, {"c"}, {intsAttr("pads", {1, 1, 1, 1})}),
+                               node("add", "Add", {"c", "x"}, {"s"}), node("act", "HardSwish", {"s"}, {"y"})},
+                              {"x"}, {"y"});
+            m.addInitializer("w", adversarialTensor({64, 64, 3, 3}, rng));
+            m.addInitializer("b", adversarialTensor({64}, rng));
+            const Interpreter interpreter(m);
+            NodeLister stated(false), folded(true);
+            RunOptions asStated, allowingFusion;
+            asStated.observer = &stated;
+            allowingFusion.observer = &folded;
+            const std::map<std::string, Tensor> inputs{{"x", adversarialTensor({2, 64, side, side}, rng)}};
+            const Tensor reference = interpreter.run(inputs, asStated).at("y");
+            QCOMPARE(stated.ran, (std::vector<std::string>{"Conv", "Add", "HardSwish"}));
+            QVERIFY(sameBits(interpreter.run(inputs, allowingFusion).at("y"), reference));
+            QCOMPARE(folded.ran, std::vector<std::string>{"Conv"});
+        }
+    }
+
     void packedWeightsFollowTheWeightTensor()
     {
         // Conv keeps its packed weights across runs; a weight swapped in by an

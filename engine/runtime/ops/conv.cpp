@@ -9,6 +9,9 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <vector>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
 
 #include "runtime/ops/quantize_linear.h"
 #include "runtime/ops/sgemm.h"
@@ -23,6 +26,12 @@ using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
 // Tasks per thread a kernel aims for: enough to balance uneven tasks.
 constexpr int64_t tasksPerThread = 4;
+
+// Convs whose output planes have at most this many values, with at least this
+// many micro-kernel row strips of output channels, share one column matrix
+// across the batch (batchedColumnsConv).
+constexpr int64_t kBatchedColumnsMaxPlane = 256;
+constexpr int64_t kBatchedColumnsMinStrips = 4;
 
 int64_t product(const std::vector<int64_t>& v, size_t from = 0)
 {
@@ -624,6 +633,71 @@ void finishOutputs(float* y, int64_t n, const float* bias, const float* addend, 
             y[i] += *bias;
 }
 
+// The padded input of a 2-D window split by row and column residue modulo
+// the strides into sh x sw sub-planes of HS x WS (sub-plane (a, b) holds
+// padded rows a, a + sh, ... and columns b, b + sw, ...): each window tap then
+// reads consecutive values for consecutive outputs, at any stride.
+struct SubPlanes {
+    int64_t HP, HS, WS, sub, plane; // padded rows; sub-plane extent; floats per sub-plane, per input plane
+
+    explicit SubPlanes(const WindowGeometry& g)
+        : HP((g.output[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1),
+          HS((HP + g.strides[0] - 1) / g.strides[0]),
+          WS(((g.output[1] - 1) * g.strides[1] + (g.kernel[1] - 1) * g.dilations[1] + g.strides[1]) / g.strides[1]),
+          sub(HS * WS), plane(g.strides[0] * g.strides[1] * sub)
+    {
+    }
+
+    // `planes` input planes of x into dst, one after the other, every element written.
+    void fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const
+    {
+        const int64_t H = g.input[0], W = g.input[1], sh = g.strides[0], sw = g.strides[1];
+        const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
+        tbb::parallel_for(int64_t(0), planes, [&](int64_t nc) {
+            float* out = dst + nc * plane;
+            const float* src = x + nc * H * W;
+            for (int64_t r = 0; r < sh * HS; ++r) {
+                const int64_t ih = r - ph;
+                for (int64_t b = 0; b < sw; ++b) {
+                    float* row = out + ((r % sh) * sw + b) * sub + (r / sh) * WS;
+                    // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
+                    const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
+                    const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
+                    if (ih < 0 || ih >= H || r >= HP) {
+                        std::fill(row, row + WS, 0.0f);
+                        continue;
+                    }
+                    std::fill(row, row + i0, 0.0f);
+                    const float* in = src + ih * W + b - pw;
+                    if (sw == 1)
+                        std::copy(in + i0, in + i1, row + i0);
+                    else if (sw == 2) // a constant stride vectorizes
+                        for (int64_t i = i0; i < i1; ++i)
+                            row[i] = in[i * 2];
+                    else
+                        for (int64_t i = i0; i < i1; ++i)
+                            row[i] = in[i * sw];
+                    std::fill(row + i1, row + WS, 0.0f);
+                }
+            }
+        });
+    }
+
+    // Where row (c, kh, kw) of the virtual column matrix starts, for `channels` channels.
+    std::vector<int64_t> rowOffsets(int64_t channels, const WindowGeometry& g) const
+    {
+        const int64_t sh = g.strides[0], sw = g.strides[1];
+        std::vector<int64_t> offsets;
+        for (int64_t c = 0; c < channels; ++c)
+            for (int64_t kh = 0; kh < g.kernel[0]; ++kh)
+                for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+                    const int64_t rh = kh * g.dilations[0], rw = kw * g.dilations[1];
+                    offsets.push_back(c * plane + ((rh % sh) * sw + rw % sw) * sub + (rh / sh) * WS + rw / sw);
+                }
+        return offsets;
+    }
+};
+
 // 2-D Conv as an implicit GEMM, with no column matrix. Each (image,
 // channel)'s input is copied once, zero-padded to what the windows reach
 // (HP x WP), and split by row and column residue modulo the strides into
@@ -637,52 +711,17 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
                       const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
                       int64_t Mg, const WindowGeometry& g, float* y)
 {
-    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
-    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
-    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
-    const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw, sub = HS * WS, plane = sh * sw * sub;
+    const int64_t OH = g.output[0], OW = g.output[1];
+    const SubPlanes s(g);
+    const int64_t WS = s.WS, plane = s.plane;
     const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
 
     // The sub-planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
-    // (Left unwritten at allocation: the loop below writes every element.)
+    // (Left unwritten at allocation: fill() writes every element.)
     const std::unique_ptr<float[]> padded(new float[size_t(N * C * plane + nr)]);
-    tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
-        float* dst = padded.get() + nc * plane;
-        const float* src = x + nc * H * W;
-        for (int64_t r = 0; r < sh * HS; ++r) {
-            const int64_t ih = r - ph;
-            for (int64_t b = 0; b < sw; ++b) {
-                float* row = dst + ((r % sh) * sw + b) * sub + (r / sh) * WS;
-                // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
-                const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
-                const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
-                if (ih < 0 || ih >= H || r >= HP) {
-                    std::fill(row, row + WS, 0.0f);
-                    continue;
-                }
-                std::fill(row, row + i0, 0.0f);
-                const float* in = src + ih * W + b - pw;
-                if (sw == 1)
-                    std::copy(in + i0, in + i1, row + i0);
-                else if (sw == 2) // a constant stride vectorizes
-                    for (int64_t i = i0; i < i1; ++i)
-                        row[i] = in[i * 2];
-                else
-                    for (int64_t i = i0; i < i1; ++i)
-                        row[i] = in[i * sw];
-                std::fill(row + i1, row + WS, 0.0f);
-            }
-        }
-    });
+    s.fill(x, N * C, g, padded.get());
     std::fill(padded.get() + N * C * plane, padded.get() + N * C * plane + nr, 0.0f);
-    std::vector<int64_t> offsets;
-    for (int64_t c = 0; c < Cg; ++c)
-        for (int64_t kh = 0; kh < KH; ++kh)
-            for (int64_t kw = 0; kw < KW; ++kw) {
-                const int64_t rh = kh * dh, rw = kw * dw;
-                offsets.push_back(c * plane + ((rh % sh) * sw + rw % sw) * sub + (rh / sh) * WS + rw / sw);
-            }
+    const std::vector<int64_t> offsets = s.rowOffsets(Cg, g);
 
     // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
     // into row blocks of about 1 MiB; a task keeps one block in cache for all
@@ -690,7 +729,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     // once per column chunk. Small weights: tasks over (image, column chunk),
     // every task all rows.
     const int64_t threads = tbb::this_task_arena::max_concurrency();
-    const int64_t K = Cg * KH * KW, mr = packed.mr();
+    const int64_t K = Cg * g.kernel[0] * g.kernel[1], mr = packed.mr();
     // Blocks: a multiple of the thread count, each a near-equal share of the mr-row strips.
     const int64_t rowStrips = (Mg + mr - 1) / mr;
     int64_t rowBlocks = (Mg * K * int64_t(sizeof(float)) + (int64_t(1) << 20) - 1) >> 20;
@@ -740,6 +779,113 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
         ctx.checkCancelled();
         const int64_t ng = task / chunks;
         run(ng / group, ng % group, 0, Mg, (task % chunks) * chunk);
+    });
+}
+
+// Consecutive columns of the batch's column matrix that read consecutive
+// values (one output row of one image, within one strip): `length` values
+// from `from` past a tap's row offset in the sub-planes, into strip `strip`
+// from column `column`.
+struct ColumnPiece {
+    int32_t from, strip, column, length;
+};
+
+// One row of the column matrix, piece by piece; strips stripStride floats apart.
+void copyPieces(const float* src, const std::vector<ColumnPiece>& pieces, float* row, int64_t stripStride)
+{
+    for (const ColumnPiece& p : pieces)
+        std::copy(src + p.from, src + p.from + p.length, row + p.strip * stripStride + p.column);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The same with masked vector moves: pieces are short (7 or 14 values), and a
+// library copy call per piece cost more than the copy.
+[[gnu::target("avx512f")]] void copyPiecesAvx512(const float* src, const std::vector<ColumnPiece>& pieces, float* row,
+                                                 int64_t stripStride)
+{
+    for (const ColumnPiece& p : pieces) {
+        const float* from = src + p.from;
+        float* to = row + p.strip * stripStride + p.column;
+        for (int32_t i = 0; i < p.length; i += 16) {
+            const __mmask16 mask = p.length - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (p.length - i)) - 1);
+            _mm512_mask_storeu_ps(to + i, mask, _mm512_maskz_loadu_ps(mask, from + i));
+        }
+    }
+}
+#endif
+
+// 2-D Conv (group 1) on small planes with many output channels, the late
+// stages of a CNN. Per image, a 7 x 7 output fills 49 of 64 micro-tile
+// columns (and the implicit GEMM's rows of 9 padded columns hold 7 outputs),
+// so the whole batch shares one column matrix instead: N * P columns, whole
+// strips and a few left over for the along-the-rows kernel (98 = 3 x 32 + 2).
+// Its strips are copied once from the sub-planes, then tasks take blocks of
+// output channels, each running all columns against its rows of the weights.
+// Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
+void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
+                        const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
+                        const WindowGeometry& g, float* y)
+{
+    const SubPlanes planes(g);
+    const int64_t OW = g.output[1], P = g.output[0] * OW, K = C * product(g.kernel), width = N * P;
+    const int64_t nr = packed.nr(), mr = packed.mr(), paddedWidth = (width + nr - 1) / nr * nr;
+    const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
+    planes.fill(x, N * C, g, padded.get());
+    const std::vector<int64_t> offsets = planes.rowOffsets(C, g);
+    std::vector<ColumnPiece> pieces;
+    for (int64_t j = 0; j < width;) {
+        const int64_t n = j / P, oh = j % P / OW, ow = j % P % OW;
+        const int64_t length = std::min(OW - ow, nr - j % nr);
+        pieces.push_back({int32_t(n * C * planes.plane + oh * planes.WS + ow), int32_t(j / nr), int32_t(j % nr),
+                          int32_t(length)});
+        j += length;
+    }
+    // Per depth block of kDepthBlock rows, strips of nr columns, k-major (what
+    // multiplyPacked reads); zeros past `width` in the last strip.
+    // (Left unwritten at allocation: the loop below writes every element.)
+    const std::unique_ptr<float[]> columns(new float[size_t(K * paddedWidth)]);
+    const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t(1) << 14) / paddedWidth);
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool avx512 = simdLevel() == SimdLevel::Avx512;
+#else
+    const bool avx512 = false;
+#endif
+    tbb::parallel_for(int64_t(0), (K + rowsPerTask - 1) / rowsPerTask, [&](int64_t task) {
+        for (int64_t k = task * rowsPerTask; k < std::min(K, (task + 1) * rowsPerTask); ++k) {
+            const int64_t block = k / kDepthBlock * kDepthBlock, kc = std::min(kDepthBlock, K - block);
+            float* row = columns.get() + block * paddedWidth + (k - block) * nr;
+            const float* src = padded.get() + offsets[size_t(k)];
+#if defined(__x86_64__) && defined(__GNUC__)
+            if (avx512)
+                copyPiecesAvx512(src, pieces, row, kc * nr);
+            else
+#endif
+                copyPieces(src, pieces, row, kc * nr);
+            if (width < paddedWidth) {
+                float* last = row + (paddedWidth / nr - 1) * kc * nr;
+                std::fill(last + width % nr, last + nr, 0.0f);
+            }
+        }
+    });
+
+    // Blocks of output channels: at least four per thread (TBB balances them),
+    // and small enough that a block's weights for one depth block stay in L2.
+    const int64_t threads = tbb::this_task_arena::max_concurrency();
+    const int64_t rowStrips = (M + mr - 1) / mr;
+    const int64_t rowBlocks = std::min(rowStrips, tasksPerThread * threads);
+    auto blockStart = [&](int64_t b) { return std::min(M, b * rowStrips / rowBlocks * mr); };
+    const std::unique_ptr<float[]> sums(new float[size_t(M * width)]);
+    tbb::parallel_for(int64_t(0), rowBlocks, [&](int64_t block) {
+        ctx.checkCancelled();
+        const int64_t r0 = blockStart(block), r1 = blockStart(block + 1);
+        packed.multiplyPacked(0, columns.get(), width, sums.get() + r0 * width, width, r0, r1);
+        for (int64_t m = r0; m < r1; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                float* dst = y + (n * M + m) * P;
+                const float* src = sums.get() + m * width + n * P;
+                std::copy(src, src + P, dst);
+                finishOutputs(dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr, activation);
+            }
     });
 }
 
@@ -829,6 +975,17 @@ void conv(KernelContext& ctx)
             return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1, Subnormals::Flush);
         };
         packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
+    }
+    // Small planes, many output channels: one column matrix for the batch.
+    // resnet18 at batch 2, per conv: 14 x 14 stages 1.90-2.00 -> 1.74-1.81 ms,
+    // 7 x 7 1.85-1.91 -> 1.79-1.83, the stride-2 convs onto them 1.18 -> 0.98
+    // and 1.10 -> 0.99. (1 x 1 windows stay per image: their column matrix is
+    // their input, and copying it cost more than the padded strips saved.)
+    if (packed && kernel.size() == 2 && group == 1 && kernelSize > 1 && P <= kBatchedColumnsMaxPlane &&
+        Mg >= kBatchedColumnsMinStrips * packed->mr() && N * C * SubPlanes(g).plane < (int64_t(1) << 31)) {
+        batchedColumnsConv(ctx, *packed, x, bias, addend, activation, N, C, M, g, y);
+        ctx.setOutput(0, std::move(Y));
+        return;
     }
     // Implicit GEMM for 2-D windows; a strided 1x1 conv would copy all of its
     // input to read a quarter of it, so it stays on the column matrix.
