@@ -636,7 +636,8 @@ void finishOutputs(float* y, int64_t n, const float* bias, const float* addend, 
 // The padded input of a 2-D window split by row and column residue modulo
 // the strides into sh x sw sub-planes of HS x WS (sub-plane (a, b) holds
 // padded rows a, a + sh, ... and columns b, b + sw, ...): each window tap then
-// reads consecutive values for consecutive outputs, at any stride.
+// reads consecutive values for consecutive outputs, at any stride. A window
+// of rows (fillRows) keeps rows [t0, t0 + rows) of every sub-plane.
 struct SubPlanes {
     int64_t HP, HS, WS, sub, plane; // padded rows; sub-plane extent; floats per sub-plane, per input plane
 
@@ -648,18 +649,27 @@ struct SubPlanes {
     {
     }
 
-    // `planes` input planes of x into dst, one after the other, every element written.
+    // `planes` whole input planes of x into dst, one after the other, every element written.
     void fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const
+    {
+        const int64_t H = g.input[0], W = g.input[1];
+        tbb::parallel_for(int64_t(0), planes,
+                          [&](int64_t p) { fillRows(x + p * H * W, g, 0, HS, HS, dst + p * plane); });
+    }
+
+    // Rows [t0, t0 + rows) of the sub-planes of one input plane (src) into
+    // dst, sub-plane after sub-plane, each `stride` rows long (rows past the
+    // padded input are zeros; rows past `rows` are left alone).
+    void fillRows(const float* src, const WindowGeometry& g, int64_t t0, int64_t rows, int64_t stride,
+                  float* dst) const
     {
         const int64_t H = g.input[0], W = g.input[1], sh = g.strides[0], sw = g.strides[1];
         const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
-        tbb::parallel_for(int64_t(0), planes, [&](int64_t nc) {
-            float* out = dst + nc * plane;
-            const float* src = x + nc * H * W;
-            for (int64_t r = 0; r < sh * HS; ++r) {
-                const int64_t ih = r - ph;
+        for (int64_t t = 0; t < rows; ++t)
+            for (int64_t a = 0; a < sh; ++a) {
+                const int64_t r = (t0 + t) * sh + a, ih = r - ph;
                 for (int64_t b = 0; b < sw; ++b) {
-                    float* row = out + ((r % sh) * sw + b) * sub + (r / sh) * WS;
+                    float* row = dst + ((a * sw + b) * stride + t) * WS;
                     // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
                     const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
                     const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
@@ -680,11 +690,11 @@ struct SubPlanes {
                     std::fill(row + i1, row + WS, 0.0f);
                 }
             }
-        });
     }
 
-    // Where row (c, kh, kw) of the virtual column matrix starts, for `channels` channels.
-    std::vector<int64_t> rowOffsets(int64_t channels, const WindowGeometry& g) const
+    // Where row (c, kh, kw) of the virtual column matrix starts, for
+    // `channels` channels whose sub-planes are `stride` rows long.
+    std::vector<int64_t> rowOffsets(int64_t channels, const WindowGeometry& g, int64_t stride) const
     {
         const int64_t sh = g.strides[0], sw = g.strides[1];
         std::vector<int64_t> offsets;
@@ -692,7 +702,7 @@ struct SubPlanes {
             for (int64_t kh = 0; kh < g.kernel[0]; ++kh)
                 for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
                     const int64_t rh = kh * g.dilations[0], rw = kw * g.dilations[1];
-                    offsets.push_back(c * plane + ((rh % sh) * sw + rw % sw) * sub + (rh / sh) * WS + rw / sw);
+                    offsets.push_back(((c * sh * sw + (rh % sh) * sw + rw % sw) * stride + rh / sh) * WS + rw / sw);
                 }
         return offsets;
     }
@@ -716,13 +726,6 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     const int64_t WS = s.WS, plane = s.plane;
     const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
 
-    // The sub-planes, and nr zeros after them: a strip at the end reads up to nr - 1 columns past Q.
-    // (Left unwritten at allocation: fill() writes every element.)
-    const std::unique_ptr<float[]> padded(new float[size_t(N * C * plane + nr)]);
-    s.fill(x, N * C, g, padded.get());
-    std::fill(padded.get() + N * C * plane, padded.get() + N * C * plane + nr, 0.0f);
-    const std::vector<int64_t> offsets = s.rowOffsets(Cg, g);
-
     // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
     // into row blocks of about 1 MiB; a task keeps one block in cache for all
     // images and columns, so the weights stream from memory once per run, not
@@ -742,13 +745,14 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
     const int64_t chunk = nr * std::clamp<int64_t>((strips + wanted - 1) / wanted, 1, fits);
     const int64_t chunks = (Q + chunk - 1) / chunk;
 
-    // One chunk of one image, rows [r0, r1) of group gi: sums, then the columns that are outputs.
-    auto run = [&](int64_t n, int64_t gi, int64_t r0, int64_t r1, int64_t q0) {
+    // The chunk [q0, q1) of one image, rows [r0, r1) of group gi, its virtual
+    // column matrix's row k at base + offsets[k]: sums, then the columns that are outputs.
+    auto run = [&](const float* base, const int64_t* offsets, int64_t n, int64_t gi, int64_t r0, int64_t r1,
+                   int64_t q0) {
         const int64_t q1 = std::min(Q, q0 + chunk);
         thread_local std::vector<float> sums;
         sums.resize(size_t((r1 - r0) * chunk));
-        packed.multiplyIndirect(gi, padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), q1 - q0, sums.data(),
-                                chunk, r0, r1);
+        packed.multiplyIndirect(gi, base, offsets, q1 - q0, sums.data(), chunk, r0, r1);
         for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
             const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
             if (ow0 >= ow1)
@@ -764,21 +768,49 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
         }
     };
     if (rowBlocks > 1) {
+        // Every row block reads every image's whole sub-planes: filled once,
+        // with nr zeros after them (a strip at the end reads up to nr - 1
+        // columns past Q). (Left unwritten at allocation: fill() writes every element.)
+        const std::unique_ptr<float[]> padded(new float[size_t(N * C * plane + nr)]);
+        s.fill(x, N * C, g, padded.get());
+        std::fill(padded.get() + N * C * plane, padded.get() + N * C * plane + nr, 0.0f);
+        const std::vector<int64_t> offsets = s.rowOffsets(Cg, g, s.HS);
         tbb::parallel_for(int64_t(0), group * rowBlocks, [&](int64_t task) {
             const int64_t gi = task / rowBlocks, r0 = blockStart(task % rowBlocks),
                           r1 = blockStart(task % rowBlocks + 1);
             for (int64_t n = 0; n < N; ++n)
                 for (int64_t q0 = 0; q0 < Q; q0 += chunk) {
                     ctx.checkCancelled();
-                    run(n, gi, r0, r1, q0);
+                    run(padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), n, gi, r0, r1, q0);
                 }
         });
         return;
     }
+    // One task per chunk: it fills the sub-plane rows its columns read into a
+    // buffer of its thread, where the product finds them in L2. (Filling the
+    // batch's sub-planes first wrote them out of cache: resnet18's 56 x 56
+    // convs spent 220 us of 1.5 ms on it, 70 us when refilled in cache.)
+    // Column q of a chunk from q0 stands for output (q / WS, q % WS); with
+    // the window's reach down (halo rows) and right (reach columns) and the
+    // product's reads up to nr - 1 columns past its last, a chunk reads rows
+    // q0 / WS to lastRow(q1) of each sub-plane; the buffer holds `stride` rows
+    // per sub-plane, enough for any chunk.
+    const int64_t halo = (g.kernel[0] - 1) * g.dilations[0] / g.strides[0];
+    const int64_t reach = (g.kernel[1] - 1) * g.dilations[1] / g.strides[1];
+    auto lastRow = [&](int64_t q1) { return (q1 + nr - 2 + reach) / WS + halo; };
+    const int64_t stride = (chunk + nr - 2 + reach + WS - 1) / WS + halo + 1;
+    const std::vector<int64_t> offsets = s.rowOffsets(Cg, g, stride);
+    const int64_t perChannel = g.strides[0] * g.strides[1] * stride * WS;
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();
-        const int64_t ng = task / chunks;
-        run(ng / group, ng % group, 0, Mg, (task % chunks) * chunk);
+        const int64_t ng = task / chunks, n = ng / group, gi = ng % group, q0 = (task % chunks) * chunk;
+        const int64_t t0 = q0 / WS, rows = lastRow(std::min(Q, q0 + chunk)) - t0 + 1;
+        thread_local std::vector<float> tile;
+        tile.resize(size_t(Cg * perChannel));
+        const float* src = x + (n * C + gi * Cg) * g.input[0] * g.input[1];
+        for (int64_t c = 0; c < Cg; ++c)
+            s.fillRows(src + c * g.input[0] * g.input[1], g, t0, rows, stride, tile.data() + c * perChannel);
+        run(tile.data() + (q0 - t0 * WS), offsets.data(), n, gi, 0, Mg, q0);
     });
 }
 
@@ -831,7 +863,7 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
     const int64_t nr = packed.nr(), mr = packed.mr(), paddedWidth = (width + nr - 1) / nr * nr;
     const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
     planes.fill(x, N * C, g, padded.get());
-    const std::vector<int64_t> offsets = planes.rowOffsets(C, g);
+    const std::vector<int64_t> offsets = planes.rowOffsets(C, g, planes.HS);
     std::vector<ColumnPiece> pieces;
     for (int64_t j = 0; j < width;) {
         const int64_t n = j / P, oh = j % P / OW, ow = j % P % OW;
