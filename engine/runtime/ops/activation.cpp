@@ -7,33 +7,39 @@ namespace qs {
 namespace {
 
 // One loop per activation, so that each vectorizes on its own. Without a
-// bias nothing is added: x + 0.0f would turn -0.0f into +0.0f.
-template <bool AddBias, class F> [[gnu::always_inline]] inline void map(float* x, int64_t n, float bias, F f)
+// bias or an addend nothing is added: x + 0.0f would turn -0.0f into +0.0f.
+template <bool AddBias, bool AddAddend, class F>
+[[gnu::always_inline]] inline void map(const float* from, float* x, int64_t n, float bias, const float* addend, F f)
 {
-    for (int64_t i = 0; i < n; ++i)
-        x[i] = f(AddBias ? x[i] + bias : x[i]);
+    for (int64_t i = 0; i < n; ++i) {
+        float v = AddBias ? from[i] + bias : from[i];
+        if constexpr (AddAddend)
+            v += addend[i];
+        x[i] = f(v);
+    }
 }
 
-template <bool AddBias>
-[[gnu::always_inline]] inline void applyActivationBody(const FusedActivation& act, float* x, int64_t n, float bias)
+template <bool AddBias, bool AddAddend>
+[[gnu::always_inline]] inline void applyActivationBody(const FusedActivation& act, const float* from, float* x,
+                                                       int64_t n, float bias, const float* addend)
 {
     const float p = act.a, q = act.b;
     using Kind = FusedActivation::Kind;
     switch (act.kind) {
     case Kind::Relu:
-        map<AddBias>(x, n, bias, [](float v) { return ops::reluOf(v); });
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::reluOf(v); });
         break;
     case Kind::LeakyRelu:
-        map<AddBias>(x, n, bias, [p](float v) { return ops::leakyReluOf(v, p); });
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [p](float v) { return ops::leakyReluOf(v, p); });
         break;
     case Kind::Clip:
-        map<AddBias>(x, n, bias, [p, q](float v) { return ops::clipOf(v, p, q); });
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [p, q](float v) { return ops::clipOf(v, p, q); });
         break;
     case Kind::HardSigmoid:
-        map<AddBias>(x, n, bias, [p, q](float v) { return ops::hardSigmoidOf(v, p, q); });
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [p, q](float v) { return ops::hardSigmoidOf(v, p, q); });
         break;
     case Kind::HardSwish:
-        map<AddBias>(x, n, bias, [](float v) { return ops::hardSwishOf(v); });
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::hardSwishOf(v); });
         break;
     }
 }
@@ -42,41 +48,58 @@ template <bool AddBias>
 // multiply-adds: every operation rounds as in the standalone kernels, so the
 // bits stay those of the unfused run.
 #if defined(__x86_64__) && defined(__GNUC__)
-template <bool AddBias>
-[[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void applyActivationAvx512(const FusedActivation& act,
-                                                                                        float* x, int64_t n, float bias)
+template <bool AddBias, bool AddAddend>
+[[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void
+applyActivationAvx512(const FusedActivation& act, const float* from, float* x, int64_t n, float bias,
+                      const float* addend)
 {
-    applyActivationBody<AddBias>(act, x, n, bias);
+    applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
-template <bool AddBias>
-[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void applyActivationAvx2(const FusedActivation& act, float* x,
-                                                                                   int64_t n, float bias)
+template <bool AddBias, bool AddAddend>
+[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void applyActivationAvx2(const FusedActivation& act,
+                                                                                   const float* from, float* x,
+                                                                                   int64_t n, float bias,
+                                                                                   const float* addend)
 {
-    applyActivationBody<AddBias>(act, x, n, bias);
+    applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
 #endif
 
-template <bool AddBias> void applyActivation(const FusedActivation& act, float* x, int64_t n, float bias)
+template <bool AddBias, bool AddAddend>
+void applyActivation(const FusedActivation& act, const float* from, float* x, int64_t n, float bias,
+                     const float* addend)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (ops::simdLevel() == ops::SimdLevel::Avx512)
-        return applyActivationAvx512<AddBias>(act, x, n, bias);
+        return applyActivationAvx512<AddBias, AddAddend>(act, from, x, n, bias, addend);
     if (ops::simdLevel() == ops::SimdLevel::Avx2)
-        return applyActivationAvx2<AddBias>(act, x, n, bias);
+        return applyActivationAvx2<AddBias, AddAddend>(act, from, x, n, bias, addend);
 #endif
-    applyActivationBody<AddBias>(act, x, n, bias);
+    applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
 
 } // namespace
 
 void FusedActivation::apply(float* x, int64_t n) const
 {
-    applyActivation<false>(*this, x, n, 0.0f);
+    applyActivation<false, false>(*this, x, x, n, 0.0f, nullptr);
 }
 
 void FusedActivation::apply(float* x, int64_t n, float bias) const
 {
-    applyActivation<true>(*this, x, n, bias);
+    applyActivation<true, false>(*this, x, x, n, bias, nullptr);
+}
+
+void FusedActivation::apply(const float* from, float* x, int64_t n, const float* bias, const float* addend) const
+{
+    if (bias && addend)
+        applyActivation<true, true>(*this, from, x, n, *bias, addend);
+    else if (bias)
+        applyActivation<true, false>(*this, from, x, n, *bias, nullptr);
+    else if (addend)
+        applyActivation<false, true>(*this, from, x, n, 0.0f, addend);
+    else
+        applyActivation<false, false>(*this, from, x, n, 0.0f, nullptr);
 }
 
 } // namespace qs

@@ -49,6 +49,10 @@ struct FusedActivation {
     void apply(float* x, int64_t n) const;
     // x[i] = activation(x[i] + bias) for i in [0, n).
     void apply(float* x, int64_t n, float bias) const;
+    // x[i] = activation((from[i] + *bias) + addend[i]) for i in [0, n), the
+    // bias and the addend only when given, rounded as the separate nodes
+    // would add them (from may be x: a Conv's sums copied and finished in one pass).
+    void apply(const float* from, float* x, int64_t n, const float* bias, const float* addend) const;
 };
 
 } // namespace qs

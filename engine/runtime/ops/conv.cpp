@@ -609,28 +609,27 @@ std::vector<int32_t> centredCodes(const KernelContext& ctx, const Tensor& t, con
 
 namespace {
 
-// y[i] = activation(y[i] + bias + addend[i]) over one output row segment (each
-// optional), rounded step by step as the separate Conv, Add and activation would.
-void finishOutputs(float* y, int64_t n, const float* bias, const float* addend, const FusedActivation* activation)
+// y[i] = activation((from[i] + bias) + addend[i]) over one output row
+// segment (each part optional; from may be y), rounded step by step as the
+// separate Conv, Add and activation would: a Conv's sums copied to its output
+// and finished in one pass.
+void finishOutputs(float* y, const float* from, int64_t n, const float* bias, const float* addend,
+                   const FusedActivation* activation)
 {
-    if (addend) {
-        if (bias)
-            for (int64_t i = 0; i < n; ++i)
-                y[i] = (y[i] + *bias) + addend[i];
-        else
-            for (int64_t i = 0; i < n; ++i)
-                y[i] += addend[i];
-        if (activation)
-            activation->apply(y, n);
-        return;
-    }
-    if (activation && bias)
-        activation->apply(y, n, *bias);
-    else if (activation)
-        activation->apply(y, n);
+    const float b = bias ? *bias : 0.0f;
+    if (activation)
+        activation->apply(from, y, n, bias, addend);
+    else if (bias && addend)
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = (from[i] + b) + addend[i];
     else if (bias)
         for (int64_t i = 0; i < n; ++i)
-            y[i] += *bias;
+            y[i] = from[i] + b;
+    else if (addend)
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = from[i] + addend[i];
+    else if (from != y)
+        std::copy(from, from + n, y);
 }
 
 // The padded input of a 2-D window split by row and column residue modulo
@@ -761,8 +760,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
                 const int64_t channel = gi * Mg + m;
                 float* dst = y + (n * M + channel) * P + oh * OW + ow0;
                 const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
-                std::copy(src, src + (ow1 - ow0), dst);
-                finishOutputs(dst, ow1 - ow0, bias ? bias + channel : nullptr, addend ? addend + (dst - y) : nullptr,
+                finishOutputs(dst, src, ow1 - ow0, bias ? bias + channel : nullptr, addend ? addend + (dst - y) : nullptr,
                               activation);
             }
         }
@@ -915,8 +913,7 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
             for (int64_t n = 0; n < N; ++n) {
                 float* dst = y + (n * M + m) * P;
                 const float* src = sums.get() + m * width + n * P;
-                std::copy(src, src + P, dst);
-                finishOutputs(dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr, activation);
+                finishOutputs(dst, src, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr, activation);
             }
     });
 }
@@ -1029,7 +1026,7 @@ void conv(KernelContext& ctx)
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
         for (int64_t m = 0; m < Mg; ++m)
-            finishOutputs(&yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr,
+            finishOutputs(&yg(m, 0), &yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr,
                           addend ? addend + (&yg(m, 0) - y) : nullptr, activation);
     };
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
