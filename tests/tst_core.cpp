@@ -7,7 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
+#include "core/allocator.h"
 #include "core/block_layout.h"
 #include "core/half.h"
 #include "core/sha256.h"
@@ -18,6 +22,27 @@ using namespace qs;
 class TestCore : public QObject {
     Q_OBJECT
 private slots:
+    // First: a block freed earlier in the process could raise glibc's own
+    // mapping threshold past the size used here.
+    void freedBlocksStayInTheProcess()
+    {
+#if defined(__GLIBC__)
+        // A 24 MiB block comes from the heap and, freed, stays there for the
+        // next run's tensors instead of being unmapped (glibc maps blocks above
+        // 128 KiB and unmaps them on free unless told otherwise).
+        keepFreedMemoryForReuse();
+        constexpr size_t size = size_t(24) << 20;
+        char* block = static_cast<char*>(std::malloc(size));
+        QVERIFY(block);
+        std::fill(block, block + size, char(1));
+        QVERIFY(mallinfo2().hblkhd < size); // not a mapping of its own
+        std::free(block);
+        QVERIFY(mallinfo2().fordblks >= size); // kept as free heap
+#else
+        QSKIP("keepFreedMemoryForReuse() tunes glibc's allocator only");
+#endif
+    }
+
     void fp16RoundTripsEveryCode()
     {
         for (uint32_t h = 0; h < 0x10000; ++h) {

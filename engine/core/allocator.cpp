@@ -1,5 +1,7 @@
 #include "core/allocator.h"
 
+#include <cstdlib> // defines __GLIBC__ with glibc (the check below without it compiled to nothing)
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
