@@ -347,7 +347,8 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
 Tensor fakeQuantize(const Tensor& input, const QuantParams& params, Rounding rounding, uint64_t seed,
                     std::string_view tensorName)
 {
-    Tensor out(DType::F32, input.shape());
+    // Not zero-filled first: fakeQuantizeInto writes every element (or throws).
+    Tensor out = Tensor::uninitialized(DType::F32, input.shape());
     fakeQuantizeInto(input, params, out.mutableValues<float>(), rounding, seed, tensorName);
     return out;
 }
