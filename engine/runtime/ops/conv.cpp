@@ -29,9 +29,11 @@ constexpr int64_t tasksPerThread = 4;
 
 // Convs whose output planes have at most this many values, with at least this
 // many micro-kernel row strips of output channels, share one column matrix
-// across the batch (batchedColumnsConv).
+// across the batch (batchedColumnsConv) when it holds at most this many floats
+// (64 MiB; a larger batch runs per image rather than grow it without bound).
 constexpr int64_t kBatchedColumnsMaxPlane = 256;
 constexpr int64_t kBatchedColumnsMinStrips = 4;
+constexpr int64_t kBatchedColumnsMaxFloats = int64_t(1) << 24;
 
 int64_t product(const std::vector<int64_t>& v, size_t from = 0)
 {
@@ -1011,7 +1013,8 @@ void conv(KernelContext& ctx)
     // and 1.10 -> 0.99. (1 x 1 windows stay per image: their column matrix is
     // their input, and copying it cost more than the padded strips saved.)
     if (packed && kernel.size() == 2 && group == 1 && kernelSize > 1 && P <= kBatchedColumnsMaxPlane &&
-        Mg >= kBatchedColumnsMinStrips * packed->mr() && N * C * SubPlanes(g).plane < (int64_t(1) << 31)) {
+        Mg >= kBatchedColumnsMinStrips * packed->mr() && K * N * P <= kBatchedColumnsMaxFloats &&
+        N * C * SubPlanes(g).plane < (int64_t(1) << 31)) {
         batchedColumnsConv(ctx, *packed, x, bias, addend, activation, N, C, M, g, y);
         ctx.setOutput(0, std::move(Y));
         return;
