@@ -162,6 +162,28 @@ bool sameBits(const Tensor& x, const Tensor& y)
     return x.shape() == y.shape() && x.dtype() == y.dtype() && std::memcmp(x.rawData(), y.rawData(), x.nbytes()) == 0;
 }
 
+// Output `name` of a model run twice, every node as stated and with fusion
+// allowed, and the op types each run went through.
+struct StatedAndFolded {
+    Tensor stated, folded;
+    std::vector<std::string> statedRan, foldedRan;
+};
+
+StatedAndFolded runStatedAndFolded(const Interpreter& interpreter, const std::map<std::string, Tensor>& inputs,
+                                   const std::string& name)
+{
+    NodeLister stated(false), folded(true);
+    RunOptions asStated, allowingFusion;
+    asStated.observer = &stated;
+    allowingFusion.observer = &folded;
+    StatedAndFolded runs;
+    runs.stated = interpreter.run(inputs, asStated).at(name);
+    runs.folded = interpreter.run(inputs, allowingFusion).at(name);
+    runs.statedRan = stated.ran;
+    runs.foldedRan = folded.ran;
+    return runs;
+}
+
 // Normal values with zeros of both signs, tiny and huge values mixed in.
 Tensor adversarialTensor(Shape shape, std::mt19937& rng)
 {
@@ -490,15 +512,11 @@ private slots:
         const Interpreter interpreter(m);
         const Tensor x = adversarialTensor({2, C, H, H}, rng);
 
-        NodeLister stated(false), folded(true);
-        RunOptions asStated, allowingFusion;
-        asStated.observer = &stated;
-        allowingFusion.observer = &folded;
-        const Tensor reference = interpreter.run({{"x", x}}, asStated).at("y");
-        QCOMPARE(stated.ran, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
-        QVERIFY(sameBits(interpreter.run({{"x", x}}, allowingFusion).at("y"), reference));
-        QCOMPARE(folded.ran, std::vector<std::string>{"Conv"});            // the activation ran inside the Conv
-        QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), reference)); // no observer: fused too
+        const StatedAndFolded runs = runStatedAndFolded(interpreter, {{"x", x}}, "y");
+        QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
+        QVERIFY(sameBits(runs.folded, runs.stated));
+        QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});            // the activation ran inside the Conv
+        QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), runs.stated)); // no observer: fused too
     }
 
     void fusionKeepsValuesOthersRead()
@@ -582,16 +600,12 @@ private slots:
             m.addInitializer("w2", randomTensor({4, 4, 3, 3}, rng));
             m.addInitializer("b", adversarialTensor({4}, rng));
             const Interpreter interpreter(m);
-            NodeLister stated(false), folded(true);
-            RunOptions asStated, allowingFusion;
-            asStated.observer = &stated;
-            allowingFusion.observer = &folded;
             const std::map<std::string, Tensor> inputs{{"x", x}, {"p", perChannel}};
-            const Tensor reference = interpreter.run(inputs, asStated).at("y");
-            QCOMPARE(stated.ran.size(), c.nodes.size());
-            QVERIFY2(sameBits(interpreter.run(inputs, allowingFusion).at("y"), reference), c.name);
-            QVERIFY2(folded.ran == c.folded, c.name);
-            QVERIFY2(sameBits(interpreter.run(inputs).at("y"), reference), c.name);
+            const StatedAndFolded runs = runStatedAndFolded(interpreter, inputs, "y");
+            QCOMPARE(runs.statedRan.size(), c.nodes.size());
+            QVERIFY2(sameBits(runs.folded, runs.stated), c.name);
+            QVERIFY2(runs.foldedRan == c.folded, c.name);
+            QVERIFY2(sameBits(interpreter.run(inputs).at("y"), runs.stated), c.name);
         }
     }
 
@@ -608,16 +622,11 @@ private slots:
                               {"x"}, {"y"});
             m.addInitializer("w", adversarialTensor({64, 64, 3, 3}, rng));
             m.addInitializer("b", adversarialTensor({64}, rng));
-            const Interpreter interpreter(m);
-            NodeLister stated(false), folded(true);
-            RunOptions asStated, allowingFusion;
-            asStated.observer = &stated;
-            allowingFusion.observer = &folded;
-            const std::map<std::string, Tensor> inputs{{"x", adversarialTensor({2, 64, side, side}, rng)}};
-            const Tensor reference = interpreter.run(inputs, asStated).at("y");
-            QCOMPARE(stated.ran, (std::vector<std::string>{"Conv", "Add", "HardSwish"}));
-            QVERIFY(sameBits(interpreter.run(inputs, allowingFusion).at("y"), reference));
-            QCOMPARE(folded.ran, std::vector<std::string>{"Conv"});
+            const StatedAndFolded runs =
+                runStatedAndFolded(Interpreter(m), {{"x", adversarialTensor({2, 64, side, side}, rng)}}, "y");
+            QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", "Add", "HardSwish"}));
+            QVERIFY(sameBits(runs.folded, runs.stated));
+            QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});
         }
     }
 
