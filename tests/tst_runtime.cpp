@@ -515,7 +515,7 @@ private slots:
         const StatedAndFolded runs = runStatedAndFolded(interpreter, {{"x", x}}, "y");
         QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
         QVERIFY(sameBits(runs.folded, runs.stated));
-        QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});            // the activation ran inside the Conv
+        QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});          // the activation ran inside the Conv
         QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), runs.stated)); // no observer: fused too
     }
 

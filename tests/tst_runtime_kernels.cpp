@@ -307,23 +307,23 @@ private slots:
             int64_t N, C, M, in, k, stride, pad;
         };
         const std::vector<Case> cases{
-            {2, 8, 50, 7, 3, 1, 1},  // 98 columns: 3 x 32 + 2
-            {3, 8, 50, 7, 3, 1, 1},  // 147: 4 x 32 + 19
-            {1, 5, 96, 4, 3, 1, 1},  // 16: less than one strip
-            {1, 4, 50, 2, 3, 1, 1},  // 4: along the rows only
-            {2, 6, 96, 13, 3, 2, 1}, // stride 2 onto 7 x 7
+            {2, 8, 50, 7, 3, 1, 1},   // 98 columns: 3 x 32 + 2
+            {3, 8, 50, 7, 3, 1, 1},   // 147: 4 x 32 + 19
+            {1, 5, 96, 4, 3, 1, 1},   // 16: less than one strip
+            {1, 4, 50, 2, 3, 1, 1},   // 4: along the rows only
+            {2, 6, 96, 13, 3, 2, 1},  // stride 2 onto 7 x 7
             {2, 16, 64, 14, 1, 2, 0}, // strided 1x1 (a downsampling shortcut)
             {3, 24, 60, 5, 1, 1, 0},  // pointwise on 5 x 5: 75 columns
-            {2, 3, 48, 16, 3, 1, 1}, // 16 x 16 = 256 outputs per plane
+            {2, 3, 48, 16, 3, 1, 1},  // 16 x 16 = 256 outputs per plane
         };
         for (const Case& c : cases) {
             const int64_t out = (c.in + 2 * c.pad - c.k) / c.stride + 1;
             const Tensor X = randomTensor({c.N, c.C, c.in, c.in}), W = randomTensor({c.M, c.C, c.k, c.k}),
                          B = randomTensor({c.M});
             for (bool withBias : {true, false}) {
-                auto y = runKernel(ops::conv, "Conv", {&X, &W, withBias ? &B : nullptr},
-                                   {intsAttr("strides", {c.stride, c.stride}),
-                                    intsAttr("pads", {c.pad, c.pad, c.pad, c.pad})});
+                auto y = runKernel(
+                    ops::conv, "Conv", {&X, &W, withBias ? &B : nullptr},
+                    {intsAttr("strides", {c.stride, c.stride}), intsAttr("pads", {c.pad, c.pad, c.pad, c.pad})});
                 QCOMPARE(y[0].shape(), (Shape{c.N, c.M, out, out}));
                 EXPECT_CLOSE(y[0],
                              referenceConv(X, W, withBias ? &B : nullptr, 1, {c.stride, c.stride}, {1, 1},

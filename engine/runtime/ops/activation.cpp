@@ -56,10 +56,8 @@ applyActivationAvx512(const FusedActivation& act, const float* from, float* x, i
     applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
 template <bool AddBias, bool AddAddend>
-[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void applyActivationAvx2(const FusedActivation& act,
-                                                                                   const float* from, float* x,
-                                                                                   int64_t n, float bias,
-                                                                                   const float* addend)
+[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void
+applyActivationAvx2(const FusedActivation& act, const float* from, float* x, int64_t n, float bias, const float* addend)
 {
     applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }

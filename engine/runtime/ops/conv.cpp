@@ -661,8 +661,7 @@ struct SubPlanes {
     // Rows [t0, t0 + rows) of the sub-planes of one input plane (src) into
     // dst, sub-plane after sub-plane, each `stride` rows long (rows past the
     // padded input are zeros; rows past `rows` are left alone).
-    void fillRows(const float* src, const WindowGeometry& g, int64_t t0, int64_t rows, int64_t stride,
-                  float* dst) const
+    void fillRows(const float* src, const WindowGeometry& g, int64_t t0, int64_t rows, int64_t stride, float* dst) const
     {
         const int64_t H = g.input[0], W = g.input[1], sh = g.strides[0], sw = g.strides[1];
         const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
@@ -762,8 +761,8 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
                 const int64_t channel = gi * Mg + m;
                 float* dst = y + (n * M + channel) * P + oh * OW + ow0;
                 const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
-                finishOutputs(dst, src, ow1 - ow0, bias ? bias + channel : nullptr, addend ? addend + (dst - y) : nullptr,
-                              activation);
+                finishOutputs(dst, src, ow1 - ow0, bias ? bias + channel : nullptr,
+                              addend ? addend + (dst - y) : nullptr, activation);
             }
         }
     };
@@ -868,8 +867,8 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
     for (int64_t j = 0; j < width;) {
         const int64_t n = j / P, oh = j % P / OW, ow = j % P % OW;
         const int64_t length = std::min(OW - ow, nr - j % nr);
-        pieces.push_back({int32_t(n * C * planes.plane + oh * planes.WS + ow), int32_t(j / nr), int32_t(j % nr),
-                          int32_t(length)});
+        pieces.push_back(
+            {int32_t(n * C * planes.plane + oh * planes.WS + ow), int32_t(j / nr), int32_t(j % nr), int32_t(length)});
         j += length;
     }
     // Per depth block of kDepthBlock rows, strips of nr columns, k-major (what
@@ -915,7 +914,8 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
             for (int64_t n = 0; n < N; ++n) {
                 float* dst = y + (n * M + m) * P;
                 const float* src = sums.get() + m * width + n * P;
-                finishOutputs(dst, src, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr, activation);
+                finishOutputs(dst, src, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
+                              activation);
             }
     });
 }
