@@ -19,13 +19,18 @@ template <bool AddBias, bool AddAddend, class F>
     }
 }
 
+// (No activation: the identity.)
 template <bool AddBias, bool AddAddend>
-[[gnu::always_inline]] inline void applyActivationBody(const FusedActivation& act, const float* from, float* x,
+[[gnu::always_inline]] inline void applyActivationBody(const FusedActivation* act, const float* from, float* x,
                                                        int64_t n, float bias, const float* addend)
 {
-    const float p = act.a, q = act.b;
+    if (!act) {
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return v; });
+        return;
+    }
+    const float p = act->a, q = act->b;
     using Kind = FusedActivation::Kind;
-    switch (act.kind) {
+    switch (act->kind) {
     case Kind::Relu:
         map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::reluOf(v); });
         break;
@@ -50,21 +55,21 @@ template <bool AddBias, bool AddAddend>
 #if defined(__x86_64__) && defined(__GNUC__)
 template <bool AddBias, bool AddAddend>
 [[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void
-applyActivationAvx512(const FusedActivation& act, const float* from, float* x, int64_t n, float bias,
+applyActivationAvx512(const FusedActivation* act, const float* from, float* x, int64_t n, float bias,
                       const float* addend)
 {
     applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
 template <bool AddBias, bool AddAddend>
 [[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void
-applyActivationAvx2(const FusedActivation& act, const float* from, float* x, int64_t n, float bias, const float* addend)
+applyActivationAvx2(const FusedActivation* act, const float* from, float* x, int64_t n, float bias, const float* addend)
 {
     applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);
 }
 #endif
 
 template <bool AddBias, bool AddAddend>
-void applyActivation(const FusedActivation& act, const float* from, float* x, int64_t n, float bias,
+void applyActivation(const FusedActivation* act, const float* from, float* x, int64_t n, float bias,
                      const float* addend)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -80,24 +85,20 @@ void applyActivation(const FusedActivation& act, const float* from, float* x, in
 
 void FusedActivation::apply(float* x, int64_t n) const
 {
-    applyActivation<false, false>(*this, x, x, n, 0.0f, nullptr);
+    applyActivation<false, false>(this, x, x, n, 0.0f, nullptr);
 }
 
-void FusedActivation::apply(float* x, int64_t n, float bias) const
-{
-    applyActivation<true, false>(*this, x, x, n, bias, nullptr);
-}
-
-void FusedActivation::apply(const float* from, float* x, int64_t n, const float* bias, const float* addend) const
+void finishOutputs(const float* from, float* y, int64_t n, const float* bias, const float* addend,
+                   const FusedActivation* activation)
 {
     if (bias && addend)
-        applyActivation<true, true>(*this, from, x, n, *bias, addend);
+        applyActivation<true, true>(activation, from, y, n, *bias, addend);
     else if (bias)
-        applyActivation<true, false>(*this, from, x, n, *bias, nullptr);
+        applyActivation<true, false>(activation, from, y, n, *bias, nullptr);
     else if (addend)
-        applyActivation<false, true>(*this, from, x, n, 0.0f, addend);
-    else
-        applyActivation<false, false>(*this, from, x, n, 0.0f, nullptr);
+        applyActivation<false, true>(activation, from, y, n, 0.0f, addend);
+    else if (activation || from != y)
+        applyActivation<false, false>(activation, from, y, n, 0.0f, nullptr);
 }
 
 } // namespace qs

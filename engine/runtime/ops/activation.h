@@ -47,12 +47,14 @@ struct FusedActivation {
 
     // x[i] = activation(x[i]) for i in [0, n).
     void apply(float* x, int64_t n) const;
-    // x[i] = activation(x[i] + bias) for i in [0, n).
-    void apply(float* x, int64_t n, float bias) const;
-    // x[i] = activation((from[i] + *bias) + addend[i]) for i in [0, n), the
-    // bias and the addend only when given, rounded as the separate nodes
-    // would add them (from may be x: a Conv's sums copied and finished in one pass).
-    void apply(const float* from, float* x, int64_t n, const float* bias, const float* addend) const;
 };
+
+// y[i] = activation((from[i] + *bias) + addend[i]) for i in [0, n): a Conv's
+// sums finished as its output, with what the interpreter folded into it. The
+// bias, the addend and the activation only when given (without any, a copy;
+// from may be y), each step rounded as the separate Conv, Add and activation
+// nodes would.
+void finishOutputs(const float* from, float* y, int64_t n, const float* bias, const float* addend,
+                   const FusedActivation* activation);
 
 } // namespace qs

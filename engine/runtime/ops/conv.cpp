@@ -611,29 +611,6 @@ std::vector<int32_t> centredCodes(const KernelContext& ctx, const Tensor& t, con
 
 namespace {
 
-// y[i] = activation((from[i] + bias) + addend[i]) over one output row
-// segment (each part optional; from may be y), rounded step by step as the
-// separate Conv, Add and activation would: a Conv's sums copied to its output
-// and finished in one pass.
-void finishOutputs(float* y, const float* from, int64_t n, const float* bias, const float* addend,
-                   const FusedActivation* activation)
-{
-    const float b = bias ? *bias : 0.0f;
-    if (activation)
-        activation->apply(from, y, n, bias, addend);
-    else if (bias && addend)
-        for (int64_t i = 0; i < n; ++i)
-            y[i] = (from[i] + b) + addend[i];
-    else if (bias)
-        for (int64_t i = 0; i < n; ++i)
-            y[i] = from[i] + b;
-    else if (addend)
-        for (int64_t i = 0; i < n; ++i)
-            y[i] = from[i] + addend[i];
-    else if (from != y)
-        std::copy(from, from + n, y);
-}
-
 // The padded input of a 2-D window split by row and column residue modulo
 // the strides into sh x sw sub-planes of HS x WS (sub-plane (a, b) holds
 // padded rows a, a + sh, ... and columns b, b + sw, ...): each window tap then
@@ -761,7 +738,7 @@ void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, cons
                 const int64_t channel = gi * Mg + m;
                 float* dst = y + (n * M + channel) * P + oh * OW + ow0;
                 const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
-                finishOutputs(dst, src, ow1 - ow0, bias ? bias + channel : nullptr,
+                finishOutputs(src, dst, ow1 - ow0, bias ? bias + channel : nullptr,
                               addend ? addend + (dst - y) : nullptr, activation);
             }
         }
@@ -876,22 +853,17 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
     // (Left unwritten at allocation: the loop below writes every element.)
     const std::unique_ptr<float[]> columns(new float[size_t(K * paddedWidth)]);
     const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t(1) << 14) / paddedWidth);
+    auto copy = copyPieces;
 #if defined(__x86_64__) && defined(__GNUC__)
-    const bool avx512 = simdLevel() == SimdLevel::Avx512;
-#else
-    const bool avx512 = false;
+    if (simdLevel() == SimdLevel::Avx512)
+        copy = copyPiecesAvx512;
 #endif
     tbb::parallel_for(int64_t(0), (K + rowsPerTask - 1) / rowsPerTask, [&](int64_t task) {
         for (int64_t k = task * rowsPerTask; k < std::min(K, (task + 1) * rowsPerTask); ++k) {
             const int64_t block = k / kDepthBlock * kDepthBlock, kc = std::min(kDepthBlock, K - block);
             float* row = columns.get() + block * paddedWidth + (k - block) * nr;
             const float* src = padded.get() + offsets[size_t(k)];
-#if defined(__x86_64__) && defined(__GNUC__)
-            if (avx512)
-                copyPiecesAvx512(src, pieces, row, kc * nr);
-            else
-#endif
-                copyPieces(src, pieces, row, kc * nr);
+            copy(src, pieces, row, kc * nr);
             if (width < paddedWidth) {
                 float* last = row + (paddedWidth / nr - 1) * kc * nr;
                 std::fill(last + width % nr, last + nr, 0.0f);
@@ -914,7 +886,7 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
             for (int64_t n = 0; n < N; ++n) {
                 float* dst = y + (n * M + m) * P;
                 const float* src = sums.get() + m * width + n * P;
-                finishOutputs(dst, src, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
+                finishOutputs(src, dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
                               activation);
             }
     });

@@ -271,19 +271,9 @@ void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk,
     const float* ag = data_.data() + group * paddedRows_ * depth_;
     for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
-        for (int64_t r = r0; r < r1; r += mr_) {
-            const float* a = ag + p0 * paddedRows_ + r * kc;
-            float* cr = c + (r - r0) * ldc;
-            const int64_t mr = std::min(mr_, r1 - r);
-#if defined(__x86_64__) && defined(__GNUC__)
-            if (level_ == SimdLevel::Avx512)
-                fewColumnsAvx512(kc, a, b + p0 * bk, bk, bj, n, cr, ldc, cj, mr, p0 > 0);
-            else
-                fewColumnsAvx2(kc, a, b + p0 * bk, bk, bj, n, cr, ldc, cj, mr, p0 > 0);
-#else
-            (void)a, (void)cr, (void)mr, (void)bj, (void)cj;
-#endif
-        }
+        for (int64_t r = r0; r < r1; r += mr_)
+            runFewColumns(kc, ag + p0 * paddedRows_ + r * kc, b + p0 * bk, bk, bj, n, c + (r - r0) * ldc, ldc, cj,
+                          std::min(mr_, r1 - r), p0 > 0);
     }
 }
 
@@ -309,17 +299,10 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
         }
         if (tail == 0)
             continue;
-#if defined(__x86_64__) && defined(__GNUC__)
         const float* bt = block + wide * kc; // the last strip: row k at bt + k * nr_
-        for (int64_t r = r0; r < r1; r += mr_) {
-            const float* a = ag + p0 * paddedRows_ + r * kc;
-            float* cr = c + (r - r0) * ldc + wide;
-            if (level_ == SimdLevel::Avx512)
-                fewColumnsAvx512(kc, a, bt, nr_, 1, tail, cr, ldc, 1, std::min(mr_, r1 - r), p0 > 0);
-            else
-                fewColumnsAvx2(kc, a, bt, nr_, 1, tail, cr, ldc, 1, std::min(mr_, r1 - r), p0 > 0);
-        }
-#endif
+        for (int64_t r = r0; r < r1; r += mr_)
+            runFewColumns(kc, ag + p0 * paddedRows_ + r * kc, bt, nr_, 1, tail, c + (r - r0) * ldc + wide, ldc, 1,
+                          std::min(mr_, r1 - r), p0 > 0);
     }
 }
 
@@ -334,6 +317,19 @@ void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int
         microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
 #else
     (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate;
+#endif
+}
+
+void PackedMatrix::runFewColumns(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj, int64_t n,
+                                 float* c, int64_t ldc, int64_t cj, int64_t mr, bool accumulate) const
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (level_ == SimdLevel::Avx512)
+        fewColumnsAvx512(kc, a, b, bk, bj, n, c, ldc, cj, mr, accumulate);
+    else
+        fewColumnsAvx2(kc, a, b, bk, bj, n, c, ldc, cj, mr, accumulate);
+#else
+    (void)kc, (void)a, (void)b, (void)bk, (void)bj, (void)n, (void)c, (void)ldc, (void)cj, (void)mr, (void)accumulate;
 #endif
 }
 

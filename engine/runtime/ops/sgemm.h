@@ -78,6 +78,10 @@ public:
 private:
     void run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
              bool accumulate) const;
+    // One depth block of an A-strip (its first mr rows) times n <= kFewColumns
+    // columns of B, along the rows (fewColumnsAvx512 or fewColumnsAvx2).
+    void runFewColumns(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj, int64_t n, float* c,
+                       int64_t ldc, int64_t cj, int64_t mr, bool accumulate) const;
 
     SimdLevel level_;
     int64_t rows_, depth_, mr_, nr_, paddedRows_;
