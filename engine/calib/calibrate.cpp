@@ -1,6 +1,7 @@
 #include "calib/calibrate.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include <tbb/parallel_for.h>
@@ -22,13 +23,13 @@ Range symmetricRange(double magnitude)
 }
 
 // The methods that look at every value of a group, one group at a time.
+// `wholeRange` counts the entropy groups too small for a histogram.
 Range rangeOfGroup(std::span<const float> v, float min, float max, const CalibrationMethod& m,
-                   const CalibrationTarget& target, bool symmetric)
+                   const CalibrationTarget& target, bool symmetric, std::atomic<int64_t>& wholeRange)
 {
     if (v.empty())
         return {0, 0};
     const float absMax = std::max(-min, max);
-    const size_t bins = size_t(target.histogramBins);
     switch (m.kind) {
     case CalibrationKind::Percentile:
         if (symmetric)
@@ -37,6 +38,11 @@ Range rangeOfGroup(std::span<const float> v, float min, float max, const Calibra
                 float(exactPercentile(v, HistogramOf::Values, m.percentile))};
     case CalibrationKind::Entropy: {
         const int levels = entropyLevels(target.qtype, symmetric, target.options.narrowRange);
+        const size_t bins = entropyBins(int64_t(v.size()), levels, size_t(target.histogramBins));
+        if (bins == 0) {
+            ++wholeRange;
+            return symmetric ? symmetricRange(absMax) : Range{min, max};
+        }
         if (symmetric)
             return entropyRange(buildHistogram(v, HistogramOf::Magnitudes, 0, absMax, bins), true, levels);
         return entropyRange(buildHistogram(v, HistogramOf::Values, std::min(min, 0.0f), std::max(max, 0.0f), bins),
@@ -50,13 +56,28 @@ Range rangeOfGroup(std::span<const float> v, float min, float max, const Calibra
 
 } // namespace
 
+void checkUnsignedSymmetric(QType t, bool symmetric, const CalibrationMethod& m, float min, std::string_view tensorName)
+{
+    const QuantTypeInfo& info = qtypeInfo(t);
+    if (!symmetric || info.kind != QKind::Integer || info.isSigned || !(min < 0))
+        return;
+    const std::string name(info.name);
+    const std::string signedName = name.rfind("uint", 0) == 0 ? name.substr(1) : "a signed type";
+    throw Error("tensor '" + std::string(tensorName) + "': " + name + " with the symmetric calibration method '" +
+                m.toString() + "' quantizes [0, absmax], so every negative value (down to " + std::to_string(min) +
+                ") would become 0; use an asymmetric method (minmax, or percentile, mse or entropy with "
+                "symmetric: false) or the signed type " +
+                signedName);
+}
+
 bool calibrationSymmetric(const CalibrationMethod& m, const CalibrationTarget& target)
 {
     return m.resolveSymmetric(target.symmetric);
 }
 
 std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
-                                   const CalibrationTarget& target, std::string_view tensorName)
+                                   const CalibrationTarget& target, std::string_view tensorName,
+                                   CalibrationReport* report)
 {
     if (isMicroscaling(target.qtype))
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(target.qtype)) +
@@ -68,6 +89,12 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
     const bool symmetric = calibrationSymmetric(m, target);
     const GroupStatistics st = groupStatistics(x, layout, tensorName, m.kind == CalibrationKind::Rms);
     const size_t groups = st.count.size();
+    if (groups > 0)
+        checkUnsignedSymmetric(target.qtype, symmetric, m, *std::min_element(st.min.begin(), st.min.end()), tensorName);
+    if (report) {
+        *report = {};
+        report->groups = int64_t(groups);
+    }
     std::vector<Range> ranges(groups);
     const double s = m.factor;
     switch (m.kind) {
@@ -113,9 +140,27 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
         });
         return mseRanges(points, ClippingTarget{target.qtype, target.options, symmetric}, tensorName);
     }
+    std::atomic<int64_t> wholeRange{0};
     tbb::parallel_for(size_t(0), groups, [&](size_t g) {
-        ranges[g] = rangeOfGroup(values.group(int64_t(g)), st.min[g], st.max[g], m, target, symmetric);
+        ranges[g] = rangeOfGroup(values.group(int64_t(g)), st.min[g], st.max[g], m, target, symmetric, wholeRange);
     });
+    if (report && wholeRange > 0) {
+        const int64_t levels = std::max(entropyLevels(target.qtype, symmetric, target.options.narrowRange), 1);
+        const int64_t smallest = *std::min_element(st.count.begin(), st.count.end());
+        const std::string whole = symmetric ? "±absmax" : "[min, max]";
+        report->entropyWholeRange = wholeRange;
+        report->note = "entropy: " + std::to_string(int64_t(wholeRange)) + " of " + std::to_string(groups) +
+                       " groups kept their whole range " + whole + ": ";
+        if (target.histogramBins / levels < 2)
+            report->note += std::string(qtypeName(target.qtype)) + " has " + std::to_string(levels) +
+                            " levels, more than half of the " + std::to_string(target.histogramBins) +
+                            " histogram bins";
+        else
+            report->note += "the search needs " + std::to_string(2 * levels * kEntropyValuesPerBin) +
+                            " values per group (" + std::to_string(kEntropyValuesPerBin) +
+                            " per bin, 2 bins per level of " + std::string(qtypeName(target.qtype)) +
+                            "), the smallest group holds " + std::to_string(smallest);
+    }
     return ranges;
 }
 

@@ -12,12 +12,15 @@
 //                 with histogramBins bins — bin centres stand for their elements, so the
 //                 result is exact at the histogram's resolution
 //   entropy       TensorRT's KL search (calib/clipping.h) on a histogram of |x| over [0, absmax]
-//                 (two-sided: x over [min(min, 0), max(max, 0)]) with histogramBins bins
+//                 (two-sided: x over [min(min, 0), max(max, 0)]) with entropyBins(n, levels,
+//                 histogramBins) bins, cut on the target type's grid; a group too small for it
+//                 keeps its whole range (±absmax, two-sided [min, max]), counted in the report
 // Ranges are computed in double and rounded to float. An empty group gets [0, 0].
 // Microscaling qtypes compute their own block scales: calibrating them is an Error.
 
 #include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,11 +39,28 @@ struct CalibrationTarget {
     int histogramBins = 2048;      // bins of the mse and entropy histograms
 };
 
+// What a calibration did that its caller should show the user.
+struct CalibrationReport {
+    int64_t groups = 0;            // groups calibrated
+    int64_t entropyWholeRange = 0; // entropy: groups too small for its histogram, kept whole
+    std::string note;              // one sentence saying so; empty when there is nothing to say
+};
+
 // One range per group of `layout` (row-major over its grid) for the values x
 // (row-major, layout.shape). Throws Error naming `tensorName` for NaN/Inf data,
-// a microscaling qtype, or a symmetry the method cannot honour.
+// a microscaling qtype, a symmetry the method cannot honour, or an unsigned
+// qtype under a symmetric method on data with negative values (checkUnsignedSymmetric).
+// Fills `report` when given.
 std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
-                                   const CalibrationTarget& target, std::string_view tensorName);
+                                   const CalibrationTarget& target, std::string_view tensorName,
+                                   CalibrationReport* report = nullptr);
+
+// An unsigned integer type under a symmetric method quantizes [0, absmax]: every
+// negative value would become 0. Throws Error naming the tensor, the qtype, the
+// method and the most negative value, and saying what to set, when `symmetric`,
+// the qtype is unsigned and `min` < 0; does nothing otherwise.
+void checkUnsignedSymmetric(QType t, bool symmetric, const CalibrationMethod& m, float min,
+                            std::string_view tensorName);
 
 // The symmetry calibrateRanges used (what quantParamsFromRanges needs next).
 bool calibrationSymmetric(const CalibrationMethod& m, const CalibrationTarget& target);

@@ -201,6 +201,25 @@ int entropyLevels(QType t, bool symmetric, bool narrowRange)
     return 1;
 }
 
+size_t entropyBins(int64_t values, int levels, size_t maxBins)
+{
+    const int64_t L = std::max(levels, 1);
+    const int64_t m = std::min(int64_t(maxBins) / L, std::max<int64_t>(values, 0) / (L * kEntropyValuesPerBin));
+    return m < 2 ? 0 : size_t(L * m);
+}
+
+Histogram mergedBins(const Histogram& h, size_t factor)
+{
+    if (factor <= 1 || h.bins() == 0)
+        return h;
+    const size_t bins = (h.bins() + factor - 1) / factor;
+    Histogram m{h.lo, h.lo + (h.hi - h.lo) * double(bins * factor) / double(h.bins()), {}};
+    m.counts.assign(bins, 0);
+    for (size_t b = 0; b < h.bins(); ++b)
+        m.counts[b / factor] += h.counts[b];
+    return m;
+}
+
 Range entropyRange(const Histogram& h, bool symmetric, int levels)
 {
     const size_t B = h.bins();

@@ -24,6 +24,16 @@
 //   KL(P/ΣP ‖ Q/ΣQ) = Σ p·ln(p/q) over p > 0, +∞ if some p > 0 has q = 0.
 // The smallest divergence wins (ties: the narrowest window); the range is the
 // window's edges. When L >= B the whole histogram range is returned.
+// The histogram is cut on the target's own grid (entropyBins): B = L·m bins, m bins
+// per level of the type, m at most maxBins / L and small enough that a bin holds
+// kEntropyValuesPerBin values on average. TensorRT's 2048 bins are meant for int8
+// activations with millions of values; a 512-value weight row in 2048 bins is mostly
+// empty bins, and on such a histogram the narrowest windows tie at a divergence of
+// 0 (Q equals P wherever every non-empty bin holds one value), which clipped int4
+// weights to a fraction of their range. A group with fewer than
+// 2·L·kEntropyValuesPerBin values (m < 2) has too few values for any histogram the
+// search can use: it keeps its whole range (what absmax, or minmax when two-sided,
+// gives), and the callers report how many groups did.
 
 #include <cstdint>
 #include <span>
@@ -67,6 +77,19 @@ std::vector<Range> mseRanges(const MsePoints& points, const ClippingTarget& targ
 // e5m2 123, e2m1 7, nf4 8); two-sided — all levels (integers qmax − qmin + 1:
 // 256 for int8; binary 2, ternary 3; float formats and nf4 their finite values).
 int entropyLevels(QType t, bool symmetric, bool narrowRange);
+
+// Values per histogram bin, on average over a group's whole range, that the entropy
+// search asks for.
+inline constexpr int64_t kEntropyValuesPerBin = 16;
+
+// Bins of the entropy histogram of a group of `values` values: L·m with
+// m = min(maxBins / L, values / (L·kEntropyValuesPerBin)); 0 when m < 2 (too few
+// values: the group keeps its whole range).
+size_t entropyBins(int64_t values, int levels, size_t maxBins);
+
+// The histogram with every `factor` consecutive bins merged into one; the last
+// bin is padded with empty bins (its upper edge moves out accordingly).
+Histogram mergedBins(const Histogram& h, size_t factor);
 
 // Entropy search on a histogram of |x| (symmetric: h.lo must be 0) or of x (two-sided).
 Range entropyRange(const Histogram& h, bool symmetric, int levels);

@@ -133,7 +133,8 @@ void Observer::observe(std::span<const float> x, const Shape& shape)
     ++batches_;
 }
 
-std::vector<Range> Observer::ranges(const CalibrationMethod& m, const CalibrationTarget& target) const
+std::vector<Range> Observer::ranges(const CalibrationMethod& m, const CalibrationTarget& target,
+                                    CalibrationReport* report) const
 {
     if (batches_ == 0)
         throw Error("observer '" + name_ + "' has seen no batch; run calibration data through the model first");
@@ -146,7 +147,11 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
                     "' needs");
     const bool symmetric = calibrationSymmetric(m, target);
     const size_t groups = size_t(groupCount());
+    if (groups > 0)
+        checkUnsignedSymmetric(target.qtype, symmetric, m, *std::min_element(runningMin_.begin(), runningMin_.end()),
+                               "activation '" + name_ + "'");
     std::vector<Range> out(groups);
+    int64_t wholeRange = 0;
     const double s = m.factor;
     for (size_t g = 0; g < groups; ++g) {
         switch (m.kind) {
@@ -178,9 +183,24 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
         case CalibrationKind::Mse:
             break; // all groups at once below
         case CalibrationKind::Entropy: {
+            // The growing histogram's bins merged down to the entropy search's bins
+            // (clipping.h: entropyBins); too few values keep the whole range.
+            const GrowingHistogram& gh = histograms_[g];
+            if (gh.empty())
+                break;
             const int levels = entropyLevels(target.qtype, symmetric, target.options.narrowRange);
-            out[g] = symmetric ? entropyRange(trimmed(histograms_[g].magnitudes(), false), true, levels)
-                               : entropyRange(trimmed(histograms_[g].values(), true), false, levels);
+            const Histogram h = symmetric ? trimmed(gh.magnitudes(), false) : trimmed(gh.values(), true);
+            const size_t bins = entropyBins(gh.total(), levels, size_t(2 * gh.binsPerSide()));
+            const float lo = std::min(runningMin_[g], 0.0f), hi = std::max(runningMax_[g], 0.0f);
+            if (bins == 0) {
+                ++wholeRange;
+                out[g] = symmetric ? Range{-std::max(-lo, hi), std::max(-lo, hi)} : Range{lo, hi};
+                break;
+            }
+            const Range r = entropyRange(mergedBins(h, (h.bins() + bins - 1) / bins), symmetric, levels);
+            // Merging may pad the histogram past the data; a range never reaches beyond it.
+            out[g] = symmetric ? Range{std::max(r.min, -std::max(-lo, hi)), std::min(r.max, std::max(-lo, hi))}
+                               : Range{std::max(r.min, lo), std::min(r.max, hi)};
             break;
         }
         }
@@ -191,6 +211,15 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
             if (runningMin_[g] <= runningMax_[g])
                 points.setHistogram(int64_t(g), histograms_[g].values(), runningMin_[g], runningMax_[g]);
         out = mseRanges(points, ClippingTarget{target.qtype, target.options, symmetric}, name_);
+    }
+    if (report) {
+        *report = {};
+        report->groups = int64_t(groups);
+        report->entropyWholeRange = wholeRange;
+        if (wholeRange > 0)
+            report->note = "entropy: " + std::to_string(wholeRange) + " of " + std::to_string(groups) +
+                           " groups of activation '" + name_ +
+                           "' kept their whole range: too few values for its histogram";
     }
     return out;
 }

@@ -65,9 +65,11 @@ public:
     const GrowingHistogram& histogram(size_t g) const { return histograms_.at(g); }
 
     // One range per group. Throws Error when nothing was observed, when a
-    // histogram method is asked of an observer without histograms, or for a
-    // microscaling qtype.
-    std::vector<Range> ranges(const CalibrationMethod& m, const CalibrationTarget& target) const;
+    // histogram method is asked of an observer without histograms, for a
+    // microscaling qtype, or for an unsigned qtype under a symmetric method when
+    // the activation went negative (checkUnsignedSymmetric). Fills `report` when given.
+    std::vector<Range> ranges(const CalibrationMethod& m, const CalibrationTarget& target,
+                              CalibrationReport* report = nullptr) const;
 
     nlohmann::json toJson() const;
     static Observer fromJson(const nlohmann::json& j);
