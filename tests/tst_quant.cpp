@@ -314,6 +314,66 @@ private slots:
         QCOMPARE(y[2], 255 * p.scales[0]);
     }
 
+    void saturationRangesCountEveryClippedValue()
+    {
+        // 1000 values evenly from −1 to 1; absmax 1 gives int8 the scale 1/127.5, which
+        // pow2 rounds down to 2^−7: values above 127.5·2^−7 = 0.99609375 land on 127 with
+        // more than half a step of error (0.998 and 1: two values). fp8 e4m3: 1/448
+        // becomes 2^−9, so |x| > 448·2^−9 = 0.875 saturates (63 values on each side).
+        std::vector<float> v(1000);
+        for (size_t k = 0; k < v.size(); ++k)
+            v[k] = float(-1.0 + 2.0 * double(k) / 999.0);
+        const Tensor x = Tensor::fromVector<float>(DType::F32, {1000}, v);
+        const BlockLayout layout = BlockLayout::perTensor({1000});
+        const std::vector<Range> absmax{{-1, 1}};
+        struct Case {
+            QType qtype;
+            ScaleRestriction restriction;
+            bool narrowRange;
+            int64_t clipped;
+        };
+        for (const Case& c :
+             {Case{QType::Int8, ScaleRestriction::Float, false, 0}, Case{QType::Int8, ScaleRestriction::Pow2, false, 2},
+              Case{QType::Int8, ScaleRestriction::Float, true, 0},
+              Case{QType::Int8, ScaleRestriction::Pow2, true, 4}, // 1/127 → 2^−7, both ends at ±127.5
+              Case{QType::Fp8E4M3, ScaleRestriction::Float, false, 0},
+              Case{QType::Fp8E4M3, ScaleRestriction::Pow2, false, 126}}) {
+            const ScaleOptions options{c.narrowRange, c.restriction};
+            const QuantParams p = quantParamsFromRanges(c.qtype, layout, absmax, true, options, "w");
+            const Range r = saturationRanges(p).at(0);
+            const Tensor fq = fakeQuantize(x, p);
+            const float top = qtypeInfo(c.qtype).kind == QKind::Integer
+                                  ? float(integerGrid(c.qtype, c.narrowRange).qmax)
+                                  : qtypeInfo(c.qtype).maxFinite;
+            int64_t outside = 0;
+            for (size_t k = 0; k < v.size(); ++k) {
+                // The slack analysis' fractionClipped allows for the scale's float rounding.
+                const bool saturated = v[k] < r.min * (1 + 0x1p-20f) || v[k] > r.max * (1 + 0x1p-20f);
+                outside += saturated;
+                // A saturated value sits on the grid's end; one inside is within rounding of its code.
+                if (saturated)
+                    QCOMPARE(std::abs(fq.values<float>()[k]), top * p.scales[0]);
+                else if (qtypeInfo(c.qtype).kind == QKind::Integer)
+                    QVERIFY(withinHalfStep(fq.values<float>()[k], v[k], p.scales[0]));
+            }
+            QVERIFY2(outside == c.clipped,
+                     qPrintable(QString("%1 %2 narrow %3: %4 saturated, expected %5")
+                                    .arg(QString::fromUtf8(qtypeName(c.qtype).data()))
+                                    .arg(QString::fromUtf8(scaleRestrictionName(c.restriction).data()))
+                                    .arg(c.narrowRange)
+                                    .arg(outside)
+                                    .arg(c.clipped)));
+        }
+        // Asymmetric: [−0.25, 1] on uint4 puts the zero point at round(0 + 0.25·15/1.25) = 3;
+        // the range is (qmin − zp − 0.5)·s .. (qmax − zp + 0.5)·s.
+        const QuantParams a =
+            quantParamsFromRanges(QType::UInt4, layout, std::vector<Range>{{-0.25f, 1.0f}}, false, {}, "w");
+        QCOMPARE(a.zeroPoints.at(0), 3);
+        const Range ra = saturationRanges(a).at(0);
+        QCOMPARE(ra.min, float(-3.5 * double(a.scales[0])));
+        QCOMPARE(ra.max, float(12.5 * double(a.scales[0])));
+    }
+
     void int8PerChannelErrorIsAtMostHalfAStep()
     {
         const Shape shape{16, 300};

@@ -43,6 +43,8 @@ int runFakeQuant(const Arguments& args)
                 isMicroscaling(spec.qtype) ? "own block scales" : spec.method.toString().c_str(),
                 layoutText(spec, x.shape()).c_str(), static_cast<long long>(q.params.scales.size()), m.mse, m.sqnrDb,
                 100.0 * clipped);
+    if (!q.note.empty())
+        std::printf("%s: %s\n", in.c_str(), q.note.c_str());
     return kExitOk;
 }
 

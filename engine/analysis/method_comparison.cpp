@@ -23,6 +23,7 @@ MethodResult measure(const Tensor& x, const QuantizationSpec& spec, std::string 
     r.metrics = errorMetrics(xf.values<float>(), fake);
     r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.ranges);
     r.ranges = q.ranges;
+    r.note = q.note;
     return r;
 }
 

@@ -26,6 +26,7 @@ struct MethodResult {
     std::vector<float> scales;       // per group
     std::vector<int32_t> zeroPoints; // per group when asymmetric
     ErrorMetrics metrics;
+    std::string note; // as TensorQuantization::note
 };
 
 // Quantizes `x` with each compared method under `spec` (its method is ignored):

@@ -82,6 +82,8 @@ ErrorMetrics errorMetrics(std::span<const float> original, std::span<const float
     return errorSums(original, quantized).metrics();
 }
 
+constexpr double kClipSlack = 0x1p-20;
+
 double fractionClipped(std::span<const float> x, const BlockLayout& layout, std::span<const Range> ranges)
 {
     const GroupRuns runs(layout);
@@ -93,7 +95,10 @@ double fractionClipped(std::span<const float> x, const BlockLayout& layout, std:
     tbb::parallel_for(int64_t(0), chunkCount(n), [&](int64_t c) {
         int64_t count = 0;
         runs.forEachPiece(c * kChunk, std::min(n, (c + 1) * kChunk), [&](int64_t g, int64_t begin, int64_t end) {
-            const Range r = ranges[size_t(g)];
+            // The scale's float rounding may put a range's edge a few ulps inside the
+            // value it was computed from (absmax / bound · bound): a relative slack.
+            const Range r{float(double(ranges[size_t(g)].min) - kClipSlack * std::abs(double(ranges[size_t(g)].min))),
+                          float(double(ranges[size_t(g)].max) + kClipSlack * std::abs(double(ranges[size_t(g)].max)))};
             for (int64_t i = begin; i < end; ++i)
                 count += (x[size_t(i)] < r.min) | (x[size_t(i)] > r.max);
         });

@@ -5,8 +5,10 @@
 //                    zero and x̂ is not
 //   max_abs_error    max |x − x̂|
 //   cosine           Σx·x̂ / sqrt(Σx² · Σx̂²); 1 when both are all zero, 0 when only one is
-//   fraction_clipped elements outside their group's calibrated range [min, max],
-//                    divided by n
+//   fraction_clipped elements outside their group's range [min, max] by more than
+//                    2^−20 of its edge (the scale's float rounding), divided by n; the
+//                    ranges are where the quantizer saturates (saturationRanges in
+//                    quant/scale.h), so every value whose code saturated counts
 // Sums are accumulated in double, in parallel over fixed chunks combined in a
 // fixed order, so results do not depend on the thread count.
 
@@ -30,11 +32,11 @@ struct ErrorMetrics {
 // sums of their concatenation: metrics over many batches accumulate these.
 struct ErrorSums {
     int64_t count = 0;
-    double signal = 0;   // Σx²
-    double noise = 0;    // Σ(x − x̂)²
-    double cross = 0;    // Σx·x̂
+    double signal = 0;    // Σx²
+    double noise = 0;     // Σ(x − x̂)²
+    double cross = 0;     // Σx·x̂
     double quantized = 0; // Σx̂²
-    double maxAbs = 0;   // max |x − x̂|
+    double maxAbs = 0;    // max |x − x̂|
     void add(const ErrorSums& other);
     // mse, sqnrDb, maxAbsError and cosine; fractionClipped is 0.
     ErrorMetrics metrics() const;

@@ -64,15 +64,14 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
     const Tensor xf = x.toFloat32();
     const BlockLayout layout = layoutFor(xf.shape(), spec);
     TensorQuantization q;
-    q.ranges = calibrateRanges(xf.values<float>(), layout, spec.method, target, tensorName);
-    q.params = quantParamsFromRanges(spec.qtype, layout, q.ranges, symmetric, spec.options, tensorName);
-    // The range the quantizer clips to: symmetric ±absmax ([0, absmax] for unsigned
-    // types); asymmetric the calibrated range widened to include 0, as the scale is.
-    const bool isUnsigned = info.kind == QKind::Integer && !info.isSigned;
-    for (Range& r : q.ranges) {
-        const float a = std::max(-r.min, r.max);
-        r = symmetric ? Range{isUnsigned ? 0.f : -a, a} : Range{std::min(r.min, 0.f), std::max(r.max, 0.f)};
-    }
+    CalibrationReport report;
+    const std::vector<Range> calibrated =
+        calibrateRanges(xf.values<float>(), layout, spec.method, target, tensorName, &report);
+    q.params = quantParamsFromRanges(spec.qtype, layout, calibrated, symmetric, spec.options, tensorName);
+    // Where the quantizer saturates under the scales actually used (pow2 and fp16
+    // restrictions, narrow range and clamped zero points included).
+    q.ranges = saturationRanges(q.params);
+    q.note = report.note;
     return q;
 }
 

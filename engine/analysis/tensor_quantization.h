@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -37,16 +38,20 @@ BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec);
 
 struct TensorQuantization {
     QuantParams params;
-    // Per group, the range outside of which values clip: the calibrated range
-    // (symmetric methods: ±absmax; unsigned types with a symmetric method: [0, absmax]);
-    // microscaling blocks: ±scale · the element format's largest value.
+    // Per group, the range outside of which values saturate (saturationRanges in
+    // quant/scale.h: the scale actually used, its restriction and the grid's ends
+    // included); microscaling blocks: ±scale · the element format's largest value.
     std::vector<Range> ranges;
+    // What the calibration did that the user should know (CalibrationReport::note);
+    // empty when there is nothing to say.
+    std::string note;
 };
 
 // Calibrates and computes the quantization parameters of `x` (float32, float16
 // or bfloat16; other dtypes are converted to float32 first). Throws Error naming
 // `tensorName` for a NaN/Inf, a method the qtype cannot use (an asymmetric method
-// on a float or codebook type), or a microscaling type with a method other than absmax.
+// on a float or codebook type), a microscaling type with a method other than absmax,
+// or an unsigned type under a symmetric method on data with negative values.
 TensorQuantization computeQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName);
 
 } // namespace qs

@@ -160,4 +160,41 @@ QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<
     return p;
 }
 
+std::vector<Range> saturationRanges(const QuantParams& p)
+{
+    const QuantTypeInfo& q = qtypeInfo(p.qtype);
+    if (q.kind == QKind::Microscaling)
+        throw Error(std::string(q.name) + ": saturation ranges come from its block scales, not from QuantParams");
+    double lo = 0, hi = 0; // the grid's ends in code units, beyond which a value saturates
+    switch (q.kind) {
+    case QKind::Integer:
+    case QKind::Ternary: {
+        const IntegerGrid grid = integerGrid(p.qtype, p.options.narrowRange);
+        lo = double(grid.qmin) - 0.5;
+        hi = double(grid.qmax) + 0.5;
+        break;
+    }
+    case QKind::Binary:
+        lo = -1;
+        hi = 1;
+        break;
+    case QKind::Float:
+    case QKind::Microscaling:
+        lo = -double(q.maxFinite);
+        hi = double(q.maxFinite);
+        break;
+    case QKind::Codebook:
+        lo = -1;
+        hi = 1;
+        break;
+    }
+    std::vector<Range> out(p.scales.size());
+    for (size_t g = 0; g < out.size(); ++g) {
+        const double s = double(p.scales[g]);
+        const double zp = p.symmetric || p.zeroPoints.empty() ? 0.0 : double(p.zeroPoints[g]);
+        out[g] = {float((lo - zp) * s), float((hi - zp) * s)};
+    }
+    return out;
+}
+
 } // namespace qs

@@ -74,4 +74,14 @@ struct QuantParams {
 QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<const Range> ranges, bool symmetric,
                                   const ScaleOptions& options, std::string_view tensorName);
 
+// Per group, the range of values that do not saturate under `p` (not for
+// microscaling types): a value outside it lands on the grid's end with an error
+// larger than rounding to that end could give, whatever made the grid short —
+// the calibrated range, a pow2 or fp16 scale rounded down, narrow range, a zero
+// point clamped to the grid.
+//   integers and ternary: [(qmin − zp − 0.5)·s, (qmax − zp + 0.5)·s]
+//   float formats and nf4: ±(largest finite value)·s      binary: ±s
+// Computed in double, rounded to float.
+std::vector<Range> saturationRanges(const QuantParams& p);
+
 } // namespace qs
