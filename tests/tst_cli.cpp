@@ -513,6 +513,81 @@ private slots:
         QVERIFY(distinct.size() < 12 * 256 / 2);
     }
 
+    void fakeQuantSaysWhatCalibrationCannotDo()
+    {
+        QTemporaryDir dir;
+        std::vector<float> ramp(1000);
+        for (size_t k = 0; k < ramp.size(); ++k)
+            ramp[k] = float(-1.0 + 2.0 * double(k) / 999.0);
+        const QString in = writeTemp(dir, "ramp.npy", Tensor::fromVector<float>(DType::F32, {1000}, ramp));
+        const QString out = dir.path() + "/fq.npy";
+        const QStringList perTensor{"fake-quant", "--npy", in, "--out", out, "--granularity", "per_tensor"};
+        // A pow2 scale rounds 1/127.5 down to 2^-7: 0.998 and 1 saturate (0.2%), which the
+        // calibrated range [-1, 1] alone would not show.
+        Run r = runCli(perTensor + QStringList{"--qtype", "int8", "--method", "absmax", "--scale-restriction", "pow2"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("0.2000% clipped"), r.out.constData());
+        r = runCli(perTensor + QStringList{"--qtype", "int8", "--method", "absmax"});
+        QVERIFY2(r.out.contains("0.0000% clipped"), r.out.constData());
+        // An unsigned type under a symmetric method would zero the negative half: refused.
+        expectUserError(perTensor + QStringList{"--qtype", "uint4", "--method", "absmax"}, "minmax");
+        expectUserError(perTensor + QStringList{"--qtype", "uint4", "--method", "absmax"}, "ramp.npy");
+        r = runCli(perTensor + QStringList{"--qtype", "uint4", "--method", "minmax"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        // Entropy on tiles of 32: too few values for its histogram, said so.
+        const QString w = writeTemp(dir, "w.npy", adversarialWeights(12, 256, 7));
+        r = runCli({"fake-quant", "--npy", w, "--out", out, "--qtype", "int4", "--method", "entropy", "--granularity",
+                    "tile", "--tile", "32"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.out.contains("entropy: 96 of 96 groups kept their whole range"), r.out.constData());
+    }
+
+    void odmlExportHandlesBiasesSharedThroughIdentity()
+    {
+        // The PyTorch exporter writes one initializer for equal biases and an Identity
+        // per conv reading it (torchvision's resnet18 at opset 13); the ODML export
+        // failed on them with "map::at". Two convs here share a bias that way.
+        QTemporaryDir dir;
+        const QString model = dir.path() + "/shared_bias.onnx", calib = dir.path() + "/calib.npz";
+        const char* script = R"(
+import sys, numpy as np, onnx
+from onnx import helper, numpy_helper, TensorProto
+rng = np.random.default_rng(0)
+w1 = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), 'w1')
+w2 = numpy_helper.from_array(rng.standard_normal((4, 4, 3, 3)).astype(np.float32), 'w2')
+b = numpy_helper.from_array(np.full(4, 0.1, np.float32), 'shared_bias')
+nodes = [helper.make_node('Identity', ['shared_bias'], ['b1'], name='Identity_0'),
+         helper.make_node('Identity', ['shared_bias'], ['b2'], name='Identity_1'),
+         helper.make_node('Conv', ['x', 'w1', 'b1'], ['c1'], name='/conv1/Conv', pads=[1, 1, 1, 1]),
+         helper.make_node('Relu', ['c1'], ['r1'], name='/relu/Relu'),
+         helper.make_node('Conv', ['r1', 'w2', 'b2'], ['y'], name='/conv2/Conv', pads=[1, 1, 1, 1])]
+g = helper.make_graph(nodes, 'g', [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 3, 8, 8])],
+                      [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 4, 8, 8])], [w1, w2, b])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), sys.argv[1])
+np.savez(sys.argv[2], x=rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
+)";
+        if (!runPython({"-c", script, model, calib}))
+            QSKIP("/usr/bin/python3 with numpy and onnx is needed to generate the model");
+        const QString rules = dir.path() + "/rules.json", odml = dir.path() + "/odml.json";
+        {
+            QFile f(rules);
+            QVERIFY(f.open(QIODevice::WriteOnly));
+            f.write(R"({"version": 1, "rules": [{"weight_qtype": "int8", "act_qtype": "int8"}]})");
+        }
+        const Run r =
+            runCli({"quantize", model, "--rules", rules, "--mode", "odml", "--calib", calib, "--export-odml", odml});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(test::readFile(odml.toStdString()));
+        std::map<std::string, std::string> kinds;
+        for (const auto& p : j["quantization_points"])
+            kinds[p["tensor"].get<std::string>()] = p["kind"].get<std::string>();
+        // Each conv's bias is annotated under the name the conv reads.
+        QCOMPARE(kinds["b1"], std::string("bias"));
+        QCOMPARE(kinds["b2"], std::string("bias"));
+        QCOMPARE(kinds["r1"], std::string("activation"));
+        QCOMPARE(kinds.count("c1") + kinds.count("y"), size_t(2));
+    }
+
     void compareMethodsJson()
     {
         QTemporaryDir dir;

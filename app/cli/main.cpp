@@ -95,8 +95,18 @@ int main(int argc, char** argv)
     } catch (const std::bad_alloc&) {
         std::fprintf(stderr, "quantscope-cli %s: error: out of memory\n", command->spec.name.c_str());
         return kExitUserError;
-    } catch (const std::exception& e) { // a library's error about the user's input (a path, a number)
-        std::fprintf(stderr, "quantscope-cli %s: error: %s\n", command->spec.name.c_str(), oneLine(e.what()).c_str());
+    } catch (const std::exception& e) {
+        // Not a qs::Error: a check the engine is missing. Say so, and on what, rather
+        // than pass on a bare library message ("map::at").
+        std::string subject;
+        for (size_t i = 1; i < args.size() && subject.empty(); ++i)
+            if (args[i] == "--npy" && i + 1 < args.size())
+                subject = args[i + 1];
+            else if (!args[i].starts_with("-") && !args[i - 1].starts_with("-"))
+                subject = args[i];
+        std::fprintf(stderr, "quantscope-cli %s: error: internal error while running %s%s: %s\n",
+                     command->spec.name.c_str(), command->spec.name.c_str(),
+                     subject.empty() ? "" : (" on " + subject).c_str(), oneLine(e.what()).c_str());
         return kExitUserError;
     }
 }

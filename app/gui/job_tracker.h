@@ -102,7 +102,15 @@ quint64 JobTracker::start(const QString& kind, const QString& title,
         } catch (const Cancelled&) {
             QMetaObject::invokeMethod(this, [this, kind, job] { finish(kind, job, true); }, Qt::QueuedConnection);
         } catch (const std::exception& e) {
-            const QString message = QString::fromStdString(e.what());
+            // A qs::Error is written for the user; anything else is a check the engine
+            // is missing, said as such rather than as a bare library message ("map::at").
+            QString doing = job->title.isEmpty() ? kind : job->title; // "Loading model.onnx"
+            if (!doing.isEmpty())
+                doing[0] = doing[0].toLower();
+            const QString message =
+                dynamic_cast<const Error*>(&e)
+                    ? QString::fromStdString(e.what())
+                    : QStringLiteral("internal error while %1: %2").arg(doing, QString::fromStdString(e.what()));
             QMetaObject::invokeMethod(
                 this,
                 [this, kind, job, message, failed] {

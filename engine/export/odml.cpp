@@ -131,6 +131,13 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             v = it->second;
         return v;
     };
+    // A pass-through op on a constant (the PyTorch exporter's Identity on a bias that
+    // several convs share) gives a constant, not an activation: output -> initializer.
+    std::map<std::string, std::string> constantAlias;
+    auto constantOf = [&](const std::string& v) -> const Tensor* {
+        const auto c = constantAlias.find(v);
+        return model.initializer(c != constantAlias.end() ? c->second : v);
+    };
     for (const ValueInfo& v : model.inputs)
         if (v.dtype && isFloatingDType(*v.dtype))
             activations[v.name] = {};
@@ -178,7 +185,10 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 continue;
             if (scheme != OpScheme::PassThrough)
                 activations.try_emplace(output);
-            else if (k == 0 && !node.inputs.empty())
+            else if (k == 0 && !node.inputs.empty() && constantOf(node.inputs[0])) {
+                const auto c = constantAlias.find(node.inputs[0]);
+                constantAlias[output] = c != constantAlias.end() ? c->second : node.inputs[0];
+            } else if (k == 0 && !node.inputs.empty())
                 aliasOf[output] = node.inputs[0];
             // A pass-through op's other outputs (MaxPool's indices, Dropout's mask) are not values of the integer model.
         }
@@ -236,7 +246,11 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         actParams[name] = p;
     }
     auto addActivation = [&](const std::string& value) {
-        const QuantParams& p = actParams.at(root(value));
+        const auto found = actParams.find(root(value));
+        if (found == actParams.end())
+            throw Error(model.sourcePath.filename().string() + ": value '" + value + "' passes through '" +
+                        root(value) + "', which is neither an activation nor a constant; it has no ODML range");
+        const QuantParams& p = found->second;
         nlohmann::ordered_json j =
             point(value, "activation", "i8", p.scales, {p.symmetric ? 0 : int64_t(p.zeroPoints.at(0))}, false, {});
         const float s = p.scales[0];
@@ -263,7 +277,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             const QuantizableLayer& layer = model.layers.at(lq->layer);
             weightInput = layer.weightInput;
             if ((node.opType == "Conv" || node.opType == "ConvTranspose" || node.opType == "Gemm") &&
-                node.inputs.size() > 2 && model.isInitializer(node.inputs[2]))
+                node.inputs.size() > 2 && constantOf(node.inputs[2]))
                 biasInput = 2;
             const Tensor& w = *model.initializer(layer.weightName);
             QuantizationSpec spec = *lq->weight;
@@ -292,7 +306,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             ++summary.weights;
             if (biasInput) {
                 const std::string& biasName = node.inputs[*biasInput];
-                const Tensor* bias = model.initializer(biasName);
+                const Tensor* bias = constantOf(biasName);
                 const int64_t channels = bias->numel();
                 if (perChannel && int64_t(wp.scales.size()) != channels)
                     throw Error("tensor '" + biasName + "': " + std::to_string(channels) + " biases for " +
@@ -309,7 +323,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         }
         for (size_t k = 0; k < node.inputs.size(); ++k) {
             const std::string& name = node.inputs[k];
-            const Tensor* constant = model.initializer(name);
+            const Tensor* constant = constantOf(name);
             if (k == weightInput || k == biasInput || !constant || !isFloatingDType(constant->dtype()) ||
                 annotated.count(name))
                 continue;
