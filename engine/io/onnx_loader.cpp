@@ -9,11 +9,13 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "core/mapped_file.h"
 #include "graph/weight_layout.h"
+#include "io/load_budget.h"
 #include "io/onnx_tensor.h"
 
 namespace qs {
@@ -84,23 +86,35 @@ ValueInfo convertValueInfo(const onnx::ValueInfoProto& proto)
     return v;
 }
 
+// An attribute's type; IR < 2 files leave it to be read off the field that is set.
+onnx::AttributeProto::AttributeType attributeType(const onnx::AttributeProto& proto)
+{
+    using AP = onnx::AttributeProto;
+    if (proto.type() != AP::UNDEFINED)
+        return proto.type();
+    return proto.has_f()          ? AP::FLOAT
+           : proto.has_i()        ? AP::INT
+           : proto.has_s()        ? AP::STRING
+           : proto.has_t()        ? AP::TENSOR
+           : proto.has_g()        ? AP::GRAPH
+           : proto.floats_size()  ? AP::FLOATS
+           : proto.ints_size()    ? AP::INTS
+           : proto.strings_size() ? AP::STRINGS
+                                  : AP::UNDEFINED;
+}
+
+// Whether convertAttribute reads the attribute's tensor (numeric types only).
+bool readsTensor(const onnx::AttributeProto& proto)
+{
+    return attributeType(proto) == onnx::AttributeProto::TENSOR && dtypeOfOnnxElementType(proto.t().data_type());
+}
+
 Attribute convertAttribute(const onnx::AttributeProto& proto, const std::string& what, OnnxTensorReader& reader)
 {
     using AP = onnx::AttributeProto;
     Attribute a;
     a.name = proto.name();
-    AP::AttributeType type = proto.type();
-    if (type == AP::UNDEFINED) { // IR < 2 files leave the type to be read off the field that is set
-        type = proto.has_f()          ? AP::FLOAT
-               : proto.has_i()        ? AP::INT
-               : proto.has_s()        ? AP::STRING
-               : proto.has_t()        ? AP::TENSOR
-               : proto.has_g()        ? AP::GRAPH
-               : proto.floats_size()  ? AP::FLOATS
-               : proto.ints_size()    ? AP::INTS
-               : proto.strings_size() ? AP::STRINGS
-                                      : AP::UNDEFINED;
-    }
+    const AP::AttributeType type = attributeType(proto);
     switch (type) {
     case AP::FLOAT:
         a.kind = Attribute::Kind::Float;
@@ -127,7 +141,7 @@ Attribute convertAttribute(const onnx::AttributeProto& proto, const std::string&
         a.strings.assign(proto.strings().begin(), proto.strings().end());
         break;
     case AP::TENSOR:
-        if (dtypeOfOnnxElementType(proto.t().data_type())) {
+        if (readsTensor(proto)) {
             a.kind = Attribute::Kind::Tensor;
             a.tensor = reader.read(proto.t(), what + " attribute '" + proto.name() + "'", false);
         } else { // a string Constant, say: kept as a note, the engine has no such tensors
@@ -278,15 +292,27 @@ Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceN
     if (graph.sparse_initializer_size() > 0)
         throw Error(sourceName + ": sparse initializer '" + graph.sparse_initializer(0).values().name() +
                     "': sparse initializers are not supported");
+    // Every tensor's sizes are checked, and what they will take in memory summed
+    // against the per-file budget, before the first of them is allocated.
+    LoadBudget budget(sourceName);
+    std::unordered_set<std::string_view> initializerNames;
     for (int i = 0; i < graph.initializer_size(); ++i) {
         const onnx::TensorProto& t = graph.initializer(i);
         if (t.name().empty())
             throw Error(sourceName + ": initializer #" + std::to_string(i) + " has no name");
         const std::string what = "initializer '" + t.name() + "'";
-        if (model.isInitializer(t.name()))
+        if (!initializerNames.insert(t.name()).second)
             throw Error(sourceName + ": " + what + " is defined twice");
-        model.addInitializer(t.name(), reader.read(t, what));
+        budget.reserve(reader.plan(t, what).allocatedBytes, what);
     }
+    for (int i = 0; i < graph.node_size(); ++i)
+        for (const auto& attribute : graph.node(i).attribute())
+            if (readsTensor(attribute)) {
+                const std::string what = nodeLabel(graph.node(i), i) + " attribute '" + attribute.name() + "'";
+                budget.reserve(reader.plan(attribute.t(), what, false).allocatedBytes, what);
+            }
+    for (const onnx::TensorProto& t : graph.initializer())
+        model.addInitializer(t.name(), reader.read(t, "initializer '" + t.name() + "'"));
 
     std::unordered_set<std::string> available;
     for (const auto& input : graph.input())

@@ -5,7 +5,10 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
+
+#include "io/load_budget.h"
 
 namespace qs {
 namespace {
@@ -109,6 +112,32 @@ void widen(const uint8_t* bytes, int64_t count, const WidenedType& t, int32_t co
         values[size_t(i)] = float8Value(bytes[i], t);
 }
 
+// The typed field that holds a tensor's values when it has no raw_data, and
+// how many values it holds.
+std::pair<const char*, int> typedField(const TensorProto& proto, std::optional<DType> dtype)
+{
+    switch (dtype.value_or(DType::U8)) { // the widened types store one byte per int32
+    case DType::F32:
+        return {"float_data", proto.float_data_size()};
+    case DType::F64:
+        return {"double_data", proto.double_data_size()};
+    case DType::I64:
+        return {"int64_data", proto.int64_data_size()};
+    case DType::U64:
+    case DType::U32:
+        return {"uint64_data", proto.uint64_data_size()};
+    default:
+        return {"int32_data", proto.int32_data_size()};
+    }
+}
+
+// Types whose typed field is the tensor's own storage (borrowed like raw_data).
+bool typedFieldIsStorage(DType dtype)
+{
+    return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::I64 || dtype == DType::I32 ||
+           dtype == DType::U64;
+}
+
 } // namespace
 
 std::string onnxElementTypeName(int32_t elemType)
@@ -177,73 +206,109 @@ void OnnxTensorReader::fail(const std::string& what, const std::string& problem)
     throw Error(sourceName_ + ": " + what + ": " + problem);
 }
 
-Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what, bool borrow)
+OnnxTensorReader::Plan OnnxTensorReader::plan(const TensorProto& proto, const std::string& what, bool borrow)
 {
     const std::optional<DType> dtype = dtypeOfOnnxElementType(proto.data_type());
-    if (!dtype && !widenedType(proto.data_type())) {
+    const std::optional<WidenedType> widened = widenedType(proto.data_type());
+    if (!dtype && !widened) {
         if (proto.data_type() == TensorProto::STRING)
             fail(what, "string tensors cannot be loaded as weights (only numeric tensors are supported)");
         fail(what, "element type " + onnxElementTypeName(proto.data_type()) + " is not supported");
     }
     if (proto.has_segment())
         fail(what, "segmented tensors are not supported");
-    Shape shape;
-    int64_t numel = 1;
+    Plan p;
+    p.numel = 1;
     for (int64_t d : proto.dims()) {
         if (d < 0)
             fail(what, "dimension " + std::to_string(d) + " is negative");
-        if (d != 0 && numel > std::numeric_limits<int64_t>::max() / d)
+        if (d != 0 && p.numel > std::numeric_limits<int64_t>::max() / d)
             fail(what, "the element count of its dims overflows 64 bits");
-        numel *= d;
-        shape.push_back(d);
+        p.numel *= d;
+        p.shape.push_back(d);
     }
+
+    // The bytes the dims need in the file, for this element type.
+    const std::string typeName = dtype ? std::string(dtypeName(*dtype)) : onnxElementTypeName(proto.data_type());
+    const uint64_t numel = uint64_t(p.numel);
+    const size_t elementSize = dtype ? dtypeSize(*dtype) : 1;
+    if (numel > std::numeric_limits<uint64_t>::max() / elementSize)
+        fail(what, "dims " + shapeToString(p.shape) + " describe more bytes than any file holds");
+    const uint64_t bytes = widened && widened->fourBit ? (numel + 1) / 2 : numel * elementSize;
+    const std::string need =
+        std::to_string(numel) + " " + typeName + " elements" +
+        (!widened ? std::string()
+                  : " (" + std::to_string(bytes) + (widened->fourBit ? " bytes, two per byte)" : " bytes)"));
+    const auto mismatch = [&](const std::string& source, uint64_t count, const char* unit) {
+        fail(what, source + " holds " + std::to_string(count) + unit + " but dims " + shapeToString(p.shape) +
+                       " need " + need);
+    };
+
+    bool borrows = false;
+    if (proto.data_location() == TensorProto::EXTERNAL) {
+        const ExternalBytes external =
+            externalData(proto, what, bytes, "dims " + shapeToString(p.shape) + " of " + typeName);
+        borrows = !widened && bytes > 0 && reinterpret_cast<uintptr_t>(external.data) % elementSize == 0;
+    } else if (proto.has_raw_data()) {
+        if (proto.raw_data().size() != bytes)
+            mismatch("raw_data", proto.raw_data().size(), " bytes");
+        borrows = !widened;
+    } else {
+        // A typed field holds one value per element, or for the widened types
+        // one byte (a float8 code or two 4-bit codes) per int32.
+        const auto [field, count] = typedField(proto, dtype);
+        if (uint64_t(count) != (widened ? bytes : numel))
+            mismatch(field, uint64_t(count), " values");
+        borrows = dtype && typedFieldIsStorage(*dtype);
+    }
+    checkTensorElements(p.numel, p.shape, sourceName_, what);
+    const size_t storedSize = widened ? dtypeSize(widened->dtype) : elementSize;
+    p.allocatedBytes = borrows && borrow ? 0 : numel * storedSize;
+    return p;
+}
+
+Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what, bool borrow)
+{
+    const Plan p = plan(proto, what, borrow);
+    const std::optional<DType> dtype = dtypeOfOnnxElementType(proto.data_type());
     if (!dtype)
-        return *readWidened(proto, what, shape, numel);
+        return readWidened(proto, what, p);
+    const Shape& shape = p.shape;
     const size_t elementSize = dtypeSize(*dtype);
-    const auto fits = [&](uint64_t available) { return uint64_t(numel) <= available / elementSize; };
-    const auto mismatch = [&](const std::string& source, uint64_t count) {
-        fail(what, source + " holds " + std::to_string(count) + (source == "raw_data" ? " bytes" : " values") +
-                       " but dims " + shapeToString(shape) + " need " + std::to_string(numel) + " " +
-                       std::string(dtypeName(*dtype)) + " elements");
+    const auto finish = [&](const void* data, std::shared_ptr<const void> owner) {
+        const Tensor t = Tensor::borrow(*dtype, shape, data, std::move(owner));
+        if (borrow && reinterpret_cast<uintptr_t>(data) % elementSize == 0)
+            return t;
+        // A copy: asked for, or the data is not aligned to its elements (reading
+        // it in place would be a misaligned access; the copy copies bytes).
+        Tensor copy = allocateTensor(*dtype, shape, sourceName_, what);
+        std::memcpy(copy.mutableRawData(), data, t.nbytes());
+        return copy;
     };
 
-    if (proto.data_location() == TensorProto::EXTERNAL)
-        return readExternal(proto, what, *dtype, shape, numel);
-
-    const auto finish = [&](const void* data) {
-        Tensor t = Tensor::borrow(*dtype, shape, data, owner_);
-        return borrow ? t : t.clone();
-    };
-    if (proto.has_raw_data()) {
-        const std::string& raw = proto.raw_data();
-        if (!fits(raw.size()) || uint64_t(numel) * elementSize != raw.size())
-            mismatch("raw_data", raw.size());
-        return finish(raw.data());
+    if (proto.data_location() == TensorProto::EXTERNAL) {
+        const ExternalBytes external =
+            externalData(proto, what, uint64_t(p.numel) * elementSize,
+                         "dims " + shapeToString(shape) + " of " + std::string(dtypeName(*dtype)));
+        if (p.numel == 0)
+            return Tensor(*dtype, shape);
+        return finish(external.data, external.file);
     }
-    // Typed fields: the one the element type uses must hold exactly numel values.
-    const auto checkCount = [&](const char* field, int count) {
-        if (uint64_t(count) != uint64_t(numel))
-            mismatch(field, uint64_t(count));
-    };
+    if (proto.has_raw_data())
+        return finish(proto.raw_data().data(), owner_);
     switch (*dtype) {
     case DType::F32:
-        checkCount("float_data", proto.float_data_size());
-        return finish(proto.float_data().data());
+        return finish(proto.float_data().data(), owner_);
     case DType::F64:
-        checkCount("double_data", proto.double_data_size());
-        return finish(proto.double_data().data());
+        return finish(proto.double_data().data(), owner_);
     case DType::I64:
-        checkCount("int64_data", proto.int64_data_size());
-        return finish(proto.int64_data().data());
+        return finish(proto.int64_data().data(), owner_);
     case DType::I32:
-        checkCount("int32_data", proto.int32_data_size());
-        return finish(proto.int32_data().data());
+        return finish(proto.int32_data().data(), owner_);
     case DType::U64:
-        checkCount("uint64_data", proto.uint64_data_size());
-        return finish(proto.uint64_data().data());
+        return finish(proto.uint64_data().data(), owner_);
     case DType::U32: {
-        checkCount("uint64_data", proto.uint64_data_size());
-        Tensor t(*dtype, shape);
+        Tensor t = allocateTensor(*dtype, shape, sourceName_, what);
         auto out = t.mutableValues<uint32_t>();
         for (int i = 0; i < proto.uint64_data_size(); ++i) {
             if (proto.uint64_data(i) > std::numeric_limits<uint32_t>::max())
@@ -256,8 +321,7 @@ Tensor OnnxTensorReader::read(const TensorProto& proto, const std::string& what,
         break;
     }
     // The narrow types are stored one per int32 (f16/bf16 as their bit patterns).
-    checkCount("int32_data", proto.int32_data_size());
-    Tensor t(*dtype, shape);
+    Tensor t = allocateTensor(*dtype, shape, sourceName_, what);
     bool ok = true;
     switch (*dtype) {
     case DType::I8:
@@ -318,33 +382,20 @@ std::shared_ptr<const MappedFile> OnnxTensorReader::externalFile(const std::stri
     return file;
 }
 
-std::optional<Tensor> OnnxTensorReader::readWidened(const TensorProto& proto, const std::string& what,
-                                                    const Shape& shape, int64_t numel)
+Tensor OnnxTensorReader::readWidened(const TensorProto& proto, const std::string& what, const Plan& plan)
 {
-    const std::optional<WidenedType> type = widenedType(proto.data_type());
-    if (!type)
-        return std::nullopt;
+    const WidenedType type = *widenedType(proto.data_type());
     const std::string typeName = onnxElementTypeName(proto.data_type());
-    const uint64_t bytes = type->fourBit ? (uint64_t(numel) + 1) / 2 : uint64_t(numel);
-    const std::string layout = "dims " + shapeToString(shape) + " of " + typeName;
-    const auto mismatch = [&](const std::string& source, uint64_t count) {
-        fail(what, source + " holds " + std::to_string(count) + (source == "raw_data" ? " bytes" : " values") +
-                       " but dims " + shapeToString(shape) + " need " + std::to_string(numel) + " " + typeName +
-                       " elements (" + std::to_string(bytes) + (type->fourBit ? " bytes, two per byte)" : " bytes)"));
-    };
-    Tensor out(type->dtype, shape);
+    const uint64_t bytes = type.fourBit ? (uint64_t(plan.numel) + 1) / 2 : uint64_t(plan.numel);
+    Tensor out = allocateTensor(type.dtype, plan.shape, sourceName_, what);
     if (proto.data_location() == TensorProto::EXTERNAL) {
-        const ExternalBytes external = externalData(proto, what, bytes, layout);
-        widen(reinterpret_cast<const uint8_t*>(external.data), numel, *type, proto.data_type(), out);
+        const ExternalBytes external =
+            externalData(proto, what, bytes, "dims " + shapeToString(plan.shape) + " of " + typeName);
+        widen(reinterpret_cast<const uint8_t*>(external.data), plan.numel, type, proto.data_type(), out);
     } else if (proto.has_raw_data()) {
-        const std::string& raw = proto.raw_data();
-        if (raw.size() != bytes)
-            mismatch("raw_data", raw.size());
-        widen(reinterpret_cast<const uint8_t*>(raw.data()), numel, *type, proto.data_type(), out);
+        widen(reinterpret_cast<const uint8_t*>(proto.raw_data().data()), plan.numel, type, proto.data_type(), out);
     } else {
         // int32_data holds one byte per value: one float8 code, or two packed 4-bit codes.
-        if (uint64_t(proto.int32_data_size()) != bytes)
-            mismatch("int32_data", uint64_t(proto.int32_data_size()));
         std::vector<uint8_t> packed(bytes);
         for (int i = 0; i < proto.int32_data_size(); ++i) {
             const int32_t v = proto.int32_data(i);
@@ -352,7 +403,7 @@ std::optional<Tensor> OnnxTensorReader::readWidened(const TensorProto& proto, co
                 fail(what, "int32_data value " + std::to_string(v) + " is not a byte of " + typeName + " codes");
             packed[size_t(i)] = uint8_t(v);
         }
-        widen(packed.data(), numel, *type, proto.data_type(), out);
+        widen(packed.data(), plan.numel, type, proto.data_type(), out);
     }
     return out;
 }
@@ -384,24 +435,6 @@ OnnxTensorReader::ExternalBytes OnnxTensorReader::externalData(const TensorProto
         fail(what, "external data [" + std::to_string(begin) + ", +" + std::to_string(bytes) +
                        ") runs past the end of '" + *location + "' (" + std::to_string(fileSize) + " bytes)");
     return {file->data() + begin, file};
-}
-
-Tensor OnnxTensorReader::readExternal(const TensorProto& proto, const std::string& what, DType dtype,
-                                      const Shape& shape, int64_t numel)
-{
-    const size_t elementSize = dtypeSize(dtype);
-    if (uint64_t(numel) > std::numeric_limits<uint64_t>::max() / elementSize)
-        fail(what, "dims " + shapeToString(shape) + " describe more bytes than any file holds");
-    const uint64_t bytes = uint64_t(numel) * elementSize;
-    const ExternalBytes external =
-        externalData(proto, what, bytes, "dims " + shapeToString(shape) + " of " + std::string(dtypeName(dtype)));
-    if (bytes == 0)
-        return Tensor(dtype, shape);
-    const std::byte* data = external.data;
-    const Tensor mapped = Tensor::borrow(dtype, shape, data, external.file);
-    if (reinterpret_cast<uintptr_t>(data) % elementSize != 0)
-        return mapped.clone(); // clone() copies bytes; it does not read elements through the pointer's type
-    return mapped;
 }
 
 } // namespace qs

@@ -34,8 +34,21 @@ public:
     // `folder`; an empty folder refuses external data.
     OnnxTensorReader(std::string sourceName, std::filesystem::path folder, std::shared_ptr<const void> owner);
 
+    // What read() will take, found without allocating: every check read()
+    // makes (element type, dims, the byte count the dims need for this element
+    // type against raw_data, the typed field or the external range, and the
+    // per-tensor element limit of io/load_budget.h) and the bytes of owned
+    // storage read() will allocate (0 when it borrows).
+    struct Plan {
+        Shape shape;
+        int64_t numel = 0;
+        uint64_t allocatedBytes = 0;
+    };
+    Plan plan(const onnx::TensorProto& proto, const std::string& what, bool borrow = true);
+
     // `what` names the tensor in errors, e.g. "initializer 'conv.weight'".
-    // `borrow` = false copies into owned storage (attribute tensors).
+    // `borrow` = false copies into owned storage (attribute tensors). Checks as
+    // plan() does before allocating anything.
     Tensor read(const onnx::TensorProto& proto, const std::string& what, bool borrow = true);
 
 private:
@@ -45,14 +58,11 @@ private:
     };
 
     [[noreturn]] void fail(const std::string& what, const std::string& problem) const;
-    // int4/uint4/float8 codes, widened (see above); none for other element types.
-    std::optional<Tensor> readWidened(const onnx::TensorProto& proto, const std::string& what, const Shape& shape,
-                                      int64_t numel);
+    // int4/uint4/float8 codes, widened (see above), from checked sizes.
+    Tensor readWidened(const onnx::TensorProto& proto, const std::string& what, const Plan& plan);
     // `bytes` bytes of the tensor's external data; `layout` describes them in errors.
     ExternalBytes externalData(const onnx::TensorProto& proto, const std::string& what, uint64_t bytes,
                                const std::string& layout);
-    Tensor readExternal(const onnx::TensorProto& proto, const std::string& what, DType dtype, const Shape& shape,
-                        int64_t numel);
     std::shared_ptr<const MappedFile> externalFile(const std::string& location, const std::string& what);
 
     std::string sourceName_;
