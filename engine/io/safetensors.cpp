@@ -6,15 +6,18 @@
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <unordered_set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/load_budget.h"
 
 namespace qs {
 
@@ -22,7 +25,8 @@ static_assert(std::endian::native == std::endian::little, "safetensors data is l
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+// Plain nlohmann::json: its objects are std::maps (logarithmic insertion).
+using Json = nlohmann::json;
 
 [[noreturn]] void fail(const std::filesystem::path& file, const std::string& what)
 {
@@ -76,36 +80,139 @@ std::string knownDtypeList()
     return s;
 }
 
-// Parses the header JSON. The callback refuses duplicate keys (nlohmann would
-// silently keep the last) and nesting deeper than the format uses.
-Json parseHeaderJson(std::string_view text, const std::filesystem::path& file, uint64_t fileOffset)
-{
-    std::vector<std::set<std::string>> keysAtDepth;
-    auto callback = [&](int depth, nlohmann::json::parse_event_t event, Json& parsed) {
-        using E = nlohmann::json::parse_event_t;
-        if (depth > 3)
-            fail(file, "header JSON nests deeper than safetensors allows");
-        if (event == E::object_start) {
-            if (keysAtDepth.size() <= size_t(depth))
-                keysAtDepth.resize(size_t(depth) + 1);
-            keysAtDepth[size_t(depth)].clear();
-        } else if (event == E::key && depth >= 1) {
-            const std::string key = parsed.get<std::string>();
-            if (!keysAtDepth[size_t(depth - 1)].insert(key).second)
-                fail(file, "header JSON has the key \"" + key + "\" twice in one object");
+// Reads a header's top-level JSON object from SAX events and hands each member
+// to `member` as it ends, in the file's order, with its value as a small Json.
+// The top level is never built as one document: ordered_json inserts a key in
+// time linear in the keys before it, which made a header of 100k tensors take
+// seconds and one of 1e6 tensors hours. Duplicate keys are refused (nlohmann
+// would silently keep the last), and so is nesting deeper than the format uses
+// (the top object, a tensor's object, its shape or data_offsets array).
+class HeaderReader {
+public:
+    using Member = std::function<void(std::string&& key, Json&& value)>;
+
+    HeaderReader(const std::filesystem::path& file, uint64_t fileOffset, Member member)
+        : file_(file), fileOffset_(fileOffset), member_(std::move(member))
+    {
+    }
+
+    void read(std::string_view text)
+    {
+        Json::sax_parse(text.begin(), text.end(), this);
+        if (!finished_) // sax_parse reports every malformation through parse_error
+            fail(file_, "header JSON ends before its object does");
+    }
+
+    // The SAX interface of nlohmann::json.
+    bool null() { return value(Json()); }
+    bool boolean(bool v) { return value(Json(v)); }
+    bool number_integer(Json::number_integer_t v) { return value(Json(v)); }
+    bool number_unsigned(Json::number_unsigned_t v) { return value(Json(v)); }
+    bool number_float(Json::number_float_t v, const std::string&) { return value(Json(v)); }
+    bool string(std::string& v) { return value(Json(std::move(v))); }
+    bool binary(Json::binary_t&) { return value(Json::binary({})); } // JSON text has none
+    bool start_object(std::size_t) { return open(Json::object()); }
+    bool start_array(std::size_t) { return open(Json::array()); }
+    bool end_object() { return close(); }
+    bool end_array() { return close(); }
+    bool key(std::string& key)
+    {
+        if (depth_ == 1) {
+            if (!topKeys_.insert(key).second)
+                duplicate(key);
+            memberKey_ = std::move(key);
+        } else {
+            if (stack_.back()->contains(key))
+                duplicate(key);
+            nestedKey_ = std::move(key);
         }
         return true;
-    };
-    try {
-        return Json::parse(text.begin(), text.end(), callback);
-    } catch (const nlohmann::json::parse_error& e) {
-        // e.byte counts from 1 within the header text.
-        const uint64_t at = fileOffset + (e.byte > 0 ? e.byte - 1 : 0);
-        fail(file, "header is not valid JSON (at byte offset " + std::to_string(at) + "): " + e.what());
-    } catch (const nlohmann::json::exception& e) { // e.g. a number too large for a double
-        fail(file, std::string("header JSON cannot be read: ") + e.what());
     }
-}
+    bool parse_error(std::size_t, const std::string&, const nlohmann::detail::exception& e)
+    {
+        if (const auto* p = dynamic_cast<const Json::parse_error*>(&e)) {
+            // byte counts from 1 within the header text.
+            const uint64_t at = fileOffset_ + (p->byte > 0 ? p->byte - 1 : 0);
+            fail(file_, "header is not valid JSON (at byte offset " + std::to_string(at) + "): " + e.what());
+        }
+        fail(file_, std::string("header JSON cannot be read: ") + e.what()); // e.g. a number no double holds
+    }
+
+private:
+    static constexpr size_t kMaxDepth = 3; // containers open at once
+
+    [[noreturn]] void duplicate(const std::string& key) const
+    {
+        fail(file_, "header JSON has the key \"" + key + "\" twice in one object");
+    }
+
+    // Places a finished value: a member of the top object, or an element of the
+    // container being built.
+    bool value(Json&& v)
+    {
+        if (depth_ == 0)
+            fail(file_, "header must be a JSON object, found " + std::string(v.type_name()));
+        if (depth_ == 1) {
+            member_(std::move(memberKey_), std::move(v));
+            return true;
+        }
+        Json& parent = *stack_.back();
+        if (parent.is_array())
+            parent.push_back(std::move(v));
+        else
+            parent[nestedKey_] = std::move(v);
+        return true;
+    }
+
+    bool open(Json&& container)
+    {
+        if (depth_ == kMaxDepth)
+            fail(file_, "header JSON nests deeper than safetensors allows");
+        if (depth_ == 0 && !container.is_object())
+            fail(file_, "header must be a JSON object, found " + std::string(container.type_name()));
+        if (depth_ == 1) {
+            current_ = std::move(container);
+            stack_.assign(1, &current_);
+        } else if (depth_ > 1) {
+            Json& parent = *stack_.back();
+            Json* child = nullptr;
+            if (parent.is_array()) {
+                parent.push_back(std::move(container));
+                child = &parent.back();
+            } else {
+                child = &(parent[nestedKey_] = std::move(container));
+            }
+            stack_.push_back(child); // the parent grows no further until the child closes
+        }
+        ++depth_;
+        return true;
+    }
+
+    bool close()
+    {
+        --depth_;
+        if (depth_ == 0) {
+            finished_ = true;
+        } else if (depth_ == 1) {
+            stack_.clear();
+            member_(std::move(memberKey_), std::move(current_));
+        } else {
+            stack_.pop_back();
+        }
+        return true;
+    }
+
+    const std::filesystem::path& file_;
+    uint64_t fileOffset_;
+    Member member_;
+    size_t depth_ = 0;
+    bool finished_ = false;
+    std::unordered_set<std::string> topKeys_;
+    std::string memberKey_; // the top-level key whose value is being read
+    std::string nestedKey_; // the key of the next value in the object being built
+    Json current_;          // the member value being built
+    std::vector<Json*> stack_;
+};
 
 uint64_t nonNegativeInteger(const Json& v, const std::string& what, const std::filesystem::path& file)
 {
@@ -184,6 +291,7 @@ SafetensorsEntry parseEntry(const std::string& name, const Json& v, const std::f
         fail(file, where + " shape " + shapeToString(e.shape) + " of " + e.sourceDtype + " needs " +
                        std::to_string(bytes) + " bytes but data_offsets [" + std::to_string(e.begin) + ", " +
                        std::to_string(e.end) + "] hold " + std::to_string(e.end - e.begin));
+    checkTensorElements(count, e.shape, file.string(), where);
     return e;
 }
 
@@ -212,15 +320,11 @@ SafetensorsFile::Shard readShard(const std::filesystem::path& path, size_t index
     const uint64_t dataSize = bytes.size() - shard.dataOffset;
 
     const std::string_view text(reinterpret_cast<const char*>(bytes.data()) + 8, size_t(n));
-    const Json header = parseHeaderJson(text, path, 8);
-    if (!header.is_object())
-        fail(path, "header must be a JSON object, found " + std::string(header.type_name()));
-
     const size_t first = entries.size();
-    for (const auto& [key, value] : header.items()) {
+    HeaderReader(path, 8, [&](std::string&& key, Json&& value) {
         if (key == "__metadata__") {
             shard.metadata = stringMap(value, "__metadata__", path);
-            continue;
+            return;
         }
         SafetensorsEntry e = parseEntry(key, value, path);
         if (e.end > dataSize)
@@ -228,7 +332,7 @@ SafetensorsFile::Shard readShard(const std::filesystem::path& path, size_t index
                            " is past the end of the data section (" + std::to_string(dataSize) + " bytes)");
         e.file = index;
         entries.push_back(std::move(e));
-    }
+    }).read(text);
 
     // The ranges, in data order, must tile [0, dataSize) exactly.
     std::vector<const SafetensorsEntry*> order;
@@ -301,12 +405,16 @@ SafetensorsFile SafetensorsFile::open(const std::filesystem::path& path)
         if (bytes.size() > kSafetensorsMaxHeaderBytes)
             fail(path, "index of " + std::to_string(bytes.size()) + " bytes exceeds the limit of " +
                            std::to_string(kSafetensorsMaxHeaderBytes));
-        const Json index = parseHeaderJson({reinterpret_cast<const char*>(bytes.data()), bytes.size()}, path, 0);
-        if (!index.is_object() || !index.contains("weight_map"))
+        std::optional<Json> weightMapJson;
+        HeaderReader(path, 0, [&](std::string&& key, Json&& value) {
+            if (key == "weight_map")
+                weightMapJson = std::move(value);
+            else if (key == "metadata")
+                f.metadata_ = indexMetadata(value, path);
+        }).read({reinterpret_cast<const char*>(bytes.data()), bytes.size()});
+        if (!weightMapJson)
             fail(path, "a safetensors index must be a JSON object with a \"weight_map\"");
-        if (index.contains("metadata"))
-            f.metadata_ = indexMetadata(index["metadata"], path);
-        const std::map<std::string, std::string> weightMap = stringMap(index["weight_map"], "weight_map", path);
+        const std::map<std::string, std::string> weightMap = stringMap(*weightMapJson, "weight_map", path);
 
         std::map<std::string, std::vector<std::string>> tensorsOfShard; // name order of shards
         for (const auto& [tensor, shard] : weightMap)
@@ -364,17 +472,34 @@ Tensor SafetensorsFile::tensor(std::string_view name) const
     return tensor(*e);
 }
 
-Tensor SafetensorsFile::tensor(const SafetensorsEntry& e) const
+const std::byte* SafetensorsFile::data(const SafetensorsEntry& e) const
 {
     const Shard& shard = shards_.at(e.file);
-    const std::byte* p = shard.mapping->data() + shard.dataOffset + e.begin;
+    return shard.mapping->data() + shard.dataOffset + e.begin;
+}
+
+bool SafetensorsFile::borrows(const SafetensorsEntry& e) const
+{
+    const std::byte* p = data(e);
     const size_t bytes = size_t(e.end - e.begin);
     const bool aligned = reinterpret_cast<uintptr_t>(p) % dtypeSize(e.dtype) == 0;
     const bool cleanBools =
         e.dtype != DType::Bool || std::all_of(p, p + bytes, [](std::byte b) { return b <= std::byte{1}; });
-    if (bytes == 0 || (aligned && cleanBools))
-        return Tensor::borrow(e.dtype, e.shape, bytes ? p : nullptr, shard.mapping);
-    Tensor t(e.dtype, e.shape);
+    return bytes == 0 || (aligned && cleanBools);
+}
+
+uint64_t SafetensorsFile::allocatedBytes(const SafetensorsEntry& e) const
+{
+    return borrows(e) ? 0 : e.end - e.begin;
+}
+
+Tensor SafetensorsFile::tensor(const SafetensorsEntry& e) const
+{
+    const std::byte* p = data(e);
+    const size_t bytes = size_t(e.end - e.begin);
+    if (borrows(e))
+        return Tensor::borrow(e.dtype, e.shape, bytes ? p : nullptr, shards_.at(e.file).mapping);
+    Tensor t = allocateTensor(e.dtype, e.shape, files().at(e.file).string(), "tensor \"" + e.name + "\"");
     std::memcpy(t.mutableRawData(), p, bytes);
     if (e.dtype == DType::Bool)
         for (auto& v : t.mutableValues<uint8_t>())
@@ -413,14 +538,22 @@ void writeSafetensors(const std::filesystem::path& path, const std::vector<Safet
         offset += tensors[i].tensor.nbytes();
     }
 
-    Json header = Json::object();
+    // The header text is appended member by member: building it as one
+    // ordered_json would insert each name in time linear in the names before it.
+    std::string text = "{";
     if (!metadata.empty())
-        header["__metadata__"] = metadata;
-    for (size_t i = 0; i < tensors.size(); ++i)
-        header[tensors[i].name] = {{"dtype", dtypes[i]},
-                                   {"shape", tensors[i].tensor.shape()},
-                                   {"data_offsets", {offsets[i][0], offsets[i][1]}}};
-    std::string text = header.dump();
+        text += "\"__metadata__\":" + Json(metadata).dump();
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const nlohmann::ordered_json entry = {{"dtype", dtypes[i]},
+                                              {"shape", tensors[i].tensor.shape()},
+                                              {"data_offsets", {offsets[i][0], offsets[i][1]}}};
+        if (text.size() > 1)
+            text += ',';
+        text += Json(tensors[i].name).dump();
+        text += ':';
+        text += entry.dump();
+    }
+    text += "}";
     text.append((8 - (8 + text.size()) % 8) % 8, ' ');
     const uint64_t n = text.size();
 

@@ -9,6 +9,9 @@
 // integers; element count × item size (overflow-checked) equals end − begin;
 // begin ≤ end ≤ data size; and the ranges, sorted, tile the data section with
 // no overlap and no gap (the format requires every byte to belong to a tensor).
+// A tensor holds at most kMaxTensorElements (io/load_budget.h) elements. The
+// header is read by SAX events in time linear in its size (a 97 MB header of
+// 1e6 tensors opens in seconds); its size cap bounds the number of entries.
 // `__metadata__`, if present, must map strings to strings and is kept.
 //
 // Tensors are borrowed from the memory-mapped file (zero copy). A tensor whose
@@ -76,6 +79,8 @@ public:
     // The name form throws an Error naming the file when the tensor is absent.
     Tensor tensor(const SafetensorsEntry& entry) const;
     Tensor tensor(std::string_view name) const;
+    // The bytes tensor(entry) allocates: 0 when it borrows, else its size.
+    uint64_t allocatedBytes(const SafetensorsEntry& entry) const;
 
     // A single file's `__metadata__`; for a sharded checkpoint the index's
     // `metadata` object, with non-string values as their JSON text
@@ -92,6 +97,9 @@ public:
     };
 
 private:
+    const std::byte* data(const SafetensorsEntry& entry) const;
+    bool borrows(const SafetensorsEntry& entry) const;
+
     std::filesystem::path path_;
     bool sharded_ = false;
     std::vector<Shard> shards_;
