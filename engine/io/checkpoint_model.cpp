@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "graph/weight_layout.h"
 #include "io/keras_model.h"
+#include "io/load_budget.h"
 
 namespace qs {
 
@@ -37,6 +38,11 @@ Model checkpointModel(const SafetensorsFile& file)
 {
     Model model = weightsOnly(file.path(), "safetensors");
     model.metadata = file.metadata();
+    // open() checked every tensor's size against its bytes and the per-tensor
+    // limit; what the copies (misaligned data) take is summed before any is made.
+    LoadBudget budget(file.path().string());
+    for (const SafetensorsEntry& entry : file.entries())
+        budget.reserve(file.allocatedBytes(entry), "tensor \"" + entry.name + "\"");
     for (const SafetensorsEntry& entry : file.entries())
         model.addInitializer(entry.name, file.tensor(entry));
     model.layers = inferCheckpointLayers(model);
@@ -46,6 +52,12 @@ Model checkpointModel(const SafetensorsFile& file)
 Model checkpointModel(const NpzFile& file)
 {
     Model model = weightsOnly(file.path(), "npz");
+    LoadBudget budget(file.path().string());
+    for (const NpzArray& array : file.arrays()) {
+        const std::string what = "array \"" + array.name + "\"";
+        checkTensorElements(shapeElementCount(array.header.shape), array.header.shape, file.path().string(), what);
+        budget.reserve(file.allocatedBytes(array), what);
+    }
     for (const NpzArray& array : file.arrays())
         model.addInitializer(array.name, file.read(array));
     model.layers = inferCheckpointLayers(model);
@@ -55,6 +67,17 @@ Model checkpointModel(const NpzFile& file)
 Model checkpointModel(const Hdf5File& file)
 {
     Model model = weightsOnly(file.path(), "hdf5");
+    // Every dataset loaded is read into owned memory: the sizes its dataspace
+    // declares are bounded before the first read (a chunked dataset may declare
+    // far more than the file stores).
+    LoadBudget budget(file.path().string());
+    for (const Hdf5Dataset& d : file.datasets())
+        if (d.dtype && isFloatingDType(*d.dtype)) {
+            const std::string what = "dataset \"" + d.path + "\"";
+            const int64_t numel = shapeElementCount(d.shape);
+            checkTensorElements(numel, d.shape, file.path().string(), what);
+            budget.reserve(uint64_t(numel) * dtypeSize(*d.dtype), what);
+        }
     std::vector<std::string> left;
     for (const Hdf5Dataset& d : file.datasets()) {
         if (d.dtype && isFloatingDType(*d.dtype))

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/load_budget.h"
 #include "io/npy_header.h"
 
 namespace qs {
@@ -77,10 +78,32 @@ void fortranToRowMajor(const std::byte* src, std::byte* dst, const Shape& shape,
     }
 }
 
-// Turns raw file bytes (already checked to be h.dataBytes long) into the tensor's data.
-Tensor decodeData(const NpyHeader& h, const std::byte* raw)
+std::string arrayLabel(const NpyHeader& h)
 {
-    Tensor t(h.dtype, h.shape);
+    return "the array of shape " + shapeToString(h.shape) + " of " + std::string(dtypeName(h.dtype));
+}
+
+// Checks the array against the per-file budget (io/load_budget.h) before
+// anything is allocated; `readBuffer`: the data is first read into a buffer of
+// its own (Fortran order, reordered after reading).
+void checkArrayBudget(const NpyHeader& h, std::string_view fileName, bool readBuffer)
+{
+    LoadBudget budget{std::string(fileName)};
+    if (readBuffer)
+        budget.reserve(uint64_t(h.dataBytes), "the Fortran-order data of " + arrayLabel(h));
+    budget.reserve(uint64_t(h.dataBytes), arrayLabel(h));
+}
+
+Tensor allocateArray(const NpyHeader& h, std::string_view fileName)
+{
+    checkArrayBudget(h, fileName, false);
+    return allocateTensor(h.dtype, h.shape, std::string(fileName), arrayLabel(h));
+}
+
+// Turns raw file bytes (already checked to be h.dataBytes long) into the tensor's data.
+Tensor decodeData(const NpyHeader& h, const std::byte* raw, std::string_view fileName)
+{
+    Tensor t = allocateArray(h, fileName);
     auto* out = static_cast<std::byte*>(t.mutableRawData());
     const size_t itemSize = dtypeSize(h.dtype);
     if (h.fortranOrder)
@@ -105,7 +128,7 @@ Tensor parseNpy(std::span<const std::byte> bytes, std::string_view name)
 {
     const NpyHeader h = parseNpyHeader(bytes, name);
     checkDataSize(h, bytes.size() - h.dataOffset, name);
-    return decodeData(h, bytes.data() + h.dataOffset);
+    return decodeData(h, bytes.data() + h.dataOffset, name);
 }
 
 Tensor readNpy(const std::filesystem::path& path)
@@ -136,7 +159,7 @@ Tensor readNpy(const std::filesystem::path& path)
     checkDataSize(h, fileSize - dataOffset, name);
 
     if (!h.fortranOrder) { // read straight into the tensor
-        Tensor t(h.dtype, h.shape);
+        Tensor t = allocateArray(h, name);
         if (h.dataBytes && std::fread(t.mutableRawData(), 1, size_t(h.dataBytes), file.get()) != size_t(h.dataBytes))
             fail(name, "read error in the array data");
         if (h.bigEndian)
@@ -146,10 +169,17 @@ Tensor readNpy(const std::filesystem::path& path)
                 v = v != 0;
         return t;
     }
-    std::vector<std::byte> raw(size_t(h.dataBytes));
+    checkArrayBudget(h, name, true);
+    std::vector<std::byte> raw;
+    try {
+        raw.resize(size_t(h.dataBytes));
+    } catch (const std::bad_alloc&) {
+        fail(name,
+             "cannot allocate " + std::to_string(h.dataBytes) + " bytes for " + arrayLabel(h) + " (out of memory)");
+    }
     if (!raw.empty() && std::fread(raw.data(), 1, raw.size(), file.get()) != raw.size())
         fail(name, "read error in the array data");
-    return decodeData(h, raw.data());
+    return decodeData(h, raw.data(), name);
 }
 
 std::vector<std::byte> encodeNpy(const Tensor& tensor)

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "io/load_budget.h"
 #include "io/npy.h"
 
 namespace qs {
@@ -88,11 +89,26 @@ Tensor NpzFile::read(std::string_view name) const
     return read(*a);
 }
 
+uint64_t NpzFile::allocatedBytes(const NpzArray& array) const
+{
+    const ZipEntry& e = archive_.entries().at(array.entry);
+    const NpyHeader& h = array.header;
+    if (e.method == 0) {
+        const std::byte* p = archive_.mapping()->data() + e.dataOffset + h.dataOffset;
+        const bool borrows = isNativeLayout(h) && reinterpret_cast<uintptr_t>(p) % dtypeSize(h.dtype) == 0;
+        return borrows ? 0 : uint64_t(h.dataBytes);
+    }
+    // Inflated straight into the tensor, or inflated whole first and then decoded.
+    return isNativeLayout(h) ? uint64_t(h.dataBytes) : e.uncompressedSize + uint64_t(h.dataBytes);
+}
+
 Tensor NpzFile::read(const NpzArray& array) const
 {
     const ZipEntry& e = archive_.entries().at(array.entry);
     const NpyHeader& h = array.header;
     const std::string member = archive_.describe(e);
+    const std::string what = "array of shape " + shapeToString(h.shape) + " of " + std::string(dtypeName(h.dtype));
+    LoadBudget(member).reserve(allocatedBytes(array), what);
     if (e.method == 0) {
         const auto content = archive_.storedContent(e);
         const std::byte* p = content.data() + h.dataOffset;
@@ -104,11 +120,16 @@ Tensor NpzFile::read(const NpzArray& array) const
     std::vector<std::byte> bytes(h.dataOffset);
     reader.read(bytes);
     if (isNativeLayout(h)) {
-        Tensor t(h.dtype, h.shape);
+        Tensor t = allocateTensor(h.dtype, h.shape, member, what);
         reader.read({static_cast<std::byte*>(t.mutableRawData()), size_t(h.dataBytes)});
         return t;
     }
-    bytes.resize(size_t(e.uncompressedSize));
+    try {
+        bytes.resize(size_t(e.uncompressedSize));
+    } catch (const std::bad_alloc&) {
+        throw Error(member + ": cannot allocate " + std::to_string(e.uncompressedSize) +
+                    " bytes to inflate the member (out of memory)");
+    }
     reader.read(std::span(bytes).subspan(h.dataOffset));
     return parseNpy(bytes, member);
 }

@@ -51,6 +51,9 @@ public:
     // archive when there is no such array.
     Tensor read(const NpzArray& array) const;
     Tensor read(std::string_view name) const;
+    // The bytes read(array) allocates (0 when it borrows); read() refuses an
+    // array for which this passes the per-file budget of io/load_budget.h.
+    uint64_t allocatedBytes(const NpzArray& array) const;
 
     const ZipArchive& archive() const { return archive_; }
 
