@@ -80,6 +80,19 @@ def make_onnx():
     emit("onnx_unknown_dtype.onnx", "onnx",
          onnx_bytes(tiny_model(raw_tensor("w", 99, [4, 2], b"\0" * 32))), ["initializer 'w'", "element type #99 is not supported"])
     # int4 is read (two codes per byte): 8 codes need 4 bytes, 3 hold only 6.
+    # Issue 24: float8 dims of 4e9 codes with 72 bytes were widened (16 GB) before the size check.
+    emit("onnx_float8_dims_huge_raw_short.onnx", "onnx",
+         onnx_bytes(tiny_model(raw_tensor("w", 17, [4, 1000000000], b"\0" * 72))),
+         ["initializer 'w'", "raw_data holds 72 bytes", "4000000000 float8e4m3fn elements"])
+    u4 = TensorProto()
+    u4.name, u4.data_type = "w", 21
+    u4.dims.extend([5])
+    u4.int32_data.extend([0x21, 0x43])
+    emit("onnx_uint4_int32_data_count.onnx", "onnx", onnx_bytes(tiny_model(u4)),
+         ["initializer 'w'", "int32_data holds 2 values", "(3 bytes, two per byte)"])
+    emit("onnx_bf16_raw_short.onnx", "onnx",
+         onnx_bytes(tiny_model(raw_tensor("w", TensorProto.BFLOAT16, [4, 2], b"\0" * 10))),
+         ["initializer 'w'", "raw_data holds 10 bytes", "8 bfloat16 elements"])
     emit("onnx_int4_raw_data_short.onnx", "onnx",
          onnx_bytes(tiny_model(raw_tensor("w", 22, [4, 2], b"\0" * 3))),
          ["initializer 'w'", "raw_data holds 3 bytes", "8 int4 elements"])
@@ -138,6 +151,12 @@ def make_safetensors():
          st_header('{"a": {"dtype": "F32", "shape": [6], "data_offsets": [0, 24]}} xyz'), ["not valid JSON", "byte offset 71"])
     emit("st_deeply_nested.safetensors", "safetensors",
          st_header('{"a": ' + "[" * 60000 + "]" * 60000 + "}", data=b""), ["nests deeper"])
+    emit("st_f8_offsets_short.safetensors", "safetensors",
+         st_header('{"w": {"dtype": "F8_E4M3", "shape": [4, 1000000000], "data_offsets": [0, 72]}}', data=b"\0" * 72),
+         ['tensor "w"', "F8_E4M3 needs 4000000000 bytes", "hold 72"])
+    emit("st_elements_over_limit.safetensors", "safetensors",
+         st_header('{"w": {"dtype": "U8", "shape": [4294967304], "data_offsets": [0, 4294967304]}}', data=b"\0" * 8),
+         ['tensor "w"', "4294967304 elements", "limit of 4294967296 per tensor"])
     emit("st_metadata_not_object.safetensors", "safetensors",
          st_header('{"__metadata__": ["format", "pt"], "a": {"dtype": "F32", "shape": [6], '
                    '"data_offsets": [0, 24]}}'), ["__metadata__"])
