@@ -1,12 +1,14 @@
 // Data sources (io/data_source.h): .npz, .npy and HDF5 batching, labels,
 // streaming of a file many batches long, matching against a model's inputs,
-// and every error path. Fixtures come from data/data_sources/make_data_fixtures.py:
-// element (r, k) of an array is r * 1000 + k, labels are r % 3.
+// batch sizes for a model (fixed batch dimensions), synthetic data (token ids
+// bounded by their embedding table), and every error path. Fixtures come from
+// data/data_sources/make_data_fixtures.py: element (r, k) of an array is r * 1000 + k, labels are r % 3.
 #include <QtTest>
 
 #include "core/error.h"
 #include "io/data_source.h"
 #include "io/onnx_loader.h"
+#include "io/synthetic_data.h"
 
 using namespace qs;
 
@@ -267,6 +269,113 @@ private slots:
             QCOMPARE(rows, source->rowCount());
             QCOMPARE(batches, source->batchCount());
         }
+    }
+
+    // The batch size for a model: its fixed axis 0 (torch.onnx exports 1)
+    // whatever the default, and a demanded size that differs is refused
+    // naming the input; a dynamic batch takes the demanded size, else the
+    // preferred one.
+    void batchSizingFollowsTheModel()
+    {
+        const Model fixed = modelWithInputs({input("x", DType::F32, {Dim::fixed(1), Dim::fixed(4)})});
+        BatchSizing b = batchSizingFor(fixed, std::nullopt);
+        QCOMPARE(b.batchSize, int64_t(1));
+        QCOMPARE(b.fixedBy, std::string("x"));
+        QCOMPARE(batchSizingFor(fixed, std::nullopt, 64).batchSize, int64_t(1));
+        QCOMPARE(batchSizingFor(fixed, 1).batchSize, int64_t(1));
+        expectError([&] { batchSizingFor(fixed, 8); }, {"model.onnx", "'x'", "float32[1, 4]", "exactly 1", "8"});
+
+        const Model dynamic = modelWithInputs({input("x", DType::F32, {Dim::named("N"), Dim::fixed(4)})});
+        b = batchSizingFor(dynamic, 8);
+        QCOMPARE(b.batchSize, int64_t(8));
+        QVERIFY(!b.fixed());
+        QCOMPARE(batchSizingFor(dynamic, std::nullopt).batchSize, kDefaultBatchSize);
+        QCOMPARE(batchSizingFor(dynamic, std::nullopt, 5).batchSize, int64_t(5));
+        QVERIFY(!b.apply().exactBatches);
+
+        const Model clash = modelWithInputs({input("a", DType::F32, {Dim::fixed(1), Dim::fixed(4)}),
+                                             input("b", DType::F32, {Dim::fixed(2), Dim::fixed(4)})});
+        expectError([&] { batchSizingFor(clash, std::nullopt); }, {"'a'", "'b'", "axis 0"});
+    }
+
+    // Exact batches (a fixed batch dimension): 10 rows in batches of 4 are two
+    // batches of 4 and 2 rows left out; fewer rows than one batch is an Error.
+    void exactBatchesLeaveTheRemainderOut()
+    {
+        const Model fixed =
+            modelWithInputs({input("mask", DType::I64, {Dim::fixed(4), Dim::fixed(4)}),
+                             input("image", DType::F32, {Dim::fixed(4), Dim::fixed(2), Dim::fixed(3)})});
+        auto source = openDataSource(fixture("two_inputs.npz"), batchSizingFor(fixed, std::nullopt).apply(), &fixed);
+        QVERIFY(source->exactBatches());
+        QCOMPARE(source->batchCount(), int64_t(2));
+        QCOMPARE(source->droppedRows(), int64_t(2));
+        int64_t rows = 0;
+        while (auto batch = source->next()) {
+            QCOMPARE(batch->rows, int64_t(4));
+            QVERIFY(holdsRows<float>(batch->inputs.at("image"), rows, 4, {2, 3}));
+            rows += batch->rows;
+        }
+        QCOMPARE(rows, int64_t(8));
+        QCOMPARE(openDataSource(fixture("two_inputs.npz"), {.batchSize = 4})->droppedRows(), int64_t(0));
+
+        const Model big = modelWithInputs({input("mask", DType::I64, {Dim::fixed(16), Dim::fixed(4)}),
+                                           input("image", DType::F32, {Dim::fixed(16), Dim::fixed(2), Dim::fixed(3)})});
+        expectError([&] { openDataSource(fixture("two_inputs.npz"), batchSizingFor(big, std::nullopt).apply(), &big); },
+                    {"two_inputs.npz", "10 rows", "exactly 16"});
+    }
+
+    // Synthetic token ids stay below the row count of the embedding table
+    // they index (here [100, 16], reached through a Cast), and cover it;
+    // integer inputs that feed no table get [0, 10); float inputs are normal.
+    void syntheticTokenIdsFitTheEmbeddingTable()
+    {
+        Model m = modelWithInputs({input("ids", DType::I64, {Dim::named("N"), Dim::named("T")}),
+                                   input("segment", DType::I32, {Dim::named("N"), Dim::fixed(8)}),
+                                   input("x", DType::F32, {Dim::named("N"), Dim::fixed(3)})});
+        m.addInitializer("embed.weight", Tensor(DType::F32, {100, 16}));
+        Node cast;
+        cast.opType = "Cast";
+        cast.inputs = {"ids"};
+        cast.outputs = {"ids32"};
+        Node gather;
+        gather.opType = "Gather";
+        gather.inputs = {"embed.weight", "ids32"};
+        gather.outputs = {"e"};
+        m.nodes = {cast, gather};
+        QCOMPARE(syntheticIdBound(m, "ids"), int64_t(100));
+        QCOMPARE(syntheticIdBound(m, "segment"), kDefaultSyntheticIdBound);
+
+        SyntheticDataSource data(m, 64, 7, {.batchSize = 16}, {{"ids", Shape{1, 20}}});
+        QCOMPARE(data.batchCount(), int64_t(4));
+        int64_t largest = 0, count = 0;
+        std::vector<int64_t> firstPass;
+        while (auto batch = data.next()) {
+            const Tensor& ids = batch->inputs.at("ids");
+            QCOMPARE(ids.dtype(), DType::I64);
+            QCOMPARE(ids.shape(), (Shape{16, 20}));
+            for (int64_t id : ids.values<int64_t>()) {
+                QVERIFY2(id >= 0 && id < 100, qPrintable(QString::number(id)));
+                largest = std::max(largest, id);
+                firstPass.push_back(id);
+                ++count;
+            }
+            for (int32_t s : batch->inputs.at("segment").values<int32_t>())
+                QVERIFY(s >= 0 && s < 10);
+            QCOMPARE(batch->inputs.at("x").shape(), (Shape{16, 3}));
+        }
+        QCOMPARE(count, int64_t(64 * 20));
+        QVERIFY2(largest >= 90, qPrintable(QString::number(largest))); // the whole table, not a small range
+        data.rewind();
+        QCOMPARE(data.next()->inputs.at("ids").values<int64_t>()[5], firstPass[5]); // seeded: the same again
+
+        // A dynamic dimension past axis 0 needs a shape; the error names the input and the dimension.
+        expectError([&] { SyntheticDataSource(m, 8, 1, {}); }, {"'ids'", "1 (T)", "dynamic"});
+        // A given shape keeps the fixed dimensions.
+        expectError(
+            [&] {
+                SyntheticDataSource(m, 8, 1, {}, {{"ids", Shape{1, 20}}, {"segment", Shape{1, 9}}});
+            },
+            {"'segment'", "axis 1", "fixed at 8"});
     }
 
     void errorsNameFileAndArrays()

@@ -329,6 +329,47 @@ private slots:
                                                         SensitivityKind::OneLayer, {}, cancel));
     }
 
+    // A model exported with a fixed batch (torch.onnx's default is 1; 16
+    // here) is evaluated in batches of exactly that size by default: 450 rows
+    // are 28 batches of 16, the last 2 rows left out. Batches of the old
+    // default size are what the model refuses.
+    void fixedBatchModelIsEvaluatedInItsBatchSize()
+    {
+        Model model = loadModel(kModel);
+        model.inputs[0].shape->front() = Dim::fixed(16);
+        const Interpreter interpreter(std::move(model));
+        const QuantizationPlan plan = QuantizationPlan::build(
+            interpreter.model(), RuleSet::fromJson(rules(R"({"weight_qtype": "int8", "act_qtype": "int8"})")));
+        WeightQuantizer weights;
+        weights.update(interpreter.model(), plan);
+
+        const BatchSizing sizing = batchSizingFor(interpreter.model(), std::nullopt);
+        QCOMPARE(sizing.batchSize, int64_t(16));
+        QCOMPARE(sizing.fixedBy, std::string("input"));
+        auto data = openDataSource(kEval, sizing.apply(), &interpreter.model());
+        QCOMPARE(data->batchCount(), int64_t(28));
+        QCOMPARE(data->droppedRows(), int64_t(2));
+        const EvaluationResult r = evaluate(interpreter, plan, weights, nullptr, *data);
+        QCOMPARE(r.batches, int64_t(28));
+        QCOMPARE(r.samples, int64_t(448));
+        QCOMPARE(r.accuracy->samples, int64_t(448));
+        QVERIFY(r.accuracy->floatTop1 > 0.95);
+        const SensitivityResult one =
+            sensitivity(interpreter, plan, weights, nullptr, *data, SensitivityKind::OneLayer);
+        QCOMPARE(one.ranking.size(), interpreter.model().layers.size());
+        CalibrationOptions calibration;
+        calibration.maxBatches = 3;
+        QCOMPARE(calibrateActivations(interpreter, plan, *data, calibration).batches(), int64_t(3));
+
+        auto unsized = evalData(interpreter.model(), kDefaultBatchSize);
+        try {
+            evaluate(interpreter, plan, weights, nullptr, *unsized);
+            QFAIL("batches of 32 ran on a model fixed at 16");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("expected shape float32[16"), e.what());
+        }
+    }
+
     void resultJson()
     {
         Setup s(rules(R"({"module_path": "classifier/.*", "weight_qtype": "int4"})"));

@@ -26,7 +26,7 @@
 #include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
 #include "gui/stall_watchdog.h"
-#include "gui/synthetic_data_source.h"
+#include "io/synthetic_data.h"
 #include "gui/main_window.h"
 #include "gui/workspace.h"
 #include "rules/ruleset.h"

@@ -9,9 +9,9 @@
 
 #include "core/error.h"
 #include "gui/job_tracker.h"
-#include "gui/synthetic_data_source.h"
 #include "io/image_folder.h"
 #include "io/model_loader.h"
+#include "io/synthetic_data.h"
 #include "rules/schema.h"
 #include "runtime/op_registry.h"
 #include "widgets/layer_tree_model.h"
@@ -272,8 +272,11 @@ void Workspace::setEvaluationData(std::optional<DataConfig> config)
 
 std::unique_ptr<DataSource> Workspace::openData(const DataConfig& config, const Model* model)
 {
+    // A model whose inputs fix the batch dimension gets batches of that size, whatever the dialog's size.
     DataSourceOptions options;
     options.batchSize = config.batchSize;
+    if (model)
+        options = batchSizingFor(*model, std::nullopt, config.batchSize).apply(options);
     switch (config.kind) {
     case DataConfig::Kind::File:
         return openDataSource(config.path, options, model);

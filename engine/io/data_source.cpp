@@ -58,7 +58,7 @@ DataSource::DataSource(std::filesystem::path path, DataSourceOptions options)
 int64_t DataSource::batchCount() const
 {
     const int64_t full = rowCount_ / options_.batchSize;
-    return options_.dropLast || rowCount_ % options_.batchSize == 0 ? full : full + 1;
+    return options_.dropLast || options_.exactBatches || rowCount_ % options_.batchSize == 0 ? full : full + 1;
 }
 
 void DataSource::setArrays(std::vector<DataArray> arrays, std::optional<DataArray> labels)
@@ -75,6 +75,10 @@ void DataSource::setArrays(std::vector<DataArray> arrays, std::optional<DataArra
             throw Error(path_.string() + ": arrays '" + all[0]->fileName + "' and '" + all[i]->fileName +
                         "' have different row counts (" + std::to_string(all[0]->rows) + " and " +
                         std::to_string(all[i]->rows) + " along axis 0)");
+    if (options_.exactBatches && all[0]->rows < options_.batchSize)
+        throw Error(path_.string() + ": " + std::to_string(all[0]->rows) + " rows, fewer than one batch: the model " +
+                    "takes batches of exactly " + std::to_string(options_.batchSize) +
+                    " rows (its inputs fix the batch dimension)");
     inputs_ = std::move(arrays);
     labels_ = std::move(labels);
     rowCount_ = inputs_[0].rows;
@@ -83,7 +87,7 @@ void DataSource::setArrays(std::vector<DataArray> arrays, std::optional<DataArra
 std::optional<Batch> DataSource::next()
 {
     const int64_t rows = std::min(options_.batchSize, rowCount_ - position_);
-    if (rows <= 0 || (options_.dropLast && rows < options_.batchSize))
+    if (rows <= 0 || ((options_.dropLast || options_.exactBatches) && rows < options_.batchSize))
         return std::nullopt;
     Batch batch;
     batch.firstRow = position_;
@@ -100,6 +104,43 @@ void DataSource::rewind()
 {
     restart();
     position_ = 0;
+}
+
+DataSourceOptions BatchSizing::apply(DataSourceOptions base) const
+{
+    base.batchSize = batchSize;
+    base.exactBatches = fixed();
+    return base;
+}
+
+BatchSizing batchSizingFor(const Model& model, std::optional<int64_t> requested, int64_t preferred)
+{
+    const std::string file = model.sourcePath.string();
+    const ValueInfo* fixedBy = nullptr;
+    for (const ValueInfo& input : model.inputs) {
+        if (!input.shape || input.shape->empty() || !input.shape->front().isFixed())
+            continue;
+        if (fixedBy && *fixedBy->shape->front().size != *input.shape->front().size)
+            throw Error(file + ": inputs '" + fixedBy->name + "' (" + fixedBy->toString() + ") and '" + input.name +
+                        "' (" + input.toString() + ") fix different sizes along axis 0; data batches feed every " +
+                        "input the same rows");
+        fixedBy = fixedBy ? fixedBy : &input;
+    }
+    BatchSizing sizing;
+    if (fixedBy && *fixedBy->shape->front().size >= 1) {
+        sizing.batchSize = *fixedBy->shape->front().size;
+        sizing.fixedBy = fixedBy->name;
+        if (requested && *requested != sizing.batchSize)
+            throw Error(file + ": input '" + fixedBy->name + "' (" + fixedBy->toString() +
+                        ") takes batches of exactly " + std::to_string(sizing.batchSize) +
+                        " (its axis 0 is fixed); a batch size of " + std::to_string(*requested) +
+                        " cannot be used (leave it out to use " + std::to_string(sizing.batchSize) + ")");
+        return sizing;
+    }
+    sizing.batchSize = requested.value_or(preferred);
+    if (sizing.batchSize < 1)
+        throw Error(file + ": the batch size must be at least 1, not " + std::to_string(sizing.batchSize));
+    return sizing;
 }
 
 std::vector<DataArray> matchModelInputs(const std::vector<DataArray>& found, const Model& model,

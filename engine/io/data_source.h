@@ -20,6 +20,7 @@
 // Errors are qs::Error naming the file and the array (and, for a mismatch,
 // the model input or the other array).
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -50,9 +51,16 @@ struct DataArray {
     int64_t rows = 0; // rows in the file (axis 0)
 };
 
+// Rows per batch when neither the model nor the user says otherwise.
+inline constexpr int64_t kDefaultBatchSize = 32;
+
 struct DataSourceOptions {
-    int64_t batchSize = 32;            // rows per batch, >= 1
-    bool dropLast = false;             // drop a last batch shorter than batchSize
+    int64_t batchSize = kDefaultBatchSize; // rows per batch, >= 1
+    bool dropLast = false;                 // drop a last batch shorter than batchSize
+    // Every batch holds exactly batchSize rows (the model's batch dimension is
+    // fixed): rows after the last whole batch are left out (droppedRows()),
+    // and fewer rows than one batch is an Error naming the file.
+    bool exactBatches = false;
     std::string labelsName = "labels"; // the array holding labels (npz member, HDF5 dataset)
     std::string hdf5Group = "/";       // HDF5: the group holding the datasets
 };
@@ -70,9 +78,12 @@ public:
     const std::optional<DataArray>& labels() const { return labels_; }
     int64_t rowCount() const { return rowCount_; }
     int64_t batchSize() const { return options_.batchSize; }
+    bool exactBatches() const { return options_.exactBatches; }
     // Batches next() yields from the start: ceil(rows / batchSize), or
-    // floor with dropLast.
+    // floor with dropLast or exactBatches.
     int64_t batchCount() const;
+    // Rows after the last batch next() yields (0 unless dropLast or exactBatches).
+    int64_t droppedRows() const { return rowCount_ - std::min(rowCount_, batchCount() * options_.batchSize); }
 
     // The next batch, or none after the last.
     std::optional<Batch> next();
@@ -106,6 +117,26 @@ private:
 // input it feeds, in the model's order. Throws Error naming `source`.
 std::vector<DataArray> matchModelInputs(const std::vector<DataArray>& found, const Model& model,
                                         const std::string& source);
+
+// How a model's data is cut into batches.
+struct BatchSizing {
+    int64_t batchSize = kDefaultBatchSize;
+    // The input whose declared axis 0 fixes the batch size; empty when the
+    // model's batch dimension is dynamic (or it has no inputs).
+    std::string fixedBy;
+    bool fixed() const { return !fixedBy.empty(); }
+    // `base` with batchSize set and, for a fixed batch, exactBatches.
+    DataSourceOptions apply(DataSourceOptions base = {}) const;
+};
+
+// The batch size for `model`'s data: the model's fixed batch dimension when an
+// input declares axis 0 as a fixed size (the torch.onnx default is 1), else
+// `requested`, else `preferred`. A `requested` size other than the fixed one is
+// an Error naming the model file, the input and both sizes; inputs fixing
+// different sizes along axis 0 are an Error naming both. `requested` is what a
+// user demanded (quantscope-cli --batch-size); `preferred` a default that
+// yields to the model (the app's batch size, kDefaultBatchSize).
+BatchSizing batchSizingFor(const Model& model, std::optional<int64_t> requested, int64_t preferred = kDefaultBatchSize);
 
 // .npz (`labels` member optional), .npy (one input, no labels) or HDF5
 // (datasets in options.hdf5Group), chosen by the file's first bytes. `model`
