@@ -2,7 +2,9 @@
 // report holds what evaluate() computes, run's .npz equals the interpreter's
 // outputs, errors name the rule file or the rule, compare-methods on a model's
 // weight equals compare-methods on that weight saved as .npy, bench-model's
-// JSON, and docs/cli.md holds these commands' help verbatim.
+// JSON, batch sizes and --shape on the models users have (a batch fixed at 1,
+// dynamic spatial dimensions, token ids), and docs/cli.md holds these
+// commands' help verbatim.
 #include <QtTest>
 
 #include <cmath>
@@ -32,6 +34,20 @@ QString writeText(const QTemporaryDir& dir, const QString& name, const std::stri
     const QString path = dir.path() + "/" + name;
     test::writeFile(path.toStdString(), text);
     return path;
+}
+
+// Int8 weights and statically calibrated int8 activations on every layer.
+const std::string kStaticRules =
+    R"({"version": 1, "rules": [{"weight_qtype": "int8", "act_qtype": "int8", "act_static_scale": true}]})";
+
+// The models and data of data/shapes/make_shape_models.py, made once per run;
+// empty when python3-onnx is missing.
+QString shapeFixtures()
+{
+    static QTemporaryDir dir;
+    static const bool made =
+        test::runPython(QStringLiteral(QUANTSCOPE_TEST_DATA "/shapes/make_shape_models.py"), {dir.path()});
+    return made ? dir.path() : QString();
 }
 
 void expectUserError(const QStringList& args, const QString& mustContain)
@@ -257,7 +273,7 @@ private slots:
 
     void benchModelJson()
     {
-        const Run r = runCli({"bench-model", kModel, "--batch", "4", "--runs", "3", "--threads", "1", "--json"});
+        const Run r = runCli({"bench-model", kModel, "--batch-size", "4", "--runs", "3", "--threads", "1", "--json"});
         QVERIFY2(r.exitCode == 0, r.err.constData());
         const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
         QCOMPARE(j["model"].get<std::string>(), kModel.toStdString());
@@ -273,13 +289,122 @@ private slots:
         QVERIFY(std::abs(j["observer_overhead_all_histograms"].get<double>() -
                          (j["observer_all_histograms_latency_ms_median"].get<double>() / fp32 - 1.0)) < 1e-12);
         // With static rules the benchmark calibrates on its own inputs first.
-        const Run w8a8 = runCli({"bench-model", kModel, "--runs", "2", "--rules",
-                                 QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/rules/w8a8_per_channel.json"),
-                                 "--json"});
+        const Run w8a8 =
+            runCli({"bench-model", kModel, "--runs", "2", "--rules",
+                    QStringLiteral(QUANTSCOPE_TEST_DATA "/../../resources/rules/w8a8_per_channel.json"), "--json"});
         QVERIFY2(w8a8.exitCode == 0, w8a8.err.constData());
         QVERIFY(nlohmann::json::parse(w8a8.out.toStdString())["fake_quant_latency_ms_median"].get<double>() > 0);
         expectUserError({"bench-model", kModel, "--rules", "no-such-rules.json"}, "no-such-rules.json");
         expectUserError({"bench-model", QStringLiteral(QUANTSCOPE_TEST_DATA "/npy/f4_le_c_v1.npy")}, "weights-only");
+        // --batch is the older name of --batch-size: the same run, and not both at once.
+        const Run older = runCli({"bench-model", kModel, "--batch", "3", "--runs", "1", "--json"});
+        QVERIFY2(older.exitCode == 0, older.err.constData());
+        QCOMPARE(nlohmann::json::parse(older.out.toStdString())["batch"].get<int>(), 3);
+        QCOMPARE(runCli({"bench-model", kModel, "--batch", "3", "--batch-size", "3"}).exitCode, 2);
+    }
+
+    // A model exported with its batch fixed at 1 (torch.onnx's default)
+    // calibrates and evaluates a 40-row file at default options, in 40
+    // batches of 1; one fixed at 16 takes 2 batches and says the last 8 rows
+    // are left out. Both refuse another --batch-size, naming the input.
+    void fixedBatchModelTakesItsBatchSize()
+    {
+        const QString dir = shapeFixtures();
+        QVERIFY(!dir.isEmpty());
+        QTemporaryDir out;
+        const QString rules = writeText(out, "rules.json", kStaticRules);
+        const QString report = out.path() + "/report.json";
+        const QString rows = dir + "/rows40.npz";
+        Run r = runCli({"quantize", dir + "/fixed_batch.onnx", "--rules", rules, "--calib", rows, "--eval", rows,
+                        "--sensitivity", "one", "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        nlohmann::json j = nlohmann::json::parse(test::readFile(report.toStdString()));
+        QCOMPARE(j["calibration"]["batches"].get<int>(), 40);
+        QCOMPARE(j["evaluation"]["batches"].get<int>(), 40);
+        QCOMPARE(j["evaluation"]["samples"].get<int>(), 40);
+        QVERIFY(!r.err.contains("left out"));
+
+        r = runCli({"quantize", dir + "/fixed_batch16.onnx", "--rules", rules, "--calib", rows, "--eval", rows,
+                    "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        QVERIFY2(r.err.contains("exactly 16 rows: the last 8 of 40 rows are left out"), r.err.constData());
+        j = nlohmann::json::parse(test::readFile(report.toStdString()));
+        QCOMPARE(j["calibration"]["batches"].get<int>(), 2);
+        QCOMPARE(j["evaluation"]["samples"].get<int>(), 32);
+
+        // run --calib calibrates in batches of 1 as well.
+        const QString x = out.path() + "/x.npy";
+        writeNpy(x.toStdString(), Tensor::fromVector<float>(DType::F32, {1, 4}, {1, -2, 3, -4}));
+        r = runCli({"run", dir + "/fixed_batch.onnx", "--input", "x=" + x, "--rules", rules, "--calib", rows, "--out",
+                    out.path() + "/y.npz"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+
+        for (const QStringList& args :
+             {QStringList{"quantize", dir + "/fixed_batch.onnx", "--rules", rules, "--calib", rows, "--batch-size",
+                          "8"},
+              QStringList{"run", dir + "/fixed_batch.onnx", "--input", "x=" + x, "--rules", rules, "--calib", rows,
+                          "--batch-size", "8", "--out", out.path() + "/y.npz"},
+              QStringList{"bench-model", dir + "/fixed_batch.onnx", "--batch-size", "8", "--runs", "1"}}) {
+            expectUserError(args, "--batch-size 8");
+            expectUserError(args, "input 'x' (float32[1, 4]) takes batches of exactly 1");
+        }
+    }
+
+    // A dynamic batch takes --batch-size: 40 rows in batches of 8 are 5 batches.
+    void dynamicBatchTakesTheGivenBatchSize()
+    {
+        const QString dir = shapeFixtures();
+        QVERIFY(!dir.isEmpty());
+        QTemporaryDir out;
+        const QString report = out.path() + "/report.json";
+        const QString rows = dir + "/rows40.npz";
+        const Run r =
+            runCli({"quantize", dir + "/dynamic_batch.onnx", "--rules", writeText(out, "r.json", kStaticRules),
+                    "--calib", rows, "--eval", rows, "--batch-size", "8", "--report", report});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(test::readFile(report.toStdString()));
+        QCOMPARE(j["calibration"]["batches"].get<int>(), 5);
+        QCOMPARE(j["evaluation"]["batches"].get<int>(), 5);
+        QCOMPARE(j["evaluation"]["samples"].get<int>(), 40);
+    }
+
+    // Dynamic dimensions past the batch need --shape: bench-model and run
+    // refuse without one, naming the input and its dynamic dimensions, and
+    // run with one; a --shape must keep the fixed dimensions.
+    void dynamicDimensionsNeedAShape()
+    {
+        const QString dir = shapeFixtures();
+        QVERIFY(!dir.isEmpty());
+        const QString model = dir + "/dynamic_hw.onnx";
+        expectUserError({"bench-model", model, "--runs", "1"}, "input 'x' (float32[1, 1, H, W])");
+        expectUserError({"bench-model", model, "--runs", "1"}, "dynamic dimensions 2 (H) and 3 (W)");
+        expectUserError({"bench-model", model, "--runs", "1"}, "--shape x=1x1x<H>x<W>");
+        const Run bench =
+            runCli({"bench-model", model, "--shape", "x=1x1x48x32", "--runs", "2", "--threads", "1", "--json"});
+        QVERIFY2(bench.exitCode == 0, bench.err.constData());
+        QVERIFY(nlohmann::json::parse(bench.out.toStdString())["latency_ms_median"].get<double>() > 0);
+        expectUserError({"bench-model", model, "--shape", "x=2x1x8x8"}, "fixed at 1");
+        expectUserError({"bench-model", model, "--shape", "y=1x1x8x8"}, "no input 'y'");
+        QCOMPARE(runCli({"bench-model", model, "--shape", "x=1x1x8"}).exitCode, 1);
+        QCOMPARE(runCli({"bench-model", model, "--shape", "x=1x1x0x8"}).exitCode, 2);
+        QCOMPARE(runCli({"bench-model", model, "--shape", "x1x1x8x8"}).exitCode, 2);
+
+        QTemporaryDir out;
+        const QString y = out.path() + "/y.npz";
+        expectUserError({"run", model, "--out", y}, "dimensions 2 (H) and 3 (W) are dynamic");
+        const Run run = runCli({"run", model, "--shape", "x=1x1x6x10", "--out", y});
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        QVERIFY2(run.out.contains("seeded random input x [1, 1, 6, 10]"), run.out.constData());
+        QCOMPARE(NpzFile::open(y.toStdString()).read("y").shape(), (Shape{1, 2, 3, 5}));
+
+        // Token ids: seeded ids index the [100, 16] table without running off it.
+        const Run tokens = runCli({"run", dir + "/tokens.onnx", "--shape", "ids=4x50", "--out", y});
+        QVERIFY2(tokens.exitCode == 0, tokens.err.constData());
+        QCOMPARE(NpzFile::open(y.toStdString()).read("y").shape(), (Shape{4, 16}));
+        const Run benchTokens =
+            runCli({"bench-model", dir + "/tokens.onnx", "--shape", "ids=2x30", "--runs", "1", "--json"});
+        QVERIFY2(benchTokens.exitCode == 0, benchTokens.err.constData());
+        expectUserError({"bench-model", dir + "/tokens.onnx"}, "dimension 1 (T)");
     }
 };
 

@@ -12,48 +12,21 @@
 #include <tbb/global_control.h>
 
 #include "cli/commands.h"
+#include "cli/input_shapes.h"
+#include "cli/quantization_options.h"
 #include "cli/text_table.h"
-#include "core/dtype.h"
 #include "core/error.h"
 #include "io/model_loader.h"
+#include "io/synthetic_data.h"
 #include "rules/ruleset.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_hook.h"
 #include "runtime/quantization_plan.h"
 #include "runtime/weight_quantizer.h"
-#include "runtime/tensor_cast.h"
 
 namespace qs::cli {
 namespace {
-
-constexpr uint32_t kSeed = 20240229;
-
-// Fixed dimensions as declared; symbolic ones take the batch size, unknown ones 1.
-Shape inputShape(const ValueInfo& input, int64_t batch, const std::string& modelFile)
-{
-    if (!input.shape)
-        throw Error(modelFile + ": input '" + input.name + "' has no declared rank; its shape cannot be chosen");
-    Shape shape;
-    for (const Dim& d : *input.shape)
-        shape.push_back(d.isFixed() ? *d.size : (d.isSymbolic() ? batch : 1));
-    return shape;
-}
-
-// Normal floats for float inputs; integers in [0, 10) for integer inputs (indices, token ids).
-Tensor randomInput(const ValueInfo& input, const Shape& shape, std::mt19937& rng, const std::string& modelFile)
-{
-    if (!input.dtype)
-        throw Error(modelFile + ": input '" + input.name + "' is of type " + input.typeName +
-                    ", which bench-model cannot fill");
-    Tensor values(DType::F32, shape);
-    std::normal_distribution<float> normal(0.f, 1.f);
-    std::uniform_int_distribution<int> small(0, 9);
-    const bool integer = !isFloatingDType(*input.dtype);
-    for (float& v : values.mutableValues<float>())
-        v = integer ? float(small(rng)) : normal(rng);
-    return *input.dtype == DType::F32 ? values : castTensor(values, *input.dtype);
-}
 
 // The default fake-quant rule set: int8 per-channel weights and int8 dynamic
 // (per-batch absmax) input activations on every layer.
@@ -91,7 +64,8 @@ std::vector<Latency> measure(int runs, const std::vector<std::function<void()>>&
         for (size_t v = 0; v < variants.size(); ++v) {
             const auto start = std::chrono::steady_clock::now();
             variants[v]();
-            ms[v].push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+            ms[v].push_back(
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
         }
     }
     if (progress)
@@ -108,8 +82,8 @@ class NodeTimer : public NodeObserver {
 public:
     struct OpTime {
         std::string opType;
-        size_t nodes = 0;  // nodes of this type in the model
-        double ms = 0;     // summed over the runs
+        size_t nodes = 0; // nodes of this type in the model
+        double ms = 0;    // summed over the runs
     };
 
     // Times the run as plain inference runs it: with activations folded into Conv.
@@ -151,7 +125,10 @@ int runBenchModel(const Arguments& args)
     if (args.positionals().empty())
         throw UsageError("missing MODEL");
     const std::string modelFile = args.positionals()[0];
-    const int64_t batch = args.integer("--batch", 1, int64_t(1) << 20).value_or(1);
+    if (args.value("--batch") && args.value("--batch-size"))
+        throw UsageError("--batch is the older name of --batch-size: give one of them");
+    const std::optional<int64_t> requested =
+        args.value("--batch") ? args.integer("--batch", 1, int64_t(1) << 20) : batchSizeArgument(args);
     const int threads = int(args.integer("--threads", 1, 1024).value_or(2));
     const int runs = int(args.integer("--runs", 1, 100000).value_or(20));
     const std::optional<std::string> rulesFile = args.value("--rules");
@@ -161,10 +138,18 @@ int runBenchModel(const Arguments& args)
     Model model = loadModel(modelFile);
     if (model.weightsOnly)
         throw Error(modelFile + ": a weights-only checkpoint (" + model.format + ") has no graph to run");
-    std::mt19937 rng(kSeed);
+    const int64_t batch = cliBatchSizing(model, requested, 1).batchSize;
+    const std::map<std::string, Shape> shapes = shapeOptions(args, model, modelFile);
+    std::mt19937_64 random(kSyntheticSeed);
     std::map<std::string, Tensor> inputs;
-    for (const ValueInfo& input : model.inputs)
-        inputs[input.name] = randomInput(input, inputShape(input, batch, modelFile), rng, modelFile);
+    for (const ValueInfo& input : model.inputs) {
+        const auto given = shapes.find(input.name);
+        const Shape shape =
+            syntheticShape(input, given == shapes.end() ? std::nullopt : std::optional<Shape>(given->second), batch,
+                           modelFile, shapeRemedy(input, batch));
+        inputs[input.name] = namingFile(
+            modelFile, [&] { return syntheticTensor(input, shape, syntheticIdBound(model, input.name), random); });
+    }
     const Interpreter interpreter(std::move(model));
     const QuantizationPlan plan = QuantizationPlan::build(interpreter.model(), rules);
 
@@ -192,10 +177,9 @@ int runBenchModel(const Arguments& args)
     // fake-quantized inference.
     ActivationCalibrator calibrator(interpreter, plan, 2048, KeptHistograms::AsPlanNeeds);
     ActivationCalibrator everyHistogram(interpreter, plan, 2048, KeptHistograms::All);
-    const std::vector<Latency> measured = measure(runs, {[&] { interpreter.run(inputs); },
-                                                         [&] { calibrator.observe(inputs); },
-                                                         [&] { everyHistogram.observe(inputs); },
-                                                         [&] { interpreter.run(inputs, hooked); }});
+    const std::vector<Latency> measured =
+        measure(runs, {[&] { interpreter.run(inputs); }, [&] { calibrator.observe(inputs); },
+                       [&] { everyHistogram.observe(inputs); }, [&] { interpreter.run(inputs, hooked); }});
     const Latency& fp32 = measured[0];
     const Latency& observed = measured[1];
     const Latency& observedAll = measured[2];
@@ -216,20 +200,21 @@ int runBenchModel(const Arguments& args)
     }
 
     if (args.flag("--json")) {
-        nlohmann::json j{{"model", modelFile},
-                               {"batch", batch},
-                               {"threads", threads},
-                               {"runs", runs},
-                               {"rules", rulesFile ? *rulesFile : std::string("<default: int8 weights, int8 dynamic activations>")},
-                               {"latency_ms_median", fp32.median},
-                               {"latency_ms_mean", fp32.mean},
-                               {"latency_ms_min", fp32.min},
-                               {"observer_latency_ms_median", observed.median},
-                               {"observer_overhead", overhead},
-                               {"observer_all_histograms_latency_ms_median", observedAll.median},
-                               {"observer_overhead_all_histograms", overheadAll},
-                               {"fake_quant_latency_ms_median", fakeQuant.median},
-                               {"fake_quant_latency_ms_min", fakeQuant.min}};
+        nlohmann::json j{
+            {"model", modelFile},
+            {"batch", batch},
+            {"threads", threads},
+            {"runs", runs},
+            {"rules", rulesFile ? *rulesFile : std::string("<default: int8 weights, int8 dynamic activations>")},
+            {"latency_ms_median", fp32.median},
+            {"latency_ms_mean", fp32.mean},
+            {"latency_ms_min", fp32.min},
+            {"observer_latency_ms_median", observed.median},
+            {"observer_overhead", overhead},
+            {"observer_all_histograms_latency_ms_median", observedAll.median},
+            {"observer_overhead_all_histograms", overheadAll},
+            {"fake_quant_latency_ms_median", fakeQuant.median},
+            {"fake_quant_latency_ms_min", fakeQuant.min}};
         if (!profile.empty()) {
             nlohmann::json& p = j["profile"] = nlohmann::json::array();
             for (const NodeTimer::OpTime& t : profile)
@@ -242,8 +227,8 @@ int runBenchModel(const Arguments& args)
                 static_cast<long long>(batch), threads, runs,
                 rulesFile ? rulesFile->c_str() : "int8 weights, int8 dynamic activations (default)");
     const auto row = [](const char* what, const Latency& l) {
-        std::printf("%-22s median %9.3f ms  mean %9.3f ms  min %9.3f ms  max %9.3f ms\n", what, l.median, l.mean,
-                    l.min, l.max);
+        std::printf("%-22s median %9.3f ms  mean %9.3f ms  min %9.3f ms  max %9.3f ms\n", what, l.median, l.mean, l.min,
+                    l.max);
     };
     row("float", fp32);
     row("float + observers", observed);
@@ -272,19 +257,34 @@ Command benchModelCommand()
     CommandSpec spec;
     spec.name = "bench-model";
     spec.summary = "Measure the interpreter's latency on a model with seeded random inputs";
-    spec.synopsis = "bench-model MODEL [--batch B] [--threads T] [--runs N] [--rules R.json] [--profile] [--json]";
+    spec.synopsis = "bench-model MODEL [--batch-size B] [--shape NAME=AxBxC ...] [--threads T] [--runs N]\n"
+                    "                      [--rules R.json] [--profile] [--json]";
     spec.positionalName = "MODEL";
     spec.options = {
-        {"--batch", "B", "size of the inputs' symbolic dimensions (default 1)", {}, false},
+        {"--batch-size",
+         "B",
+         "size of the inputs' dynamic axis 0 (default: the model's fixed batch dimension, else 1)",
+         {},
+         false},
+        {"--batch", "B", "the older name of --batch-size", {}, false},
+        {"--shape",
+         "NAME=AxBxC",
+         "the whole shape of input NAME, for dynamic dimensions (e.g. x=1x3x48x320)",
+         {},
+         false,
+         true},
         {"--threads", "T", "worker threads (default 2)", {}, false},
         {"--runs", "N", "timed runs after one warm-up run (default 20)", {}, false},
         {"--rules", "R.json", "the fake-quant rules (default: int8 weights, int8 dynamic activations)", {}, false},
         {"--profile", "", "also time each op type over N more float runs", {}, false},
         {"--json", "", "print JSON instead of text", {}, false},
     };
-    spec.notes = "MODEL: a model with a graph (ONNX). Each input gets the model's declared shape: fixed\n"
-                 "dimensions as declared, symbolic ones B, unknown ones 1; float inputs are seeded normal\n"
-                 "values, integer inputs seeded integers in [0, 10). Latency is wall time of one whole run\n"
+    spec.notes = "MODEL: a model with a graph (ONNX). Each input gets its --shape, else the model's declared\n"
+                 "shape: fixed dimensions as declared, a dynamic axis 0 B; any other dynamic dimension needs\n"
+                 "--shape (else exit 1 naming the input and its dynamic dimensions). A model whose inputs fix\n"
+                 "axis 0 takes only that B. Float inputs are seeded normal values; integer inputs seeded ids\n"
+                 "below the row count of the embedding table (Gather) they feed, else in [0, 10). Latency is wall time "
+                 "of one whole run\n"
                  "(all nodes, inputs in memory), in milliseconds, for four runs of the same inputs: float;\n"
                  "float with calibration observers on every activation the rules quantize, keeping histograms\n"
                  "only where a rule's method needs them (percentile, mse, entropy), as quantize --calib does\n"

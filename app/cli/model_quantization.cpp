@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <unistd.h>
 
+#include "cli/input_shapes.h"
 #include "core/error.h"
 #include "io/model_loader.h"
 
@@ -33,17 +34,25 @@ ProgressCallback terminalProgress()
     };
 }
 
-std::unique_ptr<DataSource> openModelData(const std::filesystem::path& file, const Model& model, int64_t batchSize)
+std::unique_ptr<DataSource> openModelData(const std::filesystem::path& file, const Model& model,
+                                          std::optional<int64_t> batchSize)
 {
-    DataSourceOptions options;
-    options.batchSize = batchSize;
+    const BatchSizing sizing = cliBatchSizing(model, batchSize);
+    std::unique_ptr<DataSource> data;
     try {
-        return openDataSource(file, options, &model);
+        data = openDataSource(file, sizing.apply(), &model);
     } catch (const Error& e) {
         if (std::string_view(e.what()).find(file.string()) != std::string_view::npos)
             throw;
         throw Error(file.string() + ": " + e.what());
     }
+    if (data->droppedRows())
+        std::fprintf(stderr,
+                     "warning: %s: the model's input '%s' takes batches of exactly %lld rows: the last %lld of "
+                     "%lld rows are left out\n",
+                     file.string().c_str(), sizing.fixedBy.c_str(), static_cast<long long>(sizing.batchSize),
+                     static_cast<long long>(data->droppedRows()), static_cast<long long>(data->rowCount()));
+    return data;
 }
 
 ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
@@ -62,6 +71,7 @@ ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
     }
     times_.load = secondsSince(start);
     const Model& m = model();
+    cliBatchSizing(m, options.batchSize); // a --batch-size the model cannot take is said before any work
     for (const std::string& w : m.warnings)
         warnings_.push_back(options.modelFile.string() + ": " + w);
     if (!rules_)

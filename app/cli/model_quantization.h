@@ -27,7 +27,7 @@ struct ModelQuantizationOptions {
     std::optional<std::filesystem::path> rulesFile; // none: the model runs float
     QuantizationMode mode = QuantizationMode::Ptq;
     std::optional<std::filesystem::path> calibFile;
-    int64_t batchSize = 32;
+    std::optional<int64_t> batchSize; // --batch-size; default the model's fixed batch dim, else 32
     std::optional<int64_t> maxBatches;
     bool needsInterpreter = true; // the model will be run (calibration, evaluation, run)
 };
@@ -68,9 +68,12 @@ private:
     StageTimes times_;
 };
 
-// Opens --calib or --eval data for `model` (its inputs decide the arrays),
-// naming the option in errors that do not name the file already.
-std::unique_ptr<DataSource> openModelData(const std::filesystem::path& file, const Model& model, int64_t batchSize);
+// Opens --calib or --eval data for `model` (its inputs decide the arrays) in
+// batches of batchSizingFor(model, batchSize), naming the file in errors that
+// do not name it already. Rows left out after the last whole batch of a model
+// with a fixed batch dimension are a warning on stderr.
+std::unique_ptr<DataSource> openModelData(const std::filesystem::path& file, const Model& model,
+                                          std::optional<int64_t> batchSize);
 
 // Progress on stderr when it is a terminal ("\r" updates, cleared at 1.0);
 // nothing otherwise.

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/input_shapes.h"
 #include "cli/model_quantization.h"
 #include "cli/quantize_report.h"
 #include "core/atomic_file.h"
@@ -88,7 +89,7 @@ int runQuantize(const Arguments& args)
     options.mode = *parseQuantizationMode(args.valueOr("--mode", "ptq"));
     if (const auto calib = args.value("--calib"))
         options.calibFile = *calib;
-    options.batchSize = args.integer("--batch-size", 1, int64_t(1) << 20).value_or(32);
+    options.batchSize = batchSizeArgument(args);
     options.maxBatches = args.integer("--max-batches", 1, int64_t(1) << 40);
     options.needsInterpreter = args.value("--eval") || args.value("--calib") || args.value("--export-odml");
     if (args.value("--export-odml") && (options.mode != QuantizationMode::Odml || !options.calibFile))
@@ -152,7 +153,11 @@ Command quantizeCommand()
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
         {"--calib", "DATA", "calibration data (.npz, .npy, HDF5) for rules with act_static_scale", {}, false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
-        {"--batch-size", "B", "rows per batch of --calib and --eval (default 32)", {}, false},
+        {"--batch-size",
+         "B",
+         "rows per batch of --calib and --eval (default: the model's fixed batch dimension, else 32)",
+         {},
+         false},
         {"--max-batches", "N", "use at most N batches of --calib and of --eval (default all)", {}, false},
         {"--sensitivity", "S", "rank layers by output error, needs --eval:", {"one", "all-but-one"}},
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
@@ -167,6 +172,10 @@ Command quantizeCommand()
     spec.notes = "MODEL: ONNX for --calib and --eval (they run the model); any model format otherwise.\n"
                  "DATA: arrays named after the model's inputs (a model with one input also takes an .npy or any\n"
                  "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy.\n"
+                 "Batches: a model whose inputs fix axis 0 (torch.onnx exports batch 1 by default) reads DATA\n"
+                 "in batches of exactly that size, and --batch-size must equal it (else exit 1 naming the\n"
+                 "input); rows after the last whole batch are left out, with a warning. A dynamic batch\n"
+                 "dimension takes --batch-size (default 32) and a shorter last batch.\n"
                  "A rule with act_static_scale needs --calib (else exit 1 naming the rule); dynamic activations\n"
                  "are calibrated on each batch. Unused rules and layers a rule cannot apply to are warnings on\n"
                  "stderr.\n"
