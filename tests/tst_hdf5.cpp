@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <fstream>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "io/checkpoint_model.h"
@@ -76,6 +78,36 @@ QStringList opSequence(const Model& m)
         ops << QString::fromStdString(n.opType);
     return ops;
 }
+
+// The fuzz corpus's regression inputs (tests/fuzz/make_seeds.py, docs/robustness.md).
+std::string regressionInput(const char* name)
+{
+    return std::string(QUANTSCOPE_TEST_DATA) + "/../fuzz/corpus/hdf5/" + name;
+}
+
+// Caps this process's address space at its current size plus `extra` bytes
+// while alive, so that a read that escaped its containment would fail here
+// instead of exhausting the machine.
+class AddressSpaceCap {
+public:
+    explicit AddressSpaceCap(uint64_t extra)
+    {
+        getrlimit(RLIMIT_AS, &saved_);
+        uint64_t pages = 0;
+        std::ifstream("/proc/self/statm") >> pages;
+        rlimit capped = saved_;
+        capped.rlim_cur = rlim_t(pages * uint64_t(sysconf(_SC_PAGESIZE)) + extra);
+        if (saved_.rlim_max != RLIM_INFINITY)
+            capped.rlim_cur = std::min(capped.rlim_cur, saved_.rlim_max);
+        setrlimit(RLIMIT_AS, &capped);
+    }
+    ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
+    AddressSpaceCap(const AddressSpaceCap&) = delete;
+    AddressSpaceCap& operator=(const AddressSpaceCap&) = delete;
+
+private:
+    rlimit saved_{};
+};
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
@@ -412,6 +444,77 @@ private slots:
         }
         QVERIFY(errorOf([&] { Hdf5File::open(file("truncated.h5")); }).contains("truncated"));
         QVERIFY(errorOf([&] { Hdf5File::open(file("not_hdf5.h5")); }).contains("not an HDF5 file"));
+    }
+
+    // libhdf5 crashes (SIGSEGV in H5Literate) on this file's local heap: the
+    // crash stays in the child process and the user gets an error naming it.
+    void libraryCrashIsAnErrorNamingTheFile()
+    {
+        const std::string path = regressionInput("regress_segv_H5Literate_local_heap.h5");
+        QString message;
+        const std::string printed = capturedStderr([&] { message = errorOf([&] { loadCheckpointModel(path); }); });
+        QVERIFY2(message.contains(QString::fromStdString(path)) && message.contains("crashed") &&
+                     message.contains("signal 11") && message.contains("corrupted"),
+                 qPrintable(message));
+        QVERIFY2(printed.empty(), printed.c_str());
+    }
+
+    // Reading this 4 KB file's 1 MiB dataset makes libhdf5 build a map of
+    // 524 176 chunks, about 2.3 GB. The read runs in a child bounded to 1 GiB
+    // plus one slab: the load fails with an error naming the file and the
+    // dataset, in seconds. This process is capped at 2 GiB beyond its size, so
+    // a read that ran here instead would fail differently (or take the test
+    // down) rather than exhaust the machine.
+    void runawayLibraryAllocationIsAnErrorNotAnOutage()
+    {
+        const std::string path = regressionInput("regress_oom_chunk_map_524k_chunks.h5");
+        QString message;
+        {
+            const AddressSpaceCap cap(uint64_t(2) << 30);
+            QElapsedTimer timer;
+            timer.start();
+            message = errorOf([&] { loadCheckpointModel(path); });
+            QVERIFY2(timer.elapsed() < 60000, qPrintable(QString::number(timer.elapsed()) + " ms"));
+        }
+        QVERIFY2(message.contains(QString::fromStdString(path)) && message.contains("/chunks") &&
+                     message.contains("memory budget"),
+                 qPrintable(message));
+        // The file's structure is fine: opening it and reading a few rows works.
+        const Hdf5File f = Hdf5File::open(path);
+        const Tensor rows = f.readRows(*f.find("chunks"), 0, 1);
+        QCOMPARE(rows.shape(), (Shape{1, 724}));
+    }
+
+    // Rows come back from the reading process in slabs of at most
+    // kHdf5ReadSlabBytes; a dataset of several slabs arrives whole and in order.
+    void readsSpanningSeveralSlabsArriveInOrder()
+    {
+        const QString path = dir_ + "/slabs.h5";
+        QProcess p;
+        p.start(kPython, {"-c",
+                          "import h5py, numpy as np, sys\n"
+                          "with h5py.File(sys.argv[1], 'w') as f:\n"
+                          "    f['big'] = np.arange(20 * 2**20, dtype='<i4').reshape(-1, 1024)\n",
+                          path});
+        QVERIFY(p.waitForFinished(120000) && p.exitCode() == 0);
+        const Hdf5File f = Hdf5File::open(path.toStdString());
+        const Hdf5Dataset& big = *f.find("big");
+        QVERIFY(uint64_t(big.shape[0]) * 1024 * 4 > kHdf5ReadSlabBytes + 16 * 4096);
+        const Tensor all = f.read(big);
+        const auto values = all.values<int32_t>();
+        QCOMPARE(values.size(), size_t(20) << 20);
+        for (size_t i = 0; i < values.size(); i += 4099)
+            QCOMPARE(values[i], int32_t(i));
+        QCOMPARE(values.back(), int32_t(values.size() - 1));
+        // Two slabs again, the second starting 5 rows past the first's end.
+        const int64_t slabRows = int64_t(kHdf5ReadSlabBytes / 4096);
+        const Tensor rows = f.readRows(big, 5, slabRows + 10);
+        QCOMPARE(rows.shape(), (Shape{slabRows + 10, 1024}));
+        const auto got = rows.values<int32_t>();
+        for (size_t i = 0; i < got.size(); i += 4099)
+            QCOMPARE(got[i], int32_t(5 * 1024 + i));
+        QCOMPARE(got.back(), int32_t((slabRows + 15) * 1024 - 1));
+        QFile::remove(path);
     }
 };
 

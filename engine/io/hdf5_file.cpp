@@ -3,36 +3,25 @@
 #include <hdf5.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <csignal>
-#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <mutex>
 #include <set>
-#include <sys/wait.h>
 #include <system_error>
-#include <unistd.h>
 
+#include "core/contained_call.h"
 #include "core/error.h"
 
 namespace qs {
 
 namespace {
 
-// Serialises every call into the library: the thread-safe build has its own
-// lock, but the error-stack handler saved and restored below is per thread and
-// a serial build has no lock at all.
-std::recursive_mutex& libraryMutex()
-{
-    static std::recursive_mutex mutex;
-    return mutex;
-}
-
-// Holds the library lock with HDF5's automatic error printing switched off.
+// Switches HDF5's automatic error printing off for its lifetime. Used only in
+// the child processes that call the library (see Hdf5File in the header); each
+// is single-threaded, so no lock is needed.
 class QuietLibrary {
 public:
-    QuietLibrary() : lock_(libraryMutex())
+    QuietLibrary()
     {
         H5Eget_auto2(H5E_DEFAULT, &savedFunc_, &savedData_);
         H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
@@ -47,7 +36,6 @@ public:
     QuietLibrary& operator=(const QuietLibrary&) = delete;
 
 private:
-    std::lock_guard<std::recursive_mutex> lock_;
     H5E_auto2_t savedFunc_ = nullptr;
     void* savedData_ = nullptr;
 };
@@ -242,17 +230,6 @@ std::optional<uint64_t> checkedProduct(uint64_t a, uint64_t b)
 
 } // namespace
 
-struct Hdf5File::Handle {
-    hid_t file = -1;
-    ~Handle()
-    {
-        if (file >= 0) {
-            QuietLibrary quiet;
-            H5Fclose(file);
-        }
-    }
-};
-
 std::string normalizeHdf5Path(std::string_view path)
 {
     std::string out = "/";
@@ -413,65 +390,350 @@ struct Walker {
     }
 };
 
-// Runs `walk` in a forked child and waits for it. A child killed by a signal
-// means libhdf5 crashed on this file: that becomes an Error naming the file.
-// A child that merely throws (a clean library error) is fine: the parent's own
-// open reports that error properly. A child that hangs is killed after 60 s.
-template <class Walk> void probeStructureInChild(const std::filesystem::path& path, Walk&& walk)
+// A string attribute of `object` as a list (see stringsAttribute in the
+// header); empty when there is no such attribute.
+std::optional<std::vector<std::string>> readStringsAttribute(hid_t file, const std::filesystem::path& path,
+                                                             const std::string& object, const std::string& attrName)
 {
-    std::fflush(nullptr);
-    const pid_t child = ::fork();
-    if (child < 0)
-        return; // no probe possible (out of processes): fall back to opening directly
-    if (child == 0) {
-        try {
-            walk();
-        } catch (...) {
-        }
-        ::_exit(0);
+    const std::string where = object + " attribute '" + attrName + "'";
+    const htri_t exists = H5Aexists_by_name(file, object.c_str(), attrName.c_str(), H5P_DEFAULT);
+    if (exists < 0)
+        failLibrary(path, object, "cannot look up attribute '" + attrName + "'");
+    if (exists == 0)
+        return std::nullopt;
+    const Id attr(H5Aopen_by_name(file, object.c_str(), attrName.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
+    const Id type(attr.valid() ? H5Aget_type(attr.get()) : -1, H5Tclose);
+    const Id space(attr.valid() ? H5Aget_space(attr.get()) : -1, H5Sclose);
+    if (!type.valid() || !space.valid())
+        failLibrary(path, where, "cannot open the attribute");
+    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
+    // An empty list has no element type to speak of: h5py stores Python's []
+    // (Keras's weight_names of a layer without weights) as float64.
+    if (H5Tget_class(type.get()) != H5T_STRING && n == 0 && H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE)
+        return std::vector<std::string>{};
+    if (H5Tget_class(type.get()) != H5T_STRING)
+        fail(path, where, "expected a string attribute, found " + chooseType(type.get()).words);
+    if (n < 0 || n > (1 << 24))
+        fail(path, where, "holds " + std::to_string(n) + " strings (at most 2^24 accepted)");
+
+    std::vector<std::string> out;
+    if (H5Tis_variable_str(type.get()) > 0) {
+        const Id memType(H5Tcopy(H5T_C_S1), H5Tclose);
+        H5Tset_size(memType.get(), H5T_VARIABLE);
+        H5Tset_cset(memType.get(), H5Tget_cset(type.get()));
+        std::vector<char*> pointers(size_t(n), nullptr);
+        if (n > 0 && H5Aread(attr.get(), memType.get(), pointers.data()) < 0)
+            failLibrary(path, where, "cannot read the attribute");
+        for (char* p : pointers)
+            out.emplace_back(p ? p : "");
+#if H5_VERSION_GE(1, 12, 0)
+        H5Treclaim(memType.get(), space.get(), H5P_DEFAULT, pointers.data());
+#else
+        H5Dvlen_reclaim(memType.get(), space.get(), H5P_DEFAULT, pointers.data());
+#endif
+        return out;
     }
-    int status = 0;
-    for (int waited = 0;; ++waited) {
-        const pid_t r = ::waitpid(child, &status, WNOHANG);
-        if (r == child)
-            break;
-        if (r < 0 && errno != EINTR)
-            return;
-        if (waited >= 6000) { // 60 s in 10 ms steps
-            ::kill(child, SIGKILL);
-            ::waitpid(child, &status, 0);
-            fail(path, {}, "the HDF5 library did not finish reading the file's structure within 60 s "
-                           "(corrupted file?)");
-        }
-        ::usleep(10000);
+    const size_t item = H5Tget_size(type.get());
+    const std::optional<uint64_t> total = checkedProduct(uint64_t(n), item);
+    if (item == 0 || !total || *total > (256u << 20))
+        fail(path, where, "fixed-length strings larger than 256 MiB in total");
+    std::vector<char> bytes(size_t(*total), '\0');
+    if (n > 0 && H5Aread(attr.get(), type.get(), bytes.data()) < 0)
+        failLibrary(path, where, "cannot read the attribute");
+    const char pad = H5Tget_strpad(type.get()) == H5T_STR_SPACEPAD ? ' ' : '\0';
+    for (hssize_t i = 0; i < n; ++i) {
+        std::string s(bytes.data() + size_t(i) * item, item);
+        if (pad == '\0')
+            s.resize(std::strlen(s.c_str()));
+        else
+            s.erase(s.find_last_not_of(' ') + 1);
+        out.push_back(std::move(s));
     }
-    if (WIFSIGNALED(status))
-        fail(path, {},
-             "the HDF5 library crashed while reading the file's structure (signal " +
-                 std::to_string(WTERMSIG(status)) + "): the file is corrupted");
+    return out;
+}
+
+// Opens `path` read-only in the calling (child) process; closing the file
+// closes every object still open in it.
+hid_t openFile(const std::filesystem::path& path)
+{
+    const Id access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+    H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG);
+    const hid_t file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
+    if (file < 0)
+        failLibrary(path, {}, "cannot open the HDF5 file (truncated or corrupted?)");
+    return file;
+}
+
+// The answers of the child processes, as bytes: little-endian integers and
+// length-prefixed strings. The parent checks every length it reads.
+class AnswerWriter {
+public:
+    void number(uint64_t v)
+    {
+        for (int i = 0; i < 8; ++i, v >>= 8)
+            bytes_.push_back(char(v & 0xff));
+    }
+    void text(std::string_view s)
+    {
+        number(s.size());
+        bytes_.append(s);
+    }
+    std::string take() { return std::move(bytes_); }
+
+private:
+    std::string bytes_;
+};
+
+class AnswerReader {
+public:
+    AnswerReader(std::string_view bytes, const std::filesystem::path& file) : bytes_(bytes), file_(file) {}
+    uint64_t number()
+    {
+        need(8);
+        uint64_t v = 0;
+        for (int i = 7; i >= 0; --i)
+            v = (v << 8) | uint8_t(bytes_[size_t(i)]);
+        bytes_.remove_prefix(8);
+        return v;
+    }
+    // A count of items that each take at least `minBytes` of what is left.
+    size_t count(size_t minBytes)
+    {
+        const uint64_t n = number();
+        if (n > bytes_.size() / std::max<size_t>(minBytes, 1))
+            garbled();
+        return size_t(n);
+    }
+    std::string text()
+    {
+        const uint64_t n = number();
+        need(n);
+        std::string s(bytes_.substr(0, size_t(n)));
+        bytes_.remove_prefix(size_t(n));
+        return s;
+    }
+    bool done() const { return bytes_.empty(); }
+
+private:
+    void need(uint64_t n)
+    {
+        if (n > bytes_.size())
+            garbled();
+    }
+    [[noreturn]] void garbled() const { fail(file_, {}, "the HDF5 reading process sent a garbled answer"); }
+
+    std::string_view bytes_;
+    const std::filesystem::path& file_;
+};
+
+// Throws the Error for a child that did not answer, naming the file and the
+// object and saying what it was doing.
+[[noreturn]] void failContained(const std::filesystem::path& file, std::string_view object,
+                                const ContainedOutcome& outcome, const std::string& doing)
+{
+    using Status = ContainedOutcome::Status;
+    switch (outcome.status) {
+    case Status::Crashed:
+        fail(file, object, "the HDF5 library " + outcome.reason() + " while " + doing + ": the file is corrupted");
+    case Status::OutOfMemory:
+        fail(file, object,
+             "the HDF5 library " + outcome.reason() + " while " + doing + ": the file is corrupted or too large");
+    case Status::TimedOut:
+        fail(file, object, "the HDF5 library " + outcome.reason() + " while " + doing + " (corrupted file?)");
+    default:
+        fail(file, object, "the HDF5 reading process " + outcome.reason() + " while " + doing);
+    }
+}
+
+// Reads rows [begin, begin + count) of `dataset` (count -1 with begin 0: a
+// whole scalar) in the child, in slabs of `rowsPerSlab` rows, passing each
+// slab's bytes to `emit`.
+template <class Emit>
+void readInChild(hid_t file, const std::filesystem::path& path, uint64_t fileSize, const Hdf5Dataset& dataset,
+                 int64_t begin, int64_t count, int64_t rowsPerSlab, uint64_t rowBytes, Emit&& emit)
+{
+    const Id ds(H5Dopen2(file, dataset.path.c_str(), H5P_DEFAULT), H5Dclose);
+    if (!ds.valid())
+        failLibrary(path, dataset.path, "cannot open the dataset");
+    // The file may have been replaced since open(): it must still be the
+    // dataset described then, and pass the same checks.
+    std::vector<Hdf5Dataset> unused;
+    std::vector<std::string> unusedGroups;
+    Walker walker{path, fileSize, unused, unusedGroups, {}};
+    const Hdf5Dataset now = walker.describe(ds.get(), dataset.path);
+    if (now.shape != dataset.shape || now.dtype != dataset.dtype)
+        fail(path, dataset.path, "the dataset changed since the file was opened");
+    const Id fileType(H5Dget_type(ds.get()), H5Tclose);
+    const Id memType(memoryType(*dataset.dtype, fileType.get()), H5Tclose);
+    const Id fileSpace(H5Dget_space(ds.get()), H5Sclose);
+    if (!fileType.valid() || !memType.valid() || !fileSpace.valid())
+        failLibrary(path, dataset.path, "cannot prepare the read");
+    if (dataset.shape.empty()) {
+        std::string value(size_t(rowBytes), '\0');
+        if (H5Dread(ds.get(), memType.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, value.data()) < 0)
+            failLibrary(path, dataset.path, "cannot read the data (corrupted or truncated?)");
+        emit(std::string_view(value));
+        return;
+    }
+    std::string slab(size_t(rowBytes * uint64_t(std::min(rowsPerSlab, count))), '\0');
+    for (int64_t row = begin; row < begin + count; row += rowsPerSlab) {
+        const int64_t rows = std::min(rowsPerSlab, begin + count - row);
+        std::vector<hsize_t> start(dataset.shape.size(), 0), extent(dataset.shape.begin(), dataset.shape.end());
+        start[0] = hsize_t(row);
+        extent[0] = hsize_t(rows);
+        if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0)
+            failLibrary(path, dataset.path, "cannot select rows");
+        const Id memSpace(H5Screate_simple(int(extent.size()), extent.data(), nullptr), H5Sclose);
+        if (H5Dread(ds.get(), memType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, slab.data()) < 0)
+            failLibrary(path, dataset.path, "cannot read the data (corrupted or truncated?)");
+        emit(std::string_view(slab.data(), size_t(rowBytes * uint64_t(rows))));
+    }
+}
+
+// Bytes of a whole dataset as a tensor; nothing when it cannot be read.
+std::optional<uint64_t> tensorBytes(const Hdf5Dataset& d)
+{
+    if (!d.dtype)
+        return std::nullopt;
+    std::optional<uint64_t> bytes = dtypeSize(*d.dtype);
+    for (int64_t dim : d.shape)
+        bytes = bytes ? checkedProduct(*bytes, uint64_t(dim)) : std::nullopt;
+    return bytes;
 }
 
 } // namespace
 
-void Hdf5File::openAndWalk(Hdf5File& f, const std::filesystem::path& path, uint64_t fileSize)
-{
-    const Id access(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-    // Closing the file closes every object still open in it.
-    H5Pset_fclose_degree(access.get(), H5F_CLOSE_STRONG);
-    f.path_ = path;
-    f.handle_ = std::make_shared<Handle>();
-    f.handle_->file = H5Fopen(path.c_str(), H5F_ACC_RDONLY, access.get());
-    if (f.handle_->file < 0)
-        failLibrary(path, {}, "cannot open the HDF5 file (truncated or corrupted?)");
+// Attributes of the listed groups and datasets, read once by open().
+struct Hdf5File::Attributes {
+    struct Attribute {
+        std::string name;
+        std::optional<std::vector<std::string>> strings; // the value, when it holds strings
+        std::string error;                               // else the Error stringsAttribute() throws
+    };
+    struct OfObject {
+        std::string listError;             // the Error attributeNames() throws, when listing failed
+        std::vector<Attribute> attributes; // in name order
+    };
+    std::unordered_map<std::string, OfObject> byObject;
+};
 
-    const Id root(H5Gopen2(f.handle_->file, "/", H5P_DEFAULT), H5Gclose);
-    if (!root.valid())
-        failLibrary(path, "/", "cannot open the root group");
-    Walker walker{path, fileSize, f.datasets_, f.groups_, {}};
-    walker.walkGroup(root.get(), "/", 0);
-    for (size_t i = 0; i < f.datasets_.size(); ++i)
-        f.datasetByPath_.emplace(f.datasets_[i].path, i);
+// Small datasets open() read along with the tree, until read() takes them.
+struct Hdf5File::Prefetched {
+    std::mutex mutex;
+    std::unordered_map<std::string, Tensor> tensors;     // by dataset path
+    std::unordered_map<std::string, std::string> errors; // the Error reading a dataset gave
+};
+
+namespace {
+
+Hdf5File::Attributes::OfObject readAttributes(hid_t file, const std::filesystem::path& path, const std::string& object)
+{
+    Hdf5File::Attributes::OfObject out;
+    std::vector<std::string> names;
+    auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
+        static_cast<std::vector<std::string>*>(data)->push_back(name);
+        return 0;
+    };
+    hsize_t index = 0;
+    if (H5Aiterate_by_name(file, object.c_str(), H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names, H5P_DEFAULT) <
+        0) {
+        try {
+            failLibrary(path, object, "cannot list the attributes");
+        } catch (const Error& e) {
+            out.listError = e.what();
+        }
+        return out;
+    }
+    for (const std::string& name : names) {
+        Hdf5File::Attributes::Attribute a;
+        a.name = name;
+        try {
+            a.strings = readStringsAttribute(file, path, object, name);
+            if (!a.strings)
+                a.error = path.string() + ": " + object + ": attribute '" + name + "' vanished while being read";
+        } catch (const Error& e) {
+            a.error = e.what();
+        }
+        out.attributes.push_back(std::move(a));
+    }
+    return out;
 }
+
+std::string encodeStructure(const std::vector<std::string>& groups, const std::vector<Hdf5Dataset>& datasets,
+                            const Hdf5File::Attributes& attributes)
+{
+    AnswerWriter w;
+    w.number(groups.size());
+    for (const std::string& g : groups)
+        w.text(g);
+    w.number(datasets.size());
+    for (const Hdf5Dataset& d : datasets) {
+        w.text(d.path);
+        w.number(d.shape.size());
+        for (int64_t dim : d.shape)
+            w.number(uint64_t(dim));
+        w.number(d.dtype ? uint64_t(*d.dtype) + 1 : 0);
+        w.text(d.skipReason);
+        w.text(d.fileType);
+        w.number(d.storedBytes);
+    }
+    w.number(attributes.byObject.size());
+    for (const auto& [object, of] : attributes.byObject) {
+        w.text(object);
+        w.text(of.listError);
+        w.number(of.attributes.size());
+        for (const auto& a : of.attributes) {
+            w.text(a.name);
+            w.text(a.error);
+            w.number(a.strings ? a.strings->size() + 1 : 0);
+            if (a.strings)
+                for (const std::string& s : *a.strings)
+                    w.text(s);
+        }
+    }
+    return w.take();
+}
+
+void decodeStructure(std::string_view bytes, const std::filesystem::path& path, std::vector<std::string>& groups,
+                     std::vector<Hdf5Dataset>& datasets, Hdf5File::Attributes& attributes)
+{
+    AnswerReader r(bytes, path);
+    for (size_t n = r.count(8); n > 0; --n)
+        groups.push_back(r.text());
+    for (size_t n = r.count(48); n > 0; --n) {
+        Hdf5Dataset d;
+        d.path = r.text();
+        for (size_t rank = r.count(8); rank > 0; --rank)
+            d.shape.push_back(int64_t(r.number() & uint64_t(std::numeric_limits<int64_t>::max())));
+        const uint64_t dtype = r.number();
+        if (dtype > 0)
+            d.dtype = DType(uint8_t(std::min<uint64_t>(dtype - 1, uint64_t(DType::Bool))));
+        d.skipReason = r.text();
+        d.fileType = r.text();
+        d.storedBytes = r.number();
+        datasets.push_back(std::move(d));
+    }
+    for (size_t n = r.count(24); n > 0; --n) {
+        const std::string object = r.text();
+        Hdf5File::Attributes::OfObject& of = attributes.byObject[object];
+        of.listError = r.text();
+        for (size_t count = r.count(24); count > 0; --count) {
+            Hdf5File::Attributes::Attribute a;
+            a.name = r.text();
+            a.error = r.text();
+            if (const uint64_t strings = r.number(); strings > 0) {
+                a.strings.emplace();
+                for (uint64_t i = 1; i < strings; ++i)
+                    a.strings->push_back(r.text());
+            }
+            of.attributes.push_back(std::move(a));
+        }
+    }
+    if (!r.done())
+        fail(path, {}, "the HDF5 reading process sent a garbled answer");
+}
+
+} // namespace
 
 Hdf5File Hdf5File::open(const std::filesystem::path& path)
 {
@@ -482,27 +744,120 @@ Hdf5File Hdf5File::open(const std::filesystem::path& path)
     if (ec)
         fail(path, {}, "cannot read the file size: " + ec.message());
 
-    QuietLibrary quiet;
-    const htri_t isHdf5 = H5Fis_hdf5(path.c_str());
-    if (isHdf5 == 0)
-        fail(path, {}, "not an HDF5 file (no HDF5 signature at offset 0, 512, 1024, ...)");
-    if (isHdf5 < 0)
-        failLibrary(path, {}, "cannot read the file");
-
-    // libhdf5 1.10 can crash the process on some corrupted structures (a
-    // fuzzer found a SIGSEGV inside H5Literate on an 8 KB file). Walking the
-    // structure once in a forked child first turns that into an error instead
-    // of losing the user's session. We hold the library lock across fork(), so
-    // no other thread is inside libhdf5 and the child inherits a consistent
-    // library state; the child never touches the lock.
-    probeStructureInChild(path, [&] {
-        // Leaked on purpose: the child ends with _exit, and destroying the
-        // handle would take the library lock the parent holds.
-        auto* probe = new Hdf5File;
-        openAndWalk(*probe, path, fileSize);
-    });
+    // libhdf5 1.10 can crash or allocate without end on corrupted structures
+    // (docs/robustness.md): the library runs only in a contained child. It
+    // sends the tree with every attribute as one message, then, for each small
+    // dataset it prefetches, a message "S" (starting) and one "T" (the tensor's
+    // bytes) or "E" (the Error reading it gave).
     Hdf5File f;
-    openAndWalk(f, path, fileSize);
+    f.path_ = path;
+    auto attributes = std::make_shared<Attributes>();
+    auto prefetched = std::make_shared<Prefetched>();
+    bool haveStructure = false;
+    std::optional<size_t> reading; // the dataset the child last started to prefetch
+    std::string message;
+    const ContainedOutcome outcome = ContainedCall::run(
+        [&](ContainedChannel& channel) {
+            QuietLibrary quiet;
+            const htri_t isHdf5 = H5Fis_hdf5(path.c_str());
+            if (isHdf5 == 0)
+                fail(path, {}, "not an HDF5 file (no HDF5 signature at offset 0, 512, 1024, ...)");
+            if (isHdf5 < 0)
+                failLibrary(path, {}, "cannot read the file");
+            const Id file(openFile(path), H5Fclose);
+            const Id root(H5Gopen2(file.get(), "/", H5P_DEFAULT), H5Gclose);
+            if (!root.valid())
+                failLibrary(path, "/", "cannot open the root group");
+            std::vector<Hdf5Dataset> datasets;
+            std::vector<std::string> groups;
+            Walker walker{path, fileSize, datasets, groups, {}};
+            walker.walkGroup(root.get(), "/", 0);
+            Attributes found;
+            for (const std::string& g : groups)
+                found.byObject.emplace(g, readAttributes(file.get(), path, g));
+            for (const Hdf5Dataset& d : datasets)
+                found.byObject.emplace(d.path, readAttributes(file.get(), path, d.path));
+            channel.send(encodeStructure(groups, datasets, found));
+
+            uint64_t total = 0;
+            for (size_t i = 0; i < datasets.size(); ++i) {
+                const std::optional<uint64_t> bytes = tensorBytes(datasets[i]);
+                if (!bytes || *bytes > kHdf5PrefetchDatasetBytes || total + *bytes > kHdf5PrefetchTotalBytes)
+                    continue;
+                total += *bytes;
+                AnswerWriter start;
+                start.number(i);
+                channel.send("S" + start.take());
+                std::string answer = "T";
+                try {
+                    const Hdf5Dataset& d = datasets[i];
+                    const uint64_t rowBytes =
+                        d.shape.empty() || d.shape[0] == 0 ? *bytes : *bytes / uint64_t(d.shape[0]);
+                    if (*bytes > 0)
+                        readInChild(file.get(), path, fileSize, d, 0, d.shape.empty() ? -1 : d.shape[0],
+                                    std::numeric_limits<int64_t>::max(), rowBytes,
+                                    [&](std::string_view slab) { answer.append(slab); });
+                } catch (const Error& e) {
+                    answer = "E" + std::string(e.what());
+                }
+                channel.send(answer);
+            }
+        },
+        [&](std::string_view piece, bool ends) {
+            if (message.size() + piece.size() > kContainedMemoryBudget)
+                fail(path, {},
+                     "the file's structure and attributes take more than " +
+                         std::to_string(kContainedMemoryBudget >> 20) + " MiB");
+            message.append(piece);
+            if (!ends)
+                return;
+            if (!haveStructure) {
+                decodeStructure(message, path, f.groups_, f.datasets_, *attributes);
+                haveStructure = true;
+            } else if (message.size() == 9 && message[0] == 'S') {
+                AnswerReader r(std::string_view(message).substr(1), path);
+                reading = size_t(r.number());
+                if (*reading >= f.datasets_.size() || !f.datasets_[*reading].dtype)
+                    fail(path, {}, "the HDF5 reading process sent a garbled answer");
+            } else if (reading && !message.empty() && (message[0] == 'T' || message[0] == 'E')) {
+                const Hdf5Dataset& d = f.datasets_[*reading];
+                if (message[0] == 'E') {
+                    prefetched->errors.emplace(d.path, message.substr(1));
+                } else {
+                    Tensor t(*d.dtype, d.shape);
+                    if (message.size() - 1 != t.nbytes())
+                        fail(path, d.path, "the HDF5 reading process sent a garbled answer");
+                    std::memcpy(t.mutableRawData(), message.data() + 1, t.nbytes());
+                    if (*d.dtype == DType::Bool)
+                        for (uint8_t& v : t.mutableValues<uint8_t>())
+                            v = v != 0;
+                    prefetched->tensors.emplace(d.path, std::move(t));
+                }
+                reading.reset();
+            } else {
+                fail(path, {}, "the HDF5 reading process sent a garbled answer");
+            }
+            message.clear();
+        });
+    if (!haveStructure) {
+        if (outcome.answered())
+            fail(path, {}, "the HDF5 reading process sent no answer");
+        failContained(path, {}, outcome, "reading the file's structure");
+    }
+    // The structure arrived but the child died prefetching a dataset: reading
+    // that dataset is what fails (the others are read when asked for).
+    if (!outcome.answered() && reading) {
+        const std::string& object = f.datasets_[*reading].path;
+        try {
+            failContained(path, object, outcome, "reading the data");
+        } catch (const Error& e) {
+            prefetched->errors.emplace(object, e.what());
+        }
+    }
+    f.attributes_ = std::move(attributes);
+    f.prefetched_ = std::move(prefetched);
+    for (size_t i = 0; i < f.datasets_.size(); ++i)
+        f.datasetByPath_.emplace(f.datasets_[i].path, i);
     return f;
 }
 
@@ -527,6 +882,17 @@ Tensor Hdf5File::read(std::string_view path) const
 
 Tensor Hdf5File::read(const Hdf5Dataset& dataset) const
 {
+    {
+        // A prefetched tensor is handed over once; reading it again goes to the file.
+        std::lock_guard lock(prefetched_->mutex);
+        const auto it = prefetched_->tensors.find(dataset.path);
+        if (it != prefetched_->tensors.end() && it->second.shape() == dataset.shape &&
+            it->second.dtype() == dataset.dtype) {
+            Tensor t = std::move(it->second);
+            prefetched_->tensors.erase(it);
+            return t;
+        }
+    }
     if (dataset.shape.empty())
         return readRows(dataset, 0, -1);
     return readRows(dataset, 0, dataset.shape[0]);
@@ -548,32 +914,55 @@ Tensor Hdf5File::readRows(const Hdf5Dataset& dataset, int64_t begin, int64_t cou
     Tensor out(*dataset.dtype, shape);
     if (out.numel() == 0)
         return out;
-
-    QuietLibrary quiet;
-    const Id ds(H5Dopen2(handle_->file, dataset.path.c_str(), H5P_DEFAULT), H5Dclose);
-    if (!ds.valid())
-        failLibrary(path_, dataset.path, "cannot open the dataset");
-    const Id fileType(H5Dget_type(ds.get()), H5Tclose);
-    const Id memType(memoryType(*dataset.dtype, fileType.get()), H5Tclose);
-    const Id fileSpace(H5Dget_space(ds.get()), H5Sclose);
-    if (!fileType.valid() || !memType.valid() || !fileSpace.valid())
-        failLibrary(path_, dataset.path, "cannot prepare the read");
-    // The file may have been replaced since open(): the shape must still match.
-    if (H5Sget_simple_extent_ndims(fileSpace.get()) != int(dataset.shape.size()))
-        fail(path_, dataset.path, "the dataset changed since the file was opened");
-    hid_t memSpace = H5S_ALL, selection = H5S_ALL;
-    std::optional<Id> memSpaceId;
-    if (!wholeScalar) {
-        std::vector<hsize_t> start(shape.size(), 0), extent(shape.begin(), shape.end());
-        start[0] = hsize_t(begin);
-        if (H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, extent.data(), nullptr) < 0)
-            failLibrary(path_, dataset.path, "cannot select rows");
-        memSpaceId.emplace(H5Screate_simple(int(extent.size()), extent.data(), nullptr), H5Sclose);
-        memSpace = memSpaceId->get();
-        selection = fileSpace.get();
+    const uint64_t rowBytes = wholeScalar ? out.nbytes() : out.nbytes() / uint64_t(count);
+    {
+        std::lock_guard lock(prefetched_->mutex);
+        // Reading the whole dataset failed in open(): it would fail again (a
+        // part of it may still be readable).
+        const bool whole = wholeScalar || (begin == 0 && count == dataset.shape[0]);
+        if (const auto error = prefetched_->errors.find(dataset.path); whole && error != prefetched_->errors.end())
+            throw Error(error->second);
+        const auto it = prefetched_->tensors.find(dataset.path);
+        if (it != prefetched_->tensors.end() && it->second.shape() == dataset.shape) {
+            std::memcpy(out.mutableRawData(),
+                        static_cast<const std::byte*>(it->second.rawData()) +
+                            uint64_t(std::max<int64_t>(begin, 0)) * rowBytes,
+                        out.nbytes());
+            return out;
+        }
     }
-    if (H5Dread(ds.get(), memType.get(), memSpace, selection, H5P_DEFAULT, out.mutableRawData()) < 0)
-        failLibrary(path_, dataset.path, "cannot read the data (corrupted or truncated?)");
+
+    // The child reads slabs of whole rows and sends each as it is read, so its
+    // own memory stays within the budget plus one slab whatever the dataset's size.
+    const int64_t rowsPerSlab = wholeScalar ? 1 : int64_t(std::max<uint64_t>(1, kHdf5ReadSlabBytes / rowBytes));
+    const uint64_t slabBytes = wholeScalar ? out.nbytes() : rowBytes * uint64_t(std::min(rowsPerSlab, count));
+    const std::filesystem::path& file = path_;
+    std::byte* target = static_cast<std::byte*>(out.mutableRawData());
+    uint64_t received = 0;
+    ContainmentLimits limits;
+    limits.memoryBudget = kContainedMemoryBudget + slabBytes;
+    const ContainedOutcome outcome = ContainedCall::run(
+        [&](ContainedChannel& channel) {
+            QuietLibrary quiet;
+            std::error_code ec;
+            const uint64_t fileSize = std::filesystem::file_size(file, ec);
+            const Id handle(openFile(file), H5Fclose);
+            readInChild(handle.get(), file, ec ? 0 : fileSize, dataset, begin, count, rowsPerSlab, rowBytes,
+                        [&](std::string_view slab) { channel.send(slab); });
+        },
+        [&](std::string_view piece, bool) {
+            if (piece.size() > out.nbytes() - received)
+                fail(file, dataset.path, "the HDF5 reading process sent more data than the dataset holds");
+            std::memcpy(target + received, piece.data(), piece.size());
+            received += piece.size();
+        },
+        limits);
+    if (!outcome.answered())
+        failContained(file, dataset.path, outcome, "reading the data");
+    if (received != out.nbytes())
+        fail(file, dataset.path,
+             "the HDF5 reading process sent " + std::to_string(received) + " of " + std::to_string(out.nbytes()) +
+                 " bytes");
     if (*dataset.dtype == DType::Bool)
         for (uint8_t& v : out.mutableValues<uint8_t>())
             v = v != 0;
@@ -583,16 +972,14 @@ Tensor Hdf5File::readRows(const Hdf5Dataset& dataset, int64_t begin, int64_t cou
 std::vector<std::string> Hdf5File::attributeNames(std::string_view objectPath) const
 {
     const std::string object = normalizeHdf5Path(objectPath);
-    QuietLibrary quiet;
+    const auto it = attributes_->byObject.find(object);
+    if (it == attributes_->byObject.end())
+        fail(path_, object, "cannot list the attributes (no such group or dataset)");
+    if (!it->second.listError.empty())
+        throw Error(it->second.listError);
     std::vector<std::string> names;
-    auto collect = [](hid_t, const char* name, const H5A_info_t*, void* data) -> herr_t {
-        static_cast<std::vector<std::string>*>(data)->push_back(name);
-        return 0;
-    };
-    hsize_t index = 0;
-    if (H5Aiterate_by_name(handle_->file, object.c_str(), H5_INDEX_NAME, H5_ITER_INC, &index, collect, &names,
-                           H5P_DEFAULT) < 0)
-        failLibrary(path_, object, "cannot list the attributes");
+    for (const auto& a : it->second.attributes)
+        names.push_back(a.name);
     return names;
 }
 
@@ -600,63 +987,19 @@ std::optional<std::vector<std::string>> Hdf5File::stringsAttribute(std::string_v
                                                                    std::string_view name) const
 {
     const std::string object = normalizeHdf5Path(objectPath);
-    const std::string attrName(name);
-    const std::string where = object + " attribute '" + attrName + "'";
-    QuietLibrary quiet;
-    const htri_t exists = H5Aexists_by_name(handle_->file, object.c_str(), attrName.c_str(), H5P_DEFAULT);
-    if (exists < 0)
-        failLibrary(path_, object, "cannot look up attribute '" + attrName + "'");
-    if (exists == 0)
-        return std::nullopt;
-    const Id attr(H5Aopen_by_name(handle_->file, object.c_str(), attrName.c_str(), H5P_DEFAULT, H5P_DEFAULT), H5Aclose);
-    const Id type(attr.valid() ? H5Aget_type(attr.get()) : -1, H5Tclose);
-    const Id space(attr.valid() ? H5Aget_space(attr.get()) : -1, H5Sclose);
-    if (!type.valid() || !space.valid())
-        failLibrary(path_, where, "cannot open the attribute");
-    const hssize_t n = H5Sget_simple_extent_npoints(space.get());
-    // An empty list has no element type to speak of: h5py stores Python's []
-    // (Keras's weight_names of a layer without weights) as float64.
-    if (H5Tget_class(type.get()) != H5T_STRING && n == 0 && H5Sget_simple_extent_type(space.get()) == H5S_SIMPLE)
-        return std::vector<std::string>{};
-    if (H5Tget_class(type.get()) != H5T_STRING)
-        fail(path_, where, "expected a string attribute, found " + chooseType(type.get()).words);
-    if (n < 0 || n > (1 << 24))
-        fail(path_, where, "holds " + std::to_string(n) + " strings (at most 2^24 accepted)");
-
-    std::vector<std::string> out;
-    if (H5Tis_variable_str(type.get()) > 0) {
-        const Id memType(H5Tcopy(H5T_C_S1), H5Tclose);
-        H5Tset_size(memType.get(), H5T_VARIABLE);
-        H5Tset_cset(memType.get(), H5Tget_cset(type.get()));
-        std::vector<char*> pointers(size_t(n), nullptr);
-        if (n > 0 && H5Aread(attr.get(), memType.get(), pointers.data()) < 0)
-            failLibrary(path_, where, "cannot read the attribute");
-        for (char* p : pointers)
-            out.emplace_back(p ? p : "");
-#if H5_VERSION_GE(1, 12, 0)
-        H5Treclaim(memType.get(), space.get(), H5P_DEFAULT, pointers.data());
-#else
-        H5Dvlen_reclaim(memType.get(), space.get(), H5P_DEFAULT, pointers.data());
-#endif
-        return out;
+    const auto it = attributes_->byObject.find(object);
+    if (it == attributes_->byObject.end())
+        fail(path_, object, "cannot look up attribute '" + std::string(name) + "' (no such group or dataset)");
+    if (!it->second.listError.empty())
+        throw Error(it->second.listError);
+    for (const auto& a : it->second.attributes) {
+        if (a.name != name)
+            continue;
+        if (!a.strings)
+            throw Error(a.error);
+        return a.strings;
     }
-    const size_t item = H5Tget_size(type.get());
-    const std::optional<uint64_t> total = checkedProduct(uint64_t(n), item);
-    if (item == 0 || !total || *total > (256u << 20))
-        fail(path_, where, "fixed-length strings larger than 256 MiB in total");
-    std::vector<char> bytes(size_t(*total), '\0');
-    if (n > 0 && H5Aread(attr.get(), type.get(), bytes.data()) < 0)
-        failLibrary(path_, where, "cannot read the attribute");
-    const char pad = H5Tget_strpad(type.get()) == H5T_STR_SPACEPAD ? ' ' : '\0';
-    for (hssize_t i = 0; i < n; ++i) {
-        std::string s(bytes.data() + size_t(i) * item, item);
-        if (pad == '\0')
-            s.resize(std::strlen(s.c_str()));
-        else
-            s.erase(s.find_last_not_of(' ') + 1);
-        out.push_back(std::move(s));
-    }
-    return out;
+    return std::nullopt;
 }
 
 std::optional<std::string> Hdf5File::stringAttribute(std::string_view objectPath, std::string_view name) const

@@ -19,8 +19,20 @@
 //
 // HDF5's error stack is never printed: every failure becomes a qs::Error that
 // names the file, the object path and what was being done, followed by
-// HDF5's innermost description. Calls into the library are serialised, so
-// files may be opened and read from several threads.
+// HDF5's innermost description.
+//
+// libhdf5 (1.10 in Debian 12) can crash, or allocate without end, on a
+// corrupted file (docs/robustness.md). So this process never calls it: every
+// call runs in a forked child under core/contained_call.h's bounds (1 GiB of
+// memory beyond the process's size, plus one read slab; 60 s without
+// progress), and a child that crashes, runs out of its budget or stalls
+// becomes an Error naming the file and the dataset. open() runs one child that
+// walks the tree, reads every attribute of the listed groups and datasets (so
+// the attribute accessors need no child) and the small datasets (so loading a
+// Keras file takes one child, not one per weight: a child costs a fork, about
+// 3-10 ms). Every other read() / readRows() runs one child that opens the file
+// again and streams the rows back in slabs of at most kHdf5ReadSlabBytes.
+// Objects may be used from several threads.
 
 #include <cstdint>
 #include <filesystem>
@@ -41,6 +53,12 @@ inline constexpr uint64_t kHdf5MaxExpansion = 1100;
 inline constexpr uint64_t kHdf5SmallDatasetBytes = 1ull << 20;
 // Deepest group nesting walked.
 inline constexpr int kHdf5MaxDepth = 64;
+// Rows are read and sent back in slabs of at most this many bytes (at least one row).
+inline constexpr uint64_t kHdf5ReadSlabBytes = uint64_t(64) << 20;
+// open() also reads datasets of at most kHdf5PrefetchDatasetBytes, in file
+// order, until they total kHdf5PrefetchTotalBytes; read() hands each over once.
+inline constexpr uint64_t kHdf5PrefetchDatasetBytes = uint64_t(16) << 20;
+inline constexpr uint64_t kHdf5PrefetchTotalBytes = uint64_t(64) << 20;
 
 struct Hdf5Dataset {
     std::string path;           // absolute, "/model_weights/dense/dense/kernel:0"
@@ -86,14 +104,15 @@ public:
     // The same for an attribute that must hold exactly one string.
     std::optional<std::string> stringAttribute(std::string_view objectPath, std::string_view name) const;
 
-    struct Handle; // the open HDF5 file, closed with the last copy of this object
+    struct Attributes; // every attribute of the listed objects, read by open()
+    struct Prefetched; // small datasets read by open(), until read() takes them
 
 private:
-    // Opens the file into `f` and lists its tree (the caller holds the library lock).
-    static void openAndWalk(Hdf5File& f, const std::filesystem::path& path, uint64_t fileSize);
+    Hdf5File() = default; // only open() makes one
 
     std::filesystem::path path_;
-    std::shared_ptr<Handle> handle_;
+    std::shared_ptr<const Attributes> attributes_;
+    std::shared_ptr<Prefetched> prefetched_;
     std::vector<Hdf5Dataset> datasets_;
     std::vector<std::string> groups_;
     std::unordered_map<std::string, size_t> datasetByPath_;

@@ -1,9 +1,11 @@
 """Writes the seed corpora of the fuzz targets: a few small valid files per
 parser (so the fuzzer starts from inputs that reach deep) and a few broken
 ones. Inputs the fuzzers found are added next to them by hand, under names
-saying what they broke (docs/robustness.md); this script does not touch those.
+saying what they broke (docs/robustness.md); this script does not touch those,
+except the crafted reproductions of findings that regression_inputs() writes.
 
-usage: /usr/bin/python3 make_seeds.py   (writes corpus/<target>/seed_*)
+usage: /usr/bin/python3 make_seeds.py               (writes corpus/<target>/seed_* and the regressions)
+       /usr/bin/python3 make_seeds.py regressions   (writes only corpus/<target>/regress_* of regression_inputs)
 """
 import io
 import json
@@ -122,9 +124,44 @@ def hdf5_seeds():
         f.create_dataset("gzip", data=np.ones(8, np.float16), compression="gzip", chunks=(4,))
 
 
-onnx_seeds()
-hdf5_seeds()
-safetensors_seeds()
-npy_seeds()
-npz_seeds()
-rules_seeds()
+def regression_inputs():
+    """Small files reproducing what libhdf5 and libonnx do on hostile input
+    (docs/robustness.md): each must become an error or a warning, never an
+    outage of the process or the host."""
+    # libhdf5 1.10 maps every chunk a read touches into a skip list, with a
+    # dataspace copy each (about 4 KB per chunk): 724 x 724 float16 chunks of
+    # one element are 524 176 chunks, about 2.3 GB of RSS for a 4 KB file that
+    # passes every size check (1 MiB of data, within the fill-value allowance).
+    path = os.path.join(HERE, "corpus", "hdf5", "regress_oom_chunk_map_524k_chunks.h5")
+    with h5py.File(path, "w", libver="earliest") as f:
+        d = f.create_dataset("chunks", shape=(724, 724), dtype="<f2", chunks=(1, 1))
+        d[0, 0] = 7
+    # libonnx 1.12 lets a graph output's declaration replace the graph input's
+    # of the same name: the Conv then reads a rank-2 x and convPoolShapeInference
+    # dereferences null (Python's infer_shapes crashes the same way).
+    w = helper.make_tensor("W", TensorProto.FLOAT, [2, 1, 3, 3], np.ones(18, np.float32).tobytes(), raw=True)
+    g = helper.make_graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv", pads=[1, 1, 1, 1])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3])], [w])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with open(os.path.join(HERE, "corpus", "onnx", "regress_conv_input_redeclared_as_output.onnx"), "wb") as f:
+        f.write(model)
+    # A rank only inference derives: Flatten makes x rank 2 before the Conv.
+    # No declared rank shows it; the same crash.
+    g = helper.make_graph([helper.make_node("Flatten", ["x"], ["f"], name="flatten"),
+                           helper.make_node("Conv", ["f", "W"], ["y"], name="conv_on_flat", pads=[1, 1, 1, 1])],
+                          "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])], [w])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+    with open(os.path.join(HERE, "corpus", "onnx", "regress_conv_on_flatten_derived_rank.onnx"), "wb") as f:
+        f.write(model)
+
+
+if sys.argv[1:] != ["regressions"]:
+    onnx_seeds()
+    hdf5_seeds()
+    safetensors_seeds()
+    npy_seeds()
+    npz_seeds()
+    rules_seeds()
+regression_inputs()
