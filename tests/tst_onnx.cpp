@@ -331,6 +331,56 @@ private slots:
                             [](const std::string& w) { return contains(w, "shape inference failed"); }));
     }
 
+    // libonnx 1.12 crashes (SIGSEGV in convPoolShapeInference) on both fuzz
+    // regressions below; Python's infer_shapes does too. The models load,
+    // without inferred shapes, with a warning naming the model and the node.
+    void shapeInferenceCrashesBecomeWarnings()
+    {
+        const std::filesystem::path corpus = QUANTSCOPE_TEST_DATA "/../fuzz/corpus/onnx";
+        // The graph output redeclares the Conv's input x as [1, 3]: the file
+        // declares that rank, so the check before inference finds it.
+        const std::filesystem::path redeclared = corpus / "regress_conv_input_redeclared_as_output.onnx";
+        Model m = loadOnnx(redeclared);
+        QCOMPARE(m.nodes.size(), size_t(1));
+        std::string warnings;
+        for (const std::string& w : m.warnings)
+            warnings += w + "\n";
+        QVERIFY2(contains(warnings, "shape inference skipped") && contains(warnings, "node 'conv' (Conv)") &&
+                     contains(warnings, "rank-2 input"),
+                 warnings.c_str());
+        // A Flatten makes the Conv's input rank 2, which only inference finds:
+        // libonnx crashes in the child process that runs it.
+        const std::filesystem::path derived = corpus / "regress_conv_on_flatten_derived_rank.onnx";
+        m = loadOnnx(derived);
+        QCOMPARE(m.nodes.size(), size_t(2));
+        warnings.clear();
+        for (const std::string& w : m.warnings)
+            warnings += w + "\n";
+        QVERIFY2(contains(warnings, "shape inference skipped") && contains(warnings, "crashed (signal 11") &&
+                     contains(warnings, derived.string()) && contains(warnings, "node 'conv_on_flat' (Conv, #1)"),
+                 warnings.c_str());
+        // Nothing was inferred: the value shapes are the declared ones.
+        QVERIFY(m.valueInfos.empty());
+    }
+
+    // Shapes inferred in the child process come back into the model.
+    void inferredShapesReachTheModel()
+    {
+        onnx::ModelProto proto = tinyModel();
+        auto* relu = proto.mutable_graph()->add_node();
+        relu->set_op_type("Relu");
+        relu->add_input("y");
+        relu->add_output("z");
+        proto.mutable_graph()->mutable_output(0)->set_name("z");
+        const Model m = loadOnnxBytes(asBytes(proto.SerializeAsString()), "tiny.onnx", {});
+        QVERIFY(m.warnings.empty());
+        const auto y =
+            std::find_if(m.valueInfos.begin(), m.valueInfos.end(), [](const ValueInfo& v) { return v.name == "y"; });
+        QVERIFY(y != m.valueInfos.end() && y->shape);
+        QCOMPARE(y->shape->size(), size_t(2));
+        QVERIFY((*y->shape)[0] == Dim::fixed(1) && (*y->shape)[1] == Dim::fixed(3));
+    }
+
     void truncatedFilesAreRefused()
     {
         QFile f(QString::fromStdString(fixture("layers.onnx").string()));

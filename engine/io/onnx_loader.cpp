@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/contained_call.h"
 #include "core/mapped_file.h"
 #include "graph/weight_layout.h"
 #include "io/load_budget.h"
@@ -196,40 +197,52 @@ void runChecker(const onnx::ModelProto& proto, const Model& model, const std::st
 // checking them, and crashes the process when they disagree (a Conv on a rank-2
 // input, a kernel of another rank, pads of the wrong length). Such a node is
 // invalid ONNX; finding it here lets the loader skip shape inference with a
-// warning instead of handing libonnx a model that takes the app down. Only ranks
-// the file declares are known at this point, so this guards the declared cases.
+// warning naming the node, without starting a process. A name may be declared
+// several times (graph input, value_info, graph output, initializer) and
+// libonnx lets a later declaration replace an earlier one, so every declared
+// rank is checked. Ranks that only inference derives (a Flatten feeding a Conv)
+// are not known here: inferShapesContained() below survives those.
 std::optional<std::string> convPoolRankProblem(const onnx::GraphProto& graph)
 {
     static const std::set<std::string> kConvOps = {"Conv", "ConvTranspose", "ConvInteger", "QLinearConv"};
     static const std::set<std::string> kPoolOps = {"MaxPool", "AveragePool", "LpPool", "MaxUnpool", "MaxRoiPool"};
-    std::map<std::string, int> rank;
+    std::map<std::string, std::set<int>> ranks;
     auto declare = [&](const onnx::ValueInfoProto& v) {
         if (v.type().has_tensor_type() && v.type().tensor_type().has_shape())
-            rank[v.name()] = v.type().tensor_type().shape().dim_size();
+            ranks[v.name()].insert(v.type().tensor_type().shape().dim_size());
     };
     for (const auto& v : graph.input())
         declare(v);
     for (const auto& v : graph.value_info())
         declare(v);
+    for (const auto& v : graph.output())
+        declare(v);
     for (const auto& t : graph.initializer())
-        rank[t.name()] = t.dims_size();
+        ranks[t.name()].insert(t.dims_size());
     for (const auto& node : graph.node()) {
         const bool conv = kConvOps.contains(node.op_type()), pool = kPoolOps.contains(node.op_type());
         if ((!conv && !pool) || node.input_size() == 0 || !node.domain().empty())
             continue;
         const std::string label = "node '" + node.name() + "' (" + node.op_type() + ")";
-        const auto data = rank.find(node.input(0));
-        if (data == rank.end())
+        const auto data = ranks.find(node.input(0));
+        if (data == ranks.end())
             continue;
-        if (data->second < 3)
-            return label + " has a rank-" + std::to_string(data->second) + " input; it needs at least 3";
-        const int spatial = data->second - 2;
+        for (const int rank : data->second)
+            if (rank < 3)
+                return label + " has a rank-" + std::to_string(rank) + " input; it needs at least 3";
+        if (data->second.size() > 1)
+            return label + " reads '" + node.input(0) + "', which the file declares with " +
+                   std::to_string(data->second.size()) + " different ranks";
+        const int dataRank = *data->second.begin();
+        const int spatial = dataRank - 2;
         const int weightInput = node.op_type() == "QLinearConv" ? 3 : 1;
         if (conv && node.input_size() > weightInput) {
-            const auto weight = rank.find(node.input(weightInput));
-            if (weight != rank.end() && weight->second != data->second)
-                return label + " has a rank-" + std::to_string(weight->second) + " kernel for a rank-" +
-                       std::to_string(data->second) + " input";
+            const auto weight = ranks.find(node.input(weightInput));
+            if (weight != ranks.end())
+                for (const int rank : weight->second)
+                    if (rank != dataRank)
+                        return label + " has a rank-" + std::to_string(rank) + " kernel for a rank-" +
+                               std::to_string(dataRank) + " input";
         }
         for (const auto& a : node.attribute()) {
             const int expected = a.name() == "pads" ? 2 * spatial : spatial;
@@ -241,6 +254,97 @@ std::optional<std::string> convPoolRankProblem(const onnx::GraphProto& graph)
         }
     }
     return std::nullopt;
+}
+
+// What libonnx's shape inference adds to a graph: its value_info and output
+// declarations. Inference runs in a contained child (core/contained_call.h):
+// libonnx crashes on ranks it derives itself (a Flatten feeding a Conv), which
+// no check of the declared ranks can foresee. The child works on its copy of
+// the parsed model and sends back only what inference changed.
+struct InferredShapes {
+    std::string warning; // libonnx's own complaint, when it threw
+    onnx::GraphProto declarations;
+};
+
+ContainedOutcome inferShapesInChild(onnx::ModelProto& proto, std::optional<int> firstNodes, InferredShapes* result)
+{
+    std::string answer;
+    const ContainedOutcome outcome = ContainedCall::run(
+        [&](ContainedChannel& channel) {
+            if (firstNodes) // the child's own copy: dropping nodes leaves the caller's model alone
+                proto.mutable_graph()->mutable_node()->DeleteSubrange(*firstNodes,
+                                                                      proto.graph().node_size() - *firstNodes);
+            std::string warning;
+            try {
+                onnx::shape_inference::InferShapes(proto, onnx::OpSchemaRegistry::Instance(),
+                                                   onnx::ShapeInferenceOptions(false, 1, false));
+            } catch (const std::exception& e) {
+                warning = oneLine(e.what());
+            }
+            if (!result)
+                return;
+            onnx::GraphProto declarations;
+            *declarations.mutable_value_info() = proto.graph().value_info();
+            *declarations.mutable_output() = proto.graph().output();
+            const std::string length = std::to_string(warning.size());
+            channel.send(length + ":" + warning);
+            channel.send(declarations.SerializeAsString());
+        },
+        [&](std::string_view piece, bool) {
+            if (answer.size() + piece.size() > kContainedMemoryBudget)
+                throw Error("shape inference's answer exceeds " + std::to_string(kContainedMemoryBudget >> 20) +
+                            " MiB");
+            answer.append(piece);
+        });
+    if (outcome.answered() && result) {
+        const size_t colon = answer.find(':');
+        size_t length = 0;
+        if (colon != std::string::npos && colon < 12)
+            length = size_t(std::stoull(answer.substr(0, colon)));
+        if (colon == std::string::npos || colon >= 12 || length > answer.size() - colon - 1 ||
+            !result->declarations.ParseFromArray(answer.data() + colon + 1 + length,
+                                                 int(answer.size() - colon - 1 - length)))
+            throw Error("shape inference sent a garbled answer");
+        result->warning = answer.substr(colon + 1, length);
+    }
+    return outcome;
+}
+
+// Runs shape inference contained and merges its declarations into `proto`; a
+// failure becomes a warning naming the model and, for a crash, the first node
+// whose inclusion makes libonnx crash (found by bisecting the node list).
+void inferShapesContained(onnx::ModelProto& proto, const std::string& sourceName, std::vector<std::string>& warnings)
+{
+    InferredShapes inferred;
+    ContainedOutcome outcome;
+    try {
+        outcome = inferShapesInChild(proto, std::nullopt, &inferred);
+    } catch (const Error& e) {
+        warnings.push_back("shape inference skipped on " + sourceName + ": " + e.what());
+        return;
+    }
+    if (outcome.answered()) {
+        *proto.mutable_graph()->mutable_value_info() = std::move(*inferred.declarations.mutable_value_info());
+        *proto.mutable_graph()->mutable_output() = std::move(*inferred.declarations.mutable_output());
+        if (!inferred.warning.empty())
+            warnings.push_back("shape inference failed, value shapes are those the file declares: " +
+                               inferred.warning);
+        return;
+    }
+    std::string where;
+    if (outcome.status == ContainedOutcome::Status::Crashed && proto.graph().node_size() > 0) {
+        int fine = 0, crashes = proto.graph().node_size();
+        while (crashes - fine > 1) {
+            const int middle = fine + (crashes - fine) / 2;
+            if (inferShapesInChild(proto, middle, nullptr).status == ContainedOutcome::Status::Crashed)
+                crashes = middle;
+            else
+                fine = middle;
+        }
+        where = " at " + nodeLabel(proto.graph().node(crashes - 1), crashes - 1);
+    }
+    warnings.push_back("shape inference skipped: libonnx's shape inference " + outcome.reason() + " on " +
+                       sourceName + where + "; value shapes are those the file declares");
 }
 
 } // namespace
@@ -350,13 +454,7 @@ Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceN
     if (rankProblem) {
         model.warnings.push_back("shape inference skipped: " + *rankProblem);
     } else if (options.runShapeInference) {
-        try {
-            onnx::shape_inference::InferShapes(*proto, onnx::OpSchemaRegistry::Instance(),
-                                               onnx::ShapeInferenceOptions(false, 1, false));
-        } catch (const std::exception& e) {
-            model.warnings.push_back("shape inference failed, value shapes are those the file declares: " +
-                                     oneLine(e.what()));
-        }
+        inferShapesContained(*proto, sourceName, model.warnings);
     }
     for (const auto& input : graph.input())
         if (!model.isInitializer(input.name()))
