@@ -534,6 +534,12 @@ private slots:
         expectUserError(perTensor + QStringList{"--qtype", "uint4", "--method", "absmax"}, "ramp.npy");
         r = runCli(perTensor + QStringList{"--qtype", "uint4", "--method", "minmax"});
         QVERIFY2(r.exitCode == 0, r.err.constData());
+        // compare-methods keeps the asymmetric method and skips the symmetric ones, saying why.
+        r = runCli({"compare-methods", "--npy", in, "--qtype", "uint4", "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json methods = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(methods["skipped"].size(), comparedMethods().size() - 1);
+        QVERIFY(methods["skipped"][0]["reason"].get<std::string>().find("negative values into 0") != std::string::npos);
         // Entropy on tiles of 32: too few values for its histogram, said so.
         const QString w = writeTemp(dir, "w.npy", adversarialWeights(12, 256, 7));
         r = runCli({"fake-quant", "--npy", w, "--out", out, "--qtype", "int4", "--method", "entropy", "--granularity",

@@ -44,6 +44,14 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
         mx.method = CalibrationMethod::parse("absmax");
         return {measure(x, mx, std::string(info.name) + " block scales", tensorName)};
     }
+    // An unsigned type under a symmetric method would zero the negative values
+    // (calibrateRanges refuses it): those methods are skipped, not the comparison.
+    bool negative = false;
+    if (info.kind == QKind::Integer && !info.isSigned) {
+        const Tensor xf = x.toFloat32();
+        for (float v : xf.values<float>())
+            negative |= v < 0;
+    }
     std::vector<MethodResult> results, skipped;
     for (const std::string& text : comparedMethods()) {
         cancel.check();
@@ -56,6 +64,13 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
             r.method = s.method.toString();
             r.symmetric = false;
             r.skipped = "asymmetric: " + std::string(info.name) + " has no zero point";
+            skipped.push_back(std::move(r));
+            continue;
+        }
+        if (symmetric && negative) {
+            MethodResult r;
+            r.method = s.method.toString();
+            r.skipped = "symmetric: " + std::string(info.name) + " would turn the negative values into 0";
             skipped.push_back(std::move(r));
             continue;
         }
