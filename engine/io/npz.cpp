@@ -155,7 +155,12 @@ Tensor NpzRowReader::next(int64_t count)
     const int64_t n = std::min(count, rowCount() - position_);
     Shape shape = h.shape;
     shape[0] = n;
-    Tensor rows(h.dtype, shape);
+    // A row's size is declared by the header (a deflated member may declare
+    // 1032 times its compressed size): the batch is checked before it is allocated.
+    const std::string member = file_.archive().describe(file_.archive().entries().at(array_.entry));
+    const std::string what = std::to_string(n) + " rows of " + shapeToString(h.shape);
+    LoadBudget(member).reserve(uint64_t(n) * uint64_t(rowBytes_), what);
+    Tensor rows = allocateTensor(h.dtype, shape, member, what);
     auto* out = static_cast<std::byte*>(rows.mutableRawData());
     const size_t bytes = size_t(n * rowBytes_);
     if (h.fortranOrder) {
