@@ -24,6 +24,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QStandardPaths>
 #include <QStringList>
 #include <QTemporaryDir>
 
@@ -63,9 +64,12 @@ inline void requireInstall()
                     "registry)");
 }
 
-// Runs run_model.js; returns its stdout. `extra` are further arguments.
+// Runs run_model.js; returns its stdout. `extra` are further arguments;
+// `wrapper`, when not empty, is a program and its arguments that run node
+// (an emulator of another CPU, say).
 inline QByteArray runNode(const std::filesystem::path& model, const std::map<std::string, Tensor>& inputs,
-                          const QString& outDir, const QTemporaryDir& work, const QStringList& extra)
+                          const QString& outDir, const QTemporaryDir& work, const QStringList& extra,
+                          const QStringList& wrapper = {})
 {
     requireInstall();
     QJsonObject manifest;
@@ -92,9 +96,15 @@ inline QByteArray runNode(const std::filesystem::path& model, const std::map<std
                           QStringLiteral("--out"),
                           outDir};
     arguments += extra;
-    node.start(QStringLiteral(QUANTSCOPE_NODE), arguments);
+    if (wrapper.isEmpty()) {
+        node.start(QStringLiteral(QUANTSCOPE_NODE), arguments);
+    } else {
+        arguments.prepend(QStandardPaths::findExecutable(QStringLiteral(QUANTSCOPE_NODE)));
+        node.start(wrapper.front(), wrapper.mid(1) + arguments);
+    }
     if (!node.waitForStarted())
-        throw Error(std::string("cannot start node (") + QUANTSCOPE_NODE + "): install Debian's nodejs");
+        throw Error("cannot start " +
+                    (wrapper.isEmpty() ? std::string(QUANTSCOPE_NODE) : wrapper.front().toStdString()));
     node.waitForFinished(-1);
     const QByteArray stdoutBytes = node.readAllStandardOutput();
     if (node.exitStatus() != QProcess::NormalExit || node.exitCode() != 0)
@@ -106,15 +116,18 @@ inline QByteArray runNode(const std::filesystem::path& model, const std::map<std
 } // namespace ort_detail
 
 // Runs `model` with ONNX Runtime (CPU, 2 intra-op threads) on `inputs` (every
-// graph input by name); returns every graph output by name.
+// graph input by name); returns every graph output by name. `wrapper` as for
+// ort_detail::runNode (e.g. {"qemu-x86_64", "-cpu", "Haswell"}: ONNX Runtime
+// then picks the kernels of a CPU with AVX2 and no VNNI).
 inline std::map<std::string, Tensor> runOnnxRuntime(const std::filesystem::path& model,
-                                                    const std::map<std::string, Tensor>& inputs)
+                                                    const std::map<std::string, Tensor>& inputs,
+                                                    const QStringList& wrapper = {})
 {
     QTemporaryDir work;
     if (!work.isValid())
         throw Error("cannot create a temporary folder for ONNX Runtime's inputs and outputs");
     const QString outDir = work.filePath(QStringLiteral("out"));
-    ort_detail::runNode(model, inputs, outDir, work, {});
+    ort_detail::runNode(model, inputs, outDir, work, {}, wrapper);
     QFile manifestFile(QDir(outDir).filePath(QStringLiteral("outputs.json")));
     if (!manifestFile.open(QIODevice::ReadOnly))
         throw Error("ONNX Runtime wrote no outputs.json for " + model.string());

@@ -115,20 +115,39 @@ private slots:
         QVERIFY(relativeMaxError(e.simulated.begin()->second, e.floatRun.begin()->second) > 1e-4);
     }
 
+    void demoW8A8HoldsOneQdqPerWeightAndActivation_data()
+    {
+        QTest::addColumn<int>("form");
+        QTest::newRow("unsigned (default)") << int(EightBitForm::Unsigned);
+        QTest::newRow("as-rules") << int(EightBitForm::AsRules);
+    }
     void demoW8A8HoldsOneQdqPerWeightAndActivation()
     {
-        const ExportedCase e = exportCase(cases_[0], dir_.path().toStdString());
+        QFETCH(int, form);
+        OnnxExportOptions options;
+        options.eightBitForm = EightBitForm(form);
+        const bool unsignedForm = options.eightBitForm == EightBitForm::Unsigned;
+        const ExportedCase e = exportCase(cases_[0], dir_.path().toStdString(), options);
         const onnx::ModelProto m = readProto(e.out);
         QCOMPARE(opsetOf(m), int64_t(13));
         QCOMPARE(countOps(m, "QuantizeLinear"), 5); // the inputs of conv1..3, fc1, fc2
         QCOMPARE(countOps(m, "DequantizeLinear"), 10);
-        // Weights: int8 per output channel, zero point dropped (symmetric), scales as the weight cache has them.
+        QCOMPARE(e.summary.signedEightBit, unsignedForm ? int64_t(0) : int64_t(15));
+        // Weights: per output channel, scales as the weight cache has them. As the rules say: int8 codes,
+        // zero point dropped (symmetric). Unsigned: uint8 codes = int8 codes + 128, zero points 128.
         for (const LayerQuantization& lq : e.plan.layers()) {
             const QuantizableLayer& layer = e.model.layers[lq.layer];
             const onnx::NodeProto& dq = producerOf(m, layer.weightName);
             QCOMPARE(dq.op_type(), std::string("DequantizeLinear"));
-            QCOMPARE(dq.input_size(), 2);
-            QCOMPARE(initializerOf(m, dq.input(0)).data_type(), int32_t(onnx::TensorProto::INT8));
+            QCOMPARE(dq.input_size(), unsignedForm ? 3 : 2);
+            QCOMPARE(initializerOf(m, dq.input(0)).data_type(),
+                     int32_t(unsignedForm ? onnx::TensorProto::UINT8 : onnx::TensorProto::INT8));
+            if (unsignedForm) {
+                const auto zeroPoints = readIntegerTensor(initializerOf(m, dq.input(2)));
+                QVERIFY(zeroPoints);
+                QVERIFY(std::all_of(zeroPoints->values.begin(), zeroPoints->values.end(),
+                                    [](int32_t z) { return z == 128; }));
+            }
             const auto scales = readFloatTensor(initializerOf(m, dq.input(1)));
             QVERIFY(scales);
             QCOMPARE(*scales, e.weights.find(lq.layer)->quantization.params.scales);
@@ -138,6 +157,9 @@ private slots:
         QCOMPARE(names.front().pass, std::string("quantize_weights"));
         QCOMPARE(names.front().changes, int64_t(5));
         QVERIFY(e.summary.quantizedBytes * 3 < e.summary.floatBytes);
+        // Either way our runtime runs the file to the simulation's numbers.
+        const auto outputs = Interpreter(loadOnnx(e.out)).run(e.inputs);
+        QVERIFY(relativeMaxError(outputs.at("logits"), e.simulated.at("logits")) <= 1e-5);
     }
 
     void int4BlockedWeightsRaiseTheOpsetAndHoldTheSimulatedValues()
@@ -206,7 +228,8 @@ private slots:
         OnnxExportOptions options;
         options.runPasses = false;
         const ExportedCase e = exportCase(cases_[0], dir_.path().toStdString(), options);
-        QCOMPARE(e.summary.passes.size(), size_t(2));
+        // quantize_weights, quantize_activations, use_unsigned_eight_bit (not a clean-up pass: it always runs)
+        QCOMPARE(e.summary.passes.size(), size_t(3));
         const onnx::ModelProto m = readProto(e.out);
         for (const auto& node : m.graph().node())
             if (node.op_type() == "DequantizeLinear")

@@ -88,6 +88,51 @@ private slots:
             }
         }
     }
+
+    // ONNX Runtime fuses QDQ groups into integer kernels chosen by the CPU. On
+    // x86 CPUs with AVX2 but without VNNI its u8s8 kernels add pairs of 8-bit
+    // products in 16 bits, which saturate; its s8s8 path converts and saturates
+    // too. The default export writes every 8-bit quantization as uint8 (u8u8
+    // kernels, exact there), and this test shows why on such a CPU: qemu's user
+    // emulation of a Haswell (AVX2, no AVX-512, no VNNI) runs ONNX Runtime on a
+    // Conv built so that nearly every code is at the top of its range.
+    void unsignedEightBitIsExactOnAvx2CpusWithoutVnni_data()
+    {
+        QTest::addColumn<QString>("actQtype");
+        QTest::newRow("uint8 activations") << "uint8";
+        QTest::newRow("int8 activations") << "int8";
+    }
+    void unsignedEightBitIsExactOnAvx2CpusWithoutVnni()
+    {
+        QFETCH(QString, actQtype);
+        const QString qemu = QStandardPaths::findExecutable(QStringLiteral("qemu-x86_64"));
+        QVERIFY2(!qemu.isEmpty(), "qemu-x86_64 is missing: install Debian's qemu-user (packaging/install-deps.sh)");
+        const QStringList haswell{qemu, QStringLiteral("-cpu"), QStringLiteral("Haswell")};
+        const std::filesystem::path dir = dir_.path().toStdString();
+        const ExportCase c{"saturating_conv_" + actQtype.left(4).toStdString(), dir / "saturating_conv.onnx",
+                           "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"" + actQtype.toStdString() +
+                               "\", \"act_calibration\": \"minmax\", \"act_static_scale\": true}]",
+                           dir / "saturating_conv_inputs.npz", 16};
+        double errors[2] = {};
+        for (const EightBitForm form : {EightBitForm::Unsigned, EightBitForm::AsRules}) {
+            OnnxExportOptions options;
+            options.eightBitForm = form;
+            const std::filesystem::path formDir = dir / eightBitFormName(form);
+            std::filesystem::create_directories(formDir);
+            const ExportedCase e = exportCase(c, formDir, options);
+            QCOMPARE(e.summary.signedEightBit > 0, form == EightBitForm::AsRules);
+            const Tensor& simulated = e.simulated.at("y");
+            const double err = relativeMaxError(runOnnxRuntime(e.out, e.inputs, haswell).at("y"), simulated);
+            const double native = relativeMaxError(runOnnxRuntime(e.out, e.inputs).at("y"), simulated);
+            qInfo("%s, %s form: ORT vs simulation, max rel err %.2e on an emulated Haswell, %.2e on this CPU",
+                  c.name.c_str(), eightBitFormName(form), err, native);
+            errors[form == EightBitForm::Unsigned ? 0 : 1] = err;
+        }
+        // Unsigned: the requantization's rounding at most (one output code of 255).
+        QVERIFY2(errors[0] <= 0.01, std::to_string(errors[0]).c_str());
+        // As the rules say: saturated sums, far from the simulation.
+        QVERIFY2(errors[1] >= 0.1, std::to_string(errors[1]).c_str());
+    }
 };
 
 QTEST_APPLESS_MAIN(TestExportOnnxOrt)

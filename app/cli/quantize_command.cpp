@@ -43,7 +43,10 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
             throw Error("--export-onnx: " + options.modelFile.string() + " is a " + model.format +
                         " model; a QDQ model is written from an ONNX model");
         const std::map<size_t, StaticActivation> statics = requiredStaticActivations(model, q.plan(), q.statistics());
-        const OnnxExportSummary s = exportOnnxQdq(model, q.plan(), q.weights(), statics, *out);
+        OnnxExportOptions onnxOptions;
+        if (const auto form = args.value("--onnx-eight-bit"))
+            onnxOptions.eightBitForm = *parseEightBitForm(*form); // the parser checked the name
+        const OnnxExportSummary s = exportOnnxQdq(model, q.plan(), q.weights(), statics, *out, onnxOptions);
         nlohmann::json passes = nlohmann::json::array();
         for (const PassReport& p : s.passes)
             passes.push_back({{"pass", p.pass}, {"changes", p.changes}});
@@ -56,6 +59,9 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
                            {"quantized_bytes", s.quantizedBytes},
                            {"ratio", s.quantizedBytes ? double(s.floatBytes) / double(s.quantizedBytes) : 0.0},
                            {"checked", s.checked},
+                           {"eight_bit_form", eightBitFormName(s.eightBitForm)},
+                           {"eight_bit_reason", eightBitFormReason(s.eightBitForm)},
+                           {"signed_eight_bit", s.signedEightBit},
                            {"warnings", s.warnings}};
     }
     if (const auto out = args.value("--export-odml")) {
@@ -163,6 +169,11 @@ Command quantizeCommand()
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
         {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
         {"--export-onnx", "F", "write an ONNX QDQ model (ONNX models only)", {}, false},
+        {"--onnx-eight-bit",
+         "FORM",
+         "how --export-onnx writes 8-bit integers: unsigned (default; uint8, exact in ONNX Runtime on every "
+         "x86 CPU) or as-rules (the rules' int8: faster with VNNI, saturates on AVX2 CPUs without it):",
+         {"unsigned", "as-rules"}},
         {"--export-odml",
          "F",
          "write the ODML full-integer annotations (JSON); needs --mode odml and --calib",

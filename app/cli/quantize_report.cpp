@@ -202,6 +202,12 @@ std::string quantizeReportText(const QuantizeReport& r)
                  ")";
         }
         s += "\n";
+        if (summary.contains("eight_bit_form"))
+            s += "  8-bit form '" + summary["eight_bit_form"].get<std::string>() +
+                 "': " + summary.value("eight_bit_reason", std::string()) + "\n";
+        if (summary.contains("warnings"))
+            for (const auto& w : summary["warnings"])
+                s += "  warning: " + w.get<std::string>() + "\n";
     }
     return s;
 }

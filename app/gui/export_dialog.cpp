@@ -45,7 +45,8 @@ QString bytesText(int64_t bytes)
 
 bool ExportOutcome::allChecksPassed() const
 {
-    return std::all_of(checks.begin(), checks.end(), [](const QString& c) { return c.startsWith(QStringLiteral("✔")); });
+    return std::all_of(checks.begin(), checks.end(),
+                       [](const QString& c) { return c.startsWith(QStringLiteral("✔")); });
 }
 
 ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
@@ -111,16 +112,18 @@ ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, con
         statics = staticActivations(*in.plan, *in.statistics);
     if (progress)
         progress(0.1, "writing the QDQ model");
-    const OnnxExportSummary summary =
-        exportOnnxQdq(*in.model, *in.plan, *in.weights, statics, path.toStdString());
+    const OnnxExportSummary summary = exportOnnxQdq(*in.model, *in.plan, *in.weights, statics, path.toStdString());
     cancel.check();
     out.floatBytes = summary.floatBytes;
     out.quantizedBytes = summary.quantizedBytes;
-    out.checks << (summary.checked ? passed(QObject::tr("onnx::checker passed (opset %1, IR %2)")
-                                                .arg(summary.opset)
-                                                .arg(summary.irVersion))
-                                   : QObject::tr("– onnx::checker not run: libonnx does not know opset %1")
-                                         .arg(summary.opset));
+    out.checks
+        << (summary.checked
+                ? passed(
+                      QObject::tr("onnx::checker passed (opset %1, IR %2)").arg(summary.opset).arg(summary.irVersion))
+                : QObject::tr("– onnx::checker not run: libonnx does not know opset %1").arg(summary.opset));
+    out.notes << QObject::tr("8-bit form '%1': %2")
+                     .arg(QString::fromUtf8(eightBitFormName(summary.eightBitForm)),
+                          QString::fromStdString(eightBitFormReason(summary.eightBitForm)));
     for (const PassReport& p : summary.passes)
         if (p.changes > 0)
             out.notes << QObject::tr("pass %1: %2 rewrites").arg(QString::fromStdString(p.pass)).arg(p.changes);

@@ -15,6 +15,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "export/passes/canonicalize_zero_points.h"
 #include "export/passes/pipeline.h"
 #include "export/passes/raise_opset.h"
 #include "numerics/float_formats.h"
@@ -415,6 +416,17 @@ void check(onnx::ModelProto& proto, OnnxExportSummary& summary)
     summary.checked = true;
 }
 
+// QuantizeLinear and DequantizeLinear nodes of the default domain that read or write int8.
+int64_t countSignedEightBit(QdqGraph& graph)
+{
+    int64_t count = 0;
+    for (const onnx::NodeProto& node : graph.proto().node())
+        if (node.domain().empty() && (node.op_type() == "QuantizeLinear" || node.op_type() == "DequantizeLinear") &&
+            quantizedElementType(graph, node) == onnx::TensorProto::INT8)
+            ++count;
+    return count;
+}
+
 } // namespace
 
 QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
@@ -455,6 +467,30 @@ QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& 
     return request;
 }
 
+std::optional<EightBitForm> parseEightBitForm(std::string_view name)
+{
+    if (name == "unsigned")
+        return EightBitForm::Unsigned;
+    if (name == "as-rules")
+        return EightBitForm::AsRules;
+    return std::nullopt;
+}
+
+const char* eightBitFormName(EightBitForm form)
+{
+    return form == EightBitForm::Unsigned ? "unsigned" : "as-rules";
+}
+
+std::string eightBitFormReason(EightBitForm form)
+{
+    if (form == EightBitForm::Unsigned)
+        return "8-bit integers written as uint8 (int8 codes + 128, the same values): ONNX Runtime runs its u8u8 "
+               "kernels, which compute exactly what the simulation does on every x86 CPU";
+    return "8-bit integers written as the rules name them: ONNX Runtime's fastest kernels on CPUs with VNNI; on "
+           "AVX2 CPUs without VNNI its u8s8/s8s8 kernels saturate and the deployed model can be worse than the "
+           "simulation";
+}
+
 std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
                          OnnxExportSummary& summary)
 {
@@ -486,10 +522,24 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     quantizeWeights(model, request, graph, summary);
     quantizeActivations(model, request, graph, summary);
     graph.sortTopologically();
+    // Before the passes, while every quantization still has its zero point (they drop zeros).
+    summary.eightBitForm = options.eightBitForm;
+    if (options.eightBitForm == EightBitForm::Unsigned)
+        summary.passes.push_back(useUnsignedEightBit(graph));
     if (options.runPasses)
         for (PassReport& r : runQdqPasses(graph))
             summary.passes.push_back(std::move(r));
     graph.sortTopologically();
+    summary.signedEightBit = countSignedEightBit(graph);
+    if (summary.signedEightBit > 0)
+        summary.warnings.push_back(
+            std::to_string(summary.signedEightBit) +
+            " int8 quantization(s) are written as int8: ONNX Runtime's u8s8/s8s8 integer kernels saturate on x86 "
+            "CPUs with AVX2 but without VNNI, where the deployed model can be far worse than the simulation" +
+            std::string(options.eightBitForm == EightBitForm::Unsigned
+                            ? " (these could not be rewritten as uint8: a weight read by several nodes, or a "
+                              "quantized graph output)"
+                            : "; the 'unsigned' form avoids it"));
     summary.irVersion = proto.ir_version();
 
     if (options.runChecker && target <= libonnxNewestOpset())

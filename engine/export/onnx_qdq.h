@@ -20,6 +20,9 @@
 //   nf4, fp4, mx*, binary, ternary ...) is an Error naming the layer and the
 //   qtype. The opset is raised when the types need it.
 // - External data of the source is read and written inline (one .onnx file).
+// - 8-bit integers are written as uint8 by default (int8 codes and zero points
+//   + 128, the same values), so that ONNX Runtime runs its u8u8 kernels, exact
+//   on every x86 CPU (EightBitForm below).
 
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -39,7 +43,24 @@
 
 namespace qs {
 
+// How 8-bit integer quantizations are written. ONNX Runtime fuses QDQ groups
+// into integer kernels (QLinearConv, QLinearMatMul, ...). On x86 CPUs with
+// AVX2 but without VNNI (AVX512-VNNI or AVX-VNNI), its kernels for uint8
+// activations × int8 weights (u8s8) add pairs of products in 16 bits and
+// saturate, and its s8s8 path is worse; its u8u8 kernels widen to 16 bits
+// first and are exact everywhere (measured in docs/export.md).
+enum class EightBitForm {
+    Unsigned, // every int8 quantization as uint8 (+128): exact on every CPU; the default
+    AsRules,  // the rules' types: ONNX Runtime's fastest kernels where the CPU has VNNI
+};
+// "unsigned" / "as-rules"; none for another name.
+std::optional<EightBitForm> parseEightBitForm(std::string_view name);
+const char* eightBitFormName(EightBitForm form);
+// One sentence for reports and dialogs: what the form does and why.
+std::string eightBitFormReason(EightBitForm form);
+
 struct OnnxExportOptions {
+    EightBitForm eightBitForm = EightBitForm::Unsigned;
     bool runPasses = true;        // run the clean-up passes (export/passes/pipeline.h) on the QDQ graph
     std::optional<int64_t> opset; // default-domain opset to write; default: the source's, raised as the types need
     bool runChecker = true;       // run onnx::checker (full: with strict shape inference) where libonnx knows the opset
@@ -47,8 +68,10 @@ struct OnnxExportOptions {
 
 struct OnnxExportSummary {
     int64_t sourceOpset = 0;
-    int64_t opset = 0;              // default-domain opset written
-    int64_t irVersion = 0;          // IR version written
+    int64_t opset = 0;                                  // default-domain opset written
+    int64_t irVersion = 0;                              // IR version written
+    EightBitForm eightBitForm = EightBitForm::Unsigned; // as asked (OnnxExportOptions)
+    int64_t signedEightBit = 0;     // int8 quantizations left in the file (ONNX Runtime's u8s8/s8s8 kernels)
     std::vector<PassReport> passes; // the rewrite ("quantize_weights", "quantize_activations") then each pass
     std::vector<std::string> dynamicActivations; // values left float for the runtime's dynamic quantization
     int64_t floatBytes = 0;                      // the quantized weights as float32 in the source

@@ -6,8 +6,13 @@ folder given as the first argument (generated at test time, not committed):
       -> Relu -> MatMul 96x10 -> y; weights saved as external data.
   resnet_like.onnx: input x [N, 3, 8, 8] -> Conv 3->8 -> Relu -> Conv 8->8 -> Relu
       -> Conv 8->8 -> Add (skip) -> Relu -> GlobalAveragePool -> Flatten -> Gemm 8->10 -> y.
-  matmul_mlp_inputs.npz, resnet_like_inputs.npz: a batch of 16 inputs (`x`) for each,
-      used both to calibrate and to compare runs.
+  saturating_conv.onnx: input x [N, 16, 4, 4] -> Conv 16->4 (3x3, weights all in [0.5, 1]) -> Conv 4->4
+      (1x1) -> y. With inputs in [0.5, 1] nearly every 8-bit code of the first Conv is at the top of its
+      range: adjacent products summed in 16 bits overflow, which is how ONNX Runtime's u8s8 kernels of AVX2
+      CPUs without VNNI lose values. The second Conv quantizes the first one's output, so ONNX Runtime runs
+      the first as one integer kernel (QLinearConv).
+  matmul_mlp_inputs.npz, resnet_like_inputs.npz, saturating_conv_inputs.npz: a batch of 16 inputs (`x`)
+      for each, used both to calibrate and to compare runs.
 """
 import os
 import sys
@@ -70,3 +75,14 @@ onnx.save_model(res, os.path.join(out, "resnet_like.onnx"))
 
 np.savez(os.path.join(out, "matmul_mlp_inputs.npz"), x=rng.standard_normal((16, 64)).astype(np.float32))
 np.savez(os.path.join(out, "resnet_like_inputs.npz"), x=rng.standard_normal((16, 3, 8, 8)).astype(np.float32))
+
+sat = model(
+    [helper.make_node("Conv", ["x", "conv.weight"], ["h"], name="/conv/Conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+     helper.make_node("Conv", ["h", "mix.weight"], ["y"], name="/mix/Conv", kernel_shape=[1, 1])],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 16, 4, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 4, 4, 4])],
+    [numpy_helper.from_array(rng.uniform(0.5, 1.0, (4, 16, 3, 3)).astype(np.float32), "conv.weight"),
+     init("mix.weight", (4, 4, 1, 1), 0.5)],
+    "saturating_conv")
+onnx.save_model(sat, os.path.join(out, "saturating_conv.onnx"))
+np.savez(os.path.join(out, "saturating_conv_inputs.npz"), x=rng.uniform(0.5, 1.0, (16, 16, 4, 4)).astype(np.float32))

@@ -24,13 +24,15 @@ IntegerTensor shiftedToUInt8(IntegerTensor t)
     return t;
 }
 
-// int8 zero point −128 → uint8 0. Returns whether anything changed.
-bool shiftSigned(QdqGraph& graph, int i, PassReport& report)
+// An int8 quantization → uint8 with codes and zero point + 128 (the same
+// values): every one (`anyZeroPoint`), or those whose zero points are all −128.
+// Returns whether anything changed.
+bool shiftSigned(QdqGraph& graph, int i, bool anyZeroPoint, PassReport& report)
 {
     const onnx::NodeProto& node = graph.proto().node(i);
     const auto params = constantQdqParams(graph, node);
     if (!params || !params->zeroPoint || params->zeroPoint->elementType != onnx::TensorProto::INT8 ||
-        !allEqual(*params->zeroPoint, -128))
+        (!anyZeroPoint && !allEqual(*params->zeroPoint, -128)))
         return false;
     IntegerTensor zero = shiftedToUInt8(*params->zeroPoint);
     if (isQdq(node, "DequantizeLinear")) {
@@ -95,6 +97,19 @@ bool dropZero(QdqGraph& graph, int i, PassReport& report)
 
 } // namespace
 
+PassReport useUnsignedEightBit(QdqGraph& graph)
+{
+    PassReport report{"use_unsigned_eight_bit", 0, {}};
+    for (int i = 0; i < graph.proto().node_size(); ++i) {
+        const onnx::NodeProto& node = graph.proto().node(i);
+        if ((isQdq(node, "QuantizeLinear") || isQdq(node, "DequantizeLinear")) && shiftSigned(graph, i, true, report)) {
+            ++report.changes;
+            graph.reindex();
+        }
+    }
+    return report;
+}
+
 PassReport canonicalizeZeroPoints(QdqGraph& graph)
 {
     PassReport report{"canonicalize_zero_points", 0, {}};
@@ -102,7 +117,7 @@ PassReport canonicalizeZeroPoints(QdqGraph& graph)
         const onnx::NodeProto& node = graph.proto().node(i);
         if (!isQdq(node, "QuantizeLinear") && !isQdq(node, "DequantizeLinear"))
             continue;
-        if (shiftSigned(graph, i, report)) {
+        if (shiftSigned(graph, i, false, report)) {
             ++report.changes;
             graph.reindex();
         }

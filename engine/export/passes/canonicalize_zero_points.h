@@ -17,4 +17,14 @@ namespace qs {
 // Report: changes = zero points rewritten or dropped; nodes = the nodes changed.
 PassReport canonicalizeZeroPoints(QdqGraph& graph);
 
+// Every int8 quantization becomes uint8 with each code and zero point + 128,
+// exactly, where the codes can be rewritten (a constant initializer only the
+// DequantizeLinear reads; a QuantizeLinear whose every reader is a
+// DequantizeLinear with the same zero point). ONNX Runtime then runs its
+// u8u8 integer kernels, which are exact on every x86 CPU: its u8s8 and s8s8
+// kernels sum pairs of products into 16 bits on AVX2 CPUs without VNNI and
+// saturate there (docs/export.md, "Integer kernels").
+// Report: changes = quantizations rewritten; nodes = the nodes changed.
+PassReport useUnsignedEightBit(QdqGraph& graph);
+
 } // namespace qs
