@@ -37,7 +37,7 @@ int runFakeQuant(const Arguments& args)
     writeNpy(out, fake);
 
     const ErrorMetrics m = errorMetrics(x.values<float>(), fake.values<float>());
-    const double clipped = fractionClipped(x.values<float>(), q.params.layout, q.ranges);
+    const double clipped = fractionClipped(x.values<float>(), q.params.layout, q.saturation);
     std::printf("%s -> %s: %s, %s, %s, %lld groups: mse %.6g, sqnr %.2f dB, %.4f%% clipped\n", in.c_str(), out.c_str(),
                 std::string(qtypeName(spec.qtype)).c_str(),
                 isMicroscaling(spec.qtype) ? "own block scales" : spec.method.toString().c_str(),

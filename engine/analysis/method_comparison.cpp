@@ -21,7 +21,7 @@ MethodResult measure(const Tensor& x, const QuantizationSpec& spec, std::string 
     std::vector<float> fake(size_t(xf.numel()));
     fakeQuantizeInto(xf, q.params, fake, Rounding::Nearest, 0, tensorName);
     r.metrics = errorMetrics(xf.values<float>(), fake);
-    r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.ranges);
+    r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.saturation);
     r.ranges = q.ranges;
     r.note = q.note;
     return r;

@@ -22,6 +22,7 @@ TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationS
     q.ranges.reserve(q.params.scales.size());
     for (float s : q.params.scales)
         q.ranges.push_back({-s * elementMax, s * elementMax});
+    q.saturation = q.ranges;
     return q;
 }
 
@@ -65,13 +66,19 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
     const BlockLayout layout = layoutFor(xf.shape(), spec);
     TensorQuantization q;
     CalibrationReport report;
-    const std::vector<Range> calibrated =
-        calibrateRanges(xf.values<float>(), layout, spec.method, target, tensorName, &report);
-    q.params = quantParamsFromRanges(spec.qtype, layout, calibrated, symmetric, spec.options, tensorName);
+    q.ranges = calibrateRanges(xf.values<float>(), layout, spec.method, target, tensorName, &report);
+    q.params = quantParamsFromRanges(spec.qtype, layout, q.ranges, symmetric, spec.options, tensorName);
     // Where the quantizer saturates under the scales actually used (pow2 and fp16
     // restrictions, narrow range and clamped zero points included).
-    q.ranges = saturationRanges(q.params);
+    q.saturation = saturationRanges(q.params);
     q.note = report.note;
+    // The calibrated range as the scale reads it: symmetric ±absmax ([0, absmax] for
+    // unsigned types); asymmetric the calibrated range widened to include 0.
+    const bool isUnsigned = info.kind == QKind::Integer && !info.isSigned;
+    for (Range& r : q.ranges) {
+        const float a = std::max(-r.min, r.max);
+        r = symmetric ? Range{isUnsigned ? 0.f : -a, a} : Range{std::min(r.min, 0.f), std::max(r.max, 0.f)};
+    }
     return q;
 }
 

@@ -38,10 +38,14 @@ BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec);
 
 struct TensorQuantization {
     QuantParams params;
-    // Per group, the range outside of which values saturate (saturationRanges in
-    // quant/scale.h: the scale actually used, its restriction and the grid's ends
-    // included); microscaling blocks: ±scale · the element format's largest value.
+    // Per group, the calibrated range as the scale reads it (symmetric methods:
+    // ±absmax; unsigned types with a symmetric method: [0, absmax]; asymmetric: widened
+    // to include 0); microscaling blocks: ±scale · the element format's largest value.
     std::vector<Range> ranges;
+    // Per group, the range outside of which values saturate under the scale actually
+    // used (saturationRanges in quant/scale.h: pow2/fp16 restrictions, narrow range and
+    // the grid's ends included): what the clipped fraction counts against.
+    std::vector<Range> saturation;
     // What the calibration did that the user should know (CalibrationReport::note);
     // empty when there is nothing to say.
     std::string note;

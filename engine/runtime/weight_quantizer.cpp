@@ -110,8 +110,8 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
 
     const Tensor original = x.toFloat32();
     q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
-    q.metrics.fractionClipped =
-        fractionClipped(original.values<float>(), q.quantization.params.layout, q.quantization.ranges);
+    q.metrics.fractionClipped = fractionClipped(original.values<float>(), q.quantization.params.layout,
+                                                q.quantization.saturation); // every saturating value
     q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : permuteAxes(fake, inverseAxes(q.transposedAxes));
     return q;
 }
