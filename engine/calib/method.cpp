@@ -20,7 +20,8 @@ constexpr std::array<CalibrationKindInfo, 7> kKinds{{
      "p-th percentile of |x| (two-sided percentiles p and 100−p when asymmetric)"},
     {CalibrationKind::Mse, "mse", "mse", "clipping range that minimises the quantization MSE"},
     {CalibrationKind::Entropy, "entropy", "entropy",
-     "clipping range that minimises the KL divergence of the quantized histogram (TensorRT)"},
+     "clipping range that minimises the KL divergence of the quantized histogram (TensorRT), on L·m bins for the "
+     "target's L levels, 16 values a bin; a group with fewer than 32·L values keeps its whole range, as reported"},
 }};
 
 std::string_view trimmed(std::string_view s)
