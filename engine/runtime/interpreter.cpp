@@ -3,6 +3,8 @@
 #include <limits>
 #include <unordered_map>
 
+#include "runtime/ops/control_flow.h"
+
 namespace qs {
 
 namespace {
@@ -80,6 +82,17 @@ Interpreter::Interpreter(Model model) : model_(std::move(model))
                             "', which no earlier node, initializer or graph input produces");
             p.inputs.push_back(id);
         }
+        if (hasSubgraphs(node)) {
+            subgraphs_.push_back(prepareSubgraphs(model_, node, n));
+            p.subgraphs = subgraphs_.back().get();
+            for (const std::string& outer : p.subgraphs->outerNames) {
+                const int id = idOf(outer);
+                if (size_t(id) >= defined.size() || !defined[size_t(id)])
+                    throw Error("node '" + node.name + "' (" + node.opType + "): a subgraph reads '" + outer +
+                                "', which no earlier node, initializer or graph input produces");
+                p.inputs.push_back(id);
+            }
+        }
         for (const std::string& out : node.outputs) {
             const int id = out.empty() ? -1 : idOf(out);
             if (id >= 0)
@@ -112,6 +125,9 @@ Interpreter::Interpreter(Model model) : model_(std::move(model))
     planFusion();
     memos_ = std::make_unique<KernelMemo[]>(plan_.size());
 }
+
+Interpreter::Interpreter(Interpreter&&) noexcept = default;
+Interpreter::~Interpreter() = default;
 
 void Interpreter::planFusion()
 {
@@ -248,6 +264,7 @@ std::vector<Tensor> Interpreter::runNode(size_t nodeIndex, std::span<const Tenso
     std::vector<Tensor> outputs(p.outputs.size());
     KernelContext ctx(node, nodeIndex, p.opset, inputPtrs, outputs, &cancel);
     ctx.setMemo(&memos_[nodeIndex]);
+    ctx.setSubgraphs(p.subgraphs); // outer-scope values are absent here: a subgraph reading one fails
     p.kernel->kernel(ctx);
     for (size_t o = 0; o < outputs.size(); ++o)
         if (!node.outputs[o].empty() && outputs[o].rawData() == nullptr)
@@ -320,7 +337,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             event.nodeIndex = n;
             event.node = &node;
             event.opset = p.opset;
-            event.inputs = observed;
+            event.inputs = std::span(observed).first(node.inputs.size()); // not the outer-scope values
             event.liveValues = live;
             options.observer->beforeNode(event);
             for (size_t i = 0; i < p.inputs.size(); ++i)
@@ -330,6 +347,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
 
         KernelContext ctx(node, n, p.opset, inputPtrs, outputs, &options.cancel);
         ctx.setMemo(&memos_[n]);
+        ctx.setSubgraphs(p.subgraphs);
         const bool folding = fuse && !p.absorbed.empty();
         if (folding && p.fused)
             ctx.setFusedActivation(&*p.fused);

@@ -61,7 +61,11 @@ class Interpreter {
 public:
     // Plans the run. A model with ops the table lacks is an Error listing all
     // of them; so is a node input no node, initializer or graph input produces.
+    // If, Loop and Scan nodes get their subgraphs parsed here, once; a
+    // subgraph that does not parse or cannot run is an Error naming the node.
     explicit Interpreter(Model model);
+    Interpreter(Interpreter&&) noexcept;
+    ~Interpreter();
 
     // Runs the model on `inputs` (every graph input by name); returns every
     // graph output by name. Missing or unknown inputs and inputs whose dtype
@@ -84,7 +88,7 @@ private:
     struct PlannedNode {
         const OpKernelEntry* kernel = nullptr;
         int64_t opset = 0;
-        std::vector<int> inputs;  // value ids, -1 = absent
+        std::vector<int> inputs;  // value ids, -1 = absent; then the outer-scope values of its subgraphs
         std::vector<int> outputs; // value ids, -1 = absent
         std::vector<int> freeAfter;
         // Fusion (runs whose observer allows it): a Conv adds value `addend`
@@ -95,6 +99,7 @@ private:
         int fusedOutput = -1;
         std::vector<size_t> absorbed;
         bool foldedAway = false;
+        const NodeSubgraphs* subgraphs = nullptr; // If, Loop, Scan
     };
 
     // Folds into a Conv whose output has no other reader: an Add of that output
@@ -110,6 +115,8 @@ private:
     std::vector<int> graphOutputIds_;
     // One per node: what kernels keep across runs (packed weights).
     std::unique_ptr<KernelMemo[]> memos_;
+    // The parsed subgraphs of the nodes that have them (none in most models).
+    std::vector<std::unique_ptr<NodeSubgraphs>> subgraphs_;
 };
 
 } // namespace qs

@@ -26,6 +26,8 @@
 
 namespace qs {
 
+struct NodeSubgraphs; // runtime/ops/control_flow.h
+
 // What a kernel derives from a constant input and keeps across runs (Conv's
 // weights packed for its GEMM), one memo per node. An entry is valid while the
 // input is the same tensor storage it was made from; a tensor a run has read
@@ -123,6 +125,11 @@ public:
     // The node's memo across runs, or nullptr (then the kernel derives afresh).
     KernelMemo* memo() const { return memo_; }
     void setMemo(KernelMemo* memo) { memo_ = memo; }
+    // If, Loop, Scan: the node's subgraphs, parsed when the interpreter was
+    // built; their outer-scope values follow the node's own inputs. nullptr
+    // for every other node.
+    const NodeSubgraphs* subgraphs() const { return subgraphs_; }
+    void setSubgraphs(const NodeSubgraphs* subgraphs) { subgraphs_ = subgraphs; }
 
     // "node 'conv1' (Conv)" or, for an unnamed node, "node #3 (Conv)".
     std::string describe() const;
@@ -150,6 +157,7 @@ private:
     const Tensor* addend_ = nullptr;
     bool declined_ = false;
     KernelMemo* memo_ = nullptr;
+    const NodeSubgraphs* subgraphs_ = nullptr;
 };
 
 using Kernel = void (*)(KernelContext&);

@@ -5,23 +5,24 @@
 // a kernel that handles several versions reads ctx.opset().
 
 #include "runtime/op_registry.h"
-#include "runtime/ops/elementwise.h"
+#include "runtime/ops/control_flow.h"
+#include "runtime/ops/conv.h"
 #include "runtime/ops/detection.h"
 #include "runtime/ops/einsum.h"
+#include "runtime/ops/elementwise.h"
+#include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/grid_sample.h"
 #include "runtime/ops/indexing.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/loss.h"
-#include "runtime/ops/resize.h"
-#include "runtime/ops/shape.h"
-#include "runtime/ops/signal.h"
-#include "runtime/ops/conv.h"
-#include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/normalization.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/quantize_linear.h"
 #include "runtime/ops/recurrent.h"
 #include "runtime/ops/reduce.h"
+#include "runtime/ops/resize.h"
+#include "runtime/ops/shape.h"
+#include "runtime/ops/signal.h"
 #include "runtime/ops/softmax.h"
 
 namespace qs {
@@ -195,6 +196,10 @@ constexpr OpKernelEntry kTable[] = {
     {"", "LSTM", 7, L, ops::lstm},
     {"", "GRU", 7, L, ops::gru},
     {"", "RNN", 7, L, ops::rnn},
+    // ops/control_flow.cpp
+    {"", "If", 1, L, ops::ifOp},
+    {"", "Loop", 1, L, ops::loop},
+    {"", "Scan", 8, L, ops::scan},
     // ops/quantize_linear.cpp
     {"", "QuantizeLinear", 10, L, ops::quantizeLinear},
     {"", "DequantizeLinear", 10, L, ops::dequantizeLinear},
@@ -203,6 +208,9 @@ constexpr OpKernelEntry kTable[] = {
 
 } // namespace
 
-std::span<const OpKernelEntry> opKernelTable() { return kTable; }
+std::span<const OpKernelEntry> opKernelTable()
+{
+    return kTable;
+}
 
 } // namespace qs
