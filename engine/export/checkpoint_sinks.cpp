@@ -4,10 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fcntl.h>
 #include <numeric>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -207,64 +204,20 @@ void writeStringAttribute(hid_t object, const char* name, const std::string& tex
         throw Error(out.string() + ": cannot write the attribute '" + name + "' of " + where);
 }
 
-// The temporary file the HDF5 library writes; removed unless committed.
-class TemporaryHdf5 {
-public:
-    explicit TemporaryHdf5(const std::filesystem::path& target) : target_(target)
-    {
-        const std::filesystem::path folder = target.has_parent_path() ? target.parent_path() : ".";
-        std::string name = target.filename().string();
-        name.insert(0, 1, '.');
-        name.append(".XXXXXX");
-        std::string pattern = (folder / name).string();
-        const int fd = mkstemp(pattern.data());
-        if (fd < 0)
-            throw Error(target.string() + ": cannot create a temporary file in " + folder.string());
-        ::close(fd);
-        path_ = pattern;
-    }
-    ~TemporaryHdf5()
-    {
-        if (!committed_)
-            ::unlink(path_.c_str());
-    }
-    TemporaryHdf5(const TemporaryHdf5&) = delete;
-    TemporaryHdf5& operator=(const TemporaryHdf5&) = delete;
-    const std::string& path() const { return path_; }
-
-    void commit()
-    {
-        const int fd = ::open(path_.c_str(), O_RDONLY);
-        if (fd < 0 || ::fchmod(fd, 0644) != 0 || ::fsync(fd) != 0) {
-            if (fd >= 0)
-                ::close(fd);
-            throw Error(target_.string() + ": cannot sync the written file");
-        }
-        ::close(fd);
-        if (std::rename(path_.c_str(), target_.c_str()) != 0)
-            throw Error(target_.string() + ": cannot rename the written file into place");
-        committed_ = true;
-    }
-
-private:
-    std::filesystem::path target_;
-    std::string path_;
-    bool committed_ = false;
-};
-
 } // namespace
 
 void writeHdf5Checkpoint(const std::filesystem::path& out, const std::vector<CheckpointEntry>& entries,
                          const std::string& manifest, const CancellationToken& cancel,
                          const ProgressCallback& progress)
 {
-    TemporaryHdf5 temporary(out);
+    // libhdf5 opens files by name: a named temporary (removed on SIGTERM/SIGINT, cleaned after a SIGKILL).
+    AtomicFile temporary(out, AtomicFile::Temporary::Named);
     {
         QuietHdf5 quiet;
         // Format 1.8 or later: attributes larger than 64 KiB (a big model's manifest) need dense storage.
         Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
         H5Pset_libver_bounds(fapl.get(), H5F_LIBVER_V18, H5F_LIBVER_LATEST);
-        Hid file(H5Fcreate(temporary.path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
+        Hid file(H5Fcreate(temporary.temporaryPath().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get()), H5Fclose);
         if (!file.ok())
             throw Error(out.string() + ": HDF5 cannot create the file");
         Hid lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
