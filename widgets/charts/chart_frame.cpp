@@ -5,7 +5,9 @@
 
 #include <QAbstractAxis>
 #include <QApplication>
+#include <QBuffer>
 #include <QClipboard>
+#include <QFile>
 #include <QFileDialog>
 #include <QHBoxLayout>
 #include <QKeyEvent>
@@ -18,6 +20,9 @@
 #include <QVBoxLayout>
 #include <QValueAxis>
 #include <QWheelEvent>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
 
 namespace qs {
 
@@ -204,17 +209,37 @@ QImage ChartFrame::renderImage(QSize size) const
     return image;
 }
 
+namespace {
+
+// Charts are saved like every other output (core/atomic_file.h): never half-written, nothing left behind.
+bool saveAtomically(const QString& path, const QByteArray& bytes)
+{
+    try {
+        writeFileAtomically(QFile::encodeName(path).toStdString(), bytes.constData(), size_t(bytes.size()));
+        return true;
+    } catch (const Error&) {
+        return false;
+    }
+}
+
+} // namespace
+
 bool ChartFrame::exportPng(const QString& path, QSize size) const
 {
-    return renderImage(size).save(path, "PNG");
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
+    buffer.open(QIODevice::WriteOnly);
+    return renderImage(size).save(&buffer, "PNG") && saveAtomically(path, bytes);
 }
 
 bool ChartFrame::exportSvg(const QString& path, QSize size) const
 {
     if (!size.isValid())
         size = view_->size();
+    QByteArray bytes;
+    QBuffer buffer(&bytes);
     QSvgGenerator svg;
-    svg.setFileName(path);
+    svg.setOutputDevice(&buffer);
     svg.setSize(size);
     svg.setViewBox(QRect(QPoint(0, 0), size));
     svg.setTitle(name_);
@@ -226,7 +251,7 @@ bool ChartFrame::exportSvg(const QString& path, QSize size) const
     view_->render(&painter, QRectF(QPointF(0, 0), size), view_->viewport()->rect());
     const bool ok = painter.end();
     view_->resize(old);
-    return ok;
+    return ok && saveAtomically(path, bytes);
 }
 
 void ChartFrame::copyCsv() const
