@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/tensor.h"
@@ -49,8 +50,8 @@ struct ValueInfo {
 };
 
 // A node attribute. ONNX's attribute kinds; a subgraph (If/Loop/Scan bodies) is
-// kept as its serialized GraphProto bytes, opaque to the engine for now: layers
-// inside subgraphs are not found and the runtime cannot run such nodes yet.
+// kept as its serialized GraphProto bytes: the interpreter parses it when it is
+// built (runtime/ops/control_flow.h), but layers inside subgraphs are not found.
 struct Attribute {
     enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Tensor, Graph, Other };
     std::string name;
@@ -114,6 +115,8 @@ public:
     // The initializer called `name`, or nullptr.
     const qs::Tensor* initializer(std::string_view name) const;
     bool isInitializer(std::string_view name) const { return initializer(name) != nullptr; }
+    // Removes the initializers named in `names` (others keep their order); returns how many were removed.
+    size_t removeInitializers(const std::unordered_set<std::string>& names);
 
     // Distinct (domain, op type) pairs of the nodes, sorted by domain then op type.
     std::vector<OpTypeUse> opTypes() const;
