@@ -49,6 +49,7 @@
 #include "gui/job_tracker.h"
 #include "gui/stall_watchdog.h"
 #include "gui/workspace.h"
+#include "rules/regex_syntax.h"
 #if QUANTSCOPE_HAS_CHARTS
 #include "widgets/charts/charts_panel.h"
 #endif
@@ -267,7 +268,7 @@ QWidget* MainWindow::createCharts()
             return;
         QStringList escaped;
         for (const QString& p : paths)
-            escaped << QRegularExpression::escape(p);
+            escaped << QString::fromStdString(escapeModulePath(p.toStdString())); // RE2 syntax, as rules are
         nlohmann::ordered_json rule = nlohmann::ordered_json::object();
         rule["module_path"] = (escaped.size() == 1 ? escaped.first() : QStringLiteral("(%1)").arg(escaped.join(QLatin1Char('|')))).toStdString();
         workspace_->rules()->insertRule(0, rule, tr("Keep %n layer(s) float", nullptr, int(paths.size())));

@@ -4,6 +4,9 @@
 #include <cctype>
 #include <unordered_set>
 
+#include "core/error.h"
+#include "rules/regex_syntax.h"
+
 namespace qs {
 namespace {
 
@@ -52,6 +55,18 @@ bool endsWithAny(std::string_view text, std::initializer_list<std::string_view> 
             return true;
         }
     return false;
+}
+
+// The first 60 bytes of a long path (cut at a UTF-8 character boundary) and "...".
+std::string pathExcerpt(std::string_view path)
+{
+    constexpr size_t kShown = 60;
+    if (path.size() <= kShown)
+        return std::string(path);
+    size_t end = kShown;
+    while (end > 0 && (static_cast<unsigned char>(path[end]) & 0xC0) == 0x80)
+        --end;
+    return std::string(path.substr(0, end)) + "...";
 }
 
 } // namespace
@@ -108,6 +123,11 @@ std::vector<std::string> uniqueModulePaths(std::vector<std::string> paths)
 {
     // Suffixes never take a path that appears anywhere in the input, so a later
     // layer's own path is not stolen by an earlier duplicate.
+    for (const std::string& path : paths)
+        if (path.size() > kMaxModulePathLength)
+            throw Error("module path \"" + pathExcerpt(path) + "\" is " + std::to_string(path.size()) +
+                        " bytes long; module paths may have at most " + std::to_string(kMaxModulePathLength) +
+                        " (shorten the tensor, node or layer name it comes from)");
     const std::unordered_set<std::string> original(paths.begin(), paths.end());
     std::unordered_set<std::string> taken;
     for (std::string& path : paths) {

@@ -33,7 +33,11 @@ std::string modulePathFromParameterName(std::string_view tensorName);
 std::string checkpointModulePath(std::string_view tensorName);
 
 // Makes paths unique in order: the first occurrence keeps its path, later ones
-// get `_1`, `_2`, ... (skipping any suffix that is itself taken).
+// get `_1`, `_2`, ... (skipping any suffix that is itself taken). Every loader
+// passes its paths through here, so this is where over-long paths are refused:
+// throws Error `module path "<its first 60 characters>..." is N bytes long; ...`
+// for a path longer than kMaxModulePathLength (rules/regex_syntax.h; the caller
+// adds the file name).
 std::vector<std::string> uniqueModulePaths(std::vector<std::string> paths);
 
 } // namespace qs

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <map>
 
+#include "core/error.h"
 #include "graph/module_path.h"
 
 namespace qs {
@@ -146,7 +147,11 @@ std::vector<QuantizableLayer> inferCheckpointLayers(const Model& model)
         paths.push_back(checkpointModulePath(t.name));
         layers.push_back(std::move(layer));
     }
-    paths = uniqueModulePaths(std::move(paths));
+    try {
+        paths = uniqueModulePaths(std::move(paths));
+    } catch (const Error& e) { // an over-long path: name the file
+        throw Error(model.sourcePath.string() + ": " + e.what());
+    }
     for (size_t i = 0; i < layers.size(); ++i)
         layers[i].modulePath = std::move(paths[i]);
     return layers;

@@ -320,7 +320,11 @@ Model loadKerasModel(const Hdf5File& file)
     std::vector<std::string> paths;
     for (const QuantizableLayer& layer : model.layers)
         paths.push_back(layer.modulePath);
-    paths = uniqueModulePaths(std::move(paths));
+    try {
+        paths = uniqueModulePaths(std::move(paths));
+    } catch (const Error& e) { // an over-long path: name the file
+        throw Error(file.path().string() + ": " + e.what());
+    }
     for (size_t i = 0; i < paths.size(); ++i)
         model.layers[i].modulePath = paths[i];
 

@@ -3,6 +3,7 @@
 #include "calib/method.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
+#include "rules/regex_syntax.h"
 #include "rules/ruleset.h"
 #include "rules/schema.h"
 
@@ -53,6 +54,8 @@ constexpr std::string_view kExample = R"({"version": 1, "rules": [
 // Error messages produced by the parser itself for a few broken files.
 constexpr std::string_view kBrokenFiles[] = {
     R"({"version": 1, "rules": [{}, {}, {"module_path": "layer(1"}]})",
+    R"({"version": 1, "rules": [{"module_path": "(?!.*head).*"}]})",
+    R"({"version": 1, "rules": [{"module_path": "(attn|mlp)/\\1"}]})",
     R"({"version": 1, "rules": [{"weight_qtype": "int8", "weight_calibration": "absmax", "symmetric": false}]})",
     R"({"version": 1, "rules": [{"modul_path": "conv.*"}]})",
     R"({"version": 1, "rules": [{"act_qtype": "int8", "act_batch_axes": 0}]})",
@@ -85,12 +88,49 @@ std::string renderRulesReference()
 
     md += "## Matching\n\n"
           "Rules are tried in order. The first rule whose `module_path` matches the **whole** module path\n"
-          "(ECMAScript regex, full match: `conv1` does not match `layer1/conv1`, `.*conv1` does) and whose\n"
+          "(an RE2 regex, see below; full match: `conv1` does not match `layer1/conv1`, `.*conv1` does) and whose\n"
           "`op_types` lists the layer's op type (an empty list accepts every op) quantizes the layer; later\n"
           "rules are not consulted. A layer that no rule matches stays float. Every rule reports how many\n"
           "layers it matched, and a rule that matches none is reported as unused.\n\n"
           "Rules are numbered from 0 in the order of the `\"rules\"` list; error messages and the GUI use\n"
           "these numbers.\n\n";
+
+    md += "## Regex syntax\n\n"
+          "`module_path` is an [RE2](https://github.com/google/re2/wiki/Syntax) regex: the syntax of Python's\n"
+          "`re` (what Qwix rules are written in) without back-references and lookaround. RE2 matches in time\n"
+          "linear in the module path, without recursion and within a fixed memory budget, so no pattern can\n"
+          "hang or crash the app, whatever path it meets. DESIGN.md first named ECMAScript regexes\n"
+          "(`std::regex`); they were replaced because `std::regex` backtracks (`(a+)+$` took seconds per\n"
+          "extra character) and recurses once per character of the path (a 50,000-character path crashed it).\n\n"
+          "Accepted: literals and `.`; classes `[a-z]`, `[^/]`, `\\d \\w \\s` (ASCII), `[[:alpha:]]`, `\\pL`;\n"
+          "`* + ? {m} {m,} {m,n}` (counts up to 1000) and their lazy forms `*? +? ?? {m,n}?`; groups `(...)`,\n"
+          "`(?:...)`, `(?P<name>...)`; alternation `|`; anchors `^ $ \\A \\z \\b \\B`; flags `(?i)` `(?m)`\n"
+          "`(?s)` `(?U)` and `(?i:...)`; escapes `\\. \\/ \\x{41} \\t` and `\\Q...\\E` (literal text).\n\n"
+          "Refused, with the position and what to write instead: back-references (`\\1`, `(?P=name)`,\n"
+          "`\\k<name>`), lookahead and lookbehind (`(?=` `(?!` `(?<=` `(?<!`; to leave some paths out, put\n"
+          "a rule for them without qtypes first: the first matching rule wins), atomic groups `(?>`,\n"
+          "possessive quantifiers "
+          "`*+ ++ ?+`, conditionals `(?(`, comments `(?#`, the flags `x a L u`, `(?<name>` (write\n"
+          "`(?P<name>`) and `\\Z` (write `\\z` or `$`).\n\n"
+          "Limits:\n\n"
+          "- A `module_path` pattern has at most " +
+          std::to_string(kMaxPatternLength) +
+          " bytes.\n"
+          "- A compiled pattern may use " +
+          std::to_string(kMaxPatternMemory >> 20) +
+          " MiB (RE2's `max_mem`). A pattern whose program\n"
+          "  does not fit (`\\pL{1000}` repeated, say) is refused when the rule is read; a matcher whose\n"
+          "  cache fills up while matching keeps matching, more slowly, still in linear time.\n"
+          "- A module path has at most " +
+          std::to_string(kMaxModulePathLength) +
+          " bytes; a model whose tensor, node or layer names\n"
+          "  give a longer one is refused when it is loaded, with the file and the start of the path.\n"
+          "- A rule file has at most " +
+          std::to_string(RuleSet::kMaxFileBytes >> 20) + " MiB and " + std::to_string(RuleSet::kMaxRules) +
+          " rules; an object in it at most 64 keys.\n"
+          "  It is read in time linear in its size.\n"
+          "- Error messages quote at most " +
+          std::to_string(kPatternExcerptLength) + " characters of a pattern, around the mistake.\n\n";
 
     md += "## Fields\n\n"
           "Every field is optional. Quantscope writes the fields in this order and leaves out those that\n"

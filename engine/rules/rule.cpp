@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <unordered_set>
+
+#include <re2/re2.h>
 
 #include "core/error.h"
 #include "rules/regex_syntax.h"
@@ -74,25 +77,21 @@ std::span<const Granularity> allGranularities()
     return kGranularityValues;
 }
 
-ModulePathPattern::ModulePathPattern() : ModulePathPattern(".*") {}
+ModulePathPattern::ModulePathPattern() : text_(".*")
+{
+    // Rule files may hold many rules left at the default; they share one program.
+    static const std::shared_ptr<const re2::RE2> everything = compileModulePathRegex(".*");
+    regex_ = everything;
+}
 
 ModulePathPattern::ModulePathPattern(std::string text) : text_(std::move(text))
 {
-    // The scanner speaks first: it gives positions, refuses nesting deep enough to
-    // exhaust std::regex's recursive compiler, and tst_rules checks it never
-    // rejects a pattern std::regex accepts. std::regex has the last word.
-    if (const auto syntax = findRegexSyntaxError(text_))
-        throw Error("invalid regex \"" + text_ + "\": " + syntax->message);
-    try {
-        regex_ = std::make_shared<const std::regex>(text_, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-        throw Error("invalid regex \"" + text_ + "\": " + e.what());
-    }
+    regex_ = compileModulePathRegex(text_);
 }
 
 bool ModulePathPattern::matches(std::string_view modulePath) const
 {
-    return std::regex_match(modulePath.begin(), modulePath.end(), *regex_);
+    return re2::RE2::FullMatch(re2::StringPiece(modulePath.data(), modulePath.size()), *regex_);
 }
 
 bool QuantizationRule::listsOpType(std::string_view opType) const
@@ -124,10 +123,10 @@ void QuantizationRule::validate(size_t index) const
         }
     }
 
-    for (size_t i = 0; i < actBatchAxes.size(); ++i)
-        for (size_t j = 0; j < i; ++j)
-            if (actBatchAxes[i] == actBatchAxes[j])
-                throwRuleError(index, "act_batch_axes", "axis " + std::to_string(actBatchAxes[i]) + " is listed twice");
+    std::unordered_set<int> axes; // a set, not a pairwise check: the list may be long in a hostile file
+    for (const int axis : actBatchAxes)
+        if (!axes.insert(axis).second)
+            throwRuleError(index, "act_batch_axes", "axis " + std::to_string(axis) + " is listed twice");
 
     if (roundingSeed != 0 && rounding != Rounding::Stochastic)
         throwRuleError(index, "rounding_seed",

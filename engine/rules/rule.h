@@ -8,7 +8,6 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -19,6 +18,10 @@
 #include "numerics/rounding.h"
 #include "quant/scale.h"
 
+namespace re2 {
+class RE2;
+}
+
 namespace qs {
 
 // Which weight elements share a scale. Activations always use one scale per tensor.
@@ -27,14 +30,16 @@ std::string_view granularityName(Granularity g); // "per_tensor", "per_channel"
 std::optional<Granularity> parseGranularity(std::string_view name);
 std::span<const Granularity> allGranularities();
 
-// A rule's module_path: the regex text and its std::regex, compiled once when
-// the pattern is set. Matching is a full match (std::regex_match): "conv1"
-// matches the path "conv1" but not "layer1/conv1"; write ".*conv1" for that.
+// A rule's module_path: the regex text and its RE2 program, compiled once when
+// the pattern is set (rules/regex_syntax.h: syntax, length and memory limits).
+// Matching is a full match in time linear in the path: "conv1" matches the path
+// "conv1" but not "layer1/conv1"; write ".*conv1" for that.
 class ModulePathPattern {
 public:
-    // ".*": every path.
+    // ".*": every path (one program shared by every default pattern).
     ModulePathPattern();
-    // Compiles `text` as an ECMAScript regex; throws Error `invalid regex "...": <what> at position N`.
+    // Compiles `text` as an RE2 pattern; throws Error `invalid regex "<excerpt>": <what> at position N; <what
+    // to write instead>` (compileModulePathRegex).
     explicit ModulePathPattern(std::string text);
 
     const std::string& text() const { return text_; }
@@ -44,11 +49,11 @@ public:
 
 private:
     std::string text_;
-    std::shared_ptr<const std::regex> regex_; // shared by copies: rules are copied, patterns never change
+    std::shared_ptr<const re2::RE2> regex_; // shared by copies: rules are copied, patterns never change
 };
 
 struct QuantizationRule {
-    // Regex matched against the whole module path. Default ".*".
+    // RE2 regex matched against the whole module path. Default ".*".
     ModulePathPattern modulePath;
     // Op types the rule applies to, e.g. "Conv". Default empty: every op type.
     std::vector<std::string> opTypes;

@@ -8,6 +8,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "rules/regex_syntax.h"
 #include "rules/schema.h"
 
 namespace qs {
@@ -18,35 +19,66 @@ namespace {
 
 // Deeper JSON than any rule file needs is refused while parsing.
 constexpr int kMaxJsonDepth = 32;
+// An object with more keys than this is refused while parsing: a rule has 15
+// fields, and nlohmann's ordered objects look keys up one by one, so a hostile
+// object with 100k keys would take quadratic time.
+constexpr size_t kMaxObjectKeys = 64;
 
 [[noreturn]] void fail(std::string_view source, const std::string& what)
 {
     throw Error(std::string(source) + ": " + what);
 }
 
+// A rule file as parsed: each element of the top-level "rules" list is turned
+// into a rule as soon as it has been read, and dropped from the JSON tree, so
+// memory holds the rules and one rule's JSON, not the whole file's tree.
+struct ParsedRuleFile {
+    Json root;                            // the file without the elements of "rules"
+    std::vector<QuantizationRule> rules;  // the rules read, in order
+    std::optional<std::string> ruleError; // the first rule that could not be read; later ones are skipped
+};
+
 // Parses strictly (no trailing content) and refuses duplicate keys, which
 // nlohmann::json would otherwise resolve silently to the last one.
-Json parseRuleFile(std::string_view text, std::string_view source)
+ParsedRuleFile parseRuleFile(std::string_view text, std::string_view source)
 {
     struct Frame {
         bool isObject;
-        std::vector<std::string> keys; // objects: keys seen so far
+        std::vector<std::string> keys; // objects: keys seen so far (at most kMaxObjectKeys)
         std::string key;               // objects: the key being read
         size_t elements = 0;           // arrays: elements started so far
     };
     std::vector<Frame> frames;
+    ParsedRuleFile parsed;
+    // Whether frames[1] is the list of rules (the value of the top-level "rules").
+    const auto inRuleList = [&] {
+        return frames.size() >= 2 && frames[0].isObject && frames[0].key == "rules" && !frames[1].isObject;
+    };
     const auto startElement = [&] {
-        if (!frames.empty() && !frames.back().isObject)
-            ++frames.back().elements;
+        if (frames.empty() || frames.back().isObject)
+            return;
+        ++frames.back().elements;
+        if (frames.size() == 2 && inRuleList() && frames[1].elements > RuleSet::kMaxRules)
+            fail(source, "more than " + std::to_string(RuleSet::kMaxRules) + " rules; a rule file may have at most " +
+                             std::to_string(RuleSet::kMaxRules));
+    };
+    const auto readRule = [&](const Json& value) {
+        if (parsed.ruleError)
+            return;
+        try {
+            parsed.rules.push_back(ruleFromJson(value, parsed.rules.size()));
+        } catch (const Error& e) {
+            parsed.ruleError = e.what();
+        }
     };
     const auto where = [&]() -> std::string {
         if (frames.size() == 1)
             return "in the top-level object";
-        if (frames.size() == 3 && frames[0].key == "rules" && !frames[1].isObject)
+        if (frames.size() == 3 && inRuleList())
             return "in rule " + std::to_string(frames[1].elements - 1);
         return "in an object at depth " + std::to_string(frames.size());
     };
-    const Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    const Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event, Json& value) {
         using E = Json::parse_event_t;
         if (depth > kMaxJsonDepth)
             fail(source, "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
@@ -58,26 +90,39 @@ Json parseRuleFile(std::string_view text, std::string_view source)
             break;
         case E::key: {
             Frame& f = frames.back();
-            const auto& key = parsed.get_ref<const std::string&>();
+            const auto& key = value.get_ref<const std::string&>();
             for (const auto& seen : f.keys)
                 if (seen == key)
-                    fail(source, "duplicate key \"" + key + "\" " + where() + "; keep one of them");
+                    fail(source, "duplicate key \"" + excerptAround(key, 0) + "\" " + where() + "; keep one of them");
+            if (f.keys.size() == kMaxObjectKeys)
+                fail(source, "an object with more than " + std::to_string(kMaxObjectKeys) + " keys " + where() +
+                                 "; a rule has at most " + std::to_string(ruleFields().size()) + " fields");
             f.keys.push_back(key);
             f.key = key;
             break;
         }
         case E::object_end:
-        case E::array_end:
+        case E::array_end: {
+            const bool isRule = frames.size() == 3 && inRuleList();
             frames.pop_back();
+            if (isRule) {
+                readRule(value);
+                return false; // keep it out of the tree
+            }
             break;
+        }
         case E::value:
             startElement();
+            if (frames.size() == 2 && inRuleList()) { // a rule that is not an object: readRule says so
+                readRule(value);
+                return false;
+            }
             break;
         }
         return true;
     };
     try {
-        return Json::parse(text.begin(), text.end(), callback);
+        parsed.root = Json::parse(text.begin(), text.end(), callback);
     } catch (const Json::exception& e) { // parse_error, and out_of_range for a number like 1e400
         // "[json.exception.parse_error.101] parse error at line 3, column 5: ..." without the tag.
         std::string message = e.what();
@@ -85,6 +130,13 @@ Json parseRuleFile(std::string_view text, std::string_view source)
             message.erase(0, tag + 2);
         fail(source, "invalid JSON: " + message);
     }
+    return parsed;
+}
+
+// How explain() quotes a pattern or path: whole when short, else its start.
+std::string inQuotes(std::string_view text)
+{
+    return "\"" + excerptAround(text, 0) + "\"";
 }
 
 } // namespace
@@ -97,35 +149,33 @@ RuleSet::RuleSet(std::vector<QuantizationRule> rules) : rules_(std::move(rules))
 
 RuleSet RuleSet::fromJson(std::string_view text, std::string_view sourceName)
 {
-    const Json root = parseRuleFile(text, sourceName);
+    ParsedRuleFile parsed = parseRuleFile(text, sourceName);
+    const Json& root = parsed.root;
     if (!root.is_object())
         fail(sourceName,
              std::string("expected a JSON object {\"version\": 1, \"rules\": [...]}, got ") + root.type_name());
     for (const auto& [key, value] : root.items())
         if (key != "version" && key != "rules")
-            fail(sourceName, "unknown key \"" + key + "\" at the top level; a rule file has \"version\" and \"rules\"");
+            fail(sourceName, "unknown key \"" + excerptAround(key, 0) +
+                                 "\" at the top level; a rule file has \"version\" and \"rules\"");
 
     const auto version = root.find("version");
     if (version == root.end())
         fail(sourceName, "missing \"version\"; add \"version\": 1");
     if (!version->is_number_integer() || version->get<int64_t>() != kVersion)
-        fail(sourceName, "unsupported version " + version->dump() + "; this Quantscope reads \"version\": 1");
+        fail(sourceName,
+             "unsupported version " + excerptAround(version->dump(), 0) + "; this Quantscope reads \"version\": 1");
 
     const auto rules = root.find("rules");
     if (rules == root.end())
         fail(sourceName, "missing \"rules\"; add \"rules\": [ {...}, ... ]");
     if (!rules->is_array())
         fail(sourceName, std::string("\"rules\" must be a list of rule objects, got ") + rules->type_name());
+    if (parsed.ruleError)
+        fail(sourceName, *parsed.ruleError);
 
     RuleSet set;
-    set.rules_.reserve(rules->size());
-    for (const auto& item : *rules) {
-        try {
-            set.rules_.push_back(ruleFromJson(item, set.rules_.size()));
-        } catch (const Error& e) {
-            fail(sourceName, e.what());
-        }
-    }
+    set.rules_ = std::move(parsed.rules);
     return set;
 }
 
@@ -204,10 +254,10 @@ std::vector<RuleExplanation> RuleSet::explain(std::string_view modulePath, std::
         RuleExplanation e;
         e.rule = i;
         const std::string head = "rule " + std::to_string(i) + ": ";
-        const std::string pattern = "module_path \"" + rule.modulePath.text() + "\"";
+        const std::string pattern = "module_path " + inQuotes(rule.modulePath.text());
         if (!rule.matchesPath(modulePath)) {
             e.verdict = RuleVerdict::PathMismatch;
-            e.text = head + pattern + " does not match the whole path \"" + path + "\"";
+            e.text = head + pattern + " does not match the whole path " + inQuotes(path);
         } else if (!rule.listsOpType(opType)) {
             e.verdict = RuleVerdict::OpTypeNotListed;
             std::string listed;
@@ -221,7 +271,7 @@ std::vector<RuleExplanation> RuleSet::explain(std::string_view modulePath, std::
         } else {
             e.verdict = RuleVerdict::Applies;
             applying = i;
-            e.text = head + "applies: " + pattern + " matches \"" + path + "\"" +
+            e.text = head + "applies: " + pattern + " matches " + inQuotes(path) +
                      (rule.opTypes.empty() ? std::string() : " and op_types lists " + op);
         }
         out.push_back(std::move(e));

@@ -51,14 +51,20 @@ public:
     static constexpr int kVersion = 1;
     // Rule files larger than this are refused before they are read.
     static constexpr std::uintmax_t kMaxFileBytes = 16u << 20;
+    // A rule file with more rules is refused while it is read. A 16 MiB file of
+    // short rules has about 200k; a compiled pattern takes about 2 KiB, so this
+    // bounds a rule set to roughly 600 MB even when every rule has its own pattern.
+    static constexpr size_t kMaxRules = size_t(1) << 18;
 
     RuleSet() = default;
     // Validates every rule (see QuantizationRule::validate).
     explicit RuleSet(std::vector<QuantizationRule> rules);
 
-    // Reads a rule file. Every error names `sourceName` (the file path, or
+    // Reads a rule file in time linear in its size: each rule is read as soon as
+    // the parser has it. Every error names `sourceName` (the file path, or
     // "<string>"): bad JSON (with line and column), trailing content, a duplicate
-    // key, a missing or unsupported "version", "rules" not a list, or a bad rule.
+    // key, an object with more than 64 keys, a missing or unsupported "version",
+    // "rules" not a list, more than kMaxRules rules, or a bad rule (the first one).
     static RuleSet fromJson(std::string_view text, std::string_view sourceName = "<string>");
     // fromJson on a file's content; a missing or unreadable file is an Error naming it.
     static RuleSet load(const std::filesystem::path& file);

@@ -316,8 +316,9 @@ std::vector<std::string> none()
 
 const std::array<RuleField, 15> kFields{{
     {"module_path", "string (regex)", "`.*`",
-     "ECMAScript regex that must match the whole module path (`conv1` does not match `layer1/conv1`)", none,
-     readModulePath, writeModulePath},
+     "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
+     "(`conv1` does not match `layer1/conv1`)",
+     none, readModulePath, writeModulePath},
     {"op_types", "list of strings", "`[]` (every op type)", "op types the rule applies to, e.g. `[\"Conv\", \"Gemm\"]`",
      none, readOpTypes, writeOpTypes},
     {"weight_qtype", "string or null", "`null` (weights stay float)", "quantized type of the layer's weights",
