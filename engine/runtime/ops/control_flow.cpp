@@ -121,6 +121,12 @@ Subgraph loadSubgraph(const Model& parent, const std::string& bytes, const std::
     for (size_t k = 0; k < outer.size(); ++k)
         if (loaded.inputs[g.formalInputs + k].name != outer[k])
             throw Error(where + ": an initializer of the subgraph has the name of one of its inputs");
+    if (const std::vector<std::string> missing = unsupportedOps(loaded); !missing.empty()) {
+        std::string list;
+        for (const std::string& op : missing)
+            list += (list.empty() ? "" : ", ") + op;
+        throw Error(where + " uses ops the runtime lacks: " + list);
+    }
     g.graph = std::make_unique<const Interpreter>(std::move(loaded));
     return g;
 }
