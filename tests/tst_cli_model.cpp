@@ -339,6 +339,21 @@ private slots:
                     out.path() + "/y.npz"});
         QVERIFY2(r.exitCode == 0, r.err.constData());
 
+        // run splits an --input of 40 rows into the model's 40 batches of 1 and joins the outputs: the
+        // same rows as the dynamic-batch model (same weights) gives in one run.
+        const QString x40 = out.path() + "/x40.npy";
+        writeNpy(x40.toStdString(), NpzFile::open(rows.toStdString()).read("x"));
+        r = runCli({"run", dir + "/fixed_batch.onnx", "--input", "x=" + x40, "--out", out.path() + "/f.npz"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        r = runCli({"run", dir + "/dynamic_batch.onnx", "--input", "x=" + x40, "--out", out.path() + "/d.npz"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const Tensor fixedOut = NpzFile::open((out.path() + "/f.npz").toStdString()).read("y");
+        QCOMPARE(fixedOut.shape(), (Shape{40, 3}));
+        QCOMPARE(test::bytesOf(fixedOut),
+                 test::bytesOf(NpzFile::open((out.path() + "/d.npz").toStdString()).read("y")));
+        expectUserError({"run", dir + "/fixed_batch16.onnx", "--input", "x=" + x40, "--out", out.path() + "/g.npz"},
+                        "give a multiple of 16 rows");
+
         for (const QStringList& args :
              {QStringList{"quantize", dir + "/fixed_batch.onnx", "--rules", rules, "--calib", rows, "--batch-size",
                           "8"},

@@ -1,9 +1,12 @@
 // quantscope-cli run: a model's outputs on given inputs, float or fake-quantized
 // by a rule file, written as an .npz.
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -21,6 +24,62 @@
 
 namespace qs::cli {
 namespace {
+
+// Rows [first, first + count) of a row-major tensor, sharing its storage.
+Tensor rowsOf(const Tensor& t, int64_t first, int64_t count)
+{
+    Shape shape = t.shape();
+    shape[0] = count;
+    const size_t rowBytes = t.nbytes() / size_t(t.dim(0));
+    return Tensor::borrow(t.dtype(), shape, static_cast<const std::byte*>(t.rawData()) + size_t(first) * rowBytes,
+                          t.storage());
+}
+
+// The pieces one after another along axis 0.
+Tensor concatenatedRows(const std::vector<Tensor>& pieces)
+{
+    Shape shape = pieces[0].shape();
+    shape[0] = 0;
+    for (const Tensor& p : pieces)
+        shape[0] += p.dim(0);
+    Tensor out = Tensor::uninitialized(pieces[0].dtype(), shape);
+    auto* to = static_cast<std::byte*>(out.mutableRawData());
+    for (const Tensor& p : pieces) {
+        if (p.nbytes())
+            std::memcpy(to, p.rawData(), p.nbytes());
+        to += p.nbytes();
+    }
+    return out;
+}
+
+// The rows every input shares along axis 0 when they are more than one batch
+// of `sizing` (a fixed batch of N then needs a multiple of N rows); 0 when
+// the inputs run whole, as one batch.
+int64_t inputRows(const std::map<std::string, Tensor>& inputs, const BatchSizing& sizing, const std::string& modelFile)
+{
+    std::optional<int64_t> rows;
+    std::string first;
+    for (const auto& [name, t] : inputs) {
+        if (t.rank() == 0)
+            return 0;
+        if (rows && *rows != t.dim(0)) {
+            if (sizing.batchSize < std::max(*rows, t.dim(0)))
+                throw Error(modelFile + ": inputs '" + first + "' and '" + name + "' have different row counts (" +
+                            std::to_string(*rows) + " and " + std::to_string(t.dim(0)) +
+                            "), so they cannot be run in batches of " + std::to_string(sizing.batchSize));
+            return 0;
+        }
+        rows = t.dim(0);
+        first = name;
+    }
+    if (!rows || *rows <= sizing.batchSize)
+        return 0;
+    if (sizing.fixed() && *rows % sizing.batchSize != 0)
+        throw Error(modelFile + ": the inputs have " + std::to_string(*rows) + " rows; the model's input '" +
+                    sizing.fixedBy + "' takes batches of exactly " + std::to_string(sizing.batchSize) +
+                    ", so give a multiple of " + std::to_string(sizing.batchSize) + " rows");
+    return *rows;
+}
 
 int runRun(const Arguments& args)
 {
@@ -44,8 +103,6 @@ int runRun(const Arguments& args)
     if (const auto calib = args.value("--calib"))
         options.calibFile = *calib;
     options.batchSize = batchSizeArgument(args);
-    if (options.batchSize && !options.calibFile)
-        throw UsageError("--batch-size needs --calib (it sets the rows per calibration batch)");
     const ModelQuantization quantization(options);
     for (const std::string& w : quantization.warnings())
         std::fprintf(stderr, "warning: %s\n", w.c_str());
@@ -67,6 +124,8 @@ int runRun(const Arguments& args)
     for (const ValueInfo& v : model.inputs) {
         const auto file = inputFiles.find(v.name);
         const auto shape = shapes.find(v.name);
+        if (shape != shapes.end()) // the declared rank and fixed dimensions
+            syntheticShape(v, shape->second, batch, modelFile, "");
         if (file != inputFiles.end()) {
             Tensor t = readNpy(file->second);
             if (shape != shapes.end() && t.shape() != shape->second)
@@ -74,8 +133,6 @@ int runRun(const Arguments& args)
                             ", --shape says " + shapeToString(shape->second));
             inputs[v.name] = std::move(t);
         } else if (shape != shapes.end()) {
-            // The declared rank and fixed dimensions are checked; the values are seeded.
-            syntheticShape(v, shape->second, batch, modelFile, "");
             inputs[v.name] = syntheticTensor(v, shape->second, syntheticIdBound(model, v.name), random);
             synthetic.push_back(v.name + " " + shapeToString(shape->second));
         } else {
@@ -85,15 +142,36 @@ int runRun(const Arguments& args)
         }
     }
     const Interpreter& interpreter = *quantization.interpreter();
-    std::map<std::string, Tensor> outputs;
+    std::optional<QuantizationHook> hook;
+    std::map<size_t, StaticActivation> statics;
     if (quantization.rules()) {
-        const std::map<size_t, StaticActivation> statics =
-            requiredStaticActivations(model, quantization.plan(), quantization.statistics());
-        QuantizationHook hook(model, quantization.plan(), quantization.weights(), statics);
-        outputs = interpreter.run(std::move(inputs), {CancellationToken(), &hook});
-    } else {
-        outputs = interpreter.run(std::move(inputs));
+        statics = requiredStaticActivations(model, quantization.plan(), quantization.statistics());
+        hook.emplace(model, quantization.plan(), quantization.weights(), statics);
     }
+    const BatchSizing sizing = cliBatchSizing(model, options.batchSize, std::numeric_limits<int64_t>::max());
+    const int64_t rows = inputRows(inputs, sizing, modelFile);
+    std::map<std::string, std::vector<Tensor>> pieces;
+    int64_t first = 0;
+    do {
+        const int64_t count = rows ? std::min(sizing.batchSize, rows - first) : 0;
+        std::map<std::string, Tensor> batch;
+        for (const auto& [name, t] : inputs)
+            batch[name] = rows ? rowsOf(t, first, count) : t;
+        std::map<std::string, Tensor> out =
+            interpreter.run(std::move(batch), {CancellationToken(), hook ? &*hook : nullptr});
+        for (auto& [name, t] : out) {
+            if (rows && (t.rank() == 0 || t.dim(0) != count))
+                throw Error(modelFile + ": output '" + name + "' is " + shapeToString(t.shape()) + " for a batch of " +
+                            std::to_string(count) + " rows: its axis 0 is not the batch, so the " +
+                            std::to_string(rows) + " input rows cannot be run in batches of " +
+                            std::to_string(sizing.batchSize));
+            pieces[name].push_back(std::move(t));
+        }
+        first += count;
+    } while (first < rows);
+    std::map<std::string, Tensor> outputs;
+    for (auto& [name, parts] : pieces)
+        outputs[name] = parts.size() == 1 ? std::move(parts[0]) : concatenatedRows(parts);
     const std::string out = *args.value("--out");
     writeNpz(out, outputs);
     std::string names;
@@ -129,23 +207,24 @@ Command runCommand()
         {"--calib", "DATA", "calibration data (.npz, .npy, HDF5) for rules with act_static_scale", {}, false},
         {"--batch-size",
          "B",
-         "rows per batch of --calib (default: the model's fixed batch dimension, else 32)",
+         "rows per batch of the inputs and of --calib (default: the model's fixed batch dimension)",
          {},
          false},
         {"--out", "OUT.npz", "where every graph output goes, by name, as an .npz (written atomically)", {}, true},
     };
-    spec.notes = "Every graph input needs an --input or a --shape. An --input array runs as given (all its rows\n"
-                 "at once). An input with only --shape gets seeded random values of that shape: float inputs\n"
-                 "standard normal, integer inputs ids below the row count of the embedding table (Gather) they\n"
-                 "feed, else in [0, 10); the shape must keep the model's fixed dimensions. An input given neither\n"
-                 "is an error naming its dynamic dimensions. The outputs keep the model's dtypes and shapes.\n"
-                 "Without --rules the model runs in float; with --rules every layer a rule applies to runs with\n"
-                 "its fake-quantized weight and, when the rule sets act_qtype, its fake-quantized input\n"
-                 "activation (static ranges from --calib, dynamic ranges from each run's own values).\n"
-                 "Calibration reads DATA in batches of the model's fixed batch dimension (--batch-size must\n"
-                 "then equal it; rows after the last whole batch are left out, with a warning), else of\n"
-                 "--batch-size (default 32). Unused rules and layers a rule cannot apply to are warnings on\n"
-                 "stderr.";
+    spec.notes = "Every graph input needs an --input or a --shape. An input with only --shape gets seeded\n"
+                 "random values of that shape: float inputs standard normal, integer inputs ids below the row\n"
+                 "count of the embedding table (Gather) they feed, else in [0, 10); the shape must keep the\n"
+                 "model's fixed dimensions. An input given neither is an error naming its dynamic dimensions.\n"
+                 "Batches: a model whose inputs fix axis 0 runs the inputs in batches of exactly that size (they\n"
+                 "need a multiple of it in rows; --batch-size must equal it); a dynamic batch runs them whole,\n"
+                 "or in batches of --batch-size. The outputs of the batches are joined along axis 0 and keep\n"
+                 "the model's dtypes. Without --rules the model runs in float; with --rules every layer a rule\n"
+                 "applies to runs with its fake-quantized weight and, when the rule sets act_qtype, its\n"
+                 "fake-quantized input activation (static ranges from --calib, dynamic ranges from each\n"
+                 "batch's own values). Calibration reads DATA in batches of the model's fixed batch dimension\n"
+                 "(rows after the last whole batch are left out, with a warning), else of --batch-size\n"
+                 "(default 32). Unused rules and layers a rule cannot apply to are warnings on stderr.";
     return {spec, runRun};
 }
 
