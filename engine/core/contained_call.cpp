@@ -24,6 +24,10 @@
 #endif
 #endif
 
+#ifdef QS_CONTAINED_UNDER_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
 namespace qs {
 
 namespace {
@@ -214,6 +218,11 @@ void ContainedCall::runChild(int fd, const Work& work, uint64_t addressLimit)
     // installed (a sanitizer's or a fuzzer's, which would report it as theirs).
     for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS, SIGPIPE})
         std::signal(sig, SIG_DFL);
+#ifdef QS_CONTAINED_UNDER_ASAN
+    // A sanitizer report in the child ends the child; libFuzzer's death
+    // callback would also save the input as the parent's crash.
+    __sanitizer_set_death_callback(nullptr);
+#endif
     const rlimit noCore{0, 0};
     ::setrlimit(RLIMIT_CORE, &noCore);
     if (const int null = ::open("/dev/null", O_WRONLY); null >= 0) {
