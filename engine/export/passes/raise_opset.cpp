@@ -1,11 +1,13 @@
 #include "export/passes/raise_opset.h"
 
 #include <onnx/defs/schema.h>
+#include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 #include <set>
 #include <string>
 
+#include "core/contained_call.h"
 #include "core/error.h"
 #include "export/qdq_graph.h"
 
@@ -78,6 +80,43 @@ void refuseChanged(const onnx::GraphProto& graph, const std::string& op, int64_t
                         std::to_string(opset) + ", which this exporter does not adapt");
 }
 
+// libonnx's version converter reads some inputs' shapes from the graph's
+// value_info (Softmax 12 -> 13 needs its input's rank to keep the old
+// flatten-to-2-D meaning) and fails where the file declares none, as older
+// exporters' files do not. Shape inference gives them. It runs in a contained
+// child (core/contained_call.h), as at load: libonnx's inference can crash on
+// ranks it derives itself. The child sends back only the value_info; when it
+// fails, the converter runs on the declarations the file has.
+void inferShapesForConverter(onnx::ModelProto& model)
+{
+    std::string answer;
+    ContainedOutcome outcome;
+    try {
+        outcome = ContainedCall::run(
+            [&](ContainedChannel& channel) {
+                try {
+                    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                                       onnx::ShapeInferenceOptions(false, 1, false));
+                } catch (const std::exception&) {
+                    return; // nothing inferred: no answer
+                }
+                onnx::GraphProto declarations;
+                *declarations.mutable_value_info() = model.graph().value_info();
+                channel.send(declarations.SerializeAsString());
+            },
+            [&](std::string_view piece, bool) {
+                if (answer.size() + piece.size() > kContainedMemoryBudget)
+                    throw Error("shape inference's answer is too large");
+                answer.append(piece);
+            });
+    } catch (const Error&) {
+        return;
+    }
+    onnx::GraphProto declarations;
+    if (outcome.answered() && !answer.empty() && declarations.ParseFromString(answer))
+        *model.mutable_graph()->mutable_value_info() = std::move(*declarations.mutable_value_info());
+}
+
 } // namespace
 
 int64_t libonnxNewestOpset()
@@ -113,6 +152,7 @@ void raiseOpset(onnx::ModelProto& model, int64_t target)
         return;
     const int64_t known = libonnxNewestOpset();
     if (current < std::min(target, known)) {
+        inferShapesForConverter(model);
         try {
             model = onnx::version_conversion::ConvertVersion(model, int(std::min(target, known)));
         } catch (const std::exception& e) {
