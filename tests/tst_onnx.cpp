@@ -602,6 +602,7 @@ private slots:
         auto* c = g->add_node();
         c->set_name("const");
         c->set_op_type("Constant");
+        c->set_domain("test.attributes"); // a default-domain Constant is folded into an initializer at load
         c->add_output("k");
         auto* value = c->add_attribute();
         value->set_name("value");

@@ -12,6 +12,7 @@
 #include <numeric>
 #include <set>
 #include <tuple>
+#include <unordered_set>
 
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -217,6 +218,93 @@ IntegerTensor weightCodes(const Model& model, const QdqWeight& w, const WeightGr
     return codes;
 }
 
+// The ONNX element type of a DType (the inverse of graph/onnx_element_type.h).
+int32_t onnxElementTypeOf(DType t)
+{
+    switch (t) {
+    case DType::F32:
+        return onnx::TensorProto::FLOAT;
+    case DType::F16:
+        return onnx::TensorProto::FLOAT16;
+    case DType::BF16:
+        return onnx::TensorProto::BFLOAT16;
+    case DType::F64:
+        return onnx::TensorProto::DOUBLE;
+    case DType::I8:
+        return onnx::TensorProto::INT8;
+    case DType::U8:
+        return onnx::TensorProto::UINT8;
+    case DType::I16:
+        return onnx::TensorProto::INT16;
+    case DType::U16:
+        return onnx::TensorProto::UINT16;
+    case DType::I32:
+        return onnx::TensorProto::INT32;
+    case DType::U32:
+        return onnx::TensorProto::UINT32;
+    case DType::I64:
+        return onnx::TensorProto::INT64;
+    case DType::U64:
+        return onnx::TensorProto::UINT64;
+    case DType::Bool:
+        return onnx::TensorProto::BOOL;
+    }
+    return onnx::TensorProto::UNDEFINED;
+}
+
+// The loader folds Constant nodes and layout ops on constants into
+// initializers (io/constant_folding.h). The graph the export rewrites is made
+// to hold the same constants: the folded nodes go, the initializers the folding
+// consumed go, and the folded results are written as initializers with the
+// loaded values, so the export quantizes exactly the tensors the simulation did.
+void writeBackFoldedConstants(onnx::ModelProto& proto, const Model& model)
+{
+    onnx::GraphProto& graph = *proto.mutable_graph();
+    std::unordered_set<std::string> sourceInitializers;
+    for (const auto& t : graph.initializer())
+        sourceInitializers.insert(t.name());
+    auto foldedAway = [&](const std::string& name) { return !model.isInitializer(name); };
+    auto foldedResult = [&](const std::string& name) {
+        return !name.empty() && model.isInitializer(name) && !sourceInitializers.contains(name);
+    };
+    google::protobuf::RepeatedPtrField<onnx::NodeProto> nodes;
+    for (auto& node : *graph.mutable_node())
+        if (node.output_size() == 0 || !std::all_of(node.output().begin(), node.output().end(), foldedResult))
+            *nodes.Add() = std::move(node);
+    graph.mutable_node()->Swap(&nodes);
+    std::unordered_set<std::string> removed;
+    google::protobuf::RepeatedPtrField<onnx::TensorProto> initializers;
+    for (auto& t : *graph.mutable_initializer())
+        if (foldedAway(t.name()))
+            removed.insert(t.name());
+        else
+            *initializers.Add() = std::move(t);
+    graph.mutable_initializer()->Swap(&initializers);
+    google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
+    for (auto& v : *graph.mutable_input())
+        if (!removed.contains(v.name()))
+            *inputs.Add() = std::move(v);
+    graph.mutable_input()->Swap(&inputs);
+    for (const NamedTensor& t : model.initializers()) {
+        if (sourceInitializers.contains(t.name))
+            continue;
+        onnx::TensorProto& added = *graph.add_initializer();
+        added.set_name(t.name);
+        added.set_data_type(onnxElementTypeOf(t.tensor.dtype()));
+        for (int64_t d : t.tensor.shape())
+            added.add_dims(d);
+        added.set_raw_data(std::string(static_cast<const char*>(t.tensor.rawData()), t.tensor.nbytes()));
+        if (proto.ir_version() < 4) { // before IR 4 every initializer is also a graph input
+            onnx::ValueInfoProto& input = *graph.add_input();
+            input.set_name(t.name);
+            auto& type = *input.mutable_type()->mutable_tensor_type();
+            type.set_elem_type(added.data_type());
+            for (int64_t d : t.tensor.shape())
+                type.mutable_shape()->add_dim()->set_dim_value(d);
+        }
+    }
+}
+
 onnx::ModelProto readSource(const Model& model)
 {
     if (model.format != "onnx")
@@ -231,6 +319,7 @@ onnx::ModelProto readSource(const Model& model)
     stream.SetTotalBytesLimit(int(kMaxProtobufBytes));
     if (bytes.size() > kMaxProtobufBytes || !proto.ParseFromCodedStream(&stream) || !proto.has_graph())
         throw Error(model.sourcePath.string() + ": not a valid ONNX file any more (it changed since it was loaded?)");
+    writeBackFoldedConstants(proto, model);
     // External data is copied in from the tensors the loader mapped (and checked).
     for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
         if (t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -495,6 +584,12 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
                          OnnxExportSummary& summary)
 {
     summary = {};
+    if (request.weights.empty() && request.activations.empty())
+        throw Error("ONNX export: no layer of " + model.sourcePath.filename().string() + " is quantized (" +
+                    (model.layers.empty() ? std::string("the model has no quantizable layer; see the load warnings")
+                                          : "no rule quantizes a weight or a static activation of its " +
+                                                std::to_string(model.layers.size()) + " layers") +
+                    "); a QDQ model would be a float copy, so nothing was written");
     onnx::ModelProto proto = readSource(model);
     summary.sourceOpset = defaultOpsetOf(proto);
 

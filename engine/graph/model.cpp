@@ -52,6 +52,21 @@ void Model::addInitializer(std::string name, qs::Tensor tensor)
     initializers_.push_back({std::move(name), std::move(tensor)});
 }
 
+size_t Model::removeInitializers(const std::unordered_set<std::string>& names)
+{
+    std::vector<NamedTensor> kept;
+    kept.reserve(initializers_.size());
+    for (NamedTensor& t : initializers_)
+        if (!names.contains(t.name))
+            kept.push_back(std::move(t));
+    const size_t removed = initializers_.size() - kept.size();
+    initializers_ = std::move(kept);
+    initializerIndex_.clear();
+    for (size_t i = 0; i < initializers_.size(); ++i)
+        initializerIndex_.emplace(initializers_[i].name, i);
+    return removed;
+}
+
 const qs::Tensor* Model::initializer(std::string_view name) const
 {
     const auto it = initializerIndex_.find(std::string(name));

@@ -15,6 +15,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/tensor.h"
@@ -114,6 +115,8 @@ public:
     // The initializer called `name`, or nullptr.
     const qs::Tensor* initializer(std::string_view name) const;
     bool isInitializer(std::string_view name) const { return initializer(name) != nullptr; }
+    // Removes the initializers named in `names` (others keep their order); returns how many were removed.
+    size_t removeInitializers(const std::unordered_set<std::string>& names);
 
     // Distinct (domain, op type) pairs of the nodes, sorted by domain then op type.
     std::vector<OpTypeUse> opTypes() const;

@@ -16,6 +16,7 @@
 #include "core/contained_call.h"
 #include "core/mapped_file.h"
 #include "graph/weight_layout.h"
+#include "io/constant_folding.h"
 #include "io/load_budget.h"
 #include "io/onnx_tensor.h"
 
@@ -464,11 +465,16 @@ Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceN
     for (const auto& value : graph.value_info())
         model.valueInfos.push_back(convertValueInfo(value));
 
+    // Constant nodes and layout ops on constants become initializers, so that
+    // every form of weight is found (io/constant_folding.h).
+    foldConstants(model, sourceName, budget);
     try {
         model.layers = findGraphLayers(model);
     } catch (const Error& e) {
         throw Error(sourceName + ": " + e.what());
     }
+    if (std::string warning = missingWeightsWarning(model); !warning.empty())
+        model.warnings.push_back(std::move(warning));
     return model;
 }
 
