@@ -74,6 +74,8 @@ nlohmann::json methodJson(const MethodResult& r)
     // JSON has no infinity: an exact reconstruction (infinite SQNR) is null.
     j["sqnr_db"] = std::isinf(r.metrics.sqnrDb) ? nlohmann::json() : nlohmann::json(r.metrics.sqnrDb);
     j["fraction_clipped"] = r.metrics.fractionClipped;
+    if (!r.note.empty())
+        j["note"] = r.note;
     return j;
 }
 
@@ -154,6 +156,8 @@ int runCompareMethods(const Arguments& args)
         }
         rows.push_back({r.method, rangeSummary(r.ranges), scaleSummary(r), number(r.metrics.mse, "%.4e"),
                         sqnrText(r.metrics.sqnrDb), number(100.0 * r.metrics.fractionClipped, "%.4f")});
+        if (!r.note.empty())
+            notes.push_back(r.method + ": " + r.note);
     }
     std::vector<size_t> width(rows[0].size(), 0);
     for (const auto& row : rows)
@@ -194,9 +198,11 @@ Command compareMethodsCommand()
                  "Methods: absmax, minmax, rms,3 (3 standard deviations), percentile,99.9, percentile,99.99, mse,\n"
                  "entropy. Asymmetric methods (minmax) are skipped, with a note, for types without a zero point\n"
                  "(float formats, nf4, binary, ternary). MX types show one row: their own block scales.\n"
-                 "SQNR dB = 10 log10(sum x^2 / sum (x - q(x))^2); % clipped = elements outside their group's\n"
-                 "calibrated range. JSON: {file, shape, qtype, granularity, methods: [{method, symmetric, range:\n"
-                 "{min, max}, scales, zero_points (asymmetric), mse, sqnr_db (null when exact), fraction_clipped}],\n"
+                 "SQNR dB = 10 log10(sum x^2 / sum (x - q(x))^2); % clipped = elements that saturate under the scale\n"
+                 "used (pow2/fp16 restrictions and narrow range included). A method's note (entropy: groups too\n"
+                 "small for a histogram kept their whole range) follows the table. JSON: {file, shape, qtype,\n"
+                 "granularity, methods: [{method, symmetric, range: {min, max}, scales, zero_points (asymmetric),\n"
+                 "mse, sqnr_db (null when exact), fraction_clipped, note (when there is one)}],\n"
                  "skipped: [{method, reason}]}; range, scales and zero_points are per-group arrays when there are\n"
                  "several groups.";
     return {spec, runCompareMethods};
