@@ -1,5 +1,5 @@
 // Weights wherever the exporter put them (io/constant_folding.h): Constant
-// nodes at opsets 9 and 11, Identity, Reshape, Unsqueeze, Cast from float16 and
+// nodes at opsets 7, 9 and 11, Identity, Reshape, Unsqueeze, Cast from float16 and
 // Transpose of constants are layers with the right weights; the interpreter runs
 // such a model to exactly the outputs of the same network with plain
 // initializers; the QDQ export of it runs to the simulation's numbers; a model
@@ -79,6 +79,7 @@ class TestConstantWeights : public QObject {
     {
         QTest::addColumn<QString>("name");
         QTest::addColumn<int>("layers");
+        QTest::newRow("Constant nodes, opset 7, IR 3") << "cnn_opset7" << 2;
         QTest::newRow("Constant nodes, opset 9") << "cnn_opset9" << 2;
         QTest::newRow("Constant nodes, opset 11") << "cnn_opset11" << 2;
         QTest::newRow("Identity, Reshape, Unsqueeze, Cast fp16, Transpose") << "layouts" << 5;

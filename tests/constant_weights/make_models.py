@@ -5,9 +5,10 @@ its weights in one of the forms exporters other than torch.onnx write;
 NAME_plain.onnx is the same network with every weight a plain float32
 initializer holding the values NAME.onnx computes, in the same layer order.
 
-  cnn_opset9 / cnn_opset11: x [N, 3, 8, 8] -> Conv 3->4 (weight and bias Constant
+  cnn_opset7 / cnn_opset9 / cnn_opset11: x [N, 3, 8, 8] -> Conv 3->4 (weight and bias Constant
       nodes) -> Relu -> Flatten -> Gemm 256->10 (transB=1, Constant B and C)
-      -> Softmax -> y. IR 4 for opset 9 (paddle2onnx / older tf2onnx style).
+      -> Softmax -> y. IR 3 for opset 7 (initializers listed as graph inputs), IR 4
+      for opset 9 (paddle2onnx / older tf2onnx style).
   layouts: opset 13, x [N, 4, 6, 6] -> Conv (weight Identity(initializer)) -> Relu
       -> Conv (weight Reshape(Constant flat, Constant shape)) -> Conv 1x1 (weight
       Unsqueeze(Constant [O, I], axes Constant [2, 3])) -> Flatten -> Gemm (B =
@@ -148,6 +149,7 @@ def refused():
     onnx.save(model, os.path.join(out, "bad_reshape.onnx"))  # the checker would refuse it too
 
 
+cnn(7, 3)
 cnn(9, 4)
 cnn(11, None)
 layouts()
