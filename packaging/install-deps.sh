@@ -11,6 +11,7 @@ packages=(
   nlohmann-json3-dev zlib1g-dev libre2-dev
   python3 python3-numpy python3-h5py python3-onnx python3-torch python3-torchvision python3-sklearn libonnx-testdata
   xvfb xauth
+  qemu-user
   desktop-file-utils appstream debootstrap
 )
 

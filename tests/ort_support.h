@@ -115,19 +115,31 @@ inline QByteArray runNode(const std::filesystem::path& model, const std::map<std
 
 } // namespace ort_detail
 
+// How runOnnxRuntime runs a model.
+struct OnnxRuntimeRun {
+    // A program and its arguments that run node (e.g. {"qemu-x86_64", "-cpu",
+    // "Haswell"}: ONNX Runtime then picks the kernels of a CPU with AVX2 and no VNNI).
+    QStringList wrapper;
+    // > 0: the inputs are cut along axis 0 into batches of this many rows, and
+    // each output is the batches' outputs joined along axis 0.
+    int64_t batch = 0;
+    QString level = QStringLiteral("all"); // graph optimisation: disabled, basic, extended, all
+};
+
 // Runs `model` with ONNX Runtime (CPU, 2 intra-op threads) on `inputs` (every
-// graph input by name); returns every graph output by name. `wrapper` as for
-// ort_detail::runNode (e.g. {"qemu-x86_64", "-cpu", "Haswell"}: ONNX Runtime
-// then picks the kernels of a CPU with AVX2 and no VNNI).
+// graph input by name); returns every graph output by name.
 inline std::map<std::string, Tensor> runOnnxRuntime(const std::filesystem::path& model,
                                                     const std::map<std::string, Tensor>& inputs,
-                                                    const QStringList& wrapper = {})
+                                                    const OnnxRuntimeRun& how = {})
 {
     QTemporaryDir work;
     if (!work.isValid())
         throw Error("cannot create a temporary folder for ONNX Runtime's inputs and outputs");
     const QString outDir = work.filePath(QStringLiteral("out"));
-    ort_detail::runNode(model, inputs, outDir, work, {}, wrapper);
+    QStringList extra{QStringLiteral("--level"), how.level};
+    if (how.batch > 0)
+        extra << QStringLiteral("--batch") << QString::number(how.batch);
+    ort_detail::runNode(model, inputs, outDir, work, extra, how.wrapper);
     QFile manifestFile(QDir(outDir).filePath(QStringLiteral("outputs.json")));
     if (!manifestFile.open(QIODevice::ReadOnly))
         throw Error("ONNX Runtime wrote no outputs.json for " + model.string());

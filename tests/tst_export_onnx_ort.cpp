@@ -107,7 +107,7 @@ private slots:
         QFETCH(QString, actQtype);
         const QString qemu = QStandardPaths::findExecutable(QStringLiteral("qemu-x86_64"));
         QVERIFY2(!qemu.isEmpty(), "qemu-x86_64 is missing: install Debian's qemu-user (packaging/install-deps.sh)");
-        const QStringList haswell{qemu, QStringLiteral("-cpu"), QStringLiteral("Haswell")};
+        const OnnxRuntimeRun haswell{{qemu, QStringLiteral("-cpu"), QStringLiteral("Haswell")}};
         const std::filesystem::path dir = dir_.path().toStdString();
         const ExportCase c{"saturating_conv_" + actQtype.left(4).toStdString(), dir / "saturating_conv.onnx",
                            "[{\"weight_qtype\": \"int8\", \"act_qtype\": \"" + actQtype.toStdString() +

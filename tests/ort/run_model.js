@@ -3,7 +3,7 @@
 // and writes its outputs as .npy files: the reference runtime of the tests.
 //
 //   node run_model.js --ort-dir DIR --model M.onnx --inputs IN.json --out OUTDIR
-//                     [--threads T] [--warmup W] [--repeat R]
+//                     [--threads T] [--warmup W] [--repeat R] [--batch B] [--level L]
 //
 // DIR holds node_modules/onnxruntime-node (tests/ort/install.sh puts it there).
 // IN.json maps each graph input name to an .npy file. Every graph output is
@@ -12,6 +12,11 @@
 // With --repeat R the model also runs W + R more times on the same inputs and
 // the R wall-clock latencies are printed on stdout as JSON
 // ({"runs_ms": [...], "median_ms": m, "min_ms": m}).
+// With --batch B every input is cut along axis 0 into batches of B rows, the
+// model runs once per batch, and each output is the batches' outputs joined
+// along axis 0 (a model with a fixed batch of 1 then runs a whole data set).
+// --level sets ONNX Runtime's graph optimisation level: disabled, basic,
+// extended or all (the default, what users get).
 // Failures print ONNX Runtime's message on stderr and exit with status 1.
 
 const fs = require('fs');
@@ -39,7 +44,7 @@ function fail(message) {
 }
 
 function parseArguments(argv) {
-    const options = { threads: 2, warmup: 1, repeat: 0 };
+    const options = { threads: 2, warmup: 1, repeat: 0, batch: 0, level: 'all' };
     for (let i = 0; i < argv.length; i += 2) {
         const key = argv[i], value = argv[i + 1];
         if (value === undefined)
@@ -52,6 +57,8 @@ function parseArguments(argv) {
         case '--threads': options.threads = Number(value); break;
         case '--warmup': options.warmup = Number(value); break;
         case '--repeat': options.repeat = Number(value); break;
+        case '--batch': options.batch = Number(value); break;
+        case '--level': options.level = value; break;
         default: fail(`run_model.js: unknown argument ${key}`);
         }
     }
@@ -117,6 +124,46 @@ function encodeNpy(tensor) {
     return Buffer.concat([prefix, Buffer.from(header, 'latin1'), payload]);
 }
 
+// Rows [begin, end) of a tensor along axis 0.
+function rows(ort, tensor, begin, end) {
+    const rowSize = tensor.dims.slice(1).reduce((a, b) => a * b, 1);
+    const data = tensor.data.slice(begin * rowSize, end * rowSize);
+    return new ort.Tensor(tensor.type, data, [end - begin, ...tensor.dims.slice(1)]);
+}
+
+// Tensors of one type joined along axis 0.
+function joinRows(ort, parts) {
+    const total = parts.reduce((n, t) => n + t.data.length, 0);
+    const data = new parts[0].data.constructor(total);
+    let offset = 0;
+    for (const t of parts) {
+        data.set(t.data, offset);
+        offset += t.data.length;
+    }
+    const leading = parts.reduce((n, t) => n + (t.dims.length ? t.dims[0] : 1), 0);
+    return new ort.Tensor(parts[0].type, data, [leading, ...parts[0].dims.slice(1)]);
+}
+
+async function runInBatches(ort, session, feeds, batch) {
+    const counts = Object.values(feeds).map(t => t.dims[0]);
+    const n = counts[0];
+    if (counts.some(c => c !== n) || n % batch !== 0)
+        fail(`run_model.js: --batch ${batch}: the inputs have ${counts.join(', ')} rows, not one multiple of ${batch}`);
+    const parts = {};
+    for (let begin = 0; begin < n; begin += batch) {
+        const slice = {};
+        for (const [name, t] of Object.entries(feeds))
+            slice[name] = rows(ort, t, begin, begin + batch);
+        const out = await session.run(slice);
+        for (const name of session.outputNames)
+            (parts[name] = parts[name] || []).push(out[name]);
+    }
+    const joined = {};
+    for (const name of session.outputNames)
+        joined[name] = joinRows(ort, parts[name]);
+    return joined;
+}
+
 async function main() {
     const options = parseArguments(process.argv.slice(2));
     const ort = require(path.join(path.resolve(options.ortDir), 'node_modules', 'onnxruntime-node'));
@@ -125,13 +172,14 @@ async function main() {
         intraOpNumThreads: options.threads,
         interOpNumThreads: 1,
         executionMode: 'sequential',
-        graphOptimizationLevel: 'all',
+        graphOptimizationLevel: options.level,
     });
     const inputFiles = JSON.parse(fs.readFileSync(options.inputs, 'utf8'));
     const feeds = {};
     for (const [name, file] of Object.entries(inputFiles))
         feeds[name] = readNpy(ort, file);
-    const results = await session.run(feeds);
+    const results = options.batch > 0 ? await runInBatches(ort, session, feeds, options.batch)
+                                      : await session.run(feeds);
     fs.mkdirSync(options.out, { recursive: true });
     const manifest = {};
     session.outputNames.forEach((name, index) => {
