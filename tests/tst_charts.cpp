@@ -360,6 +360,25 @@ private slots:
         QCOMPARE(lines[1].split(',')[1].toDouble(), best->metrics.mse);
     }
 
+    void comparisonCountsWhatSaturatesUnderTheScaleUsed()
+    {
+        // pow2 rounds each scale to a power of two, often down: values near absmax then saturate. The chart
+        // must count them as compare-methods and the layer table do (saturationRanges), not report 0% for
+        // values inside the calibrated range that the grid cannot reach.
+        const Tensor w = noisyTensor({8, 128}, 23);
+        QuantizationSpec spec = specOf("absmax");
+        spec.options.restriction = ScaleRestriction::Pow2;
+        const MethodComparisonData d = compareWeightMethods(w, spec, 99.9, 3, "w");
+        const auto absmax = std::find_if(d.results.begin(), d.results.end(),
+                                         [](const MethodResult& r) { return r.method == "absmax"; });
+        QVERIFY(absmax != d.results.end());
+        const TensorQuantization q = computeQuantization(w, spec, "w");
+        QCOMPARE(absmax->metrics.fractionClipped, fractionClipped(w.values<float>(), q.params.layout, q.saturation));
+        QVERIFY(absmax->metrics.fractionClipped > 0);
+        // The calibrated range itself clips nothing under absmax: the old count.
+        QCOMPARE(fractionClipped(w.values<float>(), q.params.layout, q.ranges), 0.0);
+    }
+
     void floatTypesSkipAsymmetricMethods()
     {
         const Tensor w = noisyTensor({4, 64}, 2);

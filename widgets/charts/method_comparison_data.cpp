@@ -94,7 +94,7 @@ MethodComparisonData compareWeightMethods(const Tensor& x, const QuantizationSpe
                 r.zeroPoints = q.params.zeroPoints;
                 r.ranges = q.ranges;
                 r.metrics = errorMetrics(xf.values<float>(), fake);
-                r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.ranges);
+                r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.saturation);
             }
             d.results.push_back(std::move(r));
             cancel.check();
@@ -139,6 +139,7 @@ MethodComparisonData compareActivationMethods(const Observer& observer, const Ca
         r.scales = params.scales;
         r.zeroPoints = params.zeroPoints;
         const GroupQuant g = groupQuant(params, 0);
+        const Range saturates = saturationRanges(params).front(); // what clips under the scale used
         double signal = 0, noise = 0, maxAbs = 0, cross = 0, fakeSq = 0;
         int64_t n = 0, clipped = 0;
         for (size_t j = 0; j < source.bins(); ++j) {
@@ -154,7 +155,7 @@ MethodComparisonData compareActivationMethods(const Observer& observer, const Ca
             fakeSq += double(c) * double(fake) * fake;
             maxAbs = std::max(maxAbs, std::abs(e));
             n += c;
-            if (centre < r.ranges[0].min || centre > r.ranges[0].max)
+            if (centre < saturates.min || centre > saturates.max)
                 clipped += c;
         }
         r.metrics.mse = noise / double(n);
