@@ -8,11 +8,17 @@
 #include <QString>
 #include <QStringList>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 
+#include "core/error.h"
 #include "core/tensor.h"
 
 namespace qs::test {
@@ -67,5 +73,42 @@ inline QByteArray bytesOf(const Tensor& t)
 {
     return QByteArray(static_cast<const char*>(t.rawData()), qsizetype(t.nbytes()));
 }
+
+// The Error's message, or an empty string when `load` accepted its input. Any
+// other exception (std::bad_alloc when an AddressSpaceCap stops an allocation)
+// escapes and fails the test.
+inline QString errorOf(const std::function<void()>& load)
+{
+    try {
+        load();
+    } catch (const Error& e) {
+        return QString::fromUtf8(e.what());
+    }
+    return {};
+}
+
+// Caps the process's address space at what it maps now plus `headroom` until
+// destroyed: an allocation of what a hostile file declares, or a read that
+// escaped its containment, then fails here instead of taking the machine's memory.
+class AddressSpaceCap {
+public:
+    explicit AddressSpaceCap(uint64_t headroom)
+    {
+        getrlimit(RLIMIT_AS, &saved_);
+        uint64_t pages = 0;
+        std::ifstream("/proc/self/statm") >> pages;
+        rlimit cap = saved_;
+        cap.rlim_cur = std::min<uint64_t>(pages * uint64_t(sysconf(_SC_PAGESIZE)) + headroom, saved_.rlim_max);
+        active_ = setrlimit(RLIMIT_AS, &cap) == 0;
+    }
+    ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
+    AddressSpaceCap(const AddressSpaceCap&) = delete;
+    AddressSpaceCap& operator=(const AddressSpaceCap&) = delete;
+    bool active() const { return active_; }
+
+private:
+    rlimit saved_{};
+    bool active_ = false;
+};
 
 } // namespace qs::test

@@ -17,6 +17,7 @@
 #include "io/keras_model.h"
 #include "io/npy.h"
 #include "io/safetensors.h"
+#include "test_support.h"
 
 using namespace qs;
 
@@ -84,30 +85,6 @@ std::string regressionInput(const char* name)
 {
     return std::string(QUANTSCOPE_TEST_DATA) + "/../fuzz/corpus/hdf5/" + name;
 }
-
-// Caps this process's address space at its current size plus `extra` bytes
-// while alive, so that a read that escaped its containment would fail here
-// instead of exhausting the machine.
-class AddressSpaceCap {
-public:
-    explicit AddressSpaceCap(uint64_t extra)
-    {
-        getrlimit(RLIMIT_AS, &saved_);
-        uint64_t pages = 0;
-        std::ifstream("/proc/self/statm") >> pages;
-        rlimit capped = saved_;
-        capped.rlim_cur = rlim_t(pages * uint64_t(sysconf(_SC_PAGESIZE)) + extra);
-        if (saved_.rlim_max != RLIM_INFINITY)
-            capped.rlim_cur = std::min(capped.rlim_cur, saved_.rlim_max);
-        setrlimit(RLIMIT_AS, &capped);
-    }
-    ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
-    AddressSpaceCap(const AddressSpaceCap&) = delete;
-    AddressSpaceCap& operator=(const AddressSpaceCap&) = delete;
-
-private:
-    rlimit saved_{};
-};
 
 bool sameBytes(const Tensor& a, const Tensor& b)
 {
@@ -470,7 +447,7 @@ private slots:
         const std::string path = regressionInput("regress_oom_chunk_map_524k_chunks.h5");
         QString message;
         {
-            const AddressSpaceCap cap(uint64_t(2) << 30);
+            const test::AddressSpaceCap cap(uint64_t(2) << 30);
             QElapsedTimer timer;
             timer.start();
             message = errorOf([&] { loadCheckpointModel(path); });

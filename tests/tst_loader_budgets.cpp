@@ -31,32 +31,11 @@
 #include "test_support.h"
 
 using namespace qs;
+using namespace qs::test;
 
 namespace {
 
 constexpr uint64_t kGiB = uint64_t(1) << 30;
-
-// Caps the process's address space at what it maps now plus `headroom` until
-// destroyed: an allocation of what a hostile header declares then fails at once
-// instead of taking the machine's memory.
-class AddressSpaceCap {
-public:
-    explicit AddressSpaceCap(uint64_t headroom)
-    {
-        getrlimit(RLIMIT_AS, &saved_);
-        uint64_t pages = 0;
-        std::ifstream("/proc/self/statm") >> pages;
-        rlimit cap = saved_;
-        cap.rlim_cur = std::min<uint64_t>(pages * uint64_t(sysconf(_SC_PAGESIZE)) + headroom, saved_.rlim_max);
-        active_ = setrlimit(RLIMIT_AS, &cap) == 0;
-    }
-    ~AddressSpaceCap() { setrlimit(RLIMIT_AS, &saved_); }
-    bool active() const { return active_; }
-
-private:
-    rlimit saved_{};
-    bool active_ = false;
-};
 
 // The peak resident set of the process, in bytes.
 uint64_t peakResidentBytes()
@@ -64,19 +43,6 @@ uint64_t peakResidentBytes()
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
     return uint64_t(usage.ru_maxrss) * 1024;
-}
-
-// The Error's message, or an empty string when `load` accepted the input. Any
-// other exception (std::bad_alloc when the cap stops an allocation) escapes and
-// fails the test.
-QString errorOf(const std::function<void()>& load)
-{
-    try {
-        load();
-    } catch (const Error& e) {
-        return QString::fromUtf8(e.what());
-    }
-    return {};
 }
 
 void expectPhrases(const QString& message, const QStringList& phrases)

@@ -8,9 +8,6 @@
 // fails; a crash fails the whole suite. Nothing may be left behind in the
 // corpus folders.
 
-#include <QtTest>
-#include <functional>
-#include <map>
 #include "core/error.h"
 #include "io/checkpoint_model.h"
 #include "io/model_loader.h"
@@ -19,8 +16,13 @@
 #include "io/onnx_loader.h"
 #include "io/safetensors.h"
 #include "rules/ruleset.h"
+#include "test_support.h"
+#include <QtTest>
+#include <functional>
+#include <map>
 
 using namespace qs;
+using namespace qs::test;
 
 namespace {
 
@@ -48,18 +50,6 @@ const std::map<QString, std::function<void(const std::string&)>>& loaders()
         {"rules", [](const std::string& p) { (void)RuleSet::load(p); }},
     };
     return table;
-}
-
-// The Error's message, or an empty string when `load` accepted the file.
-// Any other exception escapes and fails the test.
-QString errorOf(const std::function<void()>& load)
-{
-    try {
-        load();
-    } catch (const Error& e) {
-        return QString::fromUtf8(e.what());
-    }
-    return {};
 }
 
 QStringList filesUnder(const QString& folder)
