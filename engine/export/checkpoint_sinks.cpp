@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "io/hdf5_file.h"
 
 namespace qs {
 
@@ -213,6 +214,8 @@ void writeHdf5Checkpoint(const std::filesystem::path& out, const std::vector<Che
     // libhdf5 opens files by name: a named temporary (removed on SIGTERM/SIGINT, cleaned after a SIGKILL).
     AtomicFile temporary(out, AtomicFile::Temporary::Named);
     {
+        // libhdf5 runs here, in the process: no Hdf5File child may be forked meanwhile (io/hdf5_file.h).
+        const std::lock_guard library(hdf5LibraryMutex());
         QuietHdf5 quiet;
         // Format 1.8 or later: attributes larger than 64 KiB (a big model's manifest) need dense storage.
         Hid fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);

@@ -735,6 +735,12 @@ void decodeStructure(std::string_view bytes, const std::filesystem::path& path, 
 
 } // namespace
 
+std::recursive_mutex& hdf5LibraryMutex()
+{
+    static std::recursive_mutex mutex;
+    return mutex;
+}
+
 Hdf5File Hdf5File::open(const std::filesystem::path& path)
 {
     std::error_code ec;
@@ -756,6 +762,7 @@ Hdf5File Hdf5File::open(const std::filesystem::path& path)
     bool haveStructure = false;
     std::optional<size_t> reading; // the dataset the child last started to prefetch
     std::string message;
+    const std::lock_guard library(hdf5LibraryMutex()); // no fork while a writer is inside libhdf5
     const ContainedOutcome outcome = ContainedCall::run(
         [&](ContainedChannel& channel) {
             QuietLibrary quiet;
@@ -941,6 +948,7 @@ Tensor Hdf5File::readRows(const Hdf5Dataset& dataset, int64_t begin, int64_t cou
     uint64_t received = 0;
     ContainmentLimits limits;
     limits.memoryBudget = kContainedMemoryBudget + slabBytes;
+    const std::lock_guard library(hdf5LibraryMutex()); // no fork while a writer is inside libhdf5
     const ContainedOutcome outcome = ContainedCall::run(
         [&](ContainedChannel& channel) {
             QuietLibrary quiet;

@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,6 +118,12 @@ private:
     std::vector<std::string> groups_;
     std::unordered_map<std::string, size_t> datasetByPath_;
 };
+
+// Held by every caller of libhdf5 in this process (the HDF5 checkpoint writer)
+// and by Hdf5File around each contained child it forks, so that no child is
+// forked while another thread is inside the library and inherits its state
+// halfway through a call.
+std::recursive_mutex& hdf5LibraryMutex();
 
 // "/a/b" for "a/b", "/a/b" and "a/b/".
 std::string normalizeHdf5Path(std::string_view path);
