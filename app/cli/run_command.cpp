@@ -112,10 +112,12 @@ int runRun(const Arguments& args)
     std::string inputNames;
     for (const ValueInfo& v : model.inputs)
         inputNames += (inputNames.empty() ? "" : ", ") + v.name;
-    for (const auto& [name, file] : inputFiles)
+    for (const auto& [inputName, file] : inputFiles) {
+        const std::string& name = inputName; // clang before 16 cannot capture a structured binding in a lambda
         if (std::none_of(model.inputs.begin(), model.inputs.end(), [&](const ValueInfo& v) { return v.name == name; }))
             throw Error("--input " + name + "=" + file + ": " + modelFile + " has no input '" + name +
                         "'; its inputs: " + inputNames);
+    }
     const std::map<std::string, Shape> shapes = shapeOptions(args, model, modelFile);
     const int64_t batch = batchSizingFor(model, std::nullopt, 1).batchSize;
     std::map<std::string, Tensor> inputs;

@@ -223,6 +223,16 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
 // off-diagonal b x b blocks.
 [[gnu::always_inline]] inline void transpose16(ChannelVector rows[16])
 {
+#if defined(__clang__)
+    // Clang has no __builtin_shuffle with a runtime mask; the fuzzing and
+    // sanitizer builds use clang, where a plain swap is fast enough.
+    for (int i = 0; i < 16; ++i)
+        for (int j = i + 1; j < 16; ++j) {
+            const float t = rows[i][j];
+            rows[i][j] = rows[j][i];
+            rows[j][i] = t;
+        }
+#else
     using Index = int __attribute__((vector_size(16 * sizeof(int))));
     auto stage = [&]<int B>() {
         Index lo, hi;
@@ -241,6 +251,7 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
     stage.template operator()<4>();
     stage.template operator()<2>();
     stage.template operator()<1>();
+#endif
 }
 
 // Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
