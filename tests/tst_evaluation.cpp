@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -395,15 +396,27 @@ private slots:
         // A null SQNR is +inf where nothing differs, −inf where the signal was zero.
         QCOMPARE(errorMetricsFromJson(errorMetricsJson(ErrorMetrics{0, kInf, 0, 1, 0}), "x").sqnrDb, kInf);
         QCOMPARE(errorMetricsFromJson(errorMetricsJson(ErrorMetrics{0.5, -kInf, 1, 0, 0}), "x").sqnrDb, -kInf);
-        // A malformed document names what is wrong.
-        nlohmann::json broken = j;
-        broken["outputs"][0].erase("cosine");
-        try {
-            EvaluationResult::fromJson(broken);
-            QFAIL("an output without cosine was read");
-        } catch (const Error& e) {
-            QVERIFY2(std::string(e.what()).find("evaluation.outputs[0]") != std::string::npos, e.what());
-        }
+        // A malformed document names the field and what is wrong, in our words (not nlohmann's).
+        const auto errorOf = [&](const std::function<void(nlohmann::json&)>& breakIt) -> std::string {
+            nlohmann::json broken = j;
+            breakIt(broken);
+            try {
+                EvaluationResult::fromJson(broken);
+            } catch (const Error& e) {
+                return e.what();
+            }
+            return "(read without an error)";
+        };
+        QCOMPARE(errorOf([](nlohmann::json& b) { b["outputs"][0].erase("cosine"); }),
+                 std::string("evaluation.outputs[0].cosine: missing"));
+        QCOMPARE(errorOf([](nlohmann::json& b) { b["layers"][1]["isolated"]["mse"] = "small"; }),
+                 std::string("evaluation.layers[1].isolated.mse: expected a number, got \"small\""));
+        QCOMPARE(errorOf([](nlohmann::json& b) { b["layers"][0]["layer"] = -3; }),
+                 std::string("evaluation.layers[0].layer: expected a count (an integer >= 0), got -3"));
+        QCOMPARE(errorOf([](nlohmann::json& b) { b["layers"] = 7; }),
+                 std::string("evaluation.layers: expected a list, got 7"));
+        QCOMPARE(errorOf([](nlohmann::json& b) { b["accuracy"] = nlohmann::json::array(); }),
+                 std::string("evaluation.accuracy: expected an object, got []"));
     }
 };
 

@@ -58,11 +58,20 @@ QString layerInspectionHtml(const LayerInspection& in)
     QString html = QStringLiteral("<h3 style='margin-bottom:2px'>%1</h3>").arg(esc(l.modulePath));
     html += QStringLiteral("<table>");
     html += row(QObject::tr("Op"), esc(l.opType) + (l.groups > 1 ? QObject::tr(" (groups %1)").arg(l.groups) : QString()));
-    if (l.node && *l.node < in.model->nodes.size())
-        html += row(QObject::tr("Node"), esc(in.model->nodes[*l.node].name));
+    if (l.node && *l.node < in.model->scopeGraph(l.scope).nodes.size()) // a body layer: the node in its body
+        html += row(QObject::tr("Node"), esc(in.model->scopeGraph(l.scope).nodes[*l.node].name));
     html += row(QObject::tr("Weight"), esc(l.weightName));
     html += row(QObject::tr("Shape"), shapeText(l.weightShape) + QStringLiteral(" ") + esc(std::string(dtypeName(l.weightDType))));
     html += row(QObject::tr("Parameters"), QString::number(l.parameterCount));
+    QStringList sharers;
+    const size_t first = l.sharesWeightOf.value_or(in.layer);
+    for (size_t i = 0; i < in.model->layers.size(); ++i)
+        if (i != in.layer && (i == first || in.model->layers[i].sharesWeightOf == first))
+            sharers << esc(in.model->layers[i].modulePath);
+    if (!sharers.empty())
+        html += row(QObject::tr("Shared weight"),
+                    QObject::tr("also read by %1; one quantizer for all, whose rules must agree")
+                        .arg(sharers.join(QStringLiteral(", "))));
     QStringList contraction;
     for (const int a : l.contractionAxes)
         contraction << QString::number(a);

@@ -78,7 +78,8 @@ void LayerTreeModel::setLayers(std::vector<QuantizableLayer> layers)
                 next = child.get();
                 node->children.push_back(std::move(child));
             }
-            next->parameters += layers_[i].parameterCount;
+            if (!layers_[i].sharesWeightOf) // a shared weight counts once, under its first reader
+                next->parameters += layers_[i].parameterCount;
             node = next;
         }
         node->layer = i;
@@ -248,6 +249,8 @@ QVariant LayerTreeModel::layerData(const TreeNode& node, int column, int role) c
         case ShapeColumn:
             return shapeText(l.weightShape);
         case ParametersColumn:
+            if (l.sharesWeightOf)
+                return tr("shared");
             return QLocale().toString(qlonglong(l.parameterCount));
         case RuleColumn:
             return assignment && assignment->rule ? QString::number(*assignment->rule) : QStringLiteral("—");
@@ -267,7 +270,7 @@ QVariant LayerTreeModel::layerData(const TreeNode& node, int column, int role) c
     case SortRole:
         switch (column) {
         case ParametersColumn:
-            return double(l.parameterCount);
+            return l.sharesWeightOf ? 0.0 : double(l.parameterCount);
         case RuleColumn:
             return assignment && assignment->rule ? double(*assignment->rule) : -1.0;
         case WeightSqnrColumn:
@@ -311,6 +314,10 @@ QVariant LayerTreeModel::layerData(const TreeNode& node, int column, int role) c
             return QString::fromStdString(weightProblems_.at(layer));
         QStringList lines;
         lines << QStringLiteral("%1 (%2)").arg(QString::fromStdString(l.modulePath), QString::fromStdString(l.opType));
+        if (l.sharesWeightOf && *l.sharesWeightOf < layers_.size())
+            lines << tr("reads the weight of %1 (%2 parameters, counted there): one quantizer for both")
+                         .arg(QString::fromStdString(layers_[*l.sharesWeightOf].modulePath))
+                         .arg(QLocale().toString(qlonglong(l.parameterCount)));
         if (rules_.empty())
             lines << tr("no rules: the layer stays float");
         for (const auto& e : rules_.explain(l.modulePath, l.opType))

@@ -79,7 +79,8 @@ Totals totalsOf(const Model& model)
     t.layers = int64_t(model.layers.size());
     t.parameters = model.parameterCount();
     for (const QuantizableLayer& layer : model.layers)
-        t.quantizableParameters += layer.parameterCount;
+        if (!layer.sharesWeightOf) // a shared weight counts once
+            t.quantizableParameters += layer.parameterCount;
     for (const NamedTensor& n : model.initializers())
         t.bytes += int64_t(n.tensor.nbytes());
     return t;
@@ -139,6 +140,8 @@ nlohmann::json inspectJson(const Model& model, const std::optional<RuleSet>& rul
                           {"channel_axis", l.channelAxis},
                           {"contraction_axes", l.contractionAxes},
                           {"groups", l.groups},
+                          {"shares_weight_of", l.sharesWeightOf ? nlohmann::json(model.layers[*l.sharesWeightOf].modulePath)
+                                                                : nlohmann::json(nullptr)},
                           {"rule", rule}});
     }
     j["layers"] = layers;
@@ -205,7 +208,9 @@ std::string inspectText(const Model& model, const std::optional<RuleSet>& rules,
         {"#", "module path", "op", "weight", "shape", "dtype", "params", "channel", "contraction", "rule"}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const QuantizableLayer& l = model.layers[i];
-        rows.push_back({std::to_string(i), l.modulePath, l.opType, l.weightName, shapeToString(l.weightShape),
+        const std::string weight =
+            l.weightName + (l.sharesWeightOf ? " (shared with #" + std::to_string(*l.sharesWeightOf) + ")" : "");
+        rows.push_back({std::to_string(i), l.modulePath, l.opType, weight, shapeToString(l.weightShape),
                         std::string(dtypeName(l.weightDType)), std::to_string(l.parameterCount),
                         std::to_string(l.channelAxis), axesText(l.contractionAxes), ruleText(resolution, i)});
     }
@@ -273,7 +278,8 @@ Command inspectCommand()
                  "JSON: {file, format, producer, weights_only, opset_imports: {domain: version}, inputs and\n"
                  "outputs: [{name, type, shape (ints, symbol strings, null when unknown; null when the rank is\n"
                  "unknown)}], layers: [{module_path, op_type, weight, shape, dtype, parameters, channel_axis,\n"
-                 "contraction_axes, groups, rule (null = float)}], op_types: [{domain, op_type, count}],\n"
+                 "contraction_axes, groups, shares_weight_of (the module path of the first layer reading the same\n"
+                 "weight, or null), rule (null = float)}], op_types: [{domain, op_type, count}],\n"
                  "unsupported_ops (op types the runtime cannot run at the model's opset: \"Op\", \"domain:Op\",\n"
                  "\"Op (opset N)\" when only other opsets are),\n"
                  "warnings, totals: {layers, parameters, quantizable_parameters, bytes, layers_matched (with\n"

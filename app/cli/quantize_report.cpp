@@ -95,6 +95,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
             {{"index", i},
              {"module_path", layer.modulePath},
              {"op_type", layer.opType},
+             {"shares_weight_of", layer.sharesWeightOf ? nlohmann::json(model.layers[*layer.sharesWeightOf].modulePath)
+                                                       : nlohmann::json()},
              {"rule", lq ? nlohmann::json(lq->rule) : nlohmann::json()},
              {"weight_qtype", wq.empty() ? nlohmann::json() : nlohmann::json(wq)},
              {"act_qtype", aq.empty() ? nlohmann::json() : nlohmann::json(aq)},

@@ -214,7 +214,8 @@ void Workspace::startWeightJob()
             if (!r.recomputed.empty()) {
                 int64_t parameters = 0;
                 for (const size_t layer : r.recomputed)
-                    parameters += model_->layers[layer].parameterCount;
+                    if (!model_->layers[layer].sharesWeightOf) // a shared weight counts once
+                        parameters += model_->layers[layer].parameterCount;
                 emit logMessage(tr("Weights: %n layer(s) (%1 parameters) requantized; the table was current %2 ms "
                                    "after the edit",
                                    nullptr, int(r.recomputed.size()))
@@ -469,7 +470,18 @@ void Workspace::restorePendingSession()
         // unless its rules are the current ones.
         if (!s.evaluation.is_null()) {
             try {
-                auto evaluation = std::make_shared<const EvaluationResult>(EvaluationResult::fromJson(s.evaluation));
+                EvaluationResult restored = EvaluationResult::fromJson(s.evaluation);
+                // Rows of layers this model does not have (a session file edited by hand) are dropped, and said so.
+                const size_t rows = restored.layers.size();
+                std::erase_if(restored.layers, [&](const LayerEvaluation& l) { return l.layer >= model_->layers.size(); });
+                if (restored.layers.size() != rows)
+                    emit logMessage(tr("Cached evaluation: %1 of %2 layer row(s) name layers the model does not have "
+                                       "(it has %3); they were dropped")
+                                        .arg(rows - restored.layers.size())
+                                        .arg(rows)
+                                        .arg(model_->layers.size()),
+                                    true);
+                auto evaluation = std::make_shared<const EvaluationResult>(std::move(restored));
                 std::string rulesText = s.rulesOfResults.dump(); // as saved, if it no longer parses
                 bool current = false;
                 try {

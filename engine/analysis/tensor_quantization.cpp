@@ -6,6 +6,14 @@
 #include "quant/microscaling.h"
 
 namespace qs {
+
+bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b)
+{
+    return a.qtype == b.qtype && a.method == b.method && a.granularity == b.granularity && a.axis == b.axis &&
+           a.tileSize == b.tileSize && a.symmetric == b.symmetric && a.options.narrowRange == b.options.narrowRange &&
+           a.options.restriction == b.options.restriction;
+}
+
 namespace {
 
 TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)

@@ -31,6 +31,9 @@ struct QuantizationSpec {
     ScaleOptions options;                              // narrow range, scale restriction
 };
 
+// Whether two specs quantize a tensor the same way (every field equal).
+bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b);
+
 // The groups of a tensor of `shape` under the spec's granularity (not for
 // microscaling types: their blocks are fixed by the type). Throws Error for an
 // axis out of range or a tile size the last axis cannot take.

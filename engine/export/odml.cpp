@@ -301,9 +301,10 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             nlohmann::ordered_json j = point(layer.weightName, "weight", "i8", wp.scales, zeros, true,
                                              perChannel ? std::optional<int>(dimension) : std::nullopt);
             j["shape"] = shape;
-            points.push_back(j);
-            annotated.insert(layer.weightName);
-            ++summary.weights;
+            if (annotated.insert(layer.weightName).second) { // a shared weight is annotated once
+                points.push_back(j);
+                ++summary.weights;
+            }
             if (biasInput) {
                 const std::string& biasName = node.inputs[*biasInput];
                 const Tensor* bias = constantOf(biasName);

@@ -357,13 +357,29 @@ onnx::NodeProto qdqNode(const std::string& op, const std::string& name, std::vec
 void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGraph& graph, OnnxExportSummary& summary)
 {
     PassReport report{"quantize_weights", 0, {}};
-    std::set<std::string> done;
+    std::set<std::string> done;             // float weights replaced by their quantized form
+    std::map<size_t, std::string> written;  // shared-weight group (its first reader) -> the weight name written
     for (const QdqWeight& w : request.weights) {
         const QuantizableLayer& layer = model.layers.at(w.layer);
         const std::string who = layerLabel(model, w.layer);
+        // A shared weight is one quantizer: the DequantizeLinear written for the
+        // first reader exported feeds every reader. A reader that reads it under
+        // another name (an Identity folded at load) is rewired to it, and the copy goes.
+        const size_t group = layer.sharesWeightOf.value_or(w.layer);
+        if (const auto it = written.find(group); it != written.end()) {
+            if (it->second != layer.weightName) {
+                for (auto& node : *graph.proto().mutable_node())
+                    for (std::string& input : *node.mutable_input())
+                        if (input == layer.weightName)
+                            input = it->second;
+                done.insert(layer.weightName);
+                graph.reindex();
+            }
+            continue;
+        }
+        written.emplace(group, layer.weightName);
         if (!done.insert(layer.weightName).second)
-            throw Error("ONNX export: " + who + ": weight '" + layer.weightName +
-                        "' is shared with another quantized layer; a shared weight cannot be quantized twice");
+            throw Error("ONNX export: " + who + ": weight '" + layer.weightName + "' is listed twice");
         const onnx::TensorProto* source = graph.initializer(layer.weightName);
         if (!source)
             throw Error("ONNX export: " + who + ": weight '" + layer.weightName + "' is not an initializer");

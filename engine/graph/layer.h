@@ -26,6 +26,13 @@ struct QuantizableLayer {
     int channelAxis = 0;              // the output-channel axis of the weight (per-channel scales run along it)
     std::vector<int> contractionAxes; // axes summed over by the op (sub-channel tiles run along the first)
     int64_t groups = 1;               // Conv/ConvTranspose `group`; 1 otherwise
+    // Set when an earlier layer (model order) reads the same weight tensor, as
+    // when a model applies one module twice: that layer's index. The same
+    // tensor is the same initializer, or the same values under another name
+    // (an Identity of it, folded at load: same storage, shape and dtype). A shared
+    // weight is one quantizer: rules must quantize it the same way in every
+    // layer that reads it, it is computed once and every export writes it once.
+    std::optional<size_t> sharesWeightOf;
 };
 
 } // namespace qs

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <map>
+#include <tuple>
 
 #include "core/error.h"
 #include "graph/module_path.h"
@@ -122,7 +123,27 @@ std::vector<QuantizableLayer> findGraphLayers(const Model& model)
     paths = uniqueModulePaths(std::move(paths));
     for (size_t i = 0; i < layers.size(); ++i)
         layers[i].modulePath = std::move(paths[i]);
+    markSharedWeights(model, layers);
     return layers;
+}
+
+void markSharedWeights(const Model& model, std::vector<QuantizableLayer>& layers)
+{
+    // A tensor's identity: its storage, shape and dtype (a borrowed or
+    // shallow-copied tensor shares its bytes); its name when it has no bytes.
+    using Identity = std::tuple<const void*, Shape, DType, std::string>;
+    std::map<Identity, size_t> firstReader;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const Tensor* w = model.initializer(layers[i].weightName);
+        const Identity id = w && w->rawData() && w->nbytes() > 0
+                                ? Identity{w->rawData(), w->shape(), w->dtype(), {}}
+                                : Identity{nullptr, {}, DType::F32, layers[i].weightName};
+        const auto [it, first] = firstReader.emplace(id, i);
+        if (first)
+            layers[i].sharesWeightOf.reset();
+        else
+            layers[i].sharesWeightOf = it->second;
+    }
 }
 
 std::vector<QuantizableLayer> inferCheckpointLayers(const Model& model)

@@ -40,6 +40,12 @@ namespace qs {
 // paths (graph/module_path.h). Does not modify the model.
 std::vector<QuantizableLayer> findGraphLayers(const Model& model);
 
+// Sets QuantizableLayer::sharesWeightOf on every layer of `model` whose weight
+// an earlier layer reads: the same initializer name, or another name for the
+// same values (same storage, shape and dtype, as an Identity folded at load).
+// Two initializers that merely hold equal values are not shared.
+void markSharedWeights(const Model& model, std::vector<QuantizableLayer>& layers);
+
 // The quantizable layers of a weights-only model, in initializer order, with
 // checkpoint module paths made unique.
 std::vector<QuantizableLayer> inferCheckpointLayers(const Model& model);

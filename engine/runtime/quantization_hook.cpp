@@ -43,6 +43,21 @@ void QuantizationHook::setEnabledLayers(std::optional<std::vector<bool>> enabled
         throw Error("the enabled-layers mask has " + std::to_string(enabledByModelLayer->size()) +
                     " entries, but the model has " + std::to_string(model_.layers.size()) + " layers");
     enabled_ = std::move(enabledByModelLayer);
+    weightEnabled_.clear();
+    if (!enabled_)
+        return;
+    auto groupOf = [&](size_t l) { return model_.layers[l].sharesWeightOf.value_or(l); };
+    weightEnabled_.assign(model_.layers.size(), false);
+    for (size_t l = 0; l < model_.layers.size(); ++l)
+        if ((*enabled_)[l])
+            weightEnabled_[groupOf(l)] = true;
+    for (size_t l = 0; l < model_.layers.size(); ++l)
+        weightEnabled_[l] = weightEnabled_[groupOf(l)];
+}
+
+bool QuantizationHook::isWeightEnabled(size_t modelLayer) const
+{
+    return !enabled_ || (modelLayer < weightEnabled_.size() && weightEnabled_[modelLayer]);
 }
 
 bool QuantizationHook::isEnabled(size_t modelLayer) const
@@ -53,9 +68,10 @@ bool QuantizationHook::isEnabled(size_t modelLayer) const
 void QuantizationHook::beforeNode(NodeEvent& event)
 {
     const LayerQuantization* lq = plan_.forNode(event.nodeIndex);
-    if (lq && lq->problem.empty() && isEnabled(lq->layer)) {
+    if (lq && lq->problem.empty() && (isEnabled(lq->layer) || isWeightEnabled(lq->layer))) {
         const QuantizableLayer& layer = model_.layers[lq->layer];
-        if (weights_ && lq->weight && layer.weightInput && *layer.weightInput < event.inputs.size()) {
+        if (weights_ && lq->weight && isWeightEnabled(lq->layer) && layer.weightInput &&
+            *layer.weightInput < event.inputs.size()) {
             Tensor& slot = event.inputs[*layer.weightInput];
             if (const auto cached = weightCache_.find(lq->layer)) {
                 if (cached->fakeQuant.shape() != slot.shape())
@@ -68,7 +84,7 @@ void QuantizationHook::beforeNode(NodeEvent& event)
                             "' has not been quantized; update the weight quantizer with this plan first");
             }
         }
-        if (activations_ && lq->activation && lq->activation->input < event.inputs.size()) {
+        if (activations_ && lq->activation && isEnabled(lq->layer) && lq->activation->input < event.inputs.size()) {
             const ActivationQuantization& a = *lq->activation;
             Tensor& slot = event.inputs[a.input];
             if (isFloatingDType(slot.dtype()) && !slot.empty()) {

@@ -46,9 +46,12 @@ public:
 
     // Which model layers are quantized: all plan layers by default; the
     // isolated and sensitivity analyses enable one, or all but one. A mask
-    // whose size is not the model's layer count is an Error.
+    // whose size is not the model's layer count is an Error. A weight several
+    // layers share is one quantizer: every layer reading it reads it quantized
+    // as soon as one of them is enabled (its activation follows its own flag).
     void setEnabledLayers(std::optional<std::vector<bool>> enabledByModelLayer);
     bool isEnabled(size_t modelLayer) const;
+    bool isWeightEnabled(size_t modelLayer) const;
     void setQuantizeWeights(bool on) { weights_ = on; }
     void setQuantizeActivations(bool on) { activations_ = on; }
 
@@ -68,6 +71,7 @@ private:
     const WeightQuantizer& weightCache_;
     const std::map<size_t, StaticActivation>& static_;
     std::optional<std::vector<bool>> enabled_;
+    std::vector<bool> weightEnabled_; // with enabled_: per model layer, whether its weight's group is enabled
     bool weights_ = true;
     bool activations_ = true;
     NodeObserver* next_ = nullptr;

@@ -1,11 +1,14 @@
 #include "runtime/quantization_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "core/block_layout.h"
 #include "core/error.h"
 #include "graph/rule_resolution.h"
 #include "numerics/qtype.h"
+#include "quant/scale.h"
+#include "rules/rule.h"
 
 namespace qs {
 namespace {
@@ -151,6 +154,45 @@ void planActivation(const Model& model, const QuantizableLayer& layer, const Qua
     }
 }
 
+// How a plan entry quantizes its layer's weight, for the shared-weight error:
+// "int8 per_channel absmax (rule 2)", "float (rule 2 sets no weight_qtype)",
+// "float (no rule matches)".
+std::string describeWeightQuantization(const LayerQuantization* lq)
+{
+    if (!lq)
+        return "float (no rule matches it)";
+    const std::string rule = "rule " + std::to_string(lq->rule);
+    if (!lq->weight)
+        return "float (" + rule + " sets no weight_qtype)";
+    const QuantizationSpec& w = *lq->weight;
+    std::string text = std::string(qtypeName(w.qtype)) + " " + std::string(granularityName(w.granularity)) + " " +
+                       w.method.toString();
+    if (w.tileSize) {
+        char tile[32];
+        std::snprintf(tile, sizeof tile, "%g", *w.tileSize);
+        text += ", tile_size " + std::string(tile);
+    }
+    if (w.symmetric)
+        text += *w.symmetric ? ", symmetric" : ", asymmetric";
+    if (w.options.narrowRange)
+        text += ", narrow range";
+    if (w.options.restriction != ScaleRestriction::Float)
+        text += ", " + std::string(scaleRestrictionName(w.options.restriction)) + " scales";
+    if (lq->weightRounding != Rounding::Nearest)
+        text += ", " + std::string(roundingName(lq->weightRounding)) + " rounding (seed " +
+                std::to_string(lq->weightSeed) + ")";
+    return text + " (" + rule + ")";
+}
+
+bool sameWeightQuantization(const LayerQuantization* a, const LayerQuantization* b)
+{
+    const bool aQuantized = a && a->weight, bQuantized = b && b->weight;
+    if (aQuantized != bQuantized)
+        return false;
+    return !aQuantized || (sameSpec(*a->weight, *b->weight) && a->weightRounding == b->weightRounding &&
+                           (a->weightRounding == Rounding::Nearest || a->weightSeed == b->weightSeed));
+}
+
 } // namespace
 
 std::string_view quantizationModeName(QuantizationMode m)
@@ -191,6 +233,20 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         if (layer.node && *layer.node < plan.byNode_.size())
             plan.byNode_[*layer.node] = plan.layers_.size();
         plan.layers_.push_back(std::move(lq));
+    }
+    // A weight several layers read is one quantizer (QuantizableLayer::sharesWeightOf).
+    for (size_t l = 0; l < model.layers.size(); ++l) {
+        const QuantizableLayer& layer = model.layers[l];
+        if (!layer.sharesWeightOf)
+            continue;
+        const QuantizableLayer& first = model.layers.at(*layer.sharesWeightOf);
+        const LayerQuantization* a = plan.forLayer(*layer.sharesWeightOf);
+        const LayerQuantization* b = plan.forLayer(l);
+        if (!sameWeightQuantization(a, b))
+            throw Error("layers '" + first.modulePath + "' and '" + layer.modulePath + "' read the same weight '" +
+                        layer.weightName + "', which is quantized once for both, but the rules quantize it as " +
+                        describeWeightQuantization(a) + " in the first and as " + describeWeightQuantization(b) +
+                        " in the second; make the rules that match these layers agree on the weight");
     }
     return plan;
 }

@@ -13,13 +13,6 @@
 namespace qs {
 namespace {
 
-bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b)
-{
-    return a.qtype == b.qtype && a.method == b.method && a.granularity == b.granularity && a.axis == b.axis &&
-           a.tileSize == b.tileSize && a.symmetric == b.symmetric && a.options.narrowRange == b.options.narrowRange &&
-           a.options.restriction == b.options.restriction;
-}
-
 // x (float32) with its axes reordered: axis i of the result is axis axes[i] of x.
 Tensor permuteAxes(const Tensor& x, const std::vector<int>& axes)
 {
@@ -133,8 +126,16 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
         problems_.erase(it->first);
         it = keys_.erase(it);
     }
+    // A layer that shares an earlier layer's weight (the plan has checked that
+    // both quantize it alike) gets that layer's result, computed once.
+    auto ownerOf = [&](size_t layer) -> std::optional<size_t> {
+        const std::optional<size_t> owner = model.layers.at(layer).sharesWeightOf;
+        return owner && wanted.count(*owner) ? owner : std::nullopt;
+    };
     std::vector<std::pair<const LayerQuantization*, Key>> todo;
     for (const auto& [layer, lq] : wanted) {
+        if (ownerOf(layer))
+            continue;
         Key key = keyOf(model, *lq);
         auto it = keys_.find(layer);
         if (it == keys_.end() || !(it->second == key))
@@ -186,6 +187,29 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
         keys_.insert_or_assign(layer, std::move(todo[i].second));
         recomputed.push_back(layer);
     }
+    for (const auto& [layer, lq] : wanted) {
+        const std::optional<size_t> owner = ownerOf(layer);
+        if (!owner)
+            continue;
+        const auto key = keys_.find(*owner);
+        const auto weight = weights_.find(*owner);
+        const auto problem = problems_.find(*owner);
+        const bool changed = !keys_.count(layer) || key == keys_.end() || !(keys_.at(layer) == key->second) ||
+                             find(layer) != find(*owner);
+        weights_.erase(layer);
+        problems_.erase(layer);
+        keys_.erase(layer);
+        if (key == keys_.end())
+            continue; // the owner was cancelled before it ran
+        keys_.insert_or_assign(layer, key->second);
+        if (weight != weights_.end())
+            weights_[layer] = weight->second;
+        if (problem != problems_.end())
+            problems_[layer] = problem->second;
+        if (changed)
+            recomputed.push_back(layer);
+    }
+    std::sort(recomputed.begin(), recomputed.end());
     cancel.check();
     return recomputed;
 }

@@ -38,7 +38,9 @@ public:
     // Brings the cache in line with `plan`: layers that are new or whose spec,
     // rounding or seed changed are recomputed (in parallel across layers),
     // layers no longer quantized are dropped, the rest are kept as they are.
-    // Returns the layers recomputed (in layer order). Progress is reported per
+    // A layer sharing an earlier layer's weight (QuantizableLayer::sharesWeightOf)
+    // holds that layer's result, computed once (QuantizedWeight::layer names the
+    // first reader). Returns the layers recomputed (in layer order). Progress is reported per
     // layer, from worker threads, one call at a time. A layer whose weight cannot be quantized
     // (NaN/Inf, a spec the weight cannot take) is not cached: problems() says
     // why. Checks `cancel` between layers; on Cancelled the cache keeps what

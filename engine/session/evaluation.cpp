@@ -1,6 +1,7 @@
 #include "session/evaluation.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <limits>
 
@@ -186,62 +187,99 @@ nlohmann::json EvaluationResult::toJson() const
     return j;
 }
 
+namespace {
+
+// Field readers for results read back from a session file: a missing member or
+// a value of the wrong kind is an Error naming the field ("evaluation.layers[2].weight.mse").
+const nlohmann::json& member(const nlohmann::json& object, const char* key, const std::string& field)
+{
+    if (!object.is_object())
+        throw Error(field + ": expected an object, got " + object.dump());
+    const auto it = object.find(key);
+    if (it == object.end())
+        throw Error(field + "." + key + ": missing");
+    return *it;
+}
+
+double numberOf(const nlohmann::json& v, const std::string& field)
+{
+    if (!v.is_number())
+        throw Error(field + ": expected a number, got " + v.dump());
+    return v.get<double>();
+}
+
+int64_t countOf(const nlohmann::json& v, const std::string& field)
+{
+    if (!v.is_number_unsigned())
+        throw Error(field + ": expected a count (an integer >= 0), got " + v.dump());
+    return int64_t(std::min<uint64_t>(v.get<uint64_t>(), uint64_t(INT64_MAX)));
+}
+
+const nlohmann::json& arrayOf(const nlohmann::json& v, const std::string& field)
+{
+    if (!v.is_array())
+        throw Error(field + ": expected a list, got " + v.dump());
+    return v;
+}
+
+std::optional<double> optionalNumber(const nlohmann::json& v, const std::string& field)
+{
+    return v.is_null() ? std::nullopt : std::optional<double>(numberOf(v, field));
+}
+
+} // namespace
+
 ErrorMetrics errorMetricsFromJson(const nlohmann::json& j, const std::string& field)
 {
-    try {
-        ErrorMetrics m;
-        m.mse = j.at("mse").get<double>();
-        const nlohmann::json& sqnr = j.at("sqnr_db");
-        constexpr double inf = std::numeric_limits<double>::infinity();
-        m.sqnrDb = sqnr.is_null() ? (m.mse == 0 ? inf : -inf) : sqnr.get<double>();
-        m.maxAbsError = j.at("max_abs_error").get<double>();
-        m.cosine = j.at("cosine").get<double>();
-        return m;
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(field + ": " + e.what());
-    }
+    ErrorMetrics m;
+    m.mse = numberOf(member(j, "mse", field), field + ".mse");
+    const nlohmann::json& sqnr = member(j, "sqnr_db", field);
+    constexpr double inf = std::numeric_limits<double>::infinity();
+    m.sqnrDb = sqnr.is_null() ? (m.mse == 0 ? inf : -inf) : numberOf(sqnr, field + ".sqnr_db");
+    m.maxAbsError = numberOf(member(j, "max_abs_error", field), field + ".max_abs_error");
+    m.cosine = numberOf(member(j, "cosine", field), field + ".cosine");
+    return m;
 }
 
 EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
 {
+    const std::string root = "evaluation";
     const auto optionalMetrics = [](const nlohmann::json& v, const std::string& field) {
         return v.is_null() ? std::optional<ErrorMetrics>() : std::optional<ErrorMetrics>(errorMetricsFromJson(v, field));
     };
-    const auto optionalNumber = [](const nlohmann::json& v) {
-        return v.is_null() ? std::optional<double>() : std::optional<double>(v.get<double>());
-    };
-    try {
-        EvaluationResult r;
-        r.batches = j.at("batches").get<int64_t>();
-        r.samples = j.at("samples").get<int64_t>();
-        const nlohmann::json& layers = j.at("layers");
-        for (size_t i = 0; i < layers.size(); ++i) {
-            const std::string field = "evaluation.layers[" + std::to_string(i) + "]";
-            const nlohmann::json& l = layers.at(i);
-            LayerEvaluation e;
-            e.layer = l.at("layer").get<size_t>();
-            e.weight = optionalMetrics(l.at("weight"), field + ".weight");
-            e.isolated = optionalMetrics(l.at("isolated"), field + ".isolated");
-            e.accumulated = optionalMetrics(l.at("accumulated"), field + ".accumulated");
-            r.layers.push_back(e);
-        }
-        const nlohmann::json& outputs = j.at("outputs");
-        for (size_t i = 0; i < outputs.size(); ++i)
-            r.outputs.push_back({outputs.at(i).at("name").get<std::string>(),
-                                 errorMetricsFromJson(outputs.at(i), "evaluation.outputs[" + std::to_string(i) + "]")});
-        if (const nlohmann::json& a = j.at("accuracy"); !a.is_null()) {
-            Accuracy acc;
-            acc.samples = a.at("samples").get<int64_t>();
-            acc.floatTop1 = a.at("float_top1").get<double>();
-            acc.quantizedTop1 = a.at("quantized_top1").get<double>();
-            acc.floatTop5 = optionalNumber(a.at("float_top5"));
-            acc.quantizedTop5 = optionalNumber(a.at("quantized_top5"));
-            r.accuracy = acc;
-        }
-        return r;
-    } catch (const nlohmann::json::exception& e) {
-        throw Error(std::string("evaluation: ") + e.what());
+    EvaluationResult r;
+    r.batches = countOf(member(j, "batches", root), root + ".batches");
+    r.samples = countOf(member(j, "samples", root), root + ".samples");
+    const nlohmann::json& layers = arrayOf(member(j, "layers", root), root + ".layers");
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const std::string field = root + ".layers[" + std::to_string(i) + "]";
+        const nlohmann::json& l = layers[i];
+        LayerEvaluation e;
+        e.layer = size_t(countOf(member(l, "layer", field), field + ".layer"));
+        e.weight = optionalMetrics(member(l, "weight", field), field + ".weight");
+        e.isolated = optionalMetrics(member(l, "isolated", field), field + ".isolated");
+        e.accumulated = optionalMetrics(member(l, "accumulated", field), field + ".accumulated");
+        r.layers.push_back(e);
     }
+    const nlohmann::json& outputs = arrayOf(member(j, "outputs", root), root + ".outputs");
+    for (size_t i = 0; i < outputs.size(); ++i) {
+        const std::string field = root + ".outputs[" + std::to_string(i) + "]";
+        const nlohmann::json& name = member(outputs[i], "name", field);
+        if (!name.is_string())
+            throw Error(field + ".name: expected a string, got " + name.dump());
+        r.outputs.push_back({name.get<std::string>(), errorMetricsFromJson(outputs[i], field)});
+    }
+    if (const nlohmann::json& a = member(j, "accuracy", root); !a.is_null()) {
+        const std::string field = root + ".accuracy";
+        Accuracy acc;
+        acc.samples = countOf(member(a, "samples", field), field + ".samples");
+        acc.floatTop1 = numberOf(member(a, "float_top1", field), field + ".float_top1");
+        acc.quantizedTop1 = numberOf(member(a, "quantized_top1", field), field + ".quantized_top1");
+        acc.floatTop5 = optionalNumber(member(a, "float_top5", field), field + ".float_top5");
+        acc.quantizedTop5 = optionalNumber(member(a, "quantized_top5", field), field + ".quantized_top5");
+        r.accuracy = acc;
+    }
+    return r;
 }
 
 std::map<size_t, StaticActivation> requiredStaticActivations(const Model& model, const QuantizationPlan& plan,
