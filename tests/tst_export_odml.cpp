@@ -1,18 +1,22 @@
 // ODML annotations (export/odml.h) on the demo CNN: every value the integer
 // model holds gets a quantization point with the scheme's parameters (int8
 // per-channel narrow-range weights, per-tensor minmax activations, int32 biases
-// at input × weight scale, pass-through ops sharing their input's scale), fixed
-// ranges for inputs, and strict mode naming what cannot be quantized.
+// at input × weight scale, Relu fused into the layer before it, pass-through ops
+// sharing their input's scale, fixed output scales of Sigmoid/Softmax/Tanh),
+// fixed ranges for inputs, and strict mode naming every node it cannot quantize.
 #include <QtTest>
 
 #include <cmath>
 #include <fstream>
+#include <set>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "model_support.h"
 #include "export/odml.h"
+#include "graph/weight_layout.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
 #include "rules/ruleset.h"
@@ -81,10 +85,20 @@ private slots:
         const nlohmann::json doc = exportDemo(demo_, kAllInt8, {}, "digits.json");
         QCOMPARE(doc.at("format"), "quantscope-odml");
         QCOMPARE(doc.at("ops").size(), demo_.nodes.size());
-        // Every node output and the input are activation points.
+        // Every node output and the input are activation points, except the outputs of
+        // the layers a Relu is fused into (never materialised by LiteRT).
+        std::set<std::string> fusedInto;
+        for (const nlohmann::json& op : doc.at("ops"))
+            if (op.at("scheme") == "fused")
+                fusedInto.insert(op.at("fused_into").get<std::string>());
+        QCOMPARE(fusedInto, (std::set<std::string>{"/features/conv1/Conv", "/features/conv2/Conv",
+                                                   "/features/conv3/Conv", "/classifier/fc1/Gemm"}));
         for (const Node& n : demo_.nodes)
             for (const std::string& o : n.outputs)
-                QVERIFY2(findPoint(doc, o) && findPoint(doc, o)->at("kind") == "activation", o.c_str());
+                if (fusedInto.contains(n.name))
+                    QVERIFY2(!findPoint(doc, o), o.c_str());
+                else
+                    QVERIFY2(findPoint(doc, o) && findPoint(doc, o)->at("kind") == "activation", o.c_str());
         QVERIFY(findPoint(doc, "input"));
 
         for (const QuantizableLayer& layer : demo_.layers) {
@@ -114,14 +128,16 @@ private slots:
                 QCOMPARE(b.at("scale")[size_t(c)].get<float>(), inputScale * w.at("scale")[size_t(c)].get<float>());
         }
 
-        // Pass-through ops share their input's parameters; layers get their own.
-        const nlohmann::json& conv1 = *findPoint(doc, "/features/conv1/Conv_output_0");
+        // A fused Relu's output has its own range, all of it >= 0 (zero point -128);
+        // pass-through ops share their input's parameters.
         const nlohmann::json& relu1 = *findPoint(doc, "/features/relu1/Relu_output_0");
-        QCOMPARE(relu1.at("scale"), conv1.at("scale"));
-        QCOMPARE(relu1.at("zero_point"), conv1.at("zero_point"));
-        QCOMPARE(relu1.at("shares_scale_with"), "/features/conv1/Conv_output_0");
+        QVERIFY(!relu1.contains("shares_scale_with"));
+        QCOMPARE(relu1.at("zero_point")[0].get<int64_t>(), int64_t(-128));
+        const nlohmann::json& pool = *findPoint(doc, "/features/pool/MaxPool_output_0");
+        QCOMPARE(pool.at("shares_scale_with"), "/features/relu2/Relu_output_0");
+        QCOMPARE(pool.at("scale"), findPoint(doc, "/features/relu2/Relu_output_0")->at("scale"));
         const nlohmann::json& flat = *findPoint(doc, "/classifier/flatten/Flatten_output_0");
-        QCOMPARE(flat.at("shares_scale_with"), "/features/conv3/Conv_output_0");
+        QCOMPARE(flat.at("shares_scale_with"), "/features/relu3/Relu_output_0");
 
         // The input's range: per-sample min and max averaged over each batch, then over
         // batches (minmax), widened to 0; asymmetric int8.
@@ -166,20 +182,93 @@ private slots:
                 std::string::npos);
     }
 
+    void fixedOutputScales()
+    {
+        // LiteRT's LOGISTIC and SOFTMAX fix their output at scale 1/256, zero point -128;
+        // TANH at 1/128, 0: not calibrated.
+        Model model = demo_;
+        auto add = [&](const char* op, const std::string& in, const std::string& out) {
+            Node n;
+            n.name = std::string("/head/") + op;
+            n.opType = op;
+            n.inputs = {in};
+            n.outputs = {out};
+            model.nodes.push_back(n);
+        };
+        add("Sigmoid", "logits", "gate");
+        add("Tanh", "gate", "squashed");
+        add("Softmax", "squashed", "probabilities");
+        model.outputs = {ValueInfo{"probabilities", DType::F32, "float32", std::nullopt}};
+        const nlohmann::json doc = exportDemo(model, kAllInt8, {}, "fixed_scales.json");
+        const std::vector<std::tuple<const char*, float, int64_t>> expected = {
+            {"gate", 1.0f / 256.0f, -128}, {"squashed", 1.0f / 128.0f, 0}, {"probabilities", 1.0f / 256.0f, -128}};
+        for (const auto& [tensor, scale, zero] : expected) {
+            const nlohmann::json& p = *findPoint(doc, tensor);
+            QCOMPARE(p.at("scale")[0].get<float>(), scale);
+            QCOMPARE(p.at("zero_point")[0].get<int64_t>(), zero);
+            QCOMPARE(p.at("fixed_by_kernel"), true);
+        }
+        QCOMPARE(doc.at("ops").back().at("scheme"), "fixed_scale");
+    }
+
+    void clipAsRelu6IsFusedOtherClipsPassThrough()
+    {
+        // conv1 -> Clip(0, 6) is fused as RELU6; a Clip(-3, 3) after a MaxPool shares its input's scale.
+        Model model = demo_;
+        model.addInitializer("zero", Tensor::fromVector(DType::F32, {}, std::vector<float>{0}));
+        model.addInitializer("six", Tensor::fromVector(DType::F32, {}, std::vector<float>{6}));
+        model.addInitializer("minus3", Tensor::fromVector(DType::F32, {}, std::vector<float>{-3}));
+        model.addInitializer("three", Tensor::fromVector(DType::F32, {}, std::vector<float>{3}));
+        for (Node& n : model.nodes) {
+            if (n.name == "/features/relu1/Relu")
+                n.opType = "Clip", n.inputs = {n.inputs[0], "zero", "six"};
+            if (n.name == "/features/conv3/Conv")
+                n.inputs[0] = "clipped";
+        }
+        Node clip;
+        clip.name = "/features/clip";
+        clip.opType = "Clip";
+        clip.inputs = {"/features/pool/MaxPool_output_0", "minus3", "three"};
+        clip.outputs = {"clipped"};
+        for (size_t i = 0; i < model.nodes.size(); ++i)
+            if (model.nodes[i].name == "/features/conv3/Conv") {
+                model.nodes.insert(model.nodes.begin() + long(i), clip);
+                break;
+            }
+        model.layers = findGraphLayers(model);
+        const nlohmann::json doc = exportDemo(model, kAllInt8, {}, "clip.json");
+        std::map<std::string, nlohmann::json> ops;
+        for (const nlohmann::json& op : doc.at("ops"))
+            ops[op.at("node")] = op;
+        QCOMPARE(ops.at("/features/relu1/Relu").at("scheme"), "fused");
+        QCOMPARE(ops.at("/features/relu1/Relu").at("activation"), "RELU6");
+        QCOMPARE(ops.at("/features/clip").at("scheme"), "pass_through");
+        QCOMPARE(findPoint(doc, "clipped")->at("shares_scale_with"), "/features/relu2/Relu_output_0");
+        QVERIFY(!findPoint(doc, "six") && !findPoint(doc, "three")); // bounds are parameters, not operands
+    }
+
     void strictModeNamesWhatCannotBeQuantized()
     {
-        // An op outside the table.
-        Model withSoftmax = demo_;
-        Node softmax;
-        softmax.name = "/head/Softmax";
-        softmax.opType = "Softmax";
-        softmax.inputs = {"logits"};
-        softmax.outputs = {"probabilities"};
-        withSoftmax.nodes.push_back(softmax);
-        withSoftmax.outputs = {ValueInfo{"probabilities", DType::F32, "float32", std::nullopt}};
-        std::string why = errorOf([&] { exportDemo(withSoftmax, kAllInt8, {}, "softmax.json"); });
-        QVERIFY2(why.find("/head/Softmax") != std::string::npos && why.find("Softmax") != std::string::npos,
-                 why.c_str());
+        // Ops outside the table: every one is named, in one error.
+        Model unsupported = demo_;
+        auto add = [&](const char* name, const char* op, const std::string& in, const std::string& out) {
+            Node n;
+            n.name = name;
+            n.opType = op;
+            n.inputs = {in};
+            n.outputs = {out};
+            unsupported.nodes.push_back(n);
+        };
+        add("/head/Erf", "Erf", "logits", "e");
+        add("/head/Sin", "Sin", "e", "s");
+        add("/head/Softmax", "Softmax", "s", "probabilities");
+        unsupported.outputs = {ValueInfo{"probabilities", DType::F32, "float32", std::nullopt}};
+        std::string why = errorOf([&] { exportDemo(unsupported, kAllInt8, {}, "unsupported.json"); });
+        QVERIFY2(why.find("2 nodes cannot be") != std::string::npos, why.c_str());
+        QVERIFY2(why.find("node '/head/Erf' (Erf)") != std::string::npos, why.c_str());
+        QVERIFY2(why.find("node '/head/Sin' (Sin)") != std::string::npos, why.c_str());
+        QVERIFY2(why.find("Softmax") == std::string::npos, why.c_str());
+        QVERIFY2(why.find("Replace or remove") != std::string::npos, why.c_str());
         // A layer no rule quantizes.
         why = errorOf([&] {
             exportDemo(demo_,
@@ -188,6 +277,7 @@ private slots:
                        {}, "partial.json");
         });
         QVERIFY2(why.find("/classifier/fc1/Gemm") != std::string::npos, why.c_str());
+        QVERIFY2(why.find("/classifier/fc2/Gemm") != std::string::npos, why.c_str()); // all of them, not the first
         // Not int8, or tiled.
         why = errorOf([&] {
             exportDemo(demo_, R"({"version": 1, "rules": [{"weight_qtype": "int4", "act_qtype": "int8"}]})", {},
@@ -200,7 +290,7 @@ private slots:
         auto data = openDataSource(kDemoDir + "digits_calib.npz", {.batchSize = 64}, &demo_);
         why = errorOf([&] { exportOdml(interpreter, ptq, WeightQuantizer(), *data, {}, out("ptq.json")); });
         QVERIFY2(why.find("odml mode") != std::string::npos, why.c_str());
-        QVERIFY(!fs::exists(out("softmax.json")) && !fs::exists(out("partial.json")) && !fs::exists(out("ptq.json")));
+        QVERIFY(!fs::exists(out("unsupported.json")) && !fs::exists(out("partial.json")) && !fs::exists(out("ptq.json")));
     }
 
     void ownScaleOpsAndConstants()

@@ -61,6 +61,16 @@ ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
     if (options.rulesFile)
         rules_ = RuleSet::load(*options.rulesFile);
     Model loaded = loadModel(options.modelFile);
+    if (options.mode == QuantizationMode::Odml) {
+        BatchNormFolding folding = foldBatchNorms(std::move(loaded));
+        loaded = std::move(folding.model);
+        foldedBatchNorms_ = std::move(folding.folded);
+        decomposedBatchNorms_ = std::move(folding.decomposed);
+        keptBatchNorms_ = std::move(folding.kept);
+        for (const KeptBatchNorm& kept : keptBatchNorms_)
+            warnings_.push_back(options.modelFile.string() + ": BatchNormalization '" + kept.batchNorm +
+                                "' is neither folded nor written as Mul and Add: " + kept.reason);
+    }
     if (options.needsInterpreter) {
         if (loaded.weightsOnly)
             throw Error(options.modelFile.string() + ": a weights-only checkpoint (" + loaded.format +

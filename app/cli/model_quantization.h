@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/cancellation.h"
+#include "graph/batch_norm_folding.h"
 #include "graph/model.h"
 #include "io/data_source.h"
 #include "rules/ruleset.h"
@@ -39,7 +40,8 @@ struct StageTimes {
 class ModelQuantization {
 public:
     // Loads the rule file first (a bad rule file is reported before a long
-    // model load), then the model; resolves the rules; quantizes the weights;
+    // model load), then the model (in ODML mode with its batch norms folded,
+    // as the LiteRT converter folds them); resolves the rules; quantizes the weights;
     // calibrates when the plan has static activations. Throws Error naming
     // the rule whose static activation has no --calib, the file at fault, or
     // the layer whose weight cannot be quantized.
@@ -56,6 +58,12 @@ public:
     // Lines for stderr: unused rules, layers left float and why.
     const std::vector<std::string>& warnings() const { return warnings_; }
     const StageTimes& times() const { return times_; }
+    // ODML mode: the BatchNormalization nodes folded into the layer before
+    // them, written as Mul and Add, or kept (graph/batch_norm_folding.h);
+    // empty in other modes. The model above is the folded one.
+    const std::vector<FoldedBatchNorm>& foldedBatchNorms() const { return foldedBatchNorms_; }
+    const std::vector<FoldedBatchNorm>& decomposedBatchNorms() const { return decomposedBatchNorms_; }
+    const std::vector<KeptBatchNorm>& keptBatchNorms() const { return keptBatchNorms_; }
 
 private:
     std::unique_ptr<Model> model_; // without an interpreter
@@ -66,6 +74,8 @@ private:
     std::optional<ActivationStatistics> statistics_;
     std::vector<std::string> warnings_;
     StageTimes times_;
+    std::vector<FoldedBatchNorm> foldedBatchNorms_, decomposedBatchNorms_;
+    std::vector<KeptBatchNorm> keptBatchNorms_;
 };
 
 // Opens --calib or --eval data for `model` (its inputs decide the arrays) in

@@ -74,8 +74,22 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
         odml.maxBatches = options.maxBatches;
         const OdmlSummary s =
             exportOdml(*q.interpreter(), q.plan(), q.weights(), *calib, odml, *out, {}, terminalProgress());
-        exports["odml"] = {{"path", s.path.string()}, {"activations", s.activations}, {"weights", s.weights},
-                           {"biases", s.biases},      {"constants", s.constants},     {"ops", s.ops},
+        nlohmann::json folded = nlohmann::json::array(), decomposed = nlohmann::json::array(),
+                       kept = nlohmann::json::array();
+        for (const FoldedBatchNorm& f : q.foldedBatchNorms())
+            folded.push_back({{"node", f.batchNorm}, {"into", f.into}});
+        for (const FoldedBatchNorm& f : q.decomposedBatchNorms())
+            decomposed.push_back(f.batchNorm);
+        for (const KeptBatchNorm& k : q.keptBatchNorms())
+            kept.push_back({{"node", k.batchNorm}, {"reason", k.reason}});
+        exports["odml"] = {{"path", s.path.string()},
+                           {"activations", s.activations},
+                           {"weights", s.weights},
+                           {"biases", s.biases},
+                           {"constants", s.constants},
+                           {"ops", s.ops},
+                           {"ops_by_scheme", s.opsByScheme},
+                           {"batch_norms", {{"folded", folded}, {"decomposed", decomposed}, {"kept", kept}}},
                            {"batches", s.batches}};
     }
     return exports;
@@ -103,6 +117,16 @@ int runQuantize(const Arguments& args)
     const ModelQuantization quantization(options);
     for (const std::string& w : quantization.warnings())
         std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (!quantization.foldedBatchNorms().empty() || !quantization.decomposedBatchNorms().empty()) {
+        std::string into;
+        for (const FoldedBatchNorm& f : quantization.foldedBatchNorms())
+            into += (into.empty() ? "" : ", ") + f.batchNorm + " -> " + f.into;
+        std::fprintf(stderr,
+                     "odml: %zu BatchNormalization folded into the layer before them%s%s; %zu written as Mul and "
+                     "Add\n",
+                     quantization.foldedBatchNorms().size(), into.empty() ? "" : ": ", into.c_str(),
+                     quantization.decomposedBatchNorms().size());
+    }
 
     QuantizeReport report;
     report.quantization = &quantization;

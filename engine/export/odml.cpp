@@ -14,28 +14,82 @@ namespace qs {
 
 namespace {
 
-enum class OpScheme { Layer, PassThrough, OwnScale };
+// How the LiteRT converter quantizes an op (docs/formats.md, "ODML annotations",
+// records the LiteRT int8 quantization spec facts these follow).
+enum class OpScheme {
+    Layer,       // constant weight: per-channel int8 weight, int32 bias, own output scale
+    PassThrough, // the output shares the input's scale and zero point
+    OwnScale,    // the output gets its own calibrated scale
+    FixedScale,  // the int8 kernel fixes the output scale and zero point
+    Fused,       // a Relu/Relu6/ReluN1To1 fused into the op producing its input
+    NotQuantized // computes shapes, indices or constants only: no integer activation
+};
 
-const std::map<std::string, OpScheme>& opSchemes()
+struct OpEntry {
+    OpScheme scheme;
+    float fixedScale = 0;     // FixedScale: the output's scale and zero point
+    int fixedZeroPoint = 0;
+    bool constantOperands = false; // float constant inputs are int8 operands (Add's constant)
+};
+
+// The one op table: every op ODML strict mode accepts. Clip, Relu, Div, MatMul,
+// Gather, Conv, ConvTranspose and Gemm are refined per node (classify()).
+const std::map<std::string, OpEntry>& opTable()
 {
-    static const std::map<std::string, OpScheme> table = {
-        {"Conv", OpScheme::Layer},           {"ConvTranspose", OpScheme::Layer},
-        {"Gemm", OpScheme::Layer},           {"MatMul", OpScheme::Layer},
-        {"Gather", OpScheme::Layer},         {"Relu", OpScheme::PassThrough},
-        {"MaxPool", OpScheme::PassThrough},  {"Reshape", OpScheme::PassThrough},
-        {"Flatten", OpScheme::PassThrough},  {"Transpose", OpScheme::PassThrough},
-        {"Squeeze", OpScheme::PassThrough},  {"Unsqueeze", OpScheme::PassThrough},
-        {"Identity", OpScheme::PassThrough}, {"Dropout", OpScheme::PassThrough},
-        {"Add", OpScheme::OwnScale},         {"Sub", OpScheme::OwnScale},
-        {"Mul", OpScheme::OwnScale},         {"Concat", OpScheme::OwnScale},
-        {"AveragePool", OpScheme::OwnScale}, {"GlobalAveragePool", OpScheme::OwnScale},
+    static const std::map<std::string, OpEntry> table = {
+        {"Conv", {OpScheme::Layer}},
+        {"ConvTranspose", {OpScheme::Layer}},
+        {"Gemm", {OpScheme::Layer}},
+        {"MatMul", {OpScheme::Layer}},
+        {"Gather", {OpScheme::Layer}},
+        {"Relu", {OpScheme::OwnScale}},
+        {"Clip", {OpScheme::PassThrough}},
+        {"MaxPool", {OpScheme::PassThrough}},
+        {"AveragePool", {OpScheme::PassThrough}},
+        {"Reshape", {OpScheme::PassThrough}},
+        {"Flatten", {OpScheme::PassThrough}},
+        {"Transpose", {OpScheme::PassThrough}},
+        {"Squeeze", {OpScheme::PassThrough}},
+        {"Unsqueeze", {OpScheme::PassThrough}},
+        {"Identity", {OpScheme::PassThrough}},
+        {"Dropout", {OpScheme::PassThrough}},
+        {"Pad", {OpScheme::PassThrough}},
+        {"Resize", {OpScheme::PassThrough}},
+        {"Upsample", {OpScheme::PassThrough}},
+        {"Slice", {OpScheme::PassThrough}},
+        {"Split", {OpScheme::PassThrough}},
+        {"DepthToSpace", {OpScheme::PassThrough}},
+        {"SpaceToDepth", {OpScheme::PassThrough}},
+        {"Add", {OpScheme::OwnScale, 0, 0, true}},
+        {"Sub", {OpScheme::OwnScale, 0, 0, true}},
+        {"Mul", {OpScheme::OwnScale, 0, 0, true}},
+        {"Div", {OpScheme::OwnScale, 0, 0, true}},
+        {"Concat", {OpScheme::OwnScale, 0, 0, true}},
+        {"PRelu", {OpScheme::OwnScale, 0, 0, true}},
+        {"GlobalAveragePool", {OpScheme::OwnScale}},
+        {"ReduceMean", {OpScheme::OwnScale}},
+        {"HardSwish", {OpScheme::OwnScale}},
+        {"HardSigmoid", {OpScheme::OwnScale}},
+        {"LeakyRelu", {OpScheme::OwnScale}},
+        {"Sigmoid", {OpScheme::FixedScale, 1.0f / 256.0f, -128}},
+        {"Softmax", {OpScheme::FixedScale, 1.0f / 256.0f, -128}},
+        {"Tanh", {OpScheme::FixedScale, 1.0f / 128.0f, 0}},
+        {"LogSoftmax", {OpScheme::FixedScale, 16.0f / 256.0f, 127}},
     };
     return table;
 }
 
 std::string_view schemeName(OpScheme s)
 {
-    return s == OpScheme::Layer ? "layer" : s == OpScheme::PassThrough ? "pass_through" : "own_scale";
+    switch (s) {
+    case OpScheme::Layer: return "layer";
+    case OpScheme::PassThrough: return "pass_through";
+    case OpScheme::OwnScale: return "own_scale";
+    case OpScheme::FixedScale: return "fixed_scale";
+    case OpScheme::Fused: return "fused";
+    case OpScheme::NotQuantized: return "not_quantized";
+    }
+    return "?";
 }
 
 std::string nodeLabel(const Node& node, size_t index)
@@ -49,7 +103,98 @@ struct ActivationValue {
     CalibrationTarget target;
     std::vector<int> batchAxes{0};
     bool methodFromLayer = false;
+    std::optional<std::pair<float, int>> fixed; // a FixedScale op's output: (scale, zero point)
 };
+
+// The values of the graph that hold float data computed from a float graph
+// input (what the integer model holds as int8); shapes, indices, masks and
+// values computed from constants only are not among them.
+std::set<std::string> floatActivationValues(const Model& model)
+{
+    std::map<std::string, DType> declared;
+    for (const std::vector<ValueInfo>* list : {&model.valueInfos, &model.outputs})
+        for (const ValueInfo& v : *list)
+            if (v.dtype)
+                declared[v.name] = *v.dtype;
+    static const std::set<std::string> kNeverFloat = {
+        "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+        "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
+    std::set<std::string> values;
+    for (const ValueInfo& v : model.inputs)
+        if (v.dtype && isFloatingDType(*v.dtype))
+            values.insert(v.name);
+    for (const Node& node : model.nodes) {
+        bool fromActivation = false;
+        for (const std::string& in : node.inputs)
+            fromActivation = fromActivation || values.contains(in);
+        if (!fromActivation || kNeverFloat.contains(node.opType))
+            continue;
+        for (size_t k = 0; k < node.outputs.size(); ++k) {
+            const std::string& out = node.outputs[k];
+            if (out.empty() || (k > 0 && (node.opType == "MaxPool" || node.opType == "TopK" ||
+                                          node.opType == "Dropout")))
+                continue; // indices, masks
+            if (const auto d = declared.find(out); d != declared.end() && !isFloatingDType(d->second))
+                continue;
+            if (node.opType == "Cast") {
+                const int64_t to = node.intAttribute("to", 1);
+                if (to != 1 && to != 10 && to != 11 && to != 16)
+                    continue;
+            }
+            values.insert(out);
+        }
+    }
+    return values;
+}
+
+// Clip's [min, max] when both are constants (an absent bound is ±infinity);
+// nullopt when a bound is computed.
+std::optional<std::pair<float, float>> clipBounds(const Model& model, const Node& node)
+{
+    float lo = -INFINITY, hi = INFINITY;
+    if (const Attribute* a = node.attribute("min"); a && a->kind == Attribute::Kind::Float)
+        lo = a->f;
+    if (const Attribute* a = node.attribute("max"); a && a->kind == Attribute::Kind::Float)
+        hi = a->f;
+    for (size_t k = 1; k < 3 && k < node.inputs.size(); ++k) {
+        if (node.inputs[k].empty())
+            continue;
+        const Tensor* t = model.initializer(node.inputs[k]);
+        if (!t || t->numel() != 1 || !isFloatingDType(t->dtype()))
+            return std::nullopt;
+        (k == 1 ? lo : hi) = t->toFloat32().values<float>()[0];
+    }
+    return std::pair{lo, hi};
+}
+
+// The LiteRT fused activation a Relu or a Clip is, if any: RELU, RELU6, RELU_N1_TO_1.
+std::optional<std::string> fusedActivation(const Model& model, const Node& node)
+{
+    if (node.opType == "Relu")
+        return "RELU";
+    if (node.opType != "Clip")
+        return std::nullopt;
+    const auto bounds = clipBounds(model, node);
+    if (!bounds)
+        return std::nullopt;
+    const auto [lo, hi] = *bounds;
+    if (lo == 0 && std::isinf(hi) && hi > 0)
+        return "RELU";
+    if (lo == 0 && hi == 6)
+        return "RELU6";
+    if (lo == -1 && hi == 1)
+        return "RELU_N1_TO_1";
+    return std::nullopt;
+}
+
+// Ops whose LiteRT kernel takes a fused activation on its output.
+bool takesFusedActivation(const Node& node, OpScheme scheme)
+{
+    if (scheme == OpScheme::Layer)
+        return node.opType != "Gather";
+    return node.opType == "Add" || node.opType == "Sub" || node.opType == "Mul" || node.opType == "Div" ||
+           node.opType == "Concat";
+}
 
 // Observes the values that get their own range, after the node producing them.
 class RangeObserver : public NodeObserver {
@@ -138,35 +283,92 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         const auto c = constantAlias.find(v);
         return model.initializer(c != constantAlias.end() ? c->second : v);
     };
+    const std::set<std::string> floatValues = floatActivationValues(model);
+    std::map<size_t, size_t> layerOfNode;
+    for (size_t l = 0; l < model.layers.size(); ++l)
+        if (model.layers[l].node)
+            layerOfNode[*model.layers[l].node] = l;
+    std::map<std::string, size_t> readers, producer;
+    for (size_t i = 0; i < model.nodes.size(); ++i) {
+        for (const std::string& in : model.nodes[i].inputs)
+            ++readers[in];
+        for (const std::string& out : model.nodes[i].outputs)
+            producer[out] = i;
+    }
     for (const ValueInfo& v : model.inputs)
         if (v.dtype && isFloatingDType(*v.dtype))
             activations[v.name] = {};
+    std::vector<std::string> unsupported; // every node strict mode refuses, with why
     std::vector<OpScheme> schemes;
+    std::map<size_t, std::pair<size_t, std::string>> fusedInto; // node -> (producer node, LiteRT activation)
     for (size_t i = 0; i < model.nodes.size(); ++i) {
         const Node& node = model.nodes[i];
-        const auto found = opSchemes().find(node.opType);
-        if (found == opSchemes().end() || !node.domain.empty())
-            throw Error(nodeLabel(node, i) +
-                        " cannot be quantized in ODML strict mode; quantizable ops: Conv, ConvTranspose, Gemm, "
-                        "MatMul, Gather, Relu, MaxPool, Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity, "
-                        "Dropout, Add, Sub, Mul, Concat, AveragePool, GlobalAveragePool");
-        OpScheme scheme = found->second;
+        bool floatOutput = false;
+        for (const std::string& out : node.outputs)
+            floatOutput = floatOutput || floatValues.contains(out);
+        const auto entry = opTable().find(node.opType);
+        if (!floatOutput) {
+            // Shapes, indices, or constants: folded by the converter, no integer activation.
+            if (entry != opTable().end() && entry->second.scheme == OpScheme::PassThrough && !node.inputs.empty() &&
+                !node.outputs.empty() && constantOf(node.inputs[0])) {
+                const auto c = constantAlias.find(node.inputs[0]);
+                constantAlias[node.outputs[0]] = c != constantAlias.end() ? c->second : node.inputs[0];
+            }
+            schemes.push_back(OpScheme::NotQuantized);
+            continue;
+        }
+        auto refuse = [&](const std::string& why) {
+            unsupported.push_back(nodeLabel(node, i) + ": " + why);
+            schemes.push_back(OpScheme::OwnScale);
+        };
+        if (!node.domain.empty()) {
+            refuse("an op of domain '" + node.domain + "', which the LiteRT converter does not map");
+            continue;
+        }
+        if (entry == opTable().end()) {
+            refuse(node.opType == "BatchNormalization"
+                       ? "a BatchNormalization, which the converter folds into the layer before it or writes as "
+                         "Mul and Add; fold it first (graph/batch_norm_folding.h, as quantize --mode odml does), "
+                         "or, when folding kept it, give it constant parameters and the inference form"
+                       : "no LiteRT int8 kernel the converter maps it to");
+            continue;
+        }
+        OpScheme scheme = entry->second.scheme;
         const LayerQuantization* lq = plan.forNode(i);
+        if (scheme == OpScheme::Layer && !layerOfNode.contains(i)) {
+            if (node.opType == "Gather")
+                scheme = OpScheme::PassThrough; // GATHER on activations shares its input's scale
+            else if (node.opType == "MatMul")
+                scheme = OpScheme::OwnScale; // BATCH_MATMUL of two activations
+            else {
+                refuse("its weight is not a constant; LiteRT's int8 " + node.opType + " needs a constant weight");
+                continue;
+            }
+        }
         if (scheme == OpScheme::Layer) {
-            if (!lq)
-                throw Error(nodeLabel(node, i) + ": no rule quantizes this layer; ODML strict mode quantizes every op");
-            const QuantizableLayer& layer = model.layers.at(lq->layer);
-            if (!lq->problem.empty())
-                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': " + lq->problem);
-            if (!lq->weight || lq->weight->qtype != QType::Int8)
-                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath +
-                            "': ODML needs weight_qtype int8");
-            if (lq->weight->tileSize)
-                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath +
-                            "': ODML has no sub-channel scales; remove tile_size");
+            const QuantizableLayer& layer = model.layers[layerOfNode[i]];
+            const std::string what = "layer '" + layer.modulePath + "': ";
+            if (!lq) {
+                refuse(what + "no rule quantizes it; add a rule with weight_qtype and act_qtype int8 that matches it");
+                continue;
+            }
+            if (!lq->problem.empty()) {
+                refuse(what + lq->problem);
+                continue;
+            }
+            if (!lq->weight || lq->weight->qtype != QType::Int8) {
+                refuse(what + "ODML needs weight_qtype int8");
+                continue;
+            }
+            if (lq->weight->tileSize) {
+                refuse(what + "ODML has no sub-channel scales; remove tile_size");
+                continue;
+            }
             const bool needsActivation = node.opType != "Gather";
-            if (needsActivation && (!lq->activation || lq->activation->target.qtype != QType::Int8))
-                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': ODML needs act_qtype int8");
+            if (needsActivation && (!lq->activation || lq->activation->target.qtype != QType::Int8)) {
+                refuse(what + "ODML needs act_qtype int8");
+                continue;
+            }
             if (needsActivation) {
                 const std::string input = root(lq->activation->value);
                 ActivationValue& a = activations[input];
@@ -178,25 +380,60 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 }
             }
         }
+        if (node.opType == "Clip" && !clipBounds(model, node)) {
+            refuse("its min or max is computed, not a constant; LiteRT clips by constants");
+            continue;
+        }
+        if (node.opType == "Div" && (node.inputs.size() < 2 || !constantOf(node.inputs[1]))) {
+            refuse("it divides by a value that is not a constant; LiteRT has no int8 DIV (a division by a "
+                   "constant becomes a MUL)");
+            continue;
+        }
+        if (const std::optional<std::string> activation = fusedActivation(model, node)) {
+            // Fused into the op producing its input when that op takes a fused activation
+            // and nothing else reads its output: that output is never materialised.
+            scheme = OpScheme::OwnScale;
+            const std::string& in = node.inputs.empty() ? std::string() : node.inputs[0];
+            const auto p = producer.find(in);
+            if (p != producer.end() && schemes.size() > p->second && readers[in] == 1 && !graphValues.contains(in) &&
+                takesFusedActivation(model.nodes[p->second], schemes[p->second]) &&
+                model.nodes[p->second].outputs.front() == in && activations.contains(in) &&
+                !activations[in].methodFromLayer) {
+                scheme = OpScheme::Fused;
+                activations.erase(in);
+                fusedInto[i] = {p->second, *activation};
+            }
+        }
         schemes.push_back(scheme);
         for (size_t k = 0; k < node.outputs.size(); ++k) {
             const std::string& output = node.outputs[k];
-            if (output.empty())
-                continue;
-            if (scheme != OpScheme::PassThrough)
-                activations.try_emplace(output);
-            else if (k == 0 && !node.inputs.empty() && constantOf(node.inputs[0])) {
-                const auto c = constantAlias.find(node.inputs[0]);
-                constantAlias[output] = c != constantAlias.end() ? c->second : node.inputs[0];
-            } else if (k == 0 && !node.inputs.empty())
+            if (output.empty() || !floatValues.contains(output))
+                continue; // MaxPool's indices, Dropout's mask: not values of the integer model
+            if (scheme != OpScheme::PassThrough) {
+                ActivationValue& a = activations[output];
+                if (scheme == OpScheme::FixedScale)
+                    a.fixed = std::pair{entry->second.fixedScale, entry->second.fixedZeroPoint};
+            } else if (!node.inputs.empty() && (k == 0 || node.opType == "Split")) {
                 aliasOf[output] = node.inputs[0];
-            // A pass-through op's other outputs (MaxPool's indices, Dropout's mask) are not values of the integer model.
+            }
         }
+    }
+    if (!unsupported.empty()) {
+        std::string list;
+        for (const std::string& u : unsupported)
+            list += (list.empty() ? "" : "; ") + u;
+        throw Error(model.sourcePath.filename().string() + ": ODML strict mode quantizes every op to int8, and " +
+                    std::to_string(unsupported.size()) + (unsupported.size() == 1 ? " node cannot be" : " nodes cannot be") +
+                    ": " + list +
+                    ". Replace or remove these ops in the model (or quantize in ptq mode, which leaves what it "
+                    "cannot quantize float)");
     }
 
     // Calibration: the float model, observers on every value with its own range.
     std::map<std::string, Observer> observers;
     for (const auto& [name, a] : activations) {
+        if (a.fixed)
+            continue; // the kernel fixes it: nothing to calibrate
         ObserverConfig config;
         config.batchAxes = a.batchAxes;
         config.histogramBinsPerSide = a.method.needsHistogram() ? 2048 : 0;
@@ -236,11 +473,28 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
     std::map<std::string, QuantParams> actParams;
     nlohmann::ordered_json points = nlohmann::ordered_json::array();
     for (const auto& [name, a] : activations) {
+        if (a.fixed) {
+            // LiteRT's kernel fixes this output's parameters (LOGISTIC, SOFTMAX, TANH, LOG_SOFTMAX).
+            const auto [scale, zero] = *a.fixed;
+            QuantParams p = int8PerTensor({float(double(-128 - zero) * scale), float(double(127 - zero) * scale)},
+                                          false, name);
+            p.scales.assign(1, scale);
+            p.zeroPoints.assign(1, zero);
+            actParams[name] = p;
+            continue;
+        }
         const auto f = fixed.find(name);
-        const Observer& o = observers.at(name);
-        if (f == fixed.end() && o.batches() == 0)
-            throw Error("value '" + name + "': never computed during calibration, so it has no ODML range");
-        const Range range = f != fixed.end() ? f->second : o.ranges(a.method, a.target).at(0);
+        const auto o = observers.find(name);
+        if (f == fixed.end() && (o == observers.end() || o->second.batches() == 0))
+            throw Error(model.sourcePath.filename().string() + ": value '" + name +
+                        "' was never computed during calibration, so it has no ODML range");
+        std::vector<Range> ranges;
+        if (f == fixed.end())
+            ranges = o->second.ranges(a.method, a.target);
+        if (f == fixed.end() && ranges.size() != 1)
+            throw Error(model.sourcePath.filename().string() + ": value '" + name + "': calibration gave " +
+                        std::to_string(ranges.size()) + " ranges where ODML needs one per tensor");
+        const Range range = f != fixed.end() ? f->second : ranges.front();
         const bool symmetric = f != fixed.end() ? false : a.method.resolveSymmetric(a.target.symmetric);
         const QuantParams p = int8PerTensor(range, symmetric, name);
         actParams[name] = p;
@@ -251,13 +505,17 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             throw Error(model.sourcePath.filename().string() + ": value '" + value + "' passes through '" +
                         root(value) + "', which is neither an activation nor a constant; it has no ODML range");
         const QuantParams& p = found->second;
-        nlohmann::ordered_json j =
-            point(value, "activation", "i8", p.scales, {p.symmetric ? 0 : int64_t(p.zeroPoints.at(0))}, false, {});
+        if (p.scales.size() != 1 || (!p.symmetric && p.zeroPoints.size() != 1))
+            throw Error(model.sourcePath.filename().string() + ": value '" + value +
+                        "': ODML activations take one scale and zero point");
         const float s = p.scales[0];
         const int64_t z = p.symmetric ? 0 : p.zeroPoints[0];
+        nlohmann::ordered_json j = point(value, "activation", "i8", p.scales, {z}, false, {});
         j["range"] = {float(double(-128 - z) * s), float(double(127 - z) * s)};
         if (root(value) != value)
             j["shares_scale_with"] = root(value);
+        if (const auto a = activations.find(root(value)); a != activations.end() && a->second.fixed)
+            j["fixed_by_kernel"] = true;
         points.push_back(j);
         ++summary.activations;
     };
@@ -274,12 +532,18 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         const LayerQuantization* lq = plan.forNode(i);
         std::optional<size_t> weightInput, biasInput;
         if (schemes[i] == OpScheme::Layer) {
-            const QuantizableLayer& layer = model.layers.at(lq->layer);
+            if (!lq || lq->layer >= model.layers.size())
+                throw Error(nodeLabel(node, i) + ": the quantization plan has no layer for this node");
+            const QuantizableLayer& layer = model.layers[lq->layer];
             weightInput = layer.weightInput;
             if ((node.opType == "Conv" || node.opType == "ConvTranspose" || node.opType == "Gemm") &&
                 node.inputs.size() > 2 && constantOf(node.inputs[2]))
                 biasInput = 2;
-            const Tensor& w = *model.initializer(layer.weightName);
+            const Tensor* weight = model.initializer(layer.weightName);
+            if (!weight)
+                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': its weight '" +
+                            layer.weightName + "' is not a constant of the model");
+            const Tensor& w = *weight;
             QuantizationSpec spec = *lq->weight;
             spec.options.narrowRange = true;
             if (!spec.method.resolveSymmetric(spec.symmetric))
@@ -309,34 +573,59 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 const std::string& biasName = node.inputs[*biasInput];
                 const Tensor* bias = constantOf(biasName);
                 const int64_t channels = bias->numel();
-                if (perChannel && int64_t(wp.scales.size()) != channels)
+                // A grouped ConvTranspose's weight [I, O/g, k…] has O/g scales along axis 1,
+                // each shared by output channel j of every group (channel c = group·O/g + j).
+                const int64_t scaleCount = int64_t(wp.scales.size());
+                const bool sharedAcrossGroups = perChannel && node.opType == "ConvTranspose" && layer.groups > 1 &&
+                                                scaleCount * layer.groups == channels;
+                if (perChannel && scaleCount != channels && !sharedAcrossGroups)
                     throw Error("tensor '" + biasName + "': " + std::to_string(channels) + " biases for " +
                                 std::to_string(wp.scales.size()) + " weight channels");
-                const float inputScale = actParams.at(root(lq->activation->value)).scales[0];
+                const auto input = actParams.find(root(lq->activation->value));
+                if (input == actParams.end())
+                    throw Error(nodeLabel(node, i) + ": its input '" + lq->activation->value +
+                                "' has no ODML range, so its bias '" + biasName + "' has no scale");
+                const float inputScale = input->second.scales[0];
                 std::vector<float> scales(static_cast<size_t>(channels));
                 for (int64_t c = 0; c < channels; ++c)
-                    scales[size_t(c)] = inputScale * wp.scales[perChannel ? size_t(c) : 0];
+                    scales[size_t(c)] = inputScale * wp.scales[perChannel ? size_t(c % scaleCount) : 0];
                 points.push_back(point(biasName, "bias", "i32", scales, std::vector<int64_t>(static_cast<size_t>(channels), 0),
                                        false, 0));
                 annotated.insert(biasName);
                 ++summary.biases;
             }
         }
-        for (size_t k = 0; k < node.inputs.size(); ++k) {
+        // Float constants an arithmetic op reads are int8 operands (a Div's divisor as
+        // its reciprocal: the converter multiplies by it). Other ops' float constants
+        // (Clip's bounds, Resize's scales, Pad's value) are parameters, not operands.
+        const auto entry = opTable().find(node.opType);
+        const bool operands = schemes[i] != OpScheme::NotQuantized && entry != opTable().end() &&
+                              entry->second.constantOperands;
+        for (size_t k = 0; operands && k < node.inputs.size(); ++k) {
             const std::string& name = node.inputs[k];
             const Tensor* constant = constantOf(name);
             if (k == weightInput || k == biasInput || !constant || !isFloatingDType(constant->dtype()) ||
                 annotated.count(name))
                 continue;
+            const bool reciprocal = node.opType == "Div" && k == 1;
             const Tensor x = constant->toFloat32();
             Range range{0, 0};
-            for (const float v : x.values<float>()) {
+            for (float v : x.values<float>()) {
+                if (reciprocal)
+                    v = 1.0f / v;
                 if (!std::isfinite(v))
-                    throw Error("tensor '" + name + "': holds a NaN or infinite value; ODML needs finite constants");
+                    throw Error("tensor '" + name + "': holds a NaN or infinite value" +
+                                (reciprocal ? std::string(" (or a 0 it divides by)") : std::string()) +
+                                "; ODML needs finite constants");
                 range.min = std::min(range.min, v), range.max = std::max(range.max, v);
             }
             const QuantParams p = int8PerTensor(range, false, name);
-            points.push_back(point(name, "constant", "i8", p.scales, {int64_t(p.zeroPoints.at(0))}, false, {}));
+            if (p.zeroPoints.size() != 1)
+                throw Error("tensor '" + name + "': ODML constants take one zero point");
+            nlohmann::ordered_json j = point(name, "constant", "i8", p.scales, {int64_t(p.zeroPoints[0])}, false, {});
+            if (reciprocal)
+                j["reciprocal"] = true;
+            points.push_back(j);
             annotated.insert(name);
             ++summary.constants;
         }
@@ -344,8 +633,15 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             if (!output.empty() && (activations.count(output) || aliasOf.count(output)) &&
                 annotated.insert(output).second)
                 addActivation(output);
-        ops.push_back({{"node", node.name}, {"op_type", node.opType}, {"scheme", std::string(schemeName(schemes[i]))}});
+        nlohmann::ordered_json op = {
+            {"node", node.name}, {"op_type", node.opType}, {"scheme", std::string(schemeName(schemes[i]))}};
+        if (const auto f = fusedInto.find(i); f != fusedInto.end()) {
+            op["fused_into"] = model.nodes[f->second.first].name;
+            op["activation"] = f->second.second;
+        }
+        ops.push_back(std::move(op));
         ++summary.ops;
+        ++summary.opsByScheme[std::string(schemeName(schemes[i]))];
     }
 
     nlohmann::ordered_json doc;

@@ -21,16 +21,35 @@
 //                channel = input scale × weight scale, dimension 0.
 //   other float constants an op reads (an Add's constant operand): per
 //                tensor, asymmetric int8 from their min and max.
-// Which ops are quantizable (strict mode: any other op is an Error naming
-// the node and its op type, and so is a layer no rule quantizes to int8):
-//   layers            Conv, ConvTranspose, Gemm, MatMul, Gather (an embedding):
-//                     output gets its own scale
-//   pass-through      Relu, MaxPool, Reshape, Flatten, Transpose, Squeeze,
-//                     Unsqueeze, Identity, Dropout: the output shares the
-//                     input's scale and zero point (no requantization)
-//   own output scale  Add, Sub, Mul, Concat, AveragePool, GlobalAveragePool:
-//                     the output gets its own scale (Concat's inputs are
-//                     requantized to it by the converter)
+// How each op is quantized follows the LiteRT converter and the LiteRT int8
+// quantization spec (docs/formats.md lists the facts and their source). Run
+// it on a model whose BatchNormalization nodes are folded (graph/
+// batch_norm_folding.h), as the converter folds them before quantizing.
+//   layer          Conv, ConvTranspose, Gemm, MatMul, Gather with a constant
+//                  weight (a layer): output gets its own scale
+//   fused          Relu, and Clip as Relu (0, inf), Relu6 (0, 6) or
+//                  ReluN1To1 (−1, 1), right after a layer, Add, Sub, Mul, Div
+//                  or Concat whose output nothing else reads: the converter
+//                  fuses it into that op, whose output is never materialised
+//                  (no point); the activation's output gets its own scale
+//   pass_through   MaxPool, AveragePool, Reshape, Flatten, Transpose, Squeeze,
+//                  Unsqueeze, Identity, Dropout, Pad, Resize, Upsample, Slice,
+//                  Split, DepthToSpace, SpaceToDepth, a Gather on activations,
+//                  any other Clip with constant bounds (MINIMUM/MAXIMUM): the
+//                  output shares the input's scale and zero point
+//   own_scale      Add, Sub, Mul, Div by a constant, Concat (its inputs are
+//                  requantized to it by the converter), PRelu,
+//                  GlobalAveragePool and ReduceMean (MEAN), HardSwish,
+//                  HardSigmoid, LeakyRelu, a Relu or Relu6 not fused, MatMul
+//                  of two activations: the output gets its own scale
+//   fixed_scale    Sigmoid and Softmax (scale 1/256, zero point −128), Tanh
+//                  (1/128, 0), LogSoftmax (16/256, 127): fixed by the kernel,
+//                  not calibrated ("fixed_by_kernel": true)
+//   not_quantized  nodes that compute only shapes, indices or values from
+//                  constants (Shape → Gather → Mul …): the converter folds them
+// Strict mode: every other op (and a layer no rule quantizes to int8, a Clip
+// with computed bounds, a Div by a non-constant) is refused, all of them in
+// one Error that names each node, its op type and why.
 // A NaN, Inf or zero scale is an Error naming the tensor.
 //
 // JSON written: {"format": "quantscope-odml", "format_version": 1,
@@ -39,8 +58,10 @@
 //   constant), "dtype" ("i8"; "i32" for biases), "scale": [...],
 //   "zero_point": [...] (integers), "narrow_range", "quantization_dimension"
 //   (integer or null), "shape" (weights: as quantized, flattened for N-D
-//   MatMul), "range": [min, max] (activations)}], "ops": [{"node",
-//   "op_type", "scheme"}]}.
+//   MatMul), "range": [min, max] (activations), "shares_scale_with"
+//   (pass-through outputs), "fixed_by_kernel", "reciprocal" (a Div's
+//   constant)}], "ops": [{"node", "op_type", "scheme", "fused_into" and
+//   "activation" (fused: "RELU", "RELU6", "RELU_N1_TO_1")}]}.
 
 #include <cstdint>
 #include <filesystem>
@@ -71,6 +92,7 @@ struct OdmlSummary {
     int64_t biases = 0;
     int64_t constants = 0;
     int64_t ops = 0;         // nodes annotated
+    std::map<std::string, int64_t> opsByScheme; // "layer", "fused", "pass_through", ... -> nodes
     int64_t batches = 0;     // calibration batches run
 };
 
