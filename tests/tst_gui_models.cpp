@@ -59,6 +59,7 @@ class TestGuiModels : public QObject {
     Q_OBJECT
 private slots:
     void layerTreeBuildsGroupsFromPaths();
+    void layerTreeShowsSharedWeights();
     void layerTreeMarksStaleResults();
     void layerTreeFiltersByPath();
     void ruleEditsUpdateMatchCounts();
@@ -85,6 +86,28 @@ void TestGuiModels::layerTreeBuildsGroupsFromPaths()
              double(72 + 1152 + 2304));
     QCOMPARE(model.indexOfLayer(3).data().toString(), QStringLiteral("fc1"));
     QCOMPARE(model.indexOfLayer(3).data(LayerTreeModel::LayerRole).toInt(), 3);
+}
+
+void TestGuiModels::layerTreeShowsSharedWeights()
+{
+    // encoder/layer1/proj reads the weight of encoder/layer0/proj: one quantizer.
+    std::vector<QuantizableLayer> layers = {layer("encoder/layer0/proj", "Gemm", {64, 64}),
+                                            layer("encoder/layer1/proj", "Gemm", {64, 64}),
+                                            layer("head", "Gemm", {10, 64})};
+    layers[1].sharesWeightOf = 0;
+    LayerTreeModel model;
+    QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
+    model.setLayers(layers);
+    const QModelIndex shared = model.indexOfLayer(1);
+    const QModelIndex parameters = shared.siblingAtColumn(LayerTreeModel::ParametersColumn);
+    QCOMPARE(parameters.data().toString(), QStringLiteral("shared"));
+    QCOMPARE(parameters.data(LayerTreeModel::SortRole).toDouble(), 0.0);
+    const QString tip = shared.siblingAtColumn(LayerTreeModel::OpTypeColumn).data(Qt::ToolTipRole).toString();
+    QVERIFY2(tip.contains(QStringLiteral("reads the weight of encoder/layer0/proj")), qPrintable(tip));
+    // The group counts the shared weight once.
+    QCOMPARE(model.index(0, LayerTreeModel::ParametersColumn).data(LayerTreeModel::SortRole).toDouble(), 4096.0);
+    QCOMPARE(model.indexOfLayer(0).siblingAtColumn(LayerTreeModel::ParametersColumn).data().toString(),
+             QLocale().toString(4096));
 }
 
 void TestGuiModels::layerTreeMarksStaleResults()
