@@ -4,7 +4,9 @@
 // the outer graph's weights, a Loop with loop-carried state, a scan output and
 // an If nested in its body, a PyTorch-style while loop, a Scan running a
 // recurrent cell (with input/output axes and directions), and malformed models
-// the interpreter must refuse with an Error naming the node.
+// the interpreter must refuse with an Error naming the node. The layers inside
+// the bodies are listed under their node, calibrated (over every iteration)
+// and fake-quantized like the main graph's.
 #include <QtTest>
 
 #include <cmath>
@@ -14,7 +16,10 @@
 
 #include "io/npy.h"
 #include "io/onnx_loader.h"
+#include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
+#include "runtime/quantization_hook.h"
+#include "runtime/weight_quantizer.h"
 #include "test_support.h"
 
 using namespace qs;
@@ -28,6 +33,29 @@ public:
     std::map<std::string, size_t> inputs;
     void beforeNode(NodeEvent& event) override { inputs[event.node->opType] = event.inputs.size(); }
 };
+
+// Counts the nodes it is shown per (scope, op type).
+class ScopeCounter : public NodeObserver {
+public:
+    explicit ScopeCounter(bool subgraphs) : subgraphs_(subgraphs) {}
+    std::map<std::pair<size_t, std::string>, int> seen;
+    void beforeNode(NodeEvent& event) override { ++seen[{event.scope, event.node->opType}]; }
+    bool seesSubgraphs() const override { return subgraphs_; }
+
+private:
+    bool subgraphs_;
+};
+
+double sqnrDb(const Tensor& reference, const Tensor& measured)
+{
+    double signal = 0, noise = 0;
+    const auto r = reference.values<float>(), m = measured.values<float>();
+    for (size_t i = 0; i < r.size(); ++i) {
+        signal += double(r[i]) * r[i];
+        noise += (double(m[i]) - r[i]) * (double(m[i]) - r[i]);
+    }
+    return 10 * std::log10(signal / noise);
+}
 
 } // namespace
 
@@ -129,6 +157,104 @@ private slots:
         const Tensor s = interpreter.run(inputsOf("loop_sum", model), options).at("s");
         QCOMPARE(observer.inputs.at("Loop"), size_t(3));
         QCOMPARE(test::bytesOf(s), test::bytesOf(readNpy(path("loop_sum.out.0.npy"))));
+    }
+
+    void bodyLayersAreListedUnderTheirNode()
+    {
+        // Both branches' Convs read the outer graph's W: one weight, one quantizer.
+        const Model ifModel = loadOnnx(path("if_conv_then.onnx"));
+        // Scopes follow the attributes' order in the file (onnx.helper writes them sorted: else_branch first).
+        QCOMPARE(ifModel.subgraphs.size(), size_t(2));
+        QCOMPARE(ifModel.layers.size(), size_t(2));
+        QCOMPARE(ifModel.layers[0].modulePath, std::string("pick_conv/else_branch/else_conv"));
+        QCOMPARE(ifModel.layers[1].modulePath, std::string("pick_conv/then_branch/then_conv"));
+        QCOMPARE(ifModel.subgraphs[0].attribute, std::string("else_branch"));
+        QCOMPARE(ifModel.layers[0].scope, size_t(1));
+        QCOMPARE(ifModel.layers[1].scope, size_t(2));
+        QCOMPARE(ifModel.layers[0].weightName, std::string("W"));
+        QCOMPARE(ifModel.layers[1].sharesWeightOf, std::optional<size_t>(0));
+
+        // The Scan body's MatMuls read Wx and Wh from outside; the nested If of
+        // loop_sum is scope 2 and 3, after the Loop body (1), as the interpreter numbers them.
+        const Model scanModel = loadOnnx(path("scan_rnn.onnx"));
+        QCOMPARE(scanModel.layers.size(), size_t(2));
+        for (const QuantizableLayer& l : scanModel.layers) {
+            QVERIFY2(l.modulePath.starts_with("rnn_scan/body/"), l.modulePath.c_str());
+            QCOMPARE(l.opType, std::string("MatMul"));
+            QVERIFY(scanModel.initializer(l.weightName));
+        }
+        const Model loopModel = loadOnnx(path("loop_sum.onnx"));
+        QCOMPARE(loopModel.subgraphs.size(), size_t(3));
+        QCOMPARE(loopModel.subgraphs[1].parent, size_t(1));
+        QCOMPARE(loopModel.subgraphs[1].modulePath, std::string("sum_loop/body/sign_if/else_branch"));
+        QCOMPARE(loopModel.subgraphs[2].modulePath, std::string("sum_loop/body/sign_if/then_branch"));
+    }
+
+    void observersThatAskSeeSubgraphNodesWithTheirScope()
+    {
+        const Model model = loadOnnx(path("loop_sum.onnx"));
+        const Interpreter interpreter(model);
+        for (const bool subgraphs : {false, true}) {
+            ScopeCounter counter(subgraphs);
+            RunOptions options;
+            options.observer = &counter;
+            interpreter.run(inputsOf("loop_sum", model), options);
+            const auto seen = [&](size_t scope, const char* op) { return counter.seen[std::make_pair(scope, op)]; };
+            QCOMPARE(seen(0, "Loop"), 1);
+            // Six iterations of the body (scope 1); the nested If's branches
+            // (else_branch 2, then_branch 3, as Model::subgraphs lists them) alternate.
+            QCOMPARE(seen(1, "Mod"), subgraphs ? 6 : 0);
+            QCOMPARE(seen(2, "Neg"), subgraphs ? 3 : 0);
+            QCOMPARE(seen(3, "Identity"), subgraphs ? 3 : 0);
+            QCOMPARE(model.scopePath(2), std::string("sum_loop/body/sign_if/else_branch"));
+        }
+    }
+
+    void bodyLayersAreCalibratedAndFakeQuantized()
+    {
+        const Model model = loadOnnx(path("scan_rnn.onnx"));
+        const Interpreter interpreter(model);
+        const QuantizationPlan plan = QuantizationPlan::build(
+            model, RuleSet::fromJson(R"({"version": 1, "rules": [{"weight_qtype": "int8", "act_qtype": "int8",
+                                         "act_static_scale": true}]})"));
+        QCOMPARE(plan.layers().size(), size_t(2));
+        QVERIFY(plan.forNode(model.layers[0].scope, *model.layers[0].node));
+        QVERIFY(!plan.forNode(0, 0)); // the main graph's node 0 is the Scan itself
+
+        // Calibration sees the body at every step: T = 5 observations per activation.
+        ActivationCalibrator calibrator(interpreter, plan);
+        const std::map<std::string, Tensor> floatOut = calibrator.observe(inputsOf("scan_rnn", model));
+        const ActivationStatistics statistics = calibrator.finish();
+        for (const LayerQuantization& lq : plan.layers()) {
+            QVERIFY2(lq.activation->value.starts_with("rnn_scan/body/"), lq.activation->value.c_str());
+            const Observer* observer = statistics.find(lq.activation->value);
+            QVERIFY2(observer, lq.activation->value.c_str());
+            QCOMPARE(observer->batches(), int64_t(5));
+        }
+
+        WeightQuantizer weights;
+        QCOMPARE(weights.update(model, plan).size(), size_t(2));
+        const std::map<size_t, StaticActivation> statics = staticActivations(plan, statistics);
+        QuantizationHook hook(model, plan, weights, statics);
+        RunOptions options;
+        options.observer = &hook;
+        // Weights alone: int8 per-channel on a 5-step cell stays close to float, but is not float.
+        hook.setQuantizeActivations(false);
+        const std::map<std::string, Tensor> weightOnly = interpreter.run(inputsOf("scan_rnn", model), options);
+        const double weightSqnr = sqnrDb(floatOut.at("hs"), weightOnly.at("hs"));
+        // With the activations: every step's x_t and h_in on one static int8 scale
+        // (h0, the first h_in, is wider than the later tanh outputs the average range follows).
+        hook.setQuantizeActivations(true);
+        const std::map<std::string, Tensor> quantized = interpreter.run(inputsOf("scan_rnn", model), options);
+        const double sqnr = sqnrDb(floatOut.at("hs"), quantized.at("hs"));
+        qInfo("scan_rnn output SQNR: w8 %.1f dB, w8a8 %.1f dB", weightSqnr, sqnr);
+        QVERIFY2(weightSqnr > 30 && weightSqnr < 80, qPrintable(QString::number(weightSqnr)));
+        QVERIFY2(sqnr > 5 && sqnr < weightSqnr, qPrintable(QString::number(sqnr)));
+
+        // With every layer disabled the hook changes nothing.
+        hook.setEnabledLayers(std::vector<bool>(model.layers.size(), false));
+        const std::map<std::string, Tensor> none = interpreter.run(inputsOf("scan_rnn", model), options);
+        QCOMPARE(test::bytesOf(none.at("hs")), test::bytesOf(floatOut.at("hs")));
     }
 
     void malformedControlFlowIsAnErrorNamingTheNode()

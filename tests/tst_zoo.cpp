@@ -44,12 +44,6 @@ const std::filesystem::path kZoo = QUANTSCOPE_ZOO_DIR;
 
 // (check, model) → why it fails today.
 const std::map<std::pair<std::string, std::string>, const char*> kKnownGaps = {
-    {{"layersFound", "if_branch"}, "layers inside If/Loop/Scan bodies are not listed yet"},
-    {{"layersFound", "loop_cell"}, "layers inside If/Loop/Scan bodies are not listed yet"},
-    {{"layersFound", "scan_rnn"}, "layers inside If/Loop/Scan bodies are not listed yet"},
-    {{"qdqExport", "scan_rnn"},
-     "its only layers are inside the Scan body (not listed yet): nothing to quantize, and "
-     "the export refuses to write a float copy"},
     {{"qdqExport", "encoder_shared_layers"},
      "a weight read by several layers is not one shared quantizer yet: the QDQ "
      "export refuses to quantize it twice"},

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <tuple>
@@ -252,14 +253,37 @@ int32_t onnxElementTypeOf(DType t)
     return onnx::TensorProto::UNDEFINED;
 }
 
+// The graph of scope `scope` (Model::subgraphs) inside the main graph `top`:
+// the subgraph attribute of the node holding it, found by that node's outputs.
+onnx::GraphProto& scopeProto(onnx::GraphProto& top, const Model& model, size_t scope)
+{
+    if (scope == 0)
+        return top;
+    const SubgraphScope& s = model.subgraphs.at(scope - 1);
+    onnx::GraphProto& parent = scopeProto(top, model, s.parent);
+    const Node& node = model.scopeGraph(s.parent).nodes.at(s.node);
+    for (onnx::NodeProto& candidate : *parent.mutable_node()) {
+        if (candidate.op_type() != node.opType || size_t(candidate.output_size()) != node.outputs.size() ||
+            !std::equal(node.outputs.begin(), node.outputs.end(), candidate.output().begin()))
+            continue;
+        for (onnx::AttributeProto& a : *candidate.mutable_attribute())
+            if (a.name() == s.attribute && a.has_g())
+                return *a.mutable_g();
+    }
+    throw Error("ONNX export: subgraph '" + s.modulePath + "' is not in the ONNX graph");
+}
+
 // The loader folds Constant nodes and layout ops on constants into
 // initializers (io/constant_folding.h). The graph the export rewrites is made
 // to hold the same constants: the folded nodes go, the initializers the folding
 // consumed go, and the folded results are written as initializers with the
 // loaded values, so the export quantizes exactly the tensors the simulation did.
-void writeBackFoldedConstants(onnx::ModelProto& proto, const Model& model)
+// A subgraph's folded constants are written back into it the same way
+// (`model` is then the subgraph's, SubgraphScope::graph); the subgraph weights
+// the main model holds under other names (Model::addSubgraphWeight) are not
+// tensors of the main graph.
+void writeBackFoldedConstants(onnx::GraphProto& graph, const Model& model, int64_t irVersion)
 {
-    onnx::GraphProto& graph = *proto.mutable_graph();
     std::unordered_set<std::string> sourceInitializers;
     for (const auto& t : graph.initializer())
         sourceInitializers.insert(t.name());
@@ -286,7 +310,7 @@ void writeBackFoldedConstants(onnx::ModelProto& proto, const Model& model)
             *inputs.Add() = std::move(v);
     graph.mutable_input()->Swap(&inputs);
     for (const NamedTensor& t : model.initializers()) {
-        if (sourceInitializers.contains(t.name))
+        if (sourceInitializers.contains(t.name) || model.isSubgraphWeight(t.name))
             continue;
         onnx::TensorProto& added = *graph.add_initializer();
         added.set_name(t.name);
@@ -294,7 +318,7 @@ void writeBackFoldedConstants(onnx::ModelProto& proto, const Model& model)
         for (int64_t d : t.tensor.shape())
             added.add_dims(d);
         added.set_raw_data(std::string(static_cast<const char*>(t.tensor.rawData()), t.tensor.nbytes()));
-        if (proto.ir_version() < 4) { // before IR 4 every initializer is also a graph input
+        if (irVersion < 4) { // before IR 4 every initializer is also a graph input
             onnx::ValueInfoProto& input = *graph.add_input();
             input.set_name(t.name);
             auto& type = *input.mutable_type()->mutable_tensor_type();
@@ -319,7 +343,10 @@ onnx::ModelProto readSource(const Model& model)
     stream.SetTotalBytesLimit(int(kMaxProtobufBytes));
     if (bytes.size() > kMaxProtobufBytes || !proto.ParseFromCodedStream(&stream) || !proto.has_graph())
         throw Error(model.sourcePath.string() + ": not a valid ONNX file any more (it changed since it was loaded?)");
-    writeBackFoldedConstants(proto, model);
+    writeBackFoldedConstants(*proto.mutable_graph(), model, proto.ir_version());
+    for (size_t scope = 1; scope <= model.subgraphs.size(); ++scope)
+        writeBackFoldedConstants(scopeProto(*proto.mutable_graph(), model, scope), *model.subgraphs[scope - 1].graph,
+                                 4);
     // External data is copied in from the tensors the loader mapped (and checked).
     for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
         if (t.data_location() != onnx::TensorProto::EXTERNAL)
@@ -354,7 +381,43 @@ onnx::NodeProto qdqNode(const std::string& op, const std::string& name, std::vec
     return node;
 }
 
-void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGraph& graph, OnnxExportSummary& summary)
+// The subgraphs being rewritten, each indexed once (QdqGraph). They point into
+// the nodes of the main graph, which its sort moves: they must be gone before
+// the main graph is sorted.
+struct ScopeGraphs {
+    ScopeGraphs(onnx::GraphProto& top, const Model& model) : top_(top), model_(model) {}
+    QdqGraph& graph(size_t scope)
+    {
+        auto& g = graphs_[scope];
+        if (!g)
+            g = std::make_unique<QdqGraph>(scopeProto(top_, model_, scope));
+        return *g;
+    }
+    std::map<size_t, std::unique_ptr<QdqGraph>>& all() { return graphs_; }
+    std::map<size_t, std::set<std::string>> replaced; // per scope: its float weights dequantized in place
+
+private:
+    onnx::GraphProto& top_;
+    const Model& model_;
+    std::map<size_t, std::unique_ptr<QdqGraph>> graphs_;
+};
+
+// Where a layer's weight is a tensor of the ONNX model: the scope whose graph
+// holds it as an initializer and its name there. A subgraph layer reading an
+// enclosing graph's constant finds it there (outer scope).
+std::pair<size_t, std::string> weightHome(const Model& model, const QuantizableLayer& layer)
+{
+    if (layer.scope == 0 || !layer.node || !layer.weightInput)
+        return {0, layer.weightName};
+    const std::string& local = model.scopeGraph(layer.scope).nodes.at(*layer.node).inputs.at(*layer.weightInput);
+    for (size_t s = layer.scope; s != 0; s = model.subgraphs.at(s - 1).parent)
+        if (model.scopeGraph(s).initializer(local))
+            return {s, local};
+    return {0, local};
+}
+
+void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGraph& graph, ScopeGraphs& scopes,
+                     OnnxExportSummary& summary)
 {
     PassReport report{"quantize_weights", 0, {}};
     std::set<std::string> done;             // float weights replaced by their quantized form
@@ -380,7 +443,12 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
         written.emplace(group, layer.weightName);
         if (!done.insert(layer.weightName).second)
             throw Error("ONNX export: " + who + ": weight '" + layer.weightName + "' is listed twice");
-        const onnx::TensorProto* source = graph.initializer(layer.weightName);
+        // A weight of a subgraph's own is dequantized inside it, under its name there.
+        const auto [home, homeName] = weightHome(model, layer);
+        QdqGraph& target = home ? scopes.graph(home) : graph;
+        if (home)
+            scopes.replaced[home].insert(homeName);
+        const onnx::TensorProto* source = target.initializer(homeName);
         if (!source)
             throw Error("ONNX export: " + who + ": weight '" + layer.weightName + "' is not an initializer");
         if (source->data_type() != onnx::TensorProto::FLOAT)
@@ -394,28 +462,28 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
         const WeightGrouping g = groupingOf(model, w);
         const IntegerTensor codes = weightCodes(model, w, g, elementType);
 
-        const std::string codesName = graph.uniqueName(layer.weightName + "_quantized");
-        const std::string scaleName = graph.uniqueName(layer.weightName + "_scale");
-        const std::string zeroName = graph.uniqueName(layer.weightName + "_zero_point");
-        graph.addInitializer(floatTensorProto(scaleName, g.scaleDims, g.scales));
+        const std::string codesName = target.uniqueName(layer.weightName + "_quantized");
+        const std::string scaleName = target.uniqueName(layer.weightName + "_scale");
+        const std::string zeroName = target.uniqueName(layer.weightName + "_zero_point");
+        target.addInitializer(floatTensorProto(scaleName, g.scaleDims, g.scales));
         std::vector<std::string> inputs{codesName, scaleName};
         if (isFloat8(elementType)) {
             // Float8 codes are stored as bytes; their zero point is 0 and left out (the type is the input's).
-            graph.addInitializer(float8TensorProto(codesName, elementType, codes.dims,
-                                                   std::vector<uint8_t>(codes.values.begin(), codes.values.end())));
+            target.addInitializer(float8TensorProto(codesName, elementType, codes.dims,
+                                                    std::vector<uint8_t>(codes.values.begin(), codes.values.end())));
         } else {
-            graph.addInitializer(integerTensorProto(codesName, codes));
-            graph.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
+            target.addInitializer(integerTensorProto(codesName, codes));
+            target.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
             inputs.push_back(zeroName);
         }
-        onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(layer.weightName + "_DequantizeLinear"),
-                                     std::move(inputs), layer.weightName);
+        onnx::NodeProto dq = qdqNode("DequantizeLinear", target.uniqueName(layer.weightName + "_DequantizeLinear"),
+                                     std::move(inputs), homeName);
         if (g.axis)
             setIntAttribute(dq, "axis", *g.axis);
         if (g.blockSize > 0)
             setIntAttribute(dq, "block_size", g.blockSize);
         report.nodes.push_back(dq.name());
-        *graph.proto().add_node() = std::move(dq);
+        *target.proto().add_node() = std::move(dq);
         ++report.changes;
 
         const bool noZeroPoint = isFloat8(elementType);
@@ -438,11 +506,20 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
             *inputs.Add() = std::move(v);
     graph.proto().mutable_input()->Swap(&inputs);
     graph.reindex();
+    for (const auto& [scope, names] : scopes.replaced) {
+        QdqGraph& body = scopes.graph(scope);
+        google::protobuf::RepeatedPtrField<onnx::TensorProto> left;
+        for (auto& t : *body.proto().mutable_initializer())
+            if (!names.contains(t.name()))
+                *left.Add() = std::move(t);
+        body.proto().mutable_initializer()->Swap(&left);
+        body.reindex();
+    }
     summary.passes.push_back(std::move(report));
 }
 
-void quantizeActivations(const Model& model, const QdqExportRequest& request, QdqGraph& graph,
-                         OnnxExportSummary& summary)
+void quantizeActivations(const Model& model, const QdqExportRequest& request, QdqGraph& mainGraph,
+                         ScopeGraphs& scopes, OnnxExportSummary& summary)
 {
     PassReport report{"quantize_activations", 0, {}};
     // One Q → DQ pair per value and quantization, shared by the layers that ask for the same.
@@ -450,7 +527,14 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
     for (const QdqActivation& a : request.activations) {
         const QuantizableLayer& layer = model.layers.at(a.layer);
         const std::string who = layerLabel(model, a.layer);
-        if (!layer.node || *layer.node >= model.nodes.size() || model.nodes[*layer.node].outputs.empty())
+        // A layer inside a subgraph gets its pair inside it, on the value as named there.
+        const Model& scopeModel = model.scopeGraph(layer.scope);
+        QdqGraph& graph = layer.scope ? scopes.graph(layer.scope) : mainGraph;
+        const std::string prefix = layer.scope ? model.scopePath(layer.scope) + "/" : "";
+        if (a.value.compare(0, prefix.size(), prefix) != 0)
+            throw Error("ONNX export: " + who + ": activation '" + a.value + "' is not a value of its subgraph");
+        const std::string value = a.value.substr(prefix.size());
+        if (!layer.node || *layer.node >= scopeModel.nodes.size() || scopeModel.nodes[*layer.node].outputs.empty())
             throw Error("ONNX export: " + who + " has no node to quantize the input of");
         const auto [elementType, opset] = onnxCodeType(a.qtype, who + "'s input activation");
         (void)opset;
@@ -468,7 +552,7 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
         if (a.zeroPoint < range->first || a.zeroPoint > range->second)
             throw Error("ONNX export: " + who + ": activation zero point " + std::to_string(a.zeroPoint) +
                         " is outside its type");
-        const auto nodeIndex = graph.producer(model.nodes[*layer.node].outputs[0]);
+        const auto nodeIndex = graph.producer(scopeModel.nodes[*layer.node].outputs[0]);
         if (!nodeIndex)
             throw Error("ONNX export: " + who + ": its node is not in the ONNX graph");
         const auto key = std::make_tuple(a.value, elementType, a.scale, a.zeroPoint);
@@ -484,7 +568,7 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
                                      ? float8TensorProto(zeroName, elementType, {}, {uint8_t(0)})
                                      : integerTensorProto(zeroName, IntegerTensor{elementType, {}, {a.zeroPoint}}));
             onnx::NodeProto q = qdqNode("QuantizeLinear", graph.uniqueName(a.value + "_QuantizeLinear"),
-                                        {a.value, scaleName, zeroName}, quantized);
+                                        {value, scaleName, zeroName}, quantized);
             onnx::NodeProto dq = qdqNode("DequantizeLinear", graph.uniqueName(a.value + "_DequantizeLinear"),
                                          {quantized, scaleName, zeroName}, dequantized);
             report.nodes.push_back(q.name());
@@ -497,14 +581,16 @@ void quantizeActivations(const Model& model, const QdqExportRequest& request, Qd
         onnx::NodeProto& node = *graph.proto().mutable_node(*nodeIndex);
         bool replaced = false;
         for (int i = 0; i < node.input_size(); ++i)
-            if (node.input(i) == a.value && (!layer.weightInput || size_t(i) != *layer.weightInput)) {
+            if (node.input(i) == value && (!layer.weightInput || size_t(i) != *layer.weightInput)) {
                 node.set_input(i, it->second);
                 replaced = true;
             }
         if (!replaced)
             throw Error("ONNX export: " + who + ": its node does not read '" + a.value + "'");
     }
-    graph.reindex();
+    mainGraph.reindex();
+    for (auto& [scope, graph] : scopes.all())
+        graph->reindex();
     summary.passes.push_back(std::move(report));
 }
 
@@ -630,8 +716,20 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     summary.dynamicActivations = request.dynamicActivations;
 
     QdqGraph graph(*proto.mutable_graph());
-    quantizeWeights(model, request, graph, summary);
-    quantizeActivations(model, request, graph, summary);
+    {
+        ScopeGraphs scopes(*proto.mutable_graph(), model);
+        quantizeWeights(model, request, graph, scopes, summary);
+        quantizeActivations(model, request, graph, scopes, summary);
+        // Subgraphs get the 8-bit form too, before the main graph's sort moves them.
+        for (auto& [scope, body] : scopes.all()) {
+            body->sortTopologically();
+            if (options.eightBitForm == EightBitForm::Unsigned) {
+                PassReport r = useUnsignedEightBit(*body);
+                r.pass += " (" + model.scopePath(scope) + ")";
+                summary.passes.push_back(std::move(r));
+            }
+        }
+    }
     graph.sortTopologically();
     // Before the passes, while every quantization still has its zero point (they drop zeros).
     summary.eightBitForm = options.eightBitForm;

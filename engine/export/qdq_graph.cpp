@@ -87,12 +87,24 @@ void QdqGraph::sortTopologically()
     const int n = graph_.node_size();
     std::vector<int> pending(size_t(n), 0);
     std::vector<std::vector<int>> readers(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i)
-        for (const auto& in : graph_.node(i).input())
+    for (int i = 0; i < n; ++i) {
+        auto read = [&](const std::string& in) {
             if (const auto p = producer(in); p && *p != i) {
                 ++pending[size_t(i)];
                 readers[size_t(*p)].push_back(i);
             }
+        };
+        const onnx::NodeProto& node = graph_.node(i);
+        for (const auto& in : node.input())
+            read(in);
+        // A subgraph's outer-scope reads (a weight dequantized outside a Loop body) order it too.
+        for (const auto& a : node.attribute()) {
+            if (a.has_g())
+                forEachSubgraphInput(a.g(), read);
+            for (const auto& g : a.graphs())
+                forEachSubgraphInput(g, read);
+        }
+    }
     // Always take the lowest ready index, so an already ordered graph keeps its order.
     std::vector<int> ready;
     for (int i = 0; i < n; ++i)

@@ -17,9 +17,11 @@ struct QuantizableLayer {
     std::string modulePath; // unique, `/`-separated, what rule regexes match (DESIGN.md "Module paths")
     std::string
         opType; // "Conv", "ConvTranspose", "Gemm", "MatMul", "Gather"; checkpoints: "Linear", "Embedding", "Conv"
-    std::optional<size_t> node;        // index into Model::nodes; none for weights-only models
+    // The graph holding the node: 0 = the main graph, else Model::subgraphs[scope - 1] (an If/Loop/Scan body).
+    size_t scope = 0;
+    std::optional<size_t> node;        // index into the nodes of that graph; none for weights-only models
     std::optional<size_t> weightInput; // which node input is the weight; none for weights-only models
-    std::string weightName;            // the initializer holding the weight
+    std::string weightName;            // the initializer of the main model holding the weight (Model::addSubgraphWeight)
     Shape weightShape;
     DType weightDType = DType::F32;
     int64_t parameterCount = 0;       // elements of the weight

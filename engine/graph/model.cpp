@@ -52,6 +52,32 @@ void Model::addInitializer(std::string name, qs::Tensor tensor)
     initializers_.push_back({std::move(name), std::move(tensor)});
 }
 
+void Model::addSubgraphWeight(std::string name, qs::Tensor tensor)
+{
+    subgraphWeights_.insert(name);
+    addInitializer(std::move(name), std::move(tensor));
+}
+
+const Model& Model::scopeGraph(size_t scope) const
+{
+    if (scope == 0)
+        return *this;
+    if (scope > subgraphs.size() || !subgraphs[scope - 1].graph)
+        throw Error(sourcePath.string() + ": scope " + std::to_string(scope) + " is not a subgraph of the model (it has " +
+                    std::to_string(subgraphs.size()) + ")");
+    return *subgraphs[scope - 1].graph;
+}
+
+std::string Model::scopePath(size_t scope) const
+{
+    if (scope == 0)
+        return {};
+    if (scope > subgraphs.size())
+        throw Error(sourcePath.string() + ": scope " + std::to_string(scope) + " is not a subgraph of the model (it has " +
+                    std::to_string(subgraphs.size()) + ")");
+    return subgraphs[scope - 1].modulePath;
+}
+
 size_t Model::removeInitializers(const std::unordered_set<std::string>& names)
 {
     std::vector<NamedTensor> kept;
@@ -60,6 +86,8 @@ size_t Model::removeInitializers(const std::unordered_set<std::string>& names)
         if (!names.contains(t.name))
             kept.push_back(std::move(t));
     const size_t removed = initializers_.size() - kept.size();
+    for (const std::string& name : names)
+        subgraphWeights_.erase(name);
     initializers_ = std::move(kept);
     initializerIndex_.clear();
     for (size_t i = 0; i < initializers_.size(); ++i)

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,8 +51,9 @@ struct ValueInfo {
 };
 
 // A node attribute. ONNX's attribute kinds; a subgraph (If/Loop/Scan bodies) is
-// kept as its serialized GraphProto bytes: the interpreter parses it when it is
-// built (runtime/ops/control_flow.h), but layers inside subgraphs are not found.
+// kept as its serialized GraphProto bytes: the loader parses it once more into
+// Model::subgraphs (where its layers are found), the interpreter when it is
+// built (runtime/ops/control_flow.h).
 struct Attribute {
     enum class Kind : uint8_t { Int, Float, String, Ints, Floats, Strings, Tensor, Graph, Other };
     std::string name;
@@ -91,6 +93,25 @@ struct NamedTensor {
     qs::Tensor tensor;
 };
 
+class Model;
+
+// A subgraph (an If branch, a Loop or Scan body) of a graph model: a scope of
+// its own, numbered in preorder (the main graph is scope 0; walking each
+// graph's nodes in order and each node's subgraph attributes in order, a
+// subgraph gets the next number before the subgraphs nested in it). The
+// interpreter numbers the subgraph interpreters it builds the same way
+// (NodeEvent::scope), so a layer is (QuantizableLayer::scope, node).
+struct SubgraphScope {
+    size_t parent = 0;      // the scope of the graph holding the node
+    size_t node = 0;        // that node's index in its graph
+    std::string attribute;  // "then_branch", "else_branch", "body"
+    std::string modulePath; // "<node's path>/<attribute>": what its layers' paths start with
+    // The subgraph as a model (io/onnx_subgraph.h): constants folded, its
+    // graph inputs the formal inputs, then the names it reads from outside.
+    std::shared_ptr<const Model> graph;
+    size_t formalInputs = 0;
+};
+
 class Model {
 public:
     std::filesystem::path sourcePath;
@@ -105,7 +126,15 @@ public:
     std::map<std::string, std::string> metadata; // producer-defined key/value pairs
     std::vector<std::string> warnings;           // things the user should know (e.g. shape inference failed)
     bool weightsOnly = false;                    // a checkpoint: no nodes, layers inferred from tensor names
-    std::vector<QuantizableLayer> layers;        // what rules match, in node (or tensor) order
+    std::vector<QuantizableLayer> layers;        // what rules match, in node (or tensor) order; subgraphs' last
+    // Scopes 1, 2, ... (If/Loop/Scan bodies, nested ones included): subgraphs[scope - 1].
+    std::vector<SubgraphScope> subgraphs;
+
+    // The graph of scope `scope`: this model for 0, else its subgraph's model.
+    // An Error for a scope the model does not have.
+    const Model& scopeGraph(size_t scope) const;
+    // A scope's module path prefix: "" for 0, "If_0/then_branch" for a subgraph.
+    std::string scopePath(size_t scope) const;
 
     // Initializers (weights and other constants). Their storage is owned by the
     // tensor or borrowed from a mapping the tensor keeps alive.
@@ -117,6 +146,12 @@ public:
     bool isInitializer(std::string_view name) const { return initializer(name) != nullptr; }
     // Removes the initializers named in `names` (others keep their order); returns how many were removed.
     size_t removeInitializers(const std::unordered_set<std::string>& names);
+    // A subgraph layer's weight is also an initializer of the main model, under
+    // the name its layer's weightName gives (`<scope path>/<name>` for a tensor
+    // of the subgraph itself): every reader of weights by name finds it there.
+    // Such aliases are no tensor of the main ONNX graph; exporters skip them.
+    void addSubgraphWeight(std::string name, qs::Tensor tensor);
+    bool isSubgraphWeight(std::string_view name) const { return subgraphWeights_.contains(std::string(name)); }
 
     // Distinct (domain, op type) pairs of the nodes, sorted by domain then op type.
     std::vector<OpTypeUse> opTypes() const;
@@ -126,6 +161,7 @@ public:
 private:
     std::vector<NamedTensor> initializers_;
     std::unordered_map<std::string, size_t> initializerIndex_;
+    std::unordered_set<std::string> subgraphWeights_;
 };
 
 } // namespace qs

@@ -18,6 +18,7 @@
 #include "graph/weight_layout.h"
 #include "io/constant_folding.h"
 #include "io/load_budget.h"
+#include "io/onnx_subgraph.h"
 #include "io/onnx_tensor.h"
 
 namespace qs {
@@ -470,6 +471,8 @@ Model loadOnnxBytes(std::span<const std::byte> bytes, const std::string& sourceN
     foldConstants(model, sourceName, budget);
     try {
         model.layers = findGraphLayers(model);
+        if (options.loadSubgraphs)
+            loadSubgraphLayers(model);
     } catch (const Error& e) {
         throw Error(sourceName + ": " + e.what());
     }

@@ -28,6 +28,8 @@
 //   become warnings.
 // - ONNX shape inference: its failure is a warning, not an error; what it infers
 //   fills Model::valueInfos.
+// Subgraphs (If/Loop/Scan bodies) are parsed into Model::subgraphs and their
+// layers listed after the main graph's (io/onnx_subgraph.h).
 // Every Error names the file and the node, initializer or attribute at fault.
 
 #include <cstddef>
@@ -42,6 +44,7 @@ namespace qs {
 struct OnnxLoadOptions {
     bool runChecker = true;        // run onnx::checker on the graph (see above for what it may reject)
     bool runShapeInference = true; // run ONNX shape inference and keep its value types
+    bool loadSubgraphs = true;     // parse If/Loop/Scan bodies into Model::subgraphs and list their layers
 };
 
 // Protobuf cannot parse a message larger than this.

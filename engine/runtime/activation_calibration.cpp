@@ -12,23 +12,30 @@
 namespace qs {
 
 // Feeds each observed activation to its observer, once per run: at the first
-// node (model order) that reads it as a quantized data input.
+// node (model order) that reads it as a quantized data input. A node inside a
+// Loop or Scan body feeds it at every iteration: the statistics accumulate
+// over iterations as over batches.
 class ActivationCalibrator::Feeder : public NodeObserver {
 public:
-    void watch(size_t node, size_t input, Observer* observer) { watches_.push_back({node, input, observer}); }
+    void watch(size_t scope, size_t node, size_t input, Observer* observer)
+    {
+        watches_.push_back({scope, node, input, observer});
+    }
     // The feeder reads only the inputs of quantized layers (Conv, Gemm, MatMul,
     // ...), which folding an activation into a Conv leaves as they are.
     bool needsEveryNode() const override { return false; }
+    bool seesSubgraphs() const override { return true; }
 
     void beforeNode(NodeEvent& event) override
     {
         for (const Watch& w : watches_)
-            if (w.node == event.nodeIndex && w.input < event.inputs.size())
+            if (w.node == event.nodeIndex && w.scope == event.scope && w.input < event.inputs.size())
                 w.observer->observe(event.inputs[w.input]);
     }
 
 private:
     struct Watch {
+        size_t scope;
         size_t node;
         size_t input;
         Observer* observer;
@@ -157,7 +164,7 @@ ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const
     for (const ObservedActivation& o : observed) {
         const LayerQuantization* lq = plan.forLayer(o.layers.front());
         const QuantizableLayer& layer = model.layers.at(lq->layer);
-        feeder_->watch(*layer.node, lq->activation->input, &observers_.at(o.value));
+        feeder_->watch(layer.scope, *layer.node, lq->activation->input, &observers_.at(o.value));
     }
 }
 

@@ -37,6 +37,18 @@ void checkInputAgainstDeclaration(const ValueInfo& info, const Tensor& t)
 
 Interpreter::Interpreter(Model model) : model_(std::move(model))
 {
+    size_t nextScope = 0;
+    build(nextScope);
+}
+
+Interpreter::Interpreter(Model model, size_t& nextScope) : model_(std::move(model))
+{
+    build(nextScope);
+}
+
+void Interpreter::build(size_t& nextScope)
+{
+    scope_ = nextScope++;
     if (model_.weightsOnly)
         throw Error("model '" + model_.sourcePath.string() + "' has no graph (a weights-only checkpoint) to run");
     const std::vector<std::string> missing = unsupportedOps(model_);
@@ -83,7 +95,7 @@ Interpreter::Interpreter(Model model) : model_(std::move(model))
             p.inputs.push_back(id);
         }
         if (hasSubgraphs(node)) {
-            subgraphs_.push_back(prepareSubgraphs(model_, node, n));
+            subgraphs_.push_back(prepareSubgraphs(model_, node, n, nextScope));
             p.subgraphs = subgraphs_.back().get();
             for (const std::string& outer : p.subgraphs->outerNames) {
                 const int id = idOf(outer);
@@ -334,6 +346,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             for (size_t i = 0; i < p.inputs.size(); ++i)
                 if (inputPtrs[i])
                     observed[i] = *inputPtrs[i];
+            event.scope = scope_;
             event.nodeIndex = n;
             event.node = &node;
             event.opset = p.opset;
@@ -348,6 +361,8 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         KernelContext ctx(node, n, p.opset, inputPtrs, outputs, &options.cancel);
         ctx.setMemo(&memos_[n]);
         ctx.setSubgraphs(p.subgraphs);
+        if (p.subgraphs && options.observer && options.observer->seesSubgraphs())
+            ctx.setSubgraphObserver(options.observer);
         const bool folding = fuse && !p.absorbed.empty();
         if (folding && p.fused)
             ctx.setFusedActivation(&*p.fused);

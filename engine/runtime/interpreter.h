@@ -22,6 +22,10 @@ namespace qs {
 
 // What a node observer is shown around one node.
 struct NodeEvent {
+    // The graph the node is in: 0 = the model's main graph, else the subgraph
+    // (If/Loop/Scan body) of that number (Model::subgraphs; SubgraphScope says
+    // how they are numbered). nodeIndex counts the nodes of that graph.
+    size_t scope = 0;
     size_t nodeIndex = 0;
     const Node* node = nullptr;
     int64_t opset = 0;
@@ -50,6 +54,10 @@ public:
     // usual and, after it, the activated output; the activation node gets no
     // events. Observers of layer inputs only (calibration, fake-quant) allow it.
     virtual bool needsEveryNode() const { return true; }
+    // Whether the observer is also shown the nodes of subgraphs (If branches,
+    // Loop and Scan bodies, every iteration), with NodeEvent::scope set. One
+    // that returns false (the default) sees the main graph's nodes only.
+    virtual bool seesSubgraphs() const { return false; }
 };
 
 struct RunOptions {
@@ -64,6 +72,10 @@ public:
     // If, Loop and Scan nodes get their subgraphs parsed here, once; a
     // subgraph that does not parse or cannot run is an Error naming the node.
     explicit Interpreter(Model model);
+    // A subgraph's interpreter (runtime/ops/control_flow.h): its events carry
+    // scope `nextScope` (then incremented), and the subgraphs nested in it the
+    // numbers after it, in the order Model::subgraphs gives them.
+    Interpreter(Model model, size_t& nextScope);
     Interpreter(Interpreter&&) noexcept;
     ~Interpreter();
 
@@ -81,6 +93,8 @@ public:
                                 const CancellationToken& cancel = {}) const;
 
     const Model& model() const { return model_; }
+    // The scope this interpreter's nodes report (0 for a model's own interpreter).
+    size_t scope() const { return scope_; }
     // For each node, the values freed right after it (by name): the memory plan.
     std::vector<std::vector<std::string>> freedAfterEachNode() const;
 
@@ -106,8 +120,11 @@ private:
     // and a value computed before the Conv, then a Relu, LeakyRelu, Clip
     // (constant bounds), HardSigmoid or HardSwish.
     void planFusion();
+    // The constructors' work: takes scope number `nextScope` (then increments it).
+    void build(size_t& nextScope);
 
     Model model_;
+    size_t scope_ = 0;
     std::vector<std::string> valueNames_;
     std::vector<PlannedNode> plan_;
     std::vector<int> initializerIds_;

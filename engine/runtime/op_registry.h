@@ -27,6 +27,7 @@
 namespace qs {
 
 struct NodeSubgraphs; // runtime/ops/control_flow.h
+class NodeObserver;   // runtime/interpreter.h
 
 // What a kernel derives from a constant input and keeps across runs (Conv's
 // weights packed for its GEMM), one memo per node. An entry is valid while the
@@ -130,6 +131,10 @@ public:
     // for every other node.
     const NodeSubgraphs* subgraphs() const { return subgraphs_; }
     void setSubgraphs(const NodeSubgraphs* subgraphs) { subgraphs_ = subgraphs; }
+    // The run's observer when it sees subgraphs (NodeObserver::seesSubgraphs):
+    // what If, Loop and Scan pass on to the runs of their bodies; else nullptr.
+    NodeObserver* subgraphObserver() const { return subgraphObserver_; }
+    void setSubgraphObserver(NodeObserver* observer) { subgraphObserver_ = observer; }
 
     // "node 'conv1' (Conv)" or, for an unnamed node, "node #3 (Conv)".
     std::string describe() const;
@@ -158,6 +163,7 @@ private:
     bool declined_ = false;
     KernelMemo* memo_ = nullptr;
     const NodeSubgraphs* subgraphs_ = nullptr;
+    NodeObserver* subgraphObserver_ = nullptr;
 };
 
 using Kernel = void (*)(KernelContext&);

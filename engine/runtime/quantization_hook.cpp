@@ -67,7 +67,7 @@ bool QuantizationHook::isEnabled(size_t modelLayer) const
 
 void QuantizationHook::beforeNode(NodeEvent& event)
 {
-    const LayerQuantization* lq = plan_.forNode(event.nodeIndex);
+    const LayerQuantization* lq = plan_.forNode(event.scope, event.nodeIndex);
     if (lq && lq->problem.empty() && (isEnabled(lq->layer) || isWeightEnabled(lq->layer))) {
         const QuantizableLayer& layer = model_.layers[lq->layer];
         if (weights_ && lq->weight && isWeightEnabled(lq->layer) && layer.weightInput &&
@@ -101,13 +101,13 @@ void QuantizationHook::beforeNode(NodeEvent& event)
             }
         }
     }
-    if (next_)
+    if (next_ && (event.scope == 0 || next_->seesSubgraphs()))
         next_->beforeNode(event);
 }
 
 void QuantizationHook::afterNode(NodeEvent& event)
 {
-    if (next_)
+    if (next_ && (event.scope == 0 || next_->seesSubgraphs()))
         next_->afterNode(event);
 }
 

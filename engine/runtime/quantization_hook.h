@@ -64,6 +64,10 @@ public:
     // The hook rewrites layer inputs only, which fusion leaves as they are; the
     // next observer decides.
     bool needsEveryNode() const override { return next_ && next_->needsEveryNode(); }
+    // Layers inside If/Loop/Scan bodies are quantized as any other (a Loop's
+    // weight once, the same at every iteration); the next observer is shown
+    // subgraph nodes only if it sees subgraphs itself.
+    bool seesSubgraphs() const override { return true; }
 
 private:
     const Model& model_;

@@ -115,14 +115,14 @@ void planActivation(const Model& model, const QuantizableLayer& layer, const Qua
         addNote("act_qtype does not apply: a weights-only model has no activations");
         return;
     }
-    const Node& node = model.nodes.at(*layer.node);
+    const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
     const std::optional<size_t> input = dataInputOf(layer, node);
     if (!input) {
         addNote("act_qtype does not apply: a " + layer.opType + " layer has no float data input to quantize");
         return;
     }
     ActivationQuantization a;
-    a.value = node.inputs[*input];
+    a.value = layer.scope ? model.scopePath(layer.scope) + "/" + node.inputs[*input] : node.inputs[*input];
     a.input = *input;
     a.method = rule.actMethod(CalibrationMethod::parse(mode == QuantizationMode::Odml ? "minmax" : "absmax"));
     a.target.qtype = *rule.actQType;
@@ -215,7 +215,9 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
     plan.mode_ = mode;
     plan.resolution_ = resolveRules(rules, model);
     plan.byLayer_.assign(model.layers.size(), std::nullopt);
-    plan.byNode_.assign(model.nodes.size(), std::nullopt);
+    plan.byNode_.assign(1 + model.subgraphs.size(), {});
+    for (size_t scope = 0; scope < plan.byNode_.size(); ++scope)
+        plan.byNode_[scope].assign(model.scopeGraph(scope).nodes.size(), std::nullopt);
     for (size_t l = 0; l < model.layers.size(); ++l) {
         const std::optional<size_t> rule = plan.resolution_.ruleOfLayer[l];
         if (!rule)
@@ -230,8 +232,8 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         if (r.actQType)
             planActivation(model, layer, r, mode, lq);
         plan.byLayer_[l] = plan.layers_.size();
-        if (layer.node && *layer.node < plan.byNode_.size())
-            plan.byNode_[*layer.node] = plan.layers_.size();
+        if (layer.node && layer.scope < plan.byNode_.size() && *layer.node < plan.byNode_[layer.scope].size())
+            plan.byNode_[layer.scope][*layer.node] = plan.layers_.size();
         plan.layers_.push_back(std::move(lq));
     }
     // A weight several layers read is one quantizer (QuantizableLayer::sharesWeightOf).
@@ -258,11 +260,11 @@ const LayerQuantization* QuantizationPlan::forLayer(size_t layer) const
     return &layers_[*byLayer_[layer]];
 }
 
-const LayerQuantization* QuantizationPlan::forNode(size_t node) const
+const LayerQuantization* QuantizationPlan::forNode(size_t scope, size_t node) const
 {
-    if (node >= byNode_.size() || !byNode_[node])
+    if (scope >= byNode_.size() || node >= byNode_[scope].size() || !byNode_[scope][node])
         return nullptr;
-    return &layers_[*byNode_[node]];
+    return &layers_[*byNode_[scope][node]];
 }
 
 std::vector<ObservedActivation> QuantizationPlan::observedActivations() const

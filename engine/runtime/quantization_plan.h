@@ -36,7 +36,10 @@ std::optional<QuantizationMode> parseQuantizationMode(std::string_view name);
 
 // One layer's quantized input activation. Always one scale per tensor.
 struct ActivationQuantization {
-    std::string value;          // the node input value that is quantized
+    // The node input value that is quantized; in a subgraph, prefixed with the
+    // scope's path ("Loop_0/body/h_in"): one value per scope, however often the
+    // body runs (the node's input `input` names it inside the subgraph).
+    std::string value;
     CalibrationMethod method;   // act_calibration, or the mode's default
     CalibrationTarget target;   // qtype (act_qtype), narrow range, scale restriction, symmetric
     bool staticScale = false;   // act_static_scale: range from calibration statistics; else from each batch
@@ -93,7 +96,10 @@ public:
     // The layers a rule applies to, in model order (problem layers included).
     const std::vector<LayerQuantization>& layers() const { return layers_; }
     const LayerQuantization* forLayer(size_t layer) const;
-    const LayerQuantization* forNode(size_t node) const;
+    // The plan layer at node `node` of scope `scope` (0: the main graph; else a
+    // subgraph, Model::subgraphs), or nullptr.
+    const LayerQuantization* forNode(size_t scope, size_t node) const;
+    const LayerQuantization* forNode(size_t node) const { return forNode(0, node); }
     // The activations with act_qtype set (static or dynamic), one entry per
     // value, in model order of the first layer reading them. A value several
     // layers quantize is observed with the first layer's batch axes.
@@ -104,7 +110,7 @@ private:
     RuleResolution resolution_;
     std::vector<LayerQuantization> layers_;
     std::vector<std::optional<size_t>> byLayer_; // model layer -> index into layers_
-    std::vector<std::optional<size_t>> byNode_;  // model node -> index into layers_
+    std::vector<std::vector<std::optional<size_t>>> byNode_; // [scope][node] -> index into layers_
 };
 
 } // namespace qs

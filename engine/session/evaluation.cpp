@@ -32,7 +32,7 @@ std::vector<TrackedLayer> trackedLayers(const Model& model, const QuantizationPl
     std::vector<TrackedLayer> tracked;
     for (const LayerQuantization& lq : plan.layers()) {
         const QuantizableLayer& layer = model.layers.at(lq.layer);
-        if (!layer.node)
+        if (!layer.node || layer.scope != 0) // a subgraph layer's output is one per iteration: not recorded
             continue;
         const bool quantized = lq.problem.empty() && (weights.find(lq.layer) || lq.activation);
         tracked.push_back({lq.layer, *layer.node, quantized});
@@ -403,6 +403,17 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
             l.isolated = isolated[i].metrics();
         if (options.accumulated && result.batches)
             l.accumulated = accumulated[i].metrics();
+        result.layers.push_back(l);
+    }
+    // Layers inside If/Loop/Scan bodies: their weight's metrics; the model's
+    // outputs above include their quantization (the hook runs in the bodies).
+    for (const LayerQuantization& lq : plan.layers()) {
+        if (model.layers.at(lq.layer).scope == 0)
+            continue;
+        LayerEvaluation l;
+        l.layer = lq.layer;
+        if (const auto w = weights.find(lq.layer); w && lq.problem.empty())
+            l.weight = w->metrics;
         result.layers.push_back(l);
     }
     for (const ValueInfo& o : model.outputs)

@@ -52,6 +52,8 @@ struct LayerEvaluation {
     // activation) on the float model's inputs, against the float output.
     std::optional<ErrorMetrics> isolated;
     // At the layer's output: everything quantized, against the float run.
+    // Neither is measured for a layer inside an If/Loop/Scan body (its output
+    // is one tensor per iteration): such a row has its weight's metrics only.
     std::optional<ErrorMetrics> accumulated;
 };
 

@@ -1,14 +1,11 @@
 #include "runtime/ops/control_flow.h"
 
-#include <google/protobuf/io/coded_stream.h>
-#include <onnx/onnx_pb.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
 #include <unordered_set>
 
-#include "io/onnx_loader.h"
+#include "io/onnx_subgraph.h"
 #include "runtime/interpreter.h"
 #include "runtime/tensor_cast.h"
 
@@ -36,98 +33,27 @@ bool hasSubgraphs(const Node& node)
 
 namespace {
 
-// Names `graph` (and the graphs nested in it) read without defining them, each
-// once, in the order they are first read.
-std::vector<std::string> outerScopeNames(const onnx::GraphProto& graph)
-{
-    std::unordered_set<std::string> defined, listed;
-    for (const auto& v : graph.input())
-        defined.insert(v.name());
-    for (const auto& t : graph.initializer())
-        defined.insert(t.name());
-    std::vector<std::string> names;
-    auto read = [&](const std::string& name) {
-        if (!name.empty() && !defined.contains(name) && listed.insert(name).second)
-            names.push_back(name);
-    };
-    for (const auto& node : graph.node()) {
-        for (const std::string& in : node.input())
-            read(in);
-        for (const auto& attribute : node.attribute()) {
-            if (attribute.has_g())
-                for (const std::string& name : outerScopeNames(attribute.g()))
-                    read(name);
-            for (const auto& g : attribute.graphs())
-                for (const std::string& name : outerScopeNames(g))
-                    read(name);
-        }
-        for (const std::string& out : node.output())
-            if (!out.empty())
-                defined.insert(out);
-    }
-    for (const auto& v : graph.output())
-        read(v.name());
-    return names;
-}
-
 std::string describeNode(const Node& node, size_t nodeIndex)
 {
     return "node " + (node.name.empty() ? "#" + std::to_string(nodeIndex) : "'" + node.name + "'") + " (" +
            node.opType + ")";
 }
 
-// The subgraph as a model of its own: its outer-scope names become graph
-// inputs after its own, so the loader's checks and the interpreter's plan see
-// every name defined.
-Subgraph loadSubgraph(const Model& parent, const std::string& bytes, const std::string& where)
+// The subgraph as a model of its own (io/onnx_subgraph.h), ready to run: its
+// outer-scope names are graph inputs after its own, so the interpreter's plan
+// sees every name defined.
+Subgraph loadSubgraph(const Model& parent, const std::string& bytes, const std::string& where, size_t& nextScope)
 {
-    onnx::GraphProto graph;
-    {
-        google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()), int(bytes.size()));
-        in.SetTotalBytesLimit(int(kMaxOnnxProtobufBytes));
-        if (!graph.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
-            throw Error(where + ": the subgraph does not parse (truncated or corrupted)");
-    }
-    const std::vector<std::string> outer = outerScopeNames(graph);
-    for (const std::string& name : outer)
-        graph.add_input()->set_name(name);
-
-    onnx::ModelProto model;
-    model.set_ir_version(parent.irVersion > 0 ? parent.irVersion : 8);
-    for (const auto& [domain, version] : parent.opsetImports) {
-        auto* opset = model.add_opset_import();
-        opset->set_domain(domain);
-        opset->set_version(version);
-    }
-    *model.mutable_graph() = std::move(graph);
-    const std::string serialized = model.SerializeAsString();
-    // External data of a subgraph's tensors resolves in the model's folder, as the top graph's does.
-    std::error_code ec;
-    std::filesystem::path folder;
-    if (parent.format == "onnx" && std::filesystem::is_regular_file(parent.sourcePath, ec))
-        folder = std::filesystem::absolute(parent.sourcePath, ec).parent_path();
-    OnnxLoadOptions options;
-    options.runChecker = false; // the checker ran on the whole model, subgraphs included
-    options.runShapeInference = false;
-    Model loaded =
-        loadOnnxBytes(std::as_bytes(std::span(serialized.data(), serialized.size())), where, folder, options);
-    loaded.sourcePath = where;
-    loaded.format = parent.format;
-
+    OnnxSubgraph loaded = loadOnnxSubgraph(parent, bytes, where);
     Subgraph g;
-    if (loaded.inputs.size() < outer.size())
-        throw Error(where + ": an initializer of the subgraph has the name of a value it reads from outside");
-    g.formalInputs = loaded.inputs.size() - outer.size();
-    for (size_t k = 0; k < outer.size(); ++k)
-        if (loaded.inputs[g.formalInputs + k].name != outer[k])
-            throw Error(where + ": an initializer of the subgraph has the name of one of its inputs");
-    if (const std::vector<std::string> missing = unsupportedOps(loaded); !missing.empty()) {
+    g.formalInputs = loaded.formalInputs;
+    if (const std::vector<std::string> missing = unsupportedOps(loaded.model); !missing.empty()) {
         std::string list;
         for (const std::string& op : missing)
             list += (list.empty() ? "" : ", ") + op;
         throw Error(where + " uses ops the runtime lacks: " + list);
     }
-    g.graph = std::make_unique<const Interpreter>(std::move(loaded));
+    g.graph = std::make_unique<const Interpreter>(std::move(loaded.model), nextScope);
     return g;
 }
 
@@ -169,6 +95,7 @@ std::vector<Tensor> runSubgraph(const KernelContext& ctx, const Subgraph& g, std
     RunOptions options;
     if (ctx.cancellation())
         options.cancel = *ctx.cancellation();
+    options.observer = ctx.subgraphObserver(); // calibration and fake-quant see the body's layers
     std::map<std::string, Tensor> outputs;
     try {
         outputs = g.graph->run(std::move(inputs), options);
@@ -328,7 +255,8 @@ std::vector<Tensor> scanSteps(const KernelContext& ctx, const Subgraph& body, st
 
 } // namespace
 
-std::unique_ptr<NodeSubgraphs> prepareSubgraphs(const Model& model, const Node& node, size_t nodeIndex)
+std::unique_ptr<NodeSubgraphs> prepareSubgraphs(const Model& model, const Node& node, size_t nodeIndex,
+                                                size_t& nextScope)
 {
     auto result = std::make_unique<NodeSubgraphs>();
     for (const Attribute& a : node.attributes) {
@@ -336,7 +264,7 @@ std::unique_ptr<NodeSubgraphs> prepareSubgraphs(const Model& model, const Node& 
             continue;
         const std::string where =
             model.sourcePath.string() + ": " + describeNode(node, nodeIndex) + ", subgraph '" + a.name + "'";
-        Subgraph g = loadSubgraph(model, a.s, where);
+        Subgraph g = loadSubgraph(model, a.s, where, nextScope);
         g.attribute = a.name;
         const std::vector<ValueInfo>& inputs = g.graph->model().inputs;
         for (size_t i = g.formalInputs; i < inputs.size(); ++i) {

@@ -4,7 +4,9 @@
 // into interpreters of their own. A subgraph may read values it does not
 // define (outer scope): the names are collected through nested subgraphs too,
 // the interpreter passes their values to the node after its own inputs, and
-// each run hands them to the subgraph as extra graph inputs.
+// each run hands them to the subgraph as extra graph inputs. A run's observer
+// that sees subgraphs (NodeObserver::seesSubgraphs) is passed on to every run
+// of a body, whose events carry the body's scope.
 //
 // Limits on untrusted models (each an Error naming the node):
 // - a Loop runs at most kMaxLoopIterations iterations, whatever its trip count
@@ -54,8 +56,11 @@ struct NodeSubgraphs {
 // Whether a node carries subgraph attributes.
 bool hasSubgraphs(const Node& node);
 // Parses every subgraph attribute of `node` (of `model`); an Error naming the
-// node and the attribute when one does not parse or cannot run.
-std::unique_ptr<NodeSubgraphs> prepareSubgraphs(const Model& model, const Node& node, size_t nodeIndex);
+// node and the attribute when one does not parse or cannot run. The subgraph
+// interpreters take scope numbers from `nextScope` on, in the order
+// Model::subgraphs lists them (SubgraphScope).
+std::unique_ptr<NodeSubgraphs> prepareSubgraphs(const Model& model, const Node& node, size_t nodeIndex,
+                                                size_t& nextScope);
 
 namespace ops {
 void ifOp(KernelContext& ctx);
