@@ -44,9 +44,6 @@ const std::filesystem::path kZoo = QUANTSCOPE_ZOO_DIR;
 
 // (check, model) → why it fails today.
 const std::map<std::pair<std::string, std::string>, const char*> kKnownGaps = {
-    {{"qdqExport", "encoder_shared_layers"},
-     "a weight read by several layers is not one shared quantizer yet: the QDQ "
-     "export refuses to quantize it twice"},
 };
 
 // Marks the next check of this row as an expected failure when it is a known gap.
