@@ -19,6 +19,7 @@
 #include "graph/weight_layout.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
+#include "io/npz.h"
 #include "rules/ruleset.h"
 
 using namespace qs;
@@ -314,6 +315,72 @@ private slots:
         QCOMPARE(shift.at("scale")[0].get<float>(), 9.0f / 255.0f); // [-2, 7]
         QCOMPARE(shift.at("zero_point")[0].get<int64_t>(), int64_t(std::nearbyint(-128.0 + 2.0 / (9.0 / 255.0))));
         QCOMPARE(doc.at("ops").back().at("scheme"), "own_scale");
+    }
+
+    void embeddingOfTokenIdsIsAnActivation()
+    {
+        // ids (int64) -> Gather(table) -> ReduceMean: the embedding is a layer and its
+        // output an int8 activation although no float graph input feeds it; the shape
+        // arithmetic beside it (Shape -> Gather) is not quantized.
+        Model model;
+        model.sourcePath = "embedding.onnx";
+        model.format = "onnx";
+        model.opsetImports[""] = 13;
+        model.inputs = {ValueInfo{"ids", DType::I64, "int64", std::vector<Dim>{Dim::named("N"), Dim::fixed(4)}}};
+        model.outputs = {ValueInfo{"pooled", DType::F32, "float32", std::nullopt},
+                         ValueInfo{"length", DType::I64, "int64", std::nullopt}};
+        std::vector<float> table(10 * 6);
+        for (size_t i = 0; i < table.size(); ++i)
+            table[i] = float(i % 7) - 3.0f;
+        model.addInitializer("table", Tensor::fromVector(DType::F32, {10, 6}, table));
+        model.addInitializer("one", Tensor::fromVector(DType::I64, {1}, std::vector<int64_t>{1}));
+        auto node = [&](const char* name, const char* op, std::vector<std::string> in, std::string out) {
+            Node n;
+            n.name = name;
+            n.opType = op;
+            n.inputs = std::move(in);
+            n.outputs = {std::move(out)};
+            model.nodes.push_back(n);
+        };
+        node("/embed/Gather", "Gather", {"table", "ids"}, "embedded");
+        node("/pool/ReduceMean", "ReduceMean", {"embedded"}, "pooled");
+        node("/Shape", "Shape", {"ids"}, "shape");
+        node("/length/Gather", "Gather", {"shape", "one"}, "length");
+        Attribute axes;
+        axes.name = "axes";
+        axes.kind = Attribute::Kind::Ints;
+        axes.ints = {1};
+        model.nodes[1].attributes.push_back(axes);
+        model.layers = findGraphLayers(model);
+        QCOMPARE(int(model.layers.size()), 1);
+
+        std::vector<int64_t> ids(8 * 4);
+        for (size_t i = 0; i < ids.size(); ++i)
+            ids[i] = int64_t(i % 10);
+        const fs::path calib = out("ids.npz");
+        writeNpz(calib, {{"ids", Tensor::fromVector(DType::I64, {8, 4}, ids)}});
+        const QuantizationPlan plan = QuantizationPlan::build(model, RuleSet::fromJson(kAllInt8), QuantizationMode::Odml);
+        WeightQuantizer weights;
+        weights.update(model, plan);
+        const Interpreter interpreter(model);
+        auto data = openDataSource(calib, {.batchSize = 4}, &model);
+        try {
+            exportOdml(interpreter, plan, weights, *data, {}, out("embedding.json"));
+        } catch (const Error& e) {
+            QFAIL(e.what());
+        }
+        const nlohmann::json doc = readJson(out("embedding.json"));
+        QCOMPARE(findPoint(doc, "table")->at("kind"), "weight");
+        QCOMPARE(findPoint(doc, "embedded")->at("kind"), "activation");
+        QCOMPARE(findPoint(doc, "pooled")->at("kind"), "activation");
+        QVERIFY(!findPoint(doc, "ids") && !findPoint(doc, "shape") && !findPoint(doc, "length"));
+        std::map<std::string, std::string> schemes;
+        for (const nlohmann::json& op : doc.at("ops"))
+            schemes[op.at("node")] = op.at("scheme");
+        QCOMPARE(schemes.at("/embed/Gather"), "layer");
+        QCOMPARE(schemes.at("/pool/ReduceMean"), "own_scale");
+        QCOMPARE(schemes.at("/Shape"), "not_quantized");
+        QCOMPARE(schemes.at("/length/Gather"), "not_quantized");
     }
 
     void zeroOrNonFiniteScalesNameTheTensor()

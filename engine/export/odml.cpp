@@ -94,7 +94,16 @@ std::string_view schemeName(OpScheme s)
 
 std::string nodeLabel(const Node& node, size_t index)
 {
-    return "node '" + (node.name.empty() ? "#" + std::to_string(index) : node.name) + "' (" + node.opType + ")";
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on `"#" + std::to_string(...)`.
+    std::string label = "node '";
+    if (node.name.empty())
+        label += '#', label += std::to_string(index);
+    else
+        label += node.name;
+    label += "' (";
+    label += node.opType;
+    label += ")";
+    return label;
 }
 
 // One value that gets its own activation range.
@@ -106,9 +115,10 @@ struct ActivationValue {
     std::optional<std::pair<float, int>> fixed; // a FixedScale op's output: (scale, zero point)
 };
 
-// The values of the graph that hold float data computed from a float graph
-// input (what the integer model holds as int8); shapes, indices, masks and
-// values computed from constants only are not among them.
+// The values of the graph that hold float data computed from the data of a
+// graph input (what the integer model holds as int8): an embedding's output
+// (a constant table gathered by token ids) is one; shapes, indices, masks and
+// values computed from constants or from Shape/Size only are not.
 std::set<std::string> floatActivationValues(const Model& model)
 {
     std::map<std::string, DType> declared;
@@ -119,31 +129,42 @@ std::set<std::string> floatActivationValues(const Model& model)
     static const std::set<std::string> kNeverFloat = {
         "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
         "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
-    std::set<std::string> values;
-    for (const ValueInfo& v : model.inputs)
+    std::set<std::string> fromData, floats;
+    for (const ValueInfo& v : model.inputs) {
+        fromData.insert(v.name);
         if (v.dtype && isFloatingDType(*v.dtype))
-            values.insert(v.name);
+            floats.insert(v.name);
+    }
+    for (const NamedTensor& t : model.initializers())
+        if (isFloatingDType(t.tensor.dtype()))
+            floats.insert(t.name);
     for (const Node& node : model.nodes) {
-        bool fromActivation = false;
+        bool dataInput = false, floatInput = false;
         for (const std::string& in : node.inputs)
-            fromActivation = fromActivation || values.contains(in);
-        if (!fromActivation || kNeverFloat.contains(node.opType))
-            continue;
+            dataInput = dataInput || fromData.contains(in), floatInput = floatInput || floats.contains(in);
+        const bool data = dataInput && node.opType != "Shape" && node.opType != "Size";
         for (size_t k = 0; k < node.outputs.size(); ++k) {
             const std::string& out = node.outputs[k];
-            if (out.empty() || (k > 0 && (node.opType == "MaxPool" || node.opType == "TopK" ||
-                                          node.opType == "Dropout")))
-                continue; // indices, masks
-            if (const auto d = declared.find(out); d != declared.end() && !isFloatingDType(d->second))
+            if (out.empty())
                 continue;
+            if (data)
+                fromData.insert(out);
+            bool isFloat = floatInput && !kNeverFloat.contains(node.opType) &&
+                           !(k > 0 && (node.opType == "MaxPool" || node.opType == "TopK" || node.opType == "Dropout"));
             if (node.opType == "Cast") {
                 const int64_t to = node.intAttribute("to", 1);
-                if (to != 1 && to != 10 && to != 11 && to != 16)
-                    continue;
+                isFloat = to == 1 || to == 10 || to == 11 || to == 16;
             }
-            values.insert(out);
+            if (const auto d = declared.find(out); d != declared.end())
+                isFloat = isFloatingDType(d->second);
+            if (isFloat)
+                floats.insert(out);
         }
     }
+    std::set<std::string> values;
+    for (const std::string& v : fromData)
+        if (floats.contains(v))
+            values.insert(v);
     return values;
 }
 
