@@ -1,13 +1,17 @@
 // ContainedCall: a child's answer arrives whole and in order; a clean refusal
 // comes back as the same Error; a crash, a runaway allocation and a stall end
 // the child, not the caller, each reported as what it was; the child prints
-// nothing.
+// nothing, and it dies with its caller.
 #include <QtTest>
 
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -122,6 +126,54 @@ private slots:
         QCOMPARE(int(outcome.status), int(ContainedOutcome::Status::TimedOut));
         QVERIFY(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
         QCOMPARE(messages, std::vector<std::string>{"working"});
+    }
+
+    void theChildDiesWithItsCaller()
+    {
+        // A caller process runs a contained call whose work never ends, and is
+        // killed: the child must not live on as an orphan (spinning in a
+        // library, as a looping libhdf5 did under the fuzzer).
+        int pipeFds[2];
+        QVERIFY(::pipe(pipeFds) == 0);
+        const pid_t caller = ::fork();
+        QVERIFY(caller >= 0);
+        if (caller == 0) {
+            ::close(pipeFds[0]);
+            std::vector<std::string> messages;
+            runCollecting(
+                [&](ContainedChannel&) {
+                    const pid_t self = ::getpid();
+                    if (::write(pipeFds[1], &self, sizeof self) != sizeof self)
+                        ::_exit(2);
+                    for (;;)
+                        ::pause();
+                },
+                messages);
+            ::_exit(0);
+        }
+        ::close(pipeFds[1]);
+        pid_t child = 0;
+        QCOMPARE(::read(pipeFds[0], &child, sizeof child), ssize_t(sizeof child));
+        ::close(pipeFds[0]);
+        QVERIFY(child > 0 && child != caller);
+        ::kill(caller, SIGKILL);
+        ::waitpid(caller, nullptr, 0);
+        // Gone (or a zombie nobody has reaped yet) within 5 s.
+        auto running = [](pid_t pid) {
+            std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+            std::string text((std::istreambuf_iterator<char>(stat)), {});
+            const size_t close = text.rfind(')');
+            return !text.empty() && close != std::string::npos && close + 2 < text.size() && text[close + 2] != 'Z';
+        };
+        bool alive = true;
+        for (int i = 0; i < 500 && alive; ++i) {
+            alive = running(child);
+            if (alive)
+                std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        if (alive)
+            ::kill(child, SIGKILL); // do not leave it behind when the check fails
+        QVERIFY2(!alive, "the contained child outlived its killed caller");
     }
 
     void aChildThatExitsWithoutAnsweringIsReported()

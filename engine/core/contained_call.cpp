@@ -9,6 +9,7 @@
 #include <fstream>
 #include <new>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -280,6 +281,7 @@ ContainedOutcome ContainedCall::run(const Work& work, const Receiver& receive, c
     }
     const ProcessSize atFork = processSize("self");
     std::fflush(nullptr);
+    const pid_t parent = ::getpid();
     const pid_t pid = ::fork();
     if (pid < 0) {
         outcome.status = ContainedOutcome::Status::CannotStart;
@@ -289,6 +291,12 @@ ContainedOutcome ContainedCall::run(const Work& work, const Receiver& receive, c
         return outcome;
     }
     if (pid == 0) {
+        // The child dies with the thread that forked it (which waits for it):
+        // a parent that crashes or is killed must not leave a library spinning
+        // in an orphan. The parent may have died before the call took effect.
+        ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (::getppid() != parent)
+            ::_exit(1);
         ::close(fds[0]);
         runChild(fds[1], work, atFork.virtualBytes + limits.memoryBudget);
     }

@@ -14,6 +14,9 @@
 // - time: the child is killed when it sends nothing for `stallTimeout`.
 // - signals: a child that dies of a signal (SIGSEGV in the library) is
 //   reported as crashed; it never takes the caller with it.
+// - lifetime: the child is killed (SIGKILL) when the thread that forked it
+//   ends, so a caller that crashes or is killed leaves no library running in
+//   an orphan (PR_SET_PDEATHSIG; run() waits for the child on that thread).
 // The child's stdout and stderr go to /dev/null (a library's messages never
 // reach the user), it writes no core file, and it ends with _exit: nothing the
 // parent registered with atexit runs twice. There is no in-process fallback:
