@@ -11,17 +11,19 @@ namespace qs {
 
 namespace {
 
-template <typename F> void forEachSubgraphInput(const onnx::GraphProto& graph, F&& read)
+// Every value `node` reads: its inputs, and those of the nodes of its
+// subgraphs, nested ones included (outer-scope reads).
+template <typename F> void forEachRead(const onnx::NodeProto& node, F&& read)
 {
-    for (const auto& node : graph.node()) {
-        for (const auto& in : node.input())
-            read(in);
-        for (const auto& a : node.attribute()) {
-            if (a.has_g())
-                forEachSubgraphInput(a.g(), read);
-            for (const auto& g : a.graphs())
-                forEachSubgraphInput(g, read);
-        }
+    for (const auto& in : node.input())
+        read(in);
+    for (const auto& a : node.attribute()) {
+        if (a.has_g())
+            for (const auto& inner : a.g().node())
+                forEachRead(inner, read);
+        for (const auto& g : a.graphs())
+            for (const auto& inner : g.node())
+                forEachRead(inner, read);
     }
 }
 
@@ -55,15 +57,8 @@ void QdqGraph::reindex()
             if (list.empty() || list.back() != i)
                 list.push_back(i);
         };
-        for (const auto& in : node.input())
-            read(in);
         // A subgraph (If, Loop, Scan) may read outer values directly: they count as read by its node.
-        for (const auto& a : node.attribute()) {
-            if (a.has_g())
-                forEachSubgraphInput(a.g(), read);
-            for (const auto& g : a.graphs())
-                forEachSubgraphInput(g, read);
-        }
+        forEachRead(node, read);
     }
     for (int i = 0; i < graph_.initializer_size(); ++i) {
         initializers_[graph_.initializer(i).name()] = i;
@@ -94,16 +89,8 @@ void QdqGraph::sortTopologically()
                 readers[size_t(*p)].push_back(i);
             }
         };
-        const onnx::NodeProto& node = graph_.node(i);
-        for (const auto& in : node.input())
-            read(in);
-        // A subgraph's outer-scope reads (a weight dequantized outside a Loop body) order it too.
-        for (const auto& a : node.attribute()) {
-            if (a.has_g())
-                forEachSubgraphInput(a.g(), read);
-            for (const auto& g : a.graphs())
-                forEachSubgraphInput(g, read);
-        }
+        // A subgraph's outer-scope reads (a weight dequantized outside a Loop body) order its node too.
+        forEachRead(graph_.node(i), read);
     }
     // Always take the lowest ready index, so an already ordered graph keeps its order.
     std::vector<int> ready;
