@@ -20,9 +20,9 @@
 #include <random>
 #include <thread>
 
-#include "analysis/method_comparison.h"
+#include "quantization/method_comparison.h"
 #include "analysis/metrics.h"
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "graph/model.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
@@ -30,8 +30,8 @@
 #include "rules/ruleset.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 #include "session/evaluation.h"
 #include "widgets/charts/chart_frame.h"
 #include "widgets/charts/charts_panel.h"

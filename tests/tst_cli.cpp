@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
-#include "analysis/method_comparison.h"
-#include "analysis/tensor_quantization.h"
-#include "graph/rule_resolution.h"
+#include "quantization/method_comparison.h"
+#include "quantization/tensor_quantization.h"
+#include "quantization/rule_resolution.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
 #include "quant/kernels.h"

@@ -19,7 +19,7 @@
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_hook.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/weight_quantizer.h"
 #include "test_support.h"
 
 using namespace qs;

@@ -19,8 +19,8 @@
 #include "io/model_loader.h"
 #include "io/safetensors.h"
 #include "rules/ruleset.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 using namespace qs;
 namespace fs = std::filesystem;

@@ -4,7 +4,7 @@
 
 #include "graph/model.h"
 #include "graph/module_path.h"
-#include "graph/rule_resolution.h"
+#include "quantization/rule_resolution.h"
 #include "graph/weight_layout.h"
 
 using namespace qs;

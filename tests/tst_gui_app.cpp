@@ -7,28 +7,28 @@
 #include <QtTest>
 
 #include <QAbstractItemModelTester>
-#include <QDir>
-#include <QSortFilterProxyModel>
-#include <QStandardPaths>
 #include <QAction>
 #include <QComboBox>
+#include <QDir>
 #include <QLabel>
+#include <QSortFilterProxyModel>
+#include <QStandardPaths>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QToolBar>
 
-#include <thread>
 #include <QTextBrowser>
 #include <QTreeView>
 #include <QUndoStack>
+#include <thread>
 
 #include "gui/data_dialog.h"
 #include "gui/export_dialog.h"
 #include "gui/job_tracker.h"
-#include "gui/stall_watchdog.h"
-#include "io/synthetic_data.h"
 #include "gui/main_window.h"
+#include "gui/stall_watchdog.h"
 #include "gui/workspace.h"
+#include "io/synthetic_data.h"
 #include "rules/ruleset.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
@@ -104,8 +104,8 @@ void TestGuiApp::loadingTheDemoFillsTheLayerTree()
     QStringList paths;
     for (size_t i = 0; i < 5; ++i)
         paths << ws.layers()->indexOfLayer(i).data(LayerTreeModel::ModulePathRole).toString();
-    QCOMPARE(paths, QStringList({"features/conv1", "features/conv2", "features/conv3", "classifier/fc1",
-                                 "classifier/fc2"}));
+    QCOMPARE(paths,
+             QStringList({"features/conv1", "features/conv2", "features/conv3", "classifier/fc1", "classifier/fc2"}));
     QCOMPARE(ws.layers()->rowCount(), 2); // features, classifier
     QVERIFY(ws.canRun());
     QVERIFY(ws.unsupportedOps().isEmpty());
@@ -128,8 +128,8 @@ void TestGuiApp::editRecomputesOnlyChangedLayers()
     QVERIFY(fc2Before > 30); // int8 per channel
 
     // fc2 gets int4 per tensor in a rule of its own, ahead of the w8a8 rule.
-    nlohmann::ordered_json rule{{"module_path", "classifier/fc2"}, {"weight_qtype", "int4"},
-                                {"granularity", "per_tensor"}};
+    nlohmann::ordered_json rule{
+        {"module_path", "classifier/fc2"}, {"weight_qtype", "int4"}, {"granularity", "per_tensor"}};
     ws.rules()->insertRule(0, rule, QStringLiteral("fc2 int4"));
     // Until the job is back, every weight cell is stale, none current.
     if (ws.weightsGeneration() != ws.generation())
@@ -146,6 +146,24 @@ void TestGuiApp::editRecomputesOnlyChangedLayers()
     QVERIFY2(fc2After < fc2Before - 10, qPrintable(QStringLiteral("%1 vs %2").arg(fc2After).arg(fc2Before)));
     QCOMPARE(cell(ws, 4, LayerTreeModel::WeightQTypeColumn).data().toString(), QStringLiteral("int4"));
     QCOMPARE(cell(ws, 4, LayerTreeModel::RuleColumn).data().toString(), QStringLiteral("0"));
+
+    // One edit through the rule table costs one resolution of the rules, done by the
+    // engine's exploration (the table gets the plan's counts), and no model reset.
+    QSignalSpy reset(ws.rules(), &QAbstractItemModel::modelReset);
+    const uint64_t resolutions = RuleSet::resolutionCount();
+    ws.rules()->setField(0, "weight_qtype", "int3");
+    QCOMPARE(RuleSet::resolutionCount() - resolutions, uint64_t(1));
+    QCOMPARE(reset.count(), 0);
+    QCOMPARE(ws.rules()->index(0, RuleTableModel::kMatchesColumn).data().toString(), QStringLiteral("1"));
+    // An activation-only edit keeps the weights: nothing is requantized.
+    const uint64_t weightsBefore = ws.weightsGeneration();
+    QVERIFY(weightsCurrent(ws));
+    const auto int3 = ws.weights()->find(4);
+    ws.rules()->setField(0, "act_calibration", "minmax");
+    QCOMPARE(ws.weightsGeneration(), ws.generation());
+    QVERIFY(ws.weightsGeneration() > weightsBefore);
+    QCOMPARE(ws.weights()->find(4), int3);
+    QVERIFY(!cell(ws, 4, LayerTreeModel::WeightSqnrColumn).data(LayerTreeModel::StaleRole).toBool());
 
     // Rapid edits: jobs of superseded generations never land; the last one does.
     for (const char* qtype : {"int2", "int3", "int6"})
@@ -400,8 +418,8 @@ void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()
 void TestGuiApp::watchdogLogsAStallOfTheGuiThread()
 {
     StallWatchdog watchdog(std::chrono::milliseconds(50));
-    QTest::qWait(100); // the event loop runs: watching starts
-    const int before = watchdog.stalls(); // 0, unless the machine itself stalled the process
+    QTest::qWait(100);                                           // the event loop runs: watching starts
+    const int before = watchdog.stalls();                        // 0, unless the machine itself stalled the process
     std::this_thread::sleep_for(std::chrono::milliseconds(200)); // the GUI thread blocked
     QTest::ignoreMessage(QtWarningMsg, QRegularExpression(QStringLiteral("GUI thread was blocked for \\d+ ms")));
     QTRY_VERIFY_WITH_TIMEOUT(watchdog.stalls() > before, 2000);
@@ -491,8 +509,7 @@ void TestGuiApp::screenshotOfTheMainWindow()
     QSignalSpy evaluated(window.workspace(), &Workspace::evaluationChanged);
     window.runWhenReady(true, true);
     QVERIFY(evaluated.wait(120000));
-    const QModelIndex conv2 =
-        window.layerProxy()->mapFromSource(window.workspace()->layers()->indexOfLayer(1));
+    const QModelIndex conv2 = window.layerProxy()->mapFromSource(window.workspace()->layers()->indexOfLayer(1));
     window.layerView()->setCurrentIndex(conv2);
     window.ruleEditor()->selectRule(1);
     QTest::qWait(300);

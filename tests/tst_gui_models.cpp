@@ -48,6 +48,15 @@ std::vector<RuleTarget> targetsOf(const std::vector<QuantizableLayer>& layers)
     return t;
 }
 
+// What the app's Workspace does for the rule table: the engine resolves the
+// rules once per edit and hands the table the result.
+void resolveOnEdit(RuleTableModel& model, const std::vector<RuleTarget>& targets)
+{
+    QObject::connect(&model, &RuleTableModel::rulesChanged, &model,
+                     [&model, targets] { model.setResolution(model.effectiveRules().resolve(targets)); });
+    model.setResolution(model.effectiveRules().resolve(targets));
+}
+
 int column(std::string_view field)
 {
     return RuleTableModel::columnOfField(field);
@@ -173,7 +182,7 @@ void TestGuiModels::ruleEditsUpdateMatchCounts()
     QUndoStack undo;
     RuleTableModel model(&undo);
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setTargets(targetsOf(demoLayers()));
+    resolveOnEdit(model, targetsOf(demoLayers()));
     model.setRuleSet(RuleSet::fromJson(R"({"version":1,"rules":[
         {"module_path":"features/.*","weight_qtype":"int8"},
         {"op_types":["Gemm"],"weight_qtype":"int4"},
@@ -203,7 +212,8 @@ void TestGuiModels::ruleEditsUpdateMatchCounts()
     QVERIFY(model.index(1, 0).data(RuleTableModel::UnusedRole).toBool());
     QCOMPARE(model.index(1, RuleTableModel::kMatchesColumn).data().toString(), QStringLiteral("unused"));
     // Combos come from the engine's tables.
-    const QStringList qtypes = model.index(0, column("weight_qtype")).data(RuleTableModel::AllowedValuesRole).toStringList();
+    const QStringList qtypes =
+        model.index(0, column("weight_qtype")).data(RuleTableModel::AllowedValuesRole).toStringList();
     QVERIFY(qtypes.contains(QStringLiteral("int8")) && qtypes.contains(QStringLiteral("nf4")));
     // Clearing a field returns it to its default (shown greyed).
     model.setData(model.index(0, column("weight_qtype")), QString());
@@ -216,7 +226,7 @@ void TestGuiModels::undoRedoRestoresRulesExactly()
     QUndoStack undo;
     RuleTableModel model(&undo);
     QAbstractItemModelTester tester(&model, QAbstractItemModelTester::FailureReportingMode::QtTest);
-    model.setTargets(targetsOf(demoLayers()));
+    resolveOnEdit(model, targetsOf(demoLayers()));
     const RuleSet original = RuleSet::fromJson(R"({"version":1,"rules":[
         {"module_path":"features/.*","weight_qtype":"int8","act_qtype":"int8","act_calibration":"minmax"},
         {"op_types":["Gemm"],"weight_qtype":"int4","tile_size":16}]})");
@@ -251,7 +261,7 @@ void TestGuiModels::invalidRegexMarksCellWithPosition()
 {
     QUndoStack undo;
     RuleTableModel model(&undo);
-    model.setTargets(targetsOf(demoLayers()));
+    resolveOnEdit(model, targetsOf(demoLayers()));
     model.setRuleSet(RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int8"},{"weight_qtype":"int4"}]})"),
                      QStringLiteral("load"));
     QCOMPARE(model.index(0, RuleTableModel::kMatchesColumn).data().toString(), QStringLiteral("5"));

@@ -24,7 +24,7 @@
 #include "io/onnx_loader.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_hook.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/weight_quantizer.h"
 
 using namespace qs;
 

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "graph/model.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 #include "session/evaluation.h"
 
 namespace qs {

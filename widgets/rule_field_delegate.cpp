@@ -30,13 +30,13 @@ QWidget* RuleFieldDelegate::createEditor(QWidget* parent, const QStyleOptionView
     if (!field)
         return nullptr;
     const QStringList allowed = index.data(RuleTableModel::AllowedValuesRole).toStringList();
-    const std::string_view type = field->jsonType;
-    if (!allowed.isEmpty() || type.starts_with("boolean")) {
+    const bool boolean = field->kind == RuleFieldKind::Bool || field->kind == RuleFieldKind::OptionalBool;
+    if (!allowed.isEmpty() || boolean) {
         auto* combo = new QComboBox(parent);
         combo->setToolTip(index.data(Qt::ToolTipRole).toString());
         // The first entry is the field's default (the field left out).
         combo->addItem(tr("(default)"), QString());
-        if (type.starts_with("boolean")) {
+        if (boolean) {
             combo->addItem(QStringLiteral("true"), QStringLiteral("true"));
             combo->addItem(QStringLiteral("false"), QStringLiteral("false"));
         }
@@ -44,12 +44,12 @@ QWidget* RuleFieldDelegate::createEditor(QWidget* parent, const QStyleOptionView
             combo->addItem(v, v);
         // Calibration methods take parameters ("percentile,99.9"): the syntax
         // entries are a starting point, the text is free.
-        combo->setEditable(field->name.find("calibration") != std::string_view::npos);
+        combo->setEditable(field->kind == RuleFieldKind::Method);
         return combo;
     }
     auto* edit = new QLineEdit(parent);
     edit->setToolTip(index.data(Qt::ToolTipRole).toString());
-    if (field->name == "module_path") {
+    if (field->kind == RuleFieldKind::Regex) {
         const QPalette normal = edit->palette();
         connect(edit, &QLineEdit::textChanged, this, [this, edit, normal](const QString& text) {
             const QString problem = regexProblem(text);

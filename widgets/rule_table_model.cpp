@@ -8,7 +8,6 @@
 #include <QUndoStack>
 
 #include <algorithm>
-#include <regex>
 
 #include "core/error.h"
 #include "rules/schema.h"
@@ -34,31 +33,6 @@ private:
     RuleTableModel* model_;
     std::vector<Json> before_, after_;
 };
-
-// What a field shows when absent: the schema's default text without its
-// markdown backticks and explanation ("`null` (weights stay float)" -> "float").
-QString defaultText(const RuleField& field)
-{
-    std::string text(field.defaultValue);
-    const auto tick = text.find('`');
-    if (tick != std::string::npos) {
-        const auto end = text.find('`', tick + 1);
-        text = text.substr(tick + 1, end == std::string::npos ? std::string::npos : end - tick - 1);
-    }
-    if (text == "null")
-        return field.name.find("qtype") != std::string_view::npos ? QStringLiteral("float") : QString();
-    if (text == "[]")
-        return QStringLiteral("all");
-    return QString::fromStdString(text);
-}
-
-// The field name a rule error names (`rule 2, field "module_path": ...`).
-std::string fieldOfError(const std::string& message)
-{
-    static const std::regex pattern(R"(field \"([a-z_]+)\")");
-    std::smatch m;
-    return std::regex_search(message, m, pattern) ? m[1].str() : std::string();
-}
 
 // A rule that matches no layer, standing in for a row with an error so the
 // engine's rule indices stay the table's rows.
@@ -93,13 +67,18 @@ RuleTableModel::RuleTableModel(QUndoStack* undoStack, QObject* parent) : QAbstra
     rebuild();
 }
 
-void RuleTableModel::setTargets(std::vector<RuleTarget> targets)
+void RuleTableModel::setResolution(std::optional<RuleResolution> resolution)
 {
-    targets_ = std::move(targets);
-    rebuild();
+    resolution_ = resolution ? std::move(*resolution) : RuleResolution{};
     if (!rows_.empty())
-        emit dataChanged(index(0, 0), index(rowCount() - 1, columnCount() - 1));
-    emit rulesChanged();
+        emit dataChanged(index(0, kMatchesColumn), index(rowCount() - 1, kMatchesColumn));
+}
+
+std::optional<size_t> RuleTableModel::matchCount(int row) const
+{
+    if (row < 0 || size_t(row) >= resolution_.matchCount.size())
+        return std::nullopt;
+    return resolution_.matchCount[size_t(row)];
 }
 
 void RuleTableModel::setRuleSet(const RuleSet& rules, const QString& label)
@@ -196,29 +175,55 @@ void RuleTableModel::pushRows(std::vector<Json> rows, const QString& label)
 
 void RuleTableModel::restoreRows(std::vector<Json> rows)
 {
-    beginResetModel();
-    rows_ = std::move(rows);
-    rebuild();
-    endResetModel();
+    if (rows.size() != rows_.size()) {
+        // Rows inserted or removed: every row below moves.
+        beginResetModel();
+        rows_ = std::move(rows);
+        rebuild();
+        endResetModel();
+    } else {
+        // The same rows with fields edited: only the changed rows are redrawn,
+        // and the views keep their selection and editors.
+        std::vector<size_t> changed;
+        for (size_t i = 0; i < rows.size(); ++i)
+            if (rows[i] != rows_[i])
+                changed.push_back(i);
+        rows_ = std::move(rows);
+        rebuild();
+        for (const size_t i : changed)
+            emit dataChanged(index(int(i), 0), index(int(i), columnCount() - 1));
+    }
     emit rulesChanged();
 }
 
 void RuleTableModel::rebuild()
 {
+    const std::vector<QuantizationRule> previous = effective_.rules();
+    std::vector<std::string> previousErrors = std::move(errors_), previousFields = std::move(errorFields_);
     errors_.assign(rows_.size(), {});
     errorFields_.assign(rows_.size(), {});
     std::vector<QuantizationRule> rules;
+    rules.reserve(rows_.size());
     for (size_t i = 0; i < rows_.size(); ++i) {
+        if (i < parsedRows_.size() && i < previous.size() && parsedRows_[i] == rows_[i]) {
+            rules.push_back(previous[i]); // shares its compiled regex
+            errors_[i] = std::move(previousErrors[i]);
+            errorFields_[i] = std::move(previousFields[i]);
+            continue;
+        }
         try {
             rules.push_back(ruleFromJson(rows_[i], i));
+        } catch (const RuleError& e) {
+            errors_[i] = e.what();
+            errorFields_[i] = e.field();
+            rules.push_back(inertRule());
         } catch (const Error& e) {
             errors_[i] = e.what();
-            errorFields_[i] = fieldOfError(errors_[i]);
             rules.push_back(inertRule());
         }
     }
+    parsedRows_ = rows_;
     effective_ = RuleSet(std::move(rules));
-    resolution_ = effective_.resolve(targets_);
 }
 
 int RuleTableModel::rowCount(const QModelIndex& parent) const
@@ -236,7 +241,7 @@ QString RuleTableModel::cellText(int row, const RuleField& field) const
     const Json& object = rows_[size_t(row)];
     const auto it = object.find(std::string(field.name));
     if (it == object.end() || it->is_null())
-        return defaultText(field);
+        return QString::fromUtf8(field.absentText.data(), qsizetype(field.absentText.size()));
     if (it->is_string())
         return QString::fromStdString(it->get<std::string>());
     if (it->is_array()) {
@@ -254,7 +259,8 @@ QVariant RuleTableModel::data(const QModelIndex& index, int role) const
         return {};
     const int row = index.row();
     const bool valid = errors_[size_t(row)].empty();
-    const bool unused = valid && resolution_.matchCount[size_t(row)] == 0;
+    const std::optional<size_t> matches = matchCount(row);
+    const bool unused = valid && matches == size_t(0);
     const RuleField* field = fieldOfColumn(index.column());
     const bool errorCell =
         !valid && (field ? errorFields_[size_t(row)] == field->name
@@ -265,8 +271,9 @@ QVariant RuleTableModel::data(const QModelIndex& index, int role) const
         if (!field) {
             if (!valid)
                 return tr("error");
-            const size_t n = resolution_.matchCount[size_t(row)];
-            return n == 0 ? tr("unused") : QString::number(n);
+            if (!matches)
+                return QString();
+            return *matches == 0 ? tr("unused") : QString::number(*matches);
         }
         return cellText(row, *field);
     case Qt::EditRole:
@@ -276,10 +283,13 @@ QVariant RuleTableModel::data(const QModelIndex& index, int role) const
     case Qt::ToolTipRole:
         if (errorCell || (!valid && !field))
             return QString::fromStdString(errors_[size_t(row)]);
-        if (!field)
+        if (!field) {
+            if (!matches)
+                return tr("Open a model to see which layers this rule matches.");
             return unused ? tr("This rule matches no layer: an earlier rule takes them, or its module_path and "
                                "op_types fit none.")
-                          : tr("%n layer(s) get this rule.", nullptr, int(resolution_.matchCount[size_t(row)]));
+                          : tr("%n layer(s) get this rule.", nullptr, int(*matches));
+        }
         return QStringLiteral("<b>%1</b> (%2; default %3)<br>%4")
             .arg(QString::fromUtf8(field->name.data(), qsizetype(field->name.size())),
                  QString::fromUtf8(field->jsonType.data(), qsizetype(field->jsonType.size())),
@@ -327,28 +337,41 @@ Json RuleTableModel::valueFromText(const RuleField& field, const QString& text)
     const QString trimmed = text.trimmed();
     if (trimmed.isEmpty() || trimmed == QLatin1String("null"))
         return nullptr;
-    const std::string type(field.jsonType);
-    if (type.starts_with("string"))
+    // Text that is not a value of the field's kind stays a string, so the
+    // field's own error says what is wrong with it.
+    const auto parsedOrText = [&trimmed] {
+        Json parsed = Json::parse(trimmed.toStdString(), nullptr, false);
+        return parsed.is_discarded() ? Json(trimmed.toStdString()) : parsed;
+    };
+    switch (field.kind) {
+    case RuleFieldKind::Regex:
         return text.toStdString(); // regexes keep their spaces
-    if (type.starts_with("list")) {
-        if (trimmed.startsWith(QLatin1Char('['))) {
-            Json parsed = Json::parse(trimmed.toStdString(), nullptr, false);
-            return parsed.is_discarded() ? Json(trimmed.toStdString()) : parsed;
-        }
+    case RuleFieldKind::QType:
+    case RuleFieldKind::Method:
+    case RuleFieldKind::Choice:
+        return trimmed.toStdString();
+    case RuleFieldKind::Bool:
+    case RuleFieldKind::OptionalBool:
+    case RuleFieldKind::Number:
+    case RuleFieldKind::Integer:
+        return parsedOrText();
+    case RuleFieldKind::OpTypeList:
+    case RuleFieldKind::IntegerList: {
+        if (trimmed.startsWith(QLatin1Char('[')))
+            return parsedOrText();
         Json list = Json::array();
-        const bool integers = type.find("integer") != std::string::npos;
         for (const QString& part : trimmed.split(QLatin1Char(','), Qt::SkipEmptyParts)) {
             bool ok = false;
             const qlonglong n = part.trimmed().toLongLong(&ok);
-            if (integers && ok)
+            if (field.kind == RuleFieldKind::IntegerList && ok)
                 list.push_back(n);
             else
                 list.push_back(part.trimmed().toStdString());
         }
         return list;
     }
-    Json parsed = Json::parse(trimmed.toStdString(), nullptr, false);
-    return parsed.is_discarded() ? Json(trimmed.toStdString()) : parsed;
+    }
+    return parsedOrText();
 }
 
 bool RuleTableModel::setData(const QModelIndex& index, const QVariant& value, int role)

@@ -45,9 +45,10 @@ public:
 
     explicit RuleTableModel(QUndoStack* undoStack, QObject* parent = nullptr);
 
-    // The layers rules are matched against (model order); match counts follow.
-    void setTargets(std::vector<RuleTarget> targets);
-    const std::vector<RuleTarget>& targets() const { return targets_; }
+    // The rules resolved over the model's layers, as the exploration resolved
+    // them (one resolution per edit, done by the engine, not here): the
+    // "matches" column shows its counts. None: no model, no counts.
+    void setResolution(std::optional<RuleResolution> resolution);
 
     // Replaces all rules (an undoable edit; `label` names it in the Edit menu).
     void setRuleSet(const RuleSet& rules, const QString& label);
@@ -60,6 +61,7 @@ public:
     QString firstError() const;
     // The rule file text of the rows as written (invalid rows included).
     std::string toJsonText() const;
+    // The resolution last given (empty without a model).
     const RuleResolution& resolution() const { return resolution_; }
     // The rows' JSON objects (what undo restores).
     const std::vector<nlohmann::ordered_json>& rows() const { return rows_; }
@@ -94,15 +96,19 @@ signals:
 
 private:
     void pushRows(std::vector<nlohmann::ordered_json> rows, const QString& label);
+    // Parses the rows into effective_; rows unchanged since the last parse
+    // (same position, same JSON) keep their parsed rule and error.
     void rebuild();
     QString cellText(int row, const RuleField& field) const;
+    // The matches count of `row`, or none while no resolution covers it.
+    std::optional<size_t> matchCount(int row) const;
 
     QUndoStack* undo_;
     std::vector<nlohmann::ordered_json> rows_;
-    std::vector<std::string> errors_;      // per row; empty = valid
-    std::vector<std::string> errorFields_; // per row; the field the error names
+    std::vector<std::string> errors_;                // per row; empty = valid
+    std::vector<std::string> errorFields_;           // per row; the field the error names
+    std::vector<nlohmann::ordered_json> parsedRows_; // the rows effective_ was parsed from
     RuleSet effective_;
-    std::vector<RuleTarget> targets_;
     RuleResolution resolution_;
 };
 

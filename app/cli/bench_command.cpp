@@ -12,7 +12,7 @@
 #include <tbb/global_control.h>
 #include <tbb/parallel_for.h>
 
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "calib/calibrate.h"
 #include "calib/histogram.h"
 #include "calib/statistics.h"

@@ -22,8 +22,8 @@
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_hook.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs::cli {
 namespace {

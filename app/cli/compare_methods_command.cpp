@@ -6,13 +6,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/method_comparison.h"
 #include "cli/commands.h"
 #include "cli/quantization_options.h"
 #include "cli/text_table.h"
 #include "core/error.h"
-#include "io/model_loader.h"
 #include "numerics/qtype.h"
+#include "quantization/method_comparison.h"
+#include "session/exploration.h"
 
 namespace qs::cli {
 namespace {
@@ -79,32 +79,6 @@ nlohmann::json methodJson(const MethodResult& r)
     return j;
 }
 
-// The tensor MODEL --tensor NAME names: an initializer by name, or a layer's
-// weight by module path. Sets `defaultAxis` to the layer's channel axis when
-// the tensor is a layer's weight.
-Tensor modelTensor(const std::string& modelFile, const std::string& name, std::optional<int>& defaultAxis)
-{
-    const Model model = loadModel(modelFile);
-    for (const QuantizableLayer& layer : model.layers) {
-        if (layer.weightName == name || layer.modulePath == name) {
-            defaultAxis = layer.channelAxis;
-            const Tensor* t = model.initializer(layer.weightName);
-            if (!t)
-                throw Error(modelFile + ": layer '" + layer.modulePath + "' has no weight initializer '" +
-                            layer.weightName + "'");
-            return t->toFloat32().clone();
-        }
-    }
-    const Tensor* t = model.initializer(name);
-    if (!t)
-        throw Error(modelFile + ": no initializer or layer module path '" + name +
-                    "' (quantscope-cli inspect lists the layers and their weights)");
-    if (t->dtype() == DType::Bool || t->empty())
-        throw Error(modelFile + ": tensor '" + name + "' is " + (t->empty() ? "empty" : "boolean") +
-                    "; quantization needs numeric values");
-    return t->toFloat32().clone();
-}
-
 int runCompareMethods(const Arguments& args)
 {
     const bool hasModel = !args.positionals().empty();
@@ -117,10 +91,16 @@ int runCompareMethods(const Arguments& args)
     Tensor x;
     if (hasModel) {
         file = args.positionals()[0] + ":" + *args.value("--tensor");
-        std::optional<int> layerAxis;
-        x = modelTensor(args.positionals()[0], *args.value("--tensor"), layerAxis);
-        if (layerAxis && !args.value("--axis"))
-            spec.axis = *layerAxis;
+        // The tensor MODEL --tensor NAME names: a layer's weight by module path or
+        // weight name (its channel axis is then the default --axis), or an initializer.
+        LoadOptions load;
+        load.interpreter = false;
+        Exploration exploration;
+        exploration.setModel(loadExplorationModel(args.positionals()[0], load));
+        Exploration::NamedTensor named = exploration.namedTensor(*args.value("--tensor"));
+        x = std::move(named.values);
+        if (named.channelAxis && !args.value("--axis"))
+            spec.axis = *named.channelAxis;
     } else {
         file = *args.value("--npy");
         x = loadNpyArgument(args);

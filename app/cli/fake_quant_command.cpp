@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "analysis/metrics.h"
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "cli/commands.h"
 #include "cli/quantization_options.h"
 #include "core/error.h"

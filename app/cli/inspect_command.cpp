@@ -12,7 +12,7 @@
 #include "cli/commands.h"
 #include "cli/text_table.h"
 #include "core/error.h"
-#include "graph/rule_resolution.h"
+#include "quantization/rule_resolution.h"
 #include "io/model_loader.h"
 #include "rules/ruleset.h"
 #include "runtime/op_registry.h"

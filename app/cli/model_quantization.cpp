@@ -6,7 +6,6 @@
 
 #include "cli/input_shapes.h"
 #include "core/error.h"
-#include "io/model_loader.h"
 
 namespace qs::cli {
 
@@ -34,97 +33,71 @@ ProgressCallback terminalProgress()
     };
 }
 
-std::unique_ptr<DataSource> openModelData(const std::filesystem::path& file, const Model& model,
-                                          std::optional<int64_t> batchSize)
+void printWarnings(const std::vector<ExplorationWarning>& warnings)
 {
-    const BatchSizing sizing = cliBatchSizing(model, batchSize);
-    std::unique_ptr<DataSource> data;
-    try {
-        data = openDataSource(file, sizing.apply(), &model);
-    } catch (const Error& e) {
-        if (std::string_view(e.what()).find(file.string()) != std::string_view::npos)
-            throw;
-        throw Error(file.string() + ": " + e.what());
-    }
-    if (data->droppedRows())
-        std::fprintf(stderr,
-                     "warning: %s: the model's input '%s' takes batches of exactly %lld rows: the last %lld of "
-                     "%lld rows are left out\n",
-                     file.string().c_str(), sizing.fixedBy.c_str(), static_cast<long long>(sizing.batchSize),
-                     static_cast<long long>(data->droppedRows()), static_cast<long long>(data->rowCount()));
-    return data;
+    for (const ExplorationWarning& w : warnings)
+        std::fprintf(stderr, "warning: %s\n", w.text.c_str());
 }
 
-ModelQuantization::ModelQuantization(const ModelQuantizationOptions& options)
+DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches)
 {
-    double start = nowSeconds();
+    DataConfig config;
+    config.kind = DataConfig::Kind::File;
+    config.path = file;
+    config.maxBatches = maxBatches;
+    return config;
+}
+
+Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times)
+{
+    StageTimes local;
+    StageTimes& t = times ? *times : local;
+    std::optional<RuleSet> rules;
     if (options.rulesFile)
-        rules_ = RuleSet::load(*options.rulesFile);
-    Model loaded = loadModel(options.modelFile);
-    if (options.mode == QuantizationMode::Odml) {
-        BatchNormFolding folding = foldBatchNorms(std::move(loaded));
-        loaded = std::move(folding.model);
-        foldedBatchNorms_ = std::move(folding.folded);
-        decomposedBatchNorms_ = std::move(folding.decomposed);
-        keptBatchNorms_ = std::move(folding.kept);
-        for (const KeptBatchNorm& kept : keptBatchNorms_)
-            warnings_.push_back(options.modelFile.string() + ": BatchNormalization '" + kept.batchNorm +
-                                "' is neither folded nor written as Mul and Add: " + kept.reason);
+        rules = RuleSet::load(*options.rulesFile);
+    LoadOptions load;
+    load.mode = options.mode;
+    load.interpreter = options.needsInterpreter;
+    LoadedModel loaded = loadExplorationModel(options.modelFile, load, {}, terminalProgress());
+    if (options.needsInterpreter && !loaded.interpreter)
+        throw Error(loaded.whyNotRunnable);
+    t.load = loaded.seconds;
+    Exploration exploration;
+    exploration.setModel(std::move(loaded));
+    // A --batch-size the model cannot take is said before any work.
+    cliBatchSizing(exploration.model(), options.batchSize);
+    exploration.setRequestedBatchSize(options.batchSize);
+    if (options.calibFile)
+        exploration.setCalibrationData(fileData(*options.calibFile, options.maxBatches));
+    if (!rules) {
+        printWarnings(exploration.warnings());
+        return exploration;
     }
-    if (options.needsInterpreter) {
-        if (loaded.weightsOnly)
-            throw Error(options.modelFile.string() + ": a weights-only checkpoint (" + loaded.format +
-                        ") has no graph to run; this needs a model with a graph (ONNX)");
-        interpreter_ = std::make_unique<Interpreter>(std::move(loaded));
-    } else {
-        model_ = std::make_unique<Model>(std::move(loaded));
-    }
-    times_.load = secondsSince(start);
-    const Model& m = model();
-    cliBatchSizing(m, options.batchSize); // a --batch-size the model cannot take is said before any work
-    for (const std::string& w : m.warnings)
-        warnings_.push_back(options.modelFile.string() + ": " + w);
-    if (!rules_)
-        return;
 
-    plan_ = QuantizationPlan::build(m, *rules_, options.mode);
     const std::string rulesName = options.rulesFile->string();
-    for (size_t r : plan_.resolution().unusedRules)
-        warnings_.push_back(rulesName + ": rule " + std::to_string(r) + " (module_path '" +
-                            rules_->rules()[r].modulePath.text() + "') matches no layer");
-    for (const LayerQuantization& lq : plan_.layers()) {
-        if (!lq.problem.empty())
-            warnings_.push_back("layer '" + m.layers[lq.layer].modulePath + "' stays float: " + lq.problem);
-        if (!lq.note.empty())
-            warnings_.push_back("layer '" + m.layers[lq.layer].modulePath + "': " + lq.note);
-        if (lq.problem.empty() && lq.activation && lq.activation->staticScale && !options.calibFile)
-            throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
-                        m.layers[lq.layer].modulePath +
-                        "'); static activation scales need calibration data: give "
-                        "--calib DATA");
-    }
+    exploration.setRules(std::move(*rules), rulesName);
+    printWarnings(exploration.warnings());
+    if (exploration.needsCalibration() && !options.calibFile)
+        for (const LayerQuantization& lq : exploration.plan()->layers())
+            if (lq.problem.empty() && lq.activation && lq.activation->staticScale)
+                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
+                            exploration.model().layers[lq.layer].modulePath +
+                            "'); static activation scales need calibration data: give --calib DATA");
 
-    start = nowSeconds();
-    weights_.update(m, plan_, {}, terminalProgress());
-    times_.weights = secondsSince(start);
-    for (const auto& [layer, why] : weights_.problems())
+    t.weights = exploration.updateWeights({}, terminalProgress()).seconds;
+    const Model& m = exploration.model();
+    for (const auto& [layer, why] : exploration.weights()->problems())
         throw Error("layer '" + m.layers[layer].modulePath + "' (weight '" + m.layers[layer].weightName + "'): " + why);
 
-    bool needsCalibration = false;
-    for (const LayerQuantization& lq : plan_.layers())
-        needsCalibration = needsCalibration || (lq.problem.empty() && lq.activation && lq.activation->staticScale);
-    if (!needsCalibration)
-        return;
-    if (!interpreter_)
+    if (!exploration.needsCalibration())
+        return exploration;
+    if (!exploration.interpreter())
         throw Error(options.modelFile.string() + ": static activation scales need a model with a graph to run");
-    start = nowSeconds();
-    const std::unique_ptr<DataSource> calib = openModelData(*options.calibFile, m, options.batchSize);
-    CalibrationOptions calibration;
-    calibration.maxBatches = options.maxBatches;
     // One run of fixed rules: histograms only where a rule's method reads them.
-    calibration.histograms = KeptHistograms::AsPlanNeeds;
-    statistics_ = calibrateActivations(*interpreter_, plan_, *calib, calibration, {}, terminalProgress());
-    times_.calibration = secondsSince(start);
+    const CalibrationResult calibration = exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());
+    printWarnings(calibration.warnings);
+    t.calibration = calibration.seconds;
+    return exploration;
 }
 
 } // namespace qs::cli

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "cli/arguments.h"
 #include "core/error.h"
 

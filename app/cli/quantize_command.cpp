@@ -21,7 +21,7 @@ namespace qs::cli {
 namespace {
 
 // Writes what the --export-* options ask for; returns what each wrote, for the report.
-nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, const ModelQuantizationOptions& options)
+nlohmann::json runExports(const Arguments& args, const Exploration& q, const ModelQuantizationOptions& options)
 {
     nlohmann::json exports = nlohmann::json::object();
     const Model& model = q.model();
@@ -29,7 +29,7 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
         if (!checkpointFormatForPath(*out))
             throw Error("--export-checkpoint " + *out + ": the file name must end in .safetensors, .h5 or .hdf5");
         const ExportSummary s =
-            exportCheckpoint(model, q.plan(), q.weights(), *q.rules(), *out, {}, {}, terminalProgress());
+            exportCheckpoint(model, *q.plan(), *q.weights(), q.rules(), *out, {}, {}, terminalProgress());
         exports["checkpoint"] = {{"path", s.path.string()},
                                  {"tensors", s.tensors},
                                  {"quantized_weights", s.quantizedWeights},
@@ -42,11 +42,12 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
         if (model.format != "onnx")
             throw Error("--export-onnx: " + options.modelFile.string() + " is a " + model.format +
                         " model; a QDQ model is written from an ONNX model");
-        const std::map<size_t, StaticActivation> statics = requiredStaticActivations(model, q.plan(), q.statistics());
+        const std::map<size_t, StaticActivation> statics =
+            requiredStaticActivations(model, *q.plan(), q.statistics().get());
         OnnxExportOptions onnxOptions;
         if (const auto form = args.value("--onnx-eight-bit"))
             onnxOptions.eightBitForm = *parseEightBitForm(*form); // the parser checked the name
-        const OnnxExportSummary s = exportOnnxQdq(model, q.plan(), q.weights(), statics, *out, onnxOptions);
+        const OnnxExportSummary s = exportOnnxQdq(model, *q.plan(), *q.weights(), statics, *out, onnxOptions);
         nlohmann::json passes = nlohmann::json::array();
         for (const PassReport& p : s.passes)
             passes.push_back({{"pass", p.pass}, {"changes", p.changes}});
@@ -65,22 +66,26 @@ nlohmann::json runExports(const Arguments& args, const ModelQuantization& q, con
                            {"warnings", s.warnings}};
     }
     if (const auto out = args.value("--export-odml")) {
-        if (q.plan().mode() != QuantizationMode::Odml)
+        if (q.mode() != QuantizationMode::Odml)
             throw UsageError("--export-odml needs --mode odml");
         if (!options.calibFile)
             throw UsageError("--export-odml needs --calib DATA");
-        const std::unique_ptr<DataSource> calib = openModelData(*options.calibFile, model, options.batchSize);
+        std::vector<ExplorationWarning> dataWarnings;
+        const std::unique_ptr<DataSource> calib =
+            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches), &dataWarnings);
+        printWarnings(dataWarnings);
         OdmlOptions odml;
         odml.maxBatches = options.maxBatches;
         const OdmlSummary s =
-            exportOdml(*q.interpreter(), q.plan(), q.weights(), *calib, odml, *out, {}, terminalProgress());
+            exportOdml(*q.interpreter(), *q.plan(), *q.weights(), *calib, odml, *out, {}, terminalProgress());
         nlohmann::json folded = nlohmann::json::array(), decomposed = nlohmann::json::array(),
                        kept = nlohmann::json::array();
-        for (const FoldedBatchNorm& f : q.foldedBatchNorms())
+        const BatchNormFolding& batchNorms = q.loaded().batchNorms;
+        for (const FoldedBatchNorm& f : batchNorms.folded)
             folded.push_back({{"node", f.batchNorm}, {"into", f.into}});
-        for (const FoldedBatchNorm& f : q.decomposedBatchNorms())
+        for (const FoldedBatchNorm& f : batchNorms.decomposed)
             decomposed.push_back(f.batchNorm);
-        for (const KeptBatchNorm& k : q.keptBatchNorms())
+        for (const KeptBatchNorm& k : batchNorms.kept)
             kept.push_back({{"node", k.batchNorm}, {"reason", k.reason}});
         exports["odml"] = {{"path", s.path.string()},
                            {"activations", s.activations},
@@ -114,22 +119,21 @@ int runQuantize(const Arguments& args)
     options.needsInterpreter = args.value("--eval") || args.value("--calib") || args.value("--export-odml");
     if (args.value("--export-odml") && (options.mode != QuantizationMode::Odml || !options.calibFile))
         throw UsageError("--export-odml needs --mode odml and --calib DATA");
-    const ModelQuantization quantization(options);
-    for (const std::string& w : quantization.warnings())
-        std::fprintf(stderr, "warning: %s\n", w.c_str());
-    if (!quantization.foldedBatchNorms().empty() || !quantization.decomposedBatchNorms().empty()) {
+    QuantizeReport report;
+    Exploration exploration = openExploration(options, &report.times);
+    const Exploration& quantization = exploration;
+    const BatchNormFolding& batchNorms = quantization.loaded().batchNorms;
+    if (!batchNorms.folded.empty() || !batchNorms.decomposed.empty()) {
         std::string into;
-        for (const FoldedBatchNorm& f : quantization.foldedBatchNorms())
+        for (const FoldedBatchNorm& f : batchNorms.folded)
             into += (into.empty() ? "" : ", ") + f.batchNorm + " -> " + f.into;
         std::fprintf(stderr,
                      "odml: %zu BatchNormalization folded into the layer before them%s%s; %zu written as Mul and "
                      "Add\n",
-                     quantization.foldedBatchNorms().size(), into.empty() ? "" : ": ", into.c_str(),
-                     quantization.decomposedBatchNorms().size());
+                     batchNorms.folded.size(), into.empty() ? "" : ": ", into.c_str(), batchNorms.decomposed.size());
     }
 
-    QuantizeReport report;
-    report.quantization = &quantization;
+    report.exploration = &quantization;
     report.modelFile = options.modelFile.string();
     report.rulesFile = options.rulesFile->string();
     report.calibFile = quantization.statistics() ? options.calibFile->string() : "";
@@ -137,20 +141,16 @@ int runQuantize(const Arguments& args)
 
     if (const auto evalFile = args.value("--eval")) {
         report.evalFile = *evalFile;
-        const std::unique_ptr<DataSource> data = openModelData(*evalFile, quantization.model(), options.batchSize);
-        EvaluationOptions evaluation;
-        evaluation.maxBatches = options.maxBatches;
-        double t = nowSeconds();
-        report.evaluation = evaluate(*quantization.interpreter(), quantization.plan(), quantization.weights(),
-                                     quantization.statistics(), *data, evaluation, {}, terminalProgress());
-        report.evaluationSeconds = secondsSince(t);
+        exploration.setEvaluationData(fileData(*evalFile, options.maxBatches));
+        const EvaluationRun evaluation = exploration.evaluate({}, terminalProgress());
+        printWarnings(evaluation.warnings);
+        report.evaluation = evaluation.result;
+        report.evaluationSeconds = evaluation.seconds;
         if (const auto kind = args.value("--sensitivity")) {
-            t = nowSeconds();
-            report.sensitivity = sensitivity(*quantization.interpreter(), quantization.plan(), quantization.weights(),
-                                             quantization.statistics(), *data,
-                                             *kind == "one" ? SensitivityKind::OneLayer : SensitivityKind::AllButOne,
-                                             evaluation, {}, terminalProgress());
-            report.sensitivitySeconds = secondsSince(t);
+            const SensitivityRun ranking = exploration.runSensitivity(
+                *kind == "one" ? SensitivityKind::OneLayer : SensitivityKind::AllButOne, {}, terminalProgress());
+            report.sensitivity = ranking.result;
+            report.sensitivitySeconds = ranking.seconds;
         }
     }
 

@@ -40,8 +40,8 @@ const LayerEvaluation* evaluationOf(const QuantizeReport& r, size_t layer)
 
 std::optional<ErrorMetrics> weightMetrics(const QuantizeReport& r, size_t layer)
 {
-    const LayerQuantization* lq = r.quantization->plan().forLayer(layer);
-    const auto w = r.quantization->weights().find(layer);
+    const LayerQuantization* lq = r.exploration->plan()->forLayer(layer);
+    const auto w = r.exploration->weights()->find(layer);
     if (!lq || !lq->problem.empty() || !w)
         return std::nullopt;
     return w->metrics;
@@ -68,16 +68,16 @@ std::string actQType(const LayerQuantization* lq)
 
 nlohmann::json quantizeReportJson(const QuantizeReport& r)
 {
-    const ModelQuantization& q = *r.quantization;
+    const Exploration& q = *r.exploration;
     const Model& model = q.model();
     nlohmann::json j;
     j["version"] = kQuantizeReportVersion;
     j["tool_version"] = QUANTSCOPE_VERSION;
     j["model"] = {{"path", r.modelFile}, {"sha256", r.modelSha256}, {"format", model.format}};
-    j["mode"] = std::string(quantizationModeName(q.plan().mode()));
-    const RuleResolution& resolution = q.plan().resolution();
+    j["mode"] = std::string(quantizationModeName(q.plan()->mode()));
+    const RuleResolution& resolution = q.plan()->resolution();
     j["rules"] = {{"file", r.rulesFile},
-                  {"rules", nlohmann::json::parse(q.rules()->toJson())["rules"]},
+                  {"rules", nlohmann::json::parse(q.rules().toJson())["rules"]},
                   {"match_counts", resolution.matchCount},
                   {"unused", resolution.unusedRules}};
     j["calibration"] = r.calibFile.empty()
@@ -86,7 +86,7 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
     j["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const QuantizableLayer& layer = model.layers[i];
-        const LayerQuantization* lq = q.plan().forLayer(i);
+        const LayerQuantization* lq = q.plan()->forLayer(i);
         const LayerEvaluation* e = evaluationOf(r, i);
         const std::string wq = weightQType(lq), aq = lq && lq->activation && lq->problem.empty()
                                                          ? std::string(qtypeName(lq->activation->target.qtype))
@@ -95,8 +95,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
             {{"index", i},
              {"module_path", layer.modulePath},
              {"op_type", layer.opType},
-             {"shares_weight_of", layer.sharesWeightOf ? nlohmann::json(model.layers[*layer.sharesWeightOf].modulePath)
-                                                       : nlohmann::json()},
+             {"shares_weight_of",
+              layer.sharesWeightOf ? nlohmann::json(model.layers[*layer.sharesWeightOf].modulePath) : nlohmann::json()},
              {"rule", lq ? nlohmann::json(lq->rule) : nlohmann::json()},
              {"weight_qtype", wq.empty() ? nlohmann::json() : nlohmann::json(wq)},
              {"act_qtype", aq.empty() ? nlohmann::json() : nlohmann::json(aq)},
@@ -135,7 +135,7 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["sensitivity"] = nullptr;
     }
     j["exports"] = r.exports;
-    const StageTimes& t = q.times();
+    const StageTimes& t = r.times;
     j["timings"] = {{"load_s", t.load},
                     {"weights_s", t.weights},
                     {"calibration_s", t.calibration},
@@ -148,17 +148,17 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
 
 std::string quantizeReportText(const QuantizeReport& r)
 {
-    const ModelQuantization& q = *r.quantization;
+    const Exploration& q = *r.exploration;
     const Model& model = q.model();
     std::string s =
-        r.modelFile + " with " + r.rulesFile + " (" + std::string(quantizationModeName(q.plan().mode())) + ")";
+        r.modelFile + " with " + r.rulesFile + " (" + std::string(quantizationModeName(q.plan()->mode())) + ")";
     if (r.evaluation)
         s += ", evaluated on " + std::to_string(r.evaluation->samples) + " samples of " + r.evalFile;
     s += "\n\n";
     std::vector<std::vector<std::string>> rows{
         {"#", "module path", "op", "rule", "weight", "act", "weight SQNR", "isolated SQNR", "accum. SQNR"}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
-        const LayerQuantization* lq = q.plan().forLayer(i);
+        const LayerQuantization* lq = q.plan()->forLayer(i);
         const LayerEvaluation* e = evaluationOf(r, i);
         const std::string wq = weightQType(lq), aq = actQType(lq);
         rows.push_back({std::to_string(i), model.layers[i].modulePath, model.layers[i].opType,

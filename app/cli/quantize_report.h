@@ -2,6 +2,7 @@
 // What `quantscope-cli quantize` reports: the human table on stdout and
 // REPORT.json (layout in docs/cli.md, "quantize report"), both from one value.
 
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -13,15 +14,16 @@
 namespace qs::cli {
 
 struct QuantizeReport {
-    const ModelQuantization* quantization = nullptr;
+    const Exploration* exploration = nullptr; // the quantized model, its rules, weights and statistics
+    StageTimes times;
     std::string modelFile;
     std::string modelSha256;
     std::string rulesFile;
-    std::string calibFile; // empty when not calibrated
-    std::string evalFile;  // empty without --eval
-    std::optional<EvaluationResult> evaluation;
-    std::optional<SensitivityResult> sensitivity;
-    nlohmann::json exports = nlohmann::json::object(); // what each --export-* wrote
+    std::string calibFile;                                // empty when not calibrated
+    std::string evalFile;                                 // empty without --eval
+    std::shared_ptr<const EvaluationResult> evaluation;   // with --eval
+    std::shared_ptr<const SensitivityResult> sensitivity; // with --sensitivity
+    nlohmann::json exports = nlohmann::json::object();    // what each --export-* wrote
     double evaluationSeconds = 0, sensitivitySeconds = 0, exportSeconds = 0, totalSeconds = 0;
 };
 

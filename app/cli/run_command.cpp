@@ -103,9 +103,7 @@ int runRun(const Arguments& args)
     if (const auto calib = args.value("--calib"))
         options.calibFile = *calib;
     options.batchSize = batchSizeArgument(args);
-    const ModelQuantization quantization(options);
-    for (const std::string& w : quantization.warnings())
-        std::fprintf(stderr, "warning: %s\n", w.c_str());
+    const Exploration quantization = openExploration(options);
 
     const Model& model = quantization.model();
     const std::string modelFile = options.modelFile.string();
@@ -146,9 +144,9 @@ int runRun(const Arguments& args)
     const Interpreter& interpreter = *quantization.interpreter();
     std::optional<QuantizationHook> hook;
     std::map<size_t, StaticActivation> statics;
-    if (quantization.rules()) {
-        statics = requiredStaticActivations(model, quantization.plan(), quantization.statistics());
-        hook.emplace(model, quantization.plan(), quantization.weights(), statics);
+    if (options.rulesFile) {
+        statics = requiredStaticActivations(model, *quantization.plan(), quantization.statistics().get());
+        hook.emplace(model, *quantization.plan(), *quantization.weights(), statics);
     }
     const BatchSizing sizing = cliBatchSizing(model, options.batchSize, std::numeric_limits<int64_t>::max());
     const int64_t rows = inputRows(inputs, sizing, modelFile);
@@ -183,7 +181,7 @@ int runRun(const Arguments& args)
     for (const std::string& s : synthetic)
         seeded += (seeded.empty() ? "; seeded random input " : ", ") + s;
     std::printf("%s -> %s: %s (%s%s)\n", modelFile.c_str(), out.c_str(), names.c_str(),
-                quantization.rules() ? "fake-quantized" : "float", seeded.c_str());
+                options.rulesFile ? "fake-quantized" : "float", seeded.c_str());
     return kExitOk;
 }
 

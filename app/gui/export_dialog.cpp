@@ -19,8 +19,8 @@
 #include "export/onnx_qdq.h"
 #include "gui/workspace.h"
 #include "io/model_loader.h"
+#include "quantization/weight_quantizer.h"
 #include "runtime/interpreter.h"
-#include "runtime/weight_quantizer.h"
 
 namespace qs {
 
@@ -153,7 +153,7 @@ ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, con
     out.path = path;
     if (!in.interpreter || !in.calibration)
         throw Error("ODML export needs a model the runtime can run and calibration data");
-    auto data = Workspace::openData(*in.calibration, in.model.get());
+    auto data = in.openData(*in.calibration);
     OdmlOptions options;
     options.maxBatches = in.calibration->maxBatches;
     const OdmlSummary summary =

@@ -16,36 +16,22 @@
 #include <QStringList>
 
 #include "core/cancellation.h"
-#include "runtime/activation_calibration.h"
-#include "session/session_file.h"
+#include "session/exploration.h"
 
 namespace qs {
 
-class Model;
-class QuantizationPlan;
-class RuleSet;
-class WeightQuantizer;
-
 struct ExportOutcome {
-    QString title;          // "Quantized checkpoint", "ONNX QDQ model", "ODML annotations"
+    QString title; // "Quantized checkpoint", "ONNX QDQ model", "ODML annotations"
     QString path;
     int64_t floatBytes = 0; // the quantized weights as float in the model (0: not reported)
     int64_t quantizedBytes = 0;
-    QStringList checks;     // one line per post-export check, each starting with "✔" or "✘"
-    QStringList notes;      // what the user should know (layers left float, dynamic activations ...)
+    QStringList checks; // one line per post-export check, each starting with "✔" or "✘"
+    QStringList notes;  // what the user should know (layers left float, dynamic activations ...)
     bool allChecksPassed() const;
 };
 
-// What an export reads; everything is shared and immutable while the job runs.
-struct ExportInputs {
-    std::shared_ptr<const Model> model;
-    std::shared_ptr<const QuantizationPlan> plan;
-    std::shared_ptr<const WeightQuantizer> weights;
-    std::shared_ptr<const RuleSet> rules;
-    std::shared_ptr<const ActivationStatistics> statistics; // may be null
-    std::shared_ptr<const Interpreter> interpreter;         // ODML only
-    std::optional<DataConfig> calibration;                   // ODML only
-};
+// What an export reads: the exploration's snapshot, shared and immutable while the job runs.
+using ExportInputs = ExplorationSnapshot;
 
 ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                       const ProgressCallback& progress);

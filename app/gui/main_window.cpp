@@ -553,14 +553,7 @@ void MainWindow::startExport(ExportKind kind)
     if (path.isEmpty())
         return;
     setLastFolder(QStringLiteral("export"), path);
-    ExportInputs in;
-    in.model = workspace_->model();
-    in.plan = workspace_->plan();
-    in.weights = workspace_->weights();
-    in.rules = std::make_shared<const RuleSet>(workspace_->rules()->effectiveRules());
-    in.statistics = workspace_->statistics();
-    in.interpreter = workspace_->interpreter();
-    in.calibration = workspace_->calibrationData();
+    const ExportInputs in = workspace_->exploration().snapshot();
     std::function<ExportOutcome(const CancellationToken&, const ProgressCallback&)> work =
         [kind, in, path](const CancellationToken& cancel, const ProgressCallback& progress) {
             switch (kind) {
@@ -746,13 +739,16 @@ void MainWindow::editData(bool calibration)
     const DataConfig config = dialog.config();
     // Opened once here so a wrong file or a mismatch with the model is said now, not at run time.
     try {
-        auto data = Workspace::openData(config, workspace_->model().get());
+        std::vector<ExplorationWarning> warnings;
+        auto data = workspace_->exploration().snapshot().openData(config, &warnings);
         log(tr("%1 data: %2 rows in %3 batches%4")
                 .arg(calibration ? tr("Calibration") : tr("Evaluation"))
                 .arg(data->rowCount())
                 .arg(data->batchCount())
                 .arg(data->labels() ? tr(", with labels") : QString()),
             false);
+        for (const ExplorationWarning& w : warnings) // rows a fixed batch dimension leaves out
+            log(QString::fromStdString(w.text), true);
     } catch (const Error& e) {
         showError(tr("Cannot use this data"), QString::fromUtf8(e.what()));
         return;

@@ -1,11 +1,10 @@
 #pragma once
-// The state of one exploration in the app and the jobs that move it forward:
-// the model (loaded in the background), the rules (RuleTableModel with its
-// undo stack), the plan rebuilt on every edit, the fake-quantized weights
-// updated incrementally in the background, calibration statistics and the
-// last evaluation. Every result carries the rules generation it was computed
-// from; the layer table shows older ones as stale. No widget here: the main
-// window shows what this holds.
+// The app's adapter over one engine Exploration (session/exploration.h): the
+// exploration owns the model, rules, data settings and generation-stamped
+// results; this class adds what only a GUI has — the rule table with its undo
+// stack, the layer table, the job tracker that runs the exploration's jobs on
+// worker threads, and signals. It computes nothing itself. No widget here: the
+// main window shows what this holds.
 
 #include <cstdint>
 #include <filesystem>
@@ -18,14 +17,7 @@
 #include <QString>
 #include <QStringList>
 
-#include "graph/model.h"
-#include "io/data_source.h"
-#include "runtime/activation_calibration.h"
-#include "runtime/interpreter.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
-#include "session/evaluation.h"
-#include "session/session_file.h"
+#include "session/exploration.h"
 
 class QUndoStack;
 
@@ -49,33 +41,33 @@ public:
     // ---- model
     // Loads in the background; modelLoaded or modelFailed follows.
     void openModel(const QString& path);
-    std::shared_ptr<const Model> model() const { return model_; }
+    std::shared_ptr<const Model> model() const { return exploration_.modelPtr(); }
     QString modelPath() const { return modelPath_; }
+    // The engine's exploration: every result and the snapshot a job reads.
+    const Exploration& exploration() const { return exploration_; }
     // Ops the interpreter cannot run (calibration and evaluation are then
     // unavailable; weight-only quantization still works).
     const QStringList& unsupportedOps() const { return unsupported_; }
-    bool canRun() const { return interpreter_ != nullptr; }
-    std::shared_ptr<const Interpreter> interpreter() const { return interpreter_; }
+    bool canRun() const { return exploration_.interpreter() != nullptr; }
+    std::shared_ptr<const Interpreter> interpreter() const { return exploration_.interpreter(); }
 
     // ---- rules and weights
     // Replaces the rules (undoable). Throws Error for an unreadable file.
     void loadRules(const QString& path);
     void saveRules(const QString& path) const;
-    uint64_t generation() const { return generation_; }
-    std::shared_ptr<const QuantizationPlan> plan() const { return plan_; }
+    uint64_t generation() const { return exploration_.generation(); }
+    std::shared_ptr<const QuantizationPlan> plan() const { return exploration_.plan(); }
     // The fake-quantized weights of weightsGeneration() (may be older than generation()).
-    std::shared_ptr<const WeightQuantizer> weights() const { return weights_; }
-    uint64_t weightsGeneration() const { return weightsGeneration_; }
+    std::shared_ptr<const WeightQuantizer> weights() const { return exploration_.weights(); }
+    uint64_t weightsGeneration() const { return exploration_.weightsGeneration(); }
     // Layers the last finished weight job recomputed.
     const std::vector<size_t>& lastRecomputed() const { return lastRecomputed_; }
 
     // ---- data, calibration, evaluation
     void setCalibrationData(std::optional<DataConfig> config);
     void setEvaluationData(std::optional<DataConfig> config);
-    const std::optional<DataConfig>& calibrationData() const { return calibrationData_; }
-    const std::optional<DataConfig>& evaluationData() const { return evaluationData_; }
-    // Opens the batches a configuration describes (image folders through QImage).
-    static std::unique_ptr<DataSource> openData(const DataConfig& config, const Model* model);
+    const std::optional<DataConfig>& calibrationData() const { return exploration_.calibrationData(); }
+    const std::optional<DataConfig>& evaluationData() const { return exploration_.evaluationData(); }
     // Background jobs; their results arrive through signals. Each needs a model
     // the interpreter can run and its data configured.
     void calibrate();
@@ -83,10 +75,10 @@ public:
     // Ranks the layers by what quantizing them does to the output: one layer
     // quantized at a time, or all but one (on the evaluation data).
     void runSensitivity(SensitivityKind kind);
-    std::shared_ptr<const ActivationStatistics> statistics() const { return statistics_; }
-    std::shared_ptr<const SensitivityResult> sensitivity() const { return sensitivity_; }
-    std::shared_ptr<const EvaluationResult> evaluation() const { return evaluation_; }
-    uint64_t evaluationGeneration() const { return evaluationGeneration_; }
+    std::shared_ptr<const ActivationStatistics> statistics() const { return exploration_.statistics(); }
+    std::shared_ptr<const SensitivityResult> sensitivity() const { return exploration_.sensitivity(); }
+    std::shared_ptr<const EvaluationResult> evaluation() const { return exploration_.evaluation(); }
+    uint64_t evaluationGeneration() const { return exploration_.evaluationGeneration(); }
 
     // ---- sessions
     SessionFile toSession() const;
@@ -111,29 +103,18 @@ signals:
     void logMessage(const QString& text, bool error);
 
 private:
-    struct Loaded;
     void onRulesChanged();
     // A change the undo stack does not hold (data, calibration, evaluation).
     void markChanged();
-    // What an evaluation or sensitivity job runs on, captured for its thread.
-    struct EvaluationInputs {
-        std::shared_ptr<const Interpreter> interpreter;
-        std::shared_ptr<const QuantizationPlan> plan;
-        std::shared_ptr<const Model> model;
-        std::shared_ptr<const WeightQuantizer> weights;
-        std::shared_ptr<const ActivationStatistics> statistics;
-        DataConfig data;
-        EvaluationOptions options() const
-        {
-            EvaluationOptions o;
-            o.maxBatches = data.maxBatches;
-            return o;
-        }
-    };
-    // The inputs when an evaluation-like job can start now; else logs why not.
-    std::optional<EvaluationInputs> evaluationInputs();
+    // Lines for the Log dock from the exploration's warnings.
+    void logWarnings(const std::vector<ExplorationWarning>& warnings);
+    // The layer table's results, from what the exploration holds.
+    void showEvaluation();
+    // The plan's assignments in the layer and rule tables; starts the weight job when `stale` says so.
+    void showPlan(const Staleness& stale);
+    void showWeights();
     void startWeightJob();
-    void applyLoaded(std::shared_ptr<Loaded> loaded);
+    void applyLoaded(LoadedModel loaded);
     void restorePendingSession();
 
     JobTracker* jobs_;
@@ -141,24 +122,10 @@ private:
     RuleTableModel* rules_;
     LayerTreeModel* layers_;
 
-    std::shared_ptr<const Model> model_;
-    std::shared_ptr<const Interpreter> interpreter_;
+    Exploration exploration_;
     QString modelPath_;
-    std::string modelSha256_;
     QStringList unsupported_;
-
-    uint64_t generation_ = 0;
-    std::shared_ptr<const QuantizationPlan> plan_;
-    std::shared_ptr<const WeightQuantizer> weights_;
-    uint64_t weightsGeneration_ = 0;
     std::vector<size_t> lastRecomputed_;
-
-    std::optional<DataConfig> calibrationData_, evaluationData_;
-    std::shared_ptr<const ActivationStatistics> statistics_;
-    std::shared_ptr<const EvaluationResult> evaluation_;
-    uint64_t evaluationGeneration_ = 0;
-    std::string evaluationRules_; // rules document the evaluation was computed from
-    std::shared_ptr<const SensitivityResult> sensitivity_;
 
     bool modified_ = false;
     bool changedOutsideUndo_ = false;

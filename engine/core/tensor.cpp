@@ -95,8 +95,7 @@ Tensor Tensor::reshaped(Shape shape) const
 }
 
 namespace {
-template <class T>
-void convertToFloat(const void* src, float* dst, int64_t n)
+template <class T> void convertToFloat(const void* src, float* dst, int64_t n)
 {
     const T* s = static_cast<const T*>(src);
     for (int64_t i = 0; i < n; ++i)
@@ -123,17 +122,113 @@ Tensor Tensor::toFloat32() const
             dst[i] = bf16ToFloat(s[i]);
         break;
     }
-    case DType::F64: convertToFloat<double>(data_, dst, numel_); break;
-    case DType::I8: convertToFloat<int8_t>(data_, dst, numel_); break;
-    case DType::U8: convertToFloat<uint8_t>(data_, dst, numel_); break;
-    case DType::I16: convertToFloat<int16_t>(data_, dst, numel_); break;
-    case DType::U16: convertToFloat<uint16_t>(data_, dst, numel_); break;
-    case DType::I32: convertToFloat<int32_t>(data_, dst, numel_); break;
-    case DType::U32: convertToFloat<uint32_t>(data_, dst, numel_); break;
-    case DType::I64: convertToFloat<int64_t>(data_, dst, numel_); break;
-    case DType::U64: convertToFloat<uint64_t>(data_, dst, numel_); break;
-    case DType::Bool: convertToFloat<uint8_t>(data_, dst, numel_); break;
-    case DType::F32: break;
+    case DType::F64:
+        convertToFloat<double>(data_, dst, numel_);
+        break;
+    case DType::I8:
+        convertToFloat<int8_t>(data_, dst, numel_);
+        break;
+    case DType::U8:
+        convertToFloat<uint8_t>(data_, dst, numel_);
+        break;
+    case DType::I16:
+        convertToFloat<int16_t>(data_, dst, numel_);
+        break;
+    case DType::U16:
+        convertToFloat<uint16_t>(data_, dst, numel_);
+        break;
+    case DType::I32:
+        convertToFloat<int32_t>(data_, dst, numel_);
+        break;
+    case DType::U32:
+        convertToFloat<uint32_t>(data_, dst, numel_);
+        break;
+    case DType::I64:
+        convertToFloat<int64_t>(data_, dst, numel_);
+        break;
+    case DType::U64:
+        convertToFloat<uint64_t>(data_, dst, numel_);
+        break;
+    case DType::Bool:
+        convertToFloat<uint8_t>(data_, dst, numel_);
+        break;
+    case DType::F32:
+        break;
+    }
+    return out;
+}
+
+std::vector<int> inversePermutation(const std::vector<int>& axes)
+{
+    std::vector<int> inverse(axes.size());
+    for (size_t i = 0; i < axes.size(); ++i)
+        inverse[size_t(axes[i])] = int(i);
+    return inverse;
+}
+
+namespace {
+
+// Copies `out`'s elements from `src` walking the output in row-major order and
+// carrying the input offset along (`strides`: the input stride of each output axis).
+template <size_t Item>
+void gatherPermuted(const uint8_t* src, uint8_t* dst, const Shape& shape, const Shape& strides, int64_t count)
+{
+    const size_t rank = shape.size();
+    std::vector<int64_t> index(rank, 0);
+    const int64_t inner = shape.back(), innerStride = strides.back();
+    int64_t offset = 0; // input element of index (without the last axis)
+    for (int64_t flat = 0; flat < count; flat += inner) {
+        for (int64_t j = 0; j < inner; ++j)
+            std::memcpy(dst + size_t(flat + j) * Item, src + size_t(offset + j * innerStride) * Item, Item);
+        for (size_t a = rank - 1; a-- > 0;) {
+            if (++index[a] < shape[a]) {
+                offset += strides[a];
+                break;
+            }
+            offset -= strides[a] * (shape[a] - 1);
+            index[a] = 0;
+        }
+    }
+}
+
+} // namespace
+
+Tensor Tensor::permuted(const std::vector<int>& axes) const
+{
+    const int r = rank();
+    if (int(axes.size()) != r)
+        throw Error("permuted: " + std::to_string(axes.size()) + " axes for a tensor of rank " + std::to_string(r));
+    bool identity = true;
+    for (int i = 0; i < r; ++i)
+        identity = identity && axes[size_t(i)] == i;
+    if (identity)
+        return *this;
+    Shape shape(static_cast<size_t>(r)), strides(static_cast<size_t>(r));
+    const Shape inStrides = rowMajorStrides(shape_);
+    for (int i = 0; i < r; ++i) {
+        shape[size_t(i)] = dim(axes[size_t(i)]);
+        strides[size_t(i)] = inStrides[size_t(axes[size_t(i)])];
+    }
+    Tensor out(dtype_, shape);
+    if (out.numel() == 0)
+        return out;
+    const auto* src = static_cast<const uint8_t*>(rawData());
+    auto* dst = static_cast<uint8_t*>(out.mutableRawData());
+    switch (dtypeSize(dtype_)) {
+    case 1:
+        gatherPermuted<1>(src, dst, shape, strides, out.numel());
+        break;
+    case 2:
+        gatherPermuted<2>(src, dst, shape, strides, out.numel());
+        break;
+    case 4:
+        gatherPermuted<4>(src, dst, shape, strides, out.numel());
+        break;
+    case 8:
+        gatherPermuted<8>(src, dst, shape, strides, out.numel());
+        break;
+    default:
+        throw Error("permuted: no copy for " + std::string(dtypeName(dtype_)) + " elements");
     }
     return out;
 }

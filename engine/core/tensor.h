@@ -22,6 +22,8 @@ int64_t shapeElementCount(const Shape& shape);
 std::string shapeToString(const Shape& shape);
 // Row-major strides, in elements.
 Shape rowMajorStrides(const Shape& shape);
+// The order that undoes `axes` (Tensor::permuted(axes) then permuted(inverse) is the identity).
+std::vector<int> inversePermutation(const std::vector<int>& axes);
 
 class Tensor {
 public:
@@ -34,8 +36,7 @@ public:
     // Borrowed storage: `data` stays valid as long as `owner` lives.
     static Tensor borrow(DType dtype, Shape shape, const void* data, std::shared_ptr<const void> owner);
 
-    template <class T>
-    static Tensor fromVector(DType dtype, Shape shape, const std::vector<T>& values);
+    template <class T> static Tensor fromVector(DType dtype, Shape shape, const std::vector<T>& values);
 
     DType dtype() const { return dtype_; }
     const Shape& shape() const { return shape_; }
@@ -53,16 +54,8 @@ public:
     // Writable access; throws Error for borrowed (read-only) storage.
     void* mutableRawData();
 
-    template <class T>
-    std::span<const T> values() const
-    {
-        return {static_cast<const T*>(data_), size_t(numel_)};
-    }
-    template <class T>
-    std::span<T> mutableValues()
-    {
-        return {static_cast<T*>(mutableRawData()), size_t(numel_)};
-    }
+    template <class T> std::span<const T> values() const { return {static_cast<const T*>(data_), size_t(numel_)}; }
+    template <class T> std::span<T> mutableValues() { return {static_cast<T*>(mutableRawData()), size_t(numel_)}; }
 
     // A deep copy with owned storage.
     Tensor clone() const;
@@ -70,6 +63,9 @@ public:
     Tensor reshaped(Shape shape) const;
     // Converts any numeric dtype to float32 (returns *this when already float32).
     Tensor toFloat32() const;
+    // A copy with its axes reordered: axis i of the result is axis axes[i] of
+    // this tensor (numpy's transpose). The identity order returns *this.
+    Tensor permuted(const std::vector<int>& axes) const;
 
 private:
     DType dtype_ = DType::F32;
@@ -80,14 +76,13 @@ private:
     bool borrowed_ = false;
 };
 
-template <class T>
-Tensor Tensor::fromVector(DType dtype, Shape shape, const std::vector<T>& values)
+template <class T> Tensor Tensor::fromVector(DType dtype, Shape shape, const std::vector<T>& values)
 {
     Tensor t(dtype, std::move(shape));
     if (sizeof(T) != dtypeSize(dtype) || values.size() != size_t(t.numel()))
-        throw Error("Tensor::fromVector: " + std::to_string(values.size()) + " values of " +
-                    std::to_string(sizeof(T)) + " bytes do not fill a " + std::string(dtypeName(dtype)) +
-                    " tensor of shape " + shapeToString(t.shape()));
+        throw Error("Tensor::fromVector: " + std::to_string(values.size()) + " values of " + std::to_string(sizeof(T)) +
+                    " bytes do not fill a " + std::string(dtypeName(dtype)) + " tensor of shape " +
+                    shapeToString(t.shape()));
     auto* out = static_cast<T*>(t.mutableRawData());
     for (size_t i = 0; i < values.size(); ++i)
         out[i] = values[i];

@@ -24,52 +24,6 @@ namespace qs {
 namespace {
 
 // out.shape[i] = t.shape[perm[i]]; any dtype (bytes are moved as they are).
-Tensor permuteAxes(const Tensor& t, const std::vector<int>& perm)
-{
-    const int rank = t.rank();
-    bool identity = true;
-    for (int i = 0; i < rank; ++i)
-        identity = identity && perm[size_t(i)] == i;
-    if (identity)
-        return t;
-    Shape shape(static_cast<size_t>(rank));
-    for (int i = 0; i < rank; ++i)
-        shape[size_t(i)] = t.dim(perm[size_t(i)]);
-    Tensor out(t.dtype(), shape);
-    if (out.numel() == 0)
-        return out;
-    const Shape inStrides = rowMajorStrides(t.shape());
-    Shape strides(static_cast<size_t>(rank)); // input stride of each output axis
-    for (int i = 0; i < rank; ++i)
-        strides[size_t(i)] = inStrides[size_t(perm[size_t(i)])];
-    const size_t item = dtypeSize(t.dtype());
-    const auto* src = static_cast<const uint8_t*>(t.rawData());
-    auto* dst = static_cast<uint8_t*>(out.mutableRawData());
-    std::vector<int64_t> index(size_t(rank), 0);
-    const int64_t inner = shape.back(), innerStride = strides.back();
-    int64_t offset = 0; // input element of index (without the last axis)
-    for (int64_t flat = 0; flat < out.numel(); flat += inner) {
-        for (int64_t j = 0; j < inner; ++j)
-            std::memcpy(dst + size_t(flat + j) * item, src + size_t(offset + j * innerStride) * item, item);
-        for (int a = rank - 2; a >= 0; --a) {
-            if (++index[size_t(a)] < shape[size_t(a)]) {
-                offset += strides[size_t(a)];
-                break;
-            }
-            offset -= strides[size_t(a)] * (shape[size_t(a)] - 1);
-            index[size_t(a)] = 0;
-        }
-    }
-    return out;
-}
-
-std::vector<int> inversePermutation(const std::vector<int>& perm)
-{
-    std::vector<int> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i)
-        inv[size_t(perm[i])] = int(i);
-    return inv;
-}
 
 // Where the weights come from. A weights-only safetensors model is read from
 // its file with pread, tensor by tensor, instead of through the mapping the
@@ -126,7 +80,8 @@ public:
         auto* p = static_cast<char*>(out.mutableRawData());
         uint64_t done = 0, size = e->end - e->begin, at = dataOffsets_.at(e->file) + e->begin;
         while (done < size) {
-            const ssize_t n = ::pread(fd, p + done, size_t(std::min<uint64_t>(size - done, 1u << 30)), off_t(at + done));
+            const ssize_t n =
+                ::pread(fd, p + done, size_t(std::min<uint64_t>(size - done, 1u << 30)), off_t(at + done));
             if (n <= 0) {
                 ::close(fd);
                 throw Error(path.string() + ": cannot read tensor '" + name + "'");
@@ -179,7 +134,7 @@ DType zeroPointDType(QType t)
 }
 
 // The weight's parameters, from the cache or computed here exactly as the
-// weight quantizer does (runtime/weight_quantizer.cpp: the weight permuted
+// weight quantizer does (quantization/weight_quantizer.cpp: the weight permuted
 // to the plan's weightAxes, the channel axis renumbered), and the block and
 // scale shape in the weight's own axis order.
 const QuantParams& paramsOf(WeightJob& job, const WeightSource& source)
@@ -202,7 +157,7 @@ const QuantParams& paramsOf(WeightJob& job, const WeightSource& source)
             const int axis = normalizeAxis(spec.axis, rank, "channel axis");
             spec.axis = int(std::find(job.perm.begin(), job.perm.end(), axis) - job.perm.begin());
         }
-        const Tensor w = permuteAxes(source.read(name), job.perm);
+        const Tensor w = source.read(name).permuted(job.perm);
         job.params = computeQuantization(w, spec, name).params;
     }
     job.layout = job.params->layout;
@@ -223,11 +178,10 @@ const QuantParams& paramsOf(WeightJob& job, const WeightSource& source)
 }
 
 // The group values (scales or zero points, in layout order) in the weight's axis order.
-template <class T>
-Tensor groupTensor(const WeightJob& job, DType dtype, const std::vector<T>& values)
+template <class T> Tensor groupTensor(const WeightJob& job, DType dtype, const std::vector<T>& values)
 {
     Tensor t = Tensor::fromVector(dtype, job.layout.gridShape(), values);
-    return permuteAxes(t, inversePermutation(job.perm));
+    return t.permuted(inversePermutation(job.perm));
 }
 
 // Codes per byte of W.qvalue: packed 1-, 2- and 4-bit codes; one code per element otherwise (int16 included).
@@ -254,10 +208,9 @@ Shape qvalueShape(const WeightJob& job)
 Tensor qvalueOf(WeightJob& job, const WeightSource& source)
 {
     const QuantParams& params = paramsOf(job, source);
-    const Tensor w = permuteAxes(source.read(job.info->weightName), job.perm);
-    const Tensor codes =
-        permuteAxes(quantize(w, params, job.plan->weightRounding, job.plan->weightSeed, job.info->weightName),
-                    inversePermutation(job.perm));
+    const Tensor w = source.read(job.info->weightName).permuted(job.perm);
+    const Tensor codes = quantize(w, params, job.plan->weightRounding, job.plan->weightSeed, job.info->weightName)
+                             .permuted(inversePermutation(job.perm));
     const QType t = params.qtype;
     if (storedCodesPerByte(t) == 1)
         return codes;
@@ -296,8 +249,8 @@ nlohmann::ordered_json manifestEntry(const WeightJob& job, const std::string& so
                     : nlohmann::ordered_json(nullptr);
     const int lastLayoutAxis = rank > 0 ? job.perm.back() : 0;
     e["tile_axis"] = granularity == "tile" ? nlohmann::ordered_json(lastLayoutAxis) : nlohmann::ordered_json(nullptr);
-    e["tile_size"] =
-        granularity == "tile" ? nlohmann::ordered_json(job.block[size_t(lastLayoutAxis)]) : nlohmann::ordered_json(nullptr);
+    e["tile_size"] = granularity == "tile" ? nlohmann::ordered_json(job.block[size_t(lastLayoutAxis)])
+                                           : nlohmann::ordered_json(nullptr);
     e["block"] = job.block;
     e["scale_shape"] = job.grid;
     e["symmetric"] = job.params ? job.params->symmetric : true;
@@ -311,9 +264,9 @@ nlohmann::ordered_json manifestEntry(const WeightJob& job, const std::string& so
     e["qvalue"] = w + ".qvalue";
     e["scale"] = w + ".scale";
     e["zero_point"] = job.params && !job.params->symmetric ? nlohmann::ordered_json(w + ".zero_point")
-                                                          : nlohmann::ordered_json(nullptr);
-    e["block_scale"] = isMicroscaling(spec.qtype) ? nlohmann::ordered_json(w + ".block_scale")
-                                                  : nlohmann::ordered_json(nullptr);
+                                                           : nlohmann::ordered_json(nullptr);
+    e["block_scale"] =
+        isMicroscaling(spec.qtype) ? nlohmann::ordered_json(w + ".block_scale") : nlohmann::ordered_json(nullptr);
     if (spec.qtype == QType::NvFp4) {
         e["global_scale"] = w + ".global_scale";
         e["global_scale_value"] = job.params->globalScale;
@@ -394,12 +347,12 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
     manifest["format_version"] = 1;
     manifest["tool_version"] = QUANTSCOPE_VERSION;
     manifest["mode"] = std::string(quantizationModeName(plan.mode()));
-    manifest["source"] = {{"file", model.sourcePath.filename().string()},
-                          {"format", model.format},
-                          {"sha256", options.hashSource && !model.sourcePath.empty() &&
-                                             std::filesystem::is_regular_file(model.sourcePath)
-                                         ? nlohmann::ordered_json(sha256OfFile(model.sourcePath))
-                                         : nlohmann::ordered_json(nullptr)}};
+    manifest["source"] = {
+        {"file", model.sourcePath.filename().string()},
+        {"format", model.format},
+        {"sha256", options.hashSource && !model.sourcePath.empty() && std::filesystem::is_regular_file(model.sourcePath)
+                       ? nlohmann::ordered_json(sha256OfFile(model.sourcePath))
+                       : nlohmann::ordered_json(nullptr)}};
     manifest["rules"] = nlohmann::ordered_json::parse(rules.toJson());
     manifest["tensors"] = nlohmann::ordered_json::object();
     manifest["float_tensors"] = nlohmann::ordered_json::array();
@@ -429,8 +382,8 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
         entries.push_back({nt.name + ".scale", "F32", job.grid,
                            [&job] { return groupTensor(job, DType::F32, job.params->scales); }, ""});
         if (!params.symmetric) {
-            entries.push_back({nt.name + ".zero_point", std::string(safetensorsDTypeName(zeroPointDType(t))),
-                               job.grid, [&job] {
+            entries.push_back({nt.name + ".zero_point", std::string(safetensorsDTypeName(zeroPointDType(t))), job.grid,
+                               [&job] {
                                    const Tensor zp = groupTensor(job, DType::I32, job.params->zeroPoints);
                                    Tensor out(zeroPointDType(job.params->qtype), zp.shape());
                                    const auto z = zp.values<int32_t>();
@@ -456,8 +409,11 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
         }
         if (t == QType::NvFp4) {
             const float g = params.globalScale;
-            entries.push_back({nt.name + ".global_scale", "F32", {1},
-                               [g] { return Tensor::fromVector(DType::F32, {1}, std::vector<float>{g}); }, ""});
+            entries.push_back({nt.name + ".global_scale",
+                               "F32",
+                               {1},
+                               [g] { return Tensor::fromVector(DType::F32, {1}, std::vector<float>{g}); },
+                               ""});
         }
         for (size_t i = firstEntry; i < entries.size(); ++i)
             summary.quantizedBytes +=
@@ -477,8 +433,8 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
             progress(0.5 + 0.5 * f, step);
     };
     if (*format == CheckpointFormat::Safetensors) {
-        std::map<std::string, std::string> metadata = model.format == "safetensors" ? model.metadata
-                                                                                     : std::map<std::string, std::string>{};
+        std::map<std::string, std::string> metadata =
+            model.format == "safetensors" ? model.metadata : std::map<std::string, std::string>{};
         metadata["quantscope"] = manifestText;
         writeSafetensorsCheckpoint(out, entries, metadata, cancel, dataProgress);
     } else {

@@ -56,8 +56,8 @@
 #include "core/cancellation.h"
 #include "graph/model.h"
 #include "rules/ruleset.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs {
 

@@ -73,8 +73,8 @@
 #include "io/data_source.h"
 #include "quant/scale.h"
 #include "runtime/interpreter.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs {
 

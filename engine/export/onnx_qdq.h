@@ -38,8 +38,8 @@
 #include "graph/model.h"
 #include "quant/scale.h"
 #include "runtime/activation_calibration.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs {
 

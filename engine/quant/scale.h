@@ -39,6 +39,7 @@ std::span<const ScaleRestriction> allScaleRestrictions();
 struct ScaleOptions {
     bool narrowRange = false;                               // integer grid without its most negative code
     ScaleRestriction restriction = ScaleRestriction::Float; // how the scale itself is represented
+    bool operator==(const ScaleOptions&) const = default;
 };
 
 // A calibrated range of one group, in the tensor's units.

@@ -7,6 +7,7 @@
 
 #include <re2/re2.h>
 
+#include "calib/compatibility.h"
 #include "core/error.h"
 #include "rules/regex_syntax.h"
 
@@ -24,36 +25,29 @@ constexpr std::array<GranularityName, 2> kGranularities{{
 }};
 constexpr std::array<Granularity, 2> kGranularityValues{Granularity::PerTensor, Granularity::PerChannel};
 
-// Whether a method's symmetry (as resolved against the rule's override) can be
-// used with a type: only integer grids have zero points.
-void checkZeroPoint(size_t index, std::string_view methodField, const CalibrationMethod& method, bool symmetric,
-                    QType type, std::string_view typeField)
+// The method/type compatibility a rule can be checked for on its own (the
+// plan checks the microscaling types' absmax per layer, where it names the layer).
+void checkMethod(size_t index, std::string_view methodField, const CalibrationMethod& method,
+                 std::optional<bool> symmetric, QType type, std::string_view typeField)
 {
-    if (symmetric || qtypeInfo(type).kind == QKind::Integer)
-        return;
-    throwRuleError(index, methodField,
-                   "calibration method '" + method.toString() + "' is asymmetric, but " + std::string(typeField) + " " +
-                       std::string(qtypeName(type)) +
-                       " has no zero point; use a symmetric method (absmax, rms, percentile ...) or an integer type");
-}
-
-// The symmetry a method takes under the rule's `symmetric` override, with the
-// method's refusal reported against the rule.
-bool resolvedSymmetry(size_t index, const CalibrationMethod& method, std::optional<bool> symmetric,
-                      std::string_view methodField)
-{
-    try {
-        return method.resolveSymmetric(symmetric);
-    } catch (const Error& e) {
-        throwRuleError(index, "symmetric", "for " + std::string(methodField) + ", " + e.what());
-    }
+    const MethodCompatibility c = methodCompatibility(type, method, symmetric, methodField, typeField);
+    if (c.problem == MethodCompatibility::Problem::Symmetry)
+        throwRuleError(index, "symmetric", c.reason);
+    if (c.problem == MethodCompatibility::Problem::NoZeroPoint)
+        throwRuleError(index, methodField, c.reason);
 }
 
 } // namespace
 
+RuleError::RuleError(size_t index, std::string_view field, const std::string& what)
+    : Error("rule " + std::to_string(index) + ", field \"" + std::string(field) + "\": " + what), index_(index),
+      field_(field)
+{
+}
+
 void throwRuleError(size_t index, std::string_view field, const std::string& what)
 {
-    throw Error("rule " + std::to_string(index) + ", field \"" + std::string(field) + "\": " + what);
+    throw RuleError(index, field, what);
 }
 
 std::string_view granularityName(Granularity g)
@@ -133,14 +127,11 @@ void QuantizationRule::validate(size_t index) const
                        "only stochastic rounding uses a seed; set \"rounding\": \"stochastic\" "
                        "or remove rounding_seed");
 
-    if (weightQType) {
-        const bool sym = resolvedSymmetry(index, weightCalibration, symmetric, "weight_calibration");
-        checkZeroPoint(index, "weight_calibration", weightCalibration, sym, *weightQType, "weight_qtype");
-    }
+    if (weightQType)
+        checkMethod(index, "weight_calibration", weightCalibration, symmetric, *weightQType, "weight_qtype");
     if (actQType) {
         if (actCalibration) {
-            const bool sym = resolvedSymmetry(index, *actCalibration, symmetric, "act_calibration");
-            checkZeroPoint(index, "act_calibration", *actCalibration, sym, *actQType, "act_qtype");
+            checkMethod(index, "act_calibration", *actCalibration, symmetric, *actQType, "act_qtype");
         } else if (symmetric) {
             // The mode picks the method (absmax in PTQ, minmax in ODML); one of them
             // always refuses an explicit symmetry, so the rule must name the method.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "calib/method.h"
+#include "core/error.h"
 #include "numerics/qtype.h"
 #include "numerics/rounding.h"
 #include "quant/scale.h"
@@ -109,7 +110,20 @@ struct QuantizationRule {
     bool operator==(const QuantizationRule&) const = default;
 };
 
-// Throws Error `rule <index>, field "<field>": <what>`, the one shape of a rule error.
+// The one shape of a rule error, `rule <index>, field "<field>": <what>`, with
+// the rule's index and the field as data (the rule editor marks that cell).
+class RuleError : public Error {
+public:
+    RuleError(size_t index, std::string_view field, const std::string& what);
+    size_t index() const { return index_; }
+    const std::string& field() const { return field_; }
+
+private:
+    size_t index_;
+    std::string field_;
+};
+
+// Throws RuleError(index, field, what).
 [[noreturn]] void throwRuleError(size_t index, std::string_view field, const std::string& what);
 
 } // namespace qs

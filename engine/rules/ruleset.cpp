@@ -1,5 +1,6 @@
 #include "rules/ruleset.h"
 
+#include <atomic>
 #include <fstream>
 #include <sstream>
 #include <system_error>
@@ -227,8 +228,18 @@ std::optional<size_t> RuleSet::firstMatch(std::string_view modulePath, std::stri
     return std::nullopt;
 }
 
+namespace {
+std::atomic<uint64_t> resolutions{0};
+}
+
+uint64_t RuleSet::resolutionCount()
+{
+    return resolutions.load(std::memory_order_relaxed);
+}
+
 RuleResolution RuleSet::resolve(std::span<const RuleTarget> layers) const
 {
+    resolutions.fetch_add(1, std::memory_order_relaxed);
     RuleResolution r;
     r.matchCount.assign(rules_.size(), 0);
     r.ruleOfLayer.reserve(layers.size());

@@ -81,6 +81,9 @@ public:
     std::optional<size_t> firstMatch(std::string_view modulePath, std::string_view opType) const;
     // firstMatch for every layer, with per-rule match counts and the unused rules.
     RuleResolution resolve(std::span<const RuleTarget> layers) const;
+    // How many times resolve() has run in this process: the tests count the
+    // resolutions one edit costs (one, done by the session).
+    static uint64_t resolutionCount();
     // For every rule, why it does or does not apply to the layer.
     std::vector<RuleExplanation> explain(std::string_view modulePath, std::string_view opType) const;
 

@@ -4,6 +4,7 @@
 // docs/rules.md all come from this table; a field exists nowhere else.
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,8 +16,27 @@
 
 namespace qs {
 
+// What kind of value a field holds: the GUI picks its editor, parses typed
+// text and shows the absent value from this, never from the prose below.
+enum class RuleFieldKind : uint8_t {
+    Regex,        // an RE2 pattern matched against the whole module path (module_path)
+    OpTypeList,   // a list of op type names (op_types)
+    QType,        // a qtype name from allowedValues, or null: float (weight_qtype, act_qtype)
+    Method,       // a calibration method string, which may carry arguments ("percentile,99.9")
+    Choice,       // one of allowedValues (granularity, scale_restriction, rounding)
+    Bool,         // true or false
+    OptionalBool, // true, false, or null: the method decides (symmetric)
+    Number,       // a number above `minimum` (tile_size), or null
+    Integer,      // a whole number of at least `minimum` (rounding_seed)
+    IntegerList,  // a list of whole numbers (act_batch_axes)
+};
+
 struct RuleField {
     std::string_view name;         // JSON key, e.g. "weight_qtype"
+    RuleFieldKind kind;            // the kind of value
+    bool nullable;                 // null is accepted (and means the default)
+    std::string_view absentText;   // what a table cell shows when the field is absent ("float", "all", "per_channel")
+    double minimum;                // Number: values must be greater; Integer: at least this; else unused
     std::string_view jsonType;     // what the JSON value must be, e.g. "string or null"
     std::string_view defaultValue; // the value when the field is absent, as shown to users
     std::string_view description;  // one line for docs and tooltips

@@ -21,7 +21,7 @@
 #include "io/data_source.h"
 #include "quant/scale.h"
 #include "runtime/interpreter.h"
-#include "runtime/quantization_plan.h"
+#include "quantization/quantization_plan.h"
 
 namespace qs {
 

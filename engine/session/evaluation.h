@@ -26,8 +26,8 @@
 #include "io/data_source.h"
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
-#include "runtime/quantization_plan.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs {
 

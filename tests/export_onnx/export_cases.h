@@ -22,7 +22,7 @@
 #include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
 #include "runtime/quantization_hook.h"
-#include "runtime/weight_quantizer.h"
+#include "quantization/weight_quantizer.h"
 
 namespace qs::test {
 

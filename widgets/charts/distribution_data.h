@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "calib/histogram.h"
 #include "calib/observer.h"
 #include "core/cancellation.h"

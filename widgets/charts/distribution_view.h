@@ -13,7 +13,7 @@
 
 #include <QWidget>
 
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 #include "widgets/charts/distribution_data.h"
 #include "widgets/charts/latest_job.h"
 

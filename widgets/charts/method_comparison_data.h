@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/method_comparison.h"
+#include "quantization/method_comparison.h"
 #include "calib/histogram.h"
 #include "calib/observer.h"
 #include "core/cancellation.h"

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 
 namespace qs {
 

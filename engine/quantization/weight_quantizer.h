@@ -11,10 +11,10 @@
 #include <vector>
 
 #include "analysis/metrics.h"
-#include "analysis/tensor_quantization.h"
 #include "core/cancellation.h"
 #include "graph/model.h"
-#include "runtime/quantization_plan.h"
+#include "quantization/quantization_plan.h"
+#include "quantization/tensor_quantization.h"
 
 namespace qs {
 
@@ -69,7 +69,7 @@ private:
         const void* data = nullptr;
         Shape shape;
         DType dtype = DType::F32;
-        bool operator==(const Key& other) const;
+        bool operator==(const Key&) const = default; // every field: a new one cannot be forgotten
     };
     static Key keyOf(const Model& model, const LayerQuantization& layer);
 

@@ -29,10 +29,11 @@ struct QuantizationSpec {
                                                        // a value in (0, 1) means 1/tile_count)
     std::optional<bool> symmetric;                     // overrides the method's symmetry when it allows
     ScaleOptions options;                              // narrow range, scale restriction
-};
 
-// Whether two specs quantize a tensor the same way (every field equal).
-bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b);
+    // Whether two specs quantize a tensor the same way: every field equal, so
+    // a field added later takes part without anyone remembering to add it.
+    bool operator==(const QuantizationSpec&) const = default;
+};
 
 // The groups of a tensor of `shape` under the spec's granularity (not for
 // microscaling types: their blocks are fixed by the type). Throws Error for an

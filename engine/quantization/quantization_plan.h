@@ -2,7 +2,7 @@
 // What a RuleSet asks of one model: for every layer a rule applies to, how its
 // weight is quantized (a QuantizationSpec) and how its input activation is
 // quantized (ActivationQuantization). Built once per rule edit; cheap (no data
-// is touched). The weight quantizer (runtime/weight_quantizer.h), the
+// is touched). The weight quantizer (quantization/weight_quantizer.h), the
 // quantization hook (runtime/quantization_hook.h), calibration
 // (runtime/activation_calibration.h) and the exporters all read it.
 //
@@ -18,11 +18,11 @@
 #include <string_view>
 #include <vector>
 
-#include "analysis/tensor_quantization.h"
 #include "calib/calibrate.h"
 #include "calib/observer.h"
 #include "graph/model.h"
 #include "numerics/rounding.h"
+#include "quantization/tensor_quantization.h"
 #include "rules/ruleset.h"
 
 namespace qs {
@@ -109,7 +109,7 @@ private:
     QuantizationMode mode_ = QuantizationMode::Ptq;
     RuleResolution resolution_;
     std::vector<LayerQuantization> layers_;
-    std::vector<std::optional<size_t>> byLayer_; // model layer -> index into layers_
+    std::vector<std::optional<size_t>> byLayer_;             // model layer -> index into layers_
     std::vector<std::vector<std::optional<size_t>>> byNode_; // [scope][node] -> index into layers_
 };
 

@@ -1,4 +1,4 @@
-#include "graph/rule_resolution.h"
+#include "quantization/rule_resolution.h"
 
 namespace qs {
 

@@ -1,29 +1,18 @@
-#include "analysis/tensor_quantization.h"
+#include "quantization/tensor_quantization.h"
 
 #include "calib/calibrate.h"
+#include "calib/compatibility.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
 #include "quant/microscaling.h"
 
 namespace qs {
 
-bool sameSpec(const QuantizationSpec& a, const QuantizationSpec& b)
-{
-    return a.qtype == b.qtype && a.method == b.method && a.granularity == b.granularity && a.axis == b.axis &&
-           a.tileSize == b.tileSize && a.symmetric == b.symmetric && a.options.narrowRange == b.options.narrowRange &&
-           a.options.restriction == b.options.restriction;
-}
-
 namespace {
 
 TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
 {
     const QuantTypeInfo& info = qtypeInfo(spec.qtype);
-    if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
-        throw Error("tensor '" + std::string(tensorName) + "': " + std::string(info.name) +
-                    " computes its block scales from each block's absmax (OCP MX / nvfp4); the method must be "
-                    "absmax, not '" +
-                    spec.method.toString() + "'");
     TensorQuantization q;
     q.params = microscalingParams(x, spec.qtype, -1, tensorName);
     const float elementMax = qtypeInfo(info.element).maxFinite;
@@ -59,16 +48,15 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
     const Tensor x = input.dtype() == DType::F32 || input.dtype() == DType::F16 || input.dtype() == DType::BF16
                          ? input
                          : input.toFloat32();
+    const MethodCompatibility compatibility = methodCompatibility(spec.qtype, spec.method, spec.symmetric);
+    if (!compatibility)
+        throw Error("tensor '" + std::string(tensorName) + "': " + compatibility.reason);
     if (isMicroscaling(spec.qtype))
         return microscalingQuantization(x, spec, tensorName);
 
     const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
-    const bool symmetric = calibrationSymmetric(spec.method, target); // throws when the method cannot honour it
+    const bool symmetric = compatibility.symmetric;
     const QuantTypeInfo& info = qtypeInfo(spec.qtype);
-    if (!symmetric && info.kind != QKind::Integer)
-        throw Error("tensor '" + std::string(tensorName) + "': method '" + spec.method.toString() +
-                    "' is asymmetric but " + std::string(info.name) +
-                    " has no zero point; use a symmetric method (absmax, rms, percentile, mse, entropy)");
 
     const Tensor xf = x.toFloat32();
     const BlockLayout layout = layoutFor(xf.shape(), spec);

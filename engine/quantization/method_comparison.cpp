@@ -1,8 +1,9 @@
-#include "analysis/method_comparison.h"
+#include "quantization/method_comparison.h"
 
 #include <algorithm>
 
 #include "calib/calibrate.h"
+#include "calib/compatibility.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
 
@@ -58,12 +59,13 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
         QuantizationSpec s = spec;
         s.method = CalibrationMethod::parse(text);
         s.symmetric.reset(); // each method's own symmetry
-        const bool symmetric = calibrationSymmetric(s.method, CalibrationTarget{s.qtype, s.options, {}});
-        if (!symmetric && info.kind != QKind::Integer) {
+        const MethodCompatibility c = methodCompatibility(s.qtype, s.method, {});
+        const bool symmetric = c.symmetric;
+        if (!c) {
             MethodResult r;
             r.method = s.method.toString();
-            r.symmetric = false;
-            r.skipped = "asymmetric: " + std::string(info.name) + " has no zero point";
+            r.symmetric = symmetric;
+            r.skipped = c.reason;
             skipped.push_back(std::move(r));
             continue;
         }

@@ -1,4 +1,4 @@
-#include "runtime/weight_quantizer.h"
+#include "quantization/weight_quantizer.h"
 
 #include <algorithm>
 #include <mutex>
@@ -11,52 +11,6 @@
 #include "quant/kernels.h"
 
 namespace qs {
-namespace {
-
-// x (float32) with its axes reordered: axis i of the result is axis axes[i] of x.
-Tensor permuteAxes(const Tensor& x, const std::vector<int>& axes)
-{
-    const size_t rank = axes.size();
-    const Shape inStrides = rowMajorStrides(x.shape());
-    Shape shape(rank), strides(rank);
-    for (size_t i = 0; i < rank; ++i) {
-        shape[i] = x.shape()[size_t(axes[i])];
-        strides[i] = inStrides[size_t(axes[i])];
-    }
-    Tensor out(DType::F32, shape);
-    const float* in = x.values<float>().data();
-    std::span<float> dst = out.mutableValues<float>();
-    // Walk the output in row-major order, carrying the input offset along.
-    std::vector<int64_t> index(rank, 0);
-    int64_t offset = 0;
-    for (float& v : dst) {
-        v = in[offset];
-        for (size_t d = rank; d-- > 0;) {
-            offset += strides[d];
-            if (++index[d] < shape[d])
-                break;
-            offset -= strides[d] * shape[d];
-            index[d] = 0;
-        }
-    }
-    return out;
-}
-
-std::vector<int> inverseAxes(const std::vector<int>& axes)
-{
-    std::vector<int> inverse(axes.size());
-    for (size_t i = 0; i < axes.size(); ++i)
-        inverse[size_t(axes[i])] = int(i);
-    return inverse;
-}
-
-} // namespace
-
-bool WeightQuantizer::Key::operator==(const Key& other) const
-{
-    return sameSpec(spec, other.spec) && rounding == other.rounding && seed == other.seed &&
-           weightName == other.weightName && data == other.data && shape == other.shape && dtype == other.dtype;
-}
 
 WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuantization& lq)
 {
@@ -93,7 +47,7 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     Tensor x = halfFloat && q.transposedAxes.empty() ? *weight : weight->toFloat32();
     QuantizationSpec spec = q.spec;
     if (!q.transposedAxes.empty()) {
-        x = permuteAxes(x, q.transposedAxes);
+        x = x.permuted(q.transposedAxes);
         const int channel = normalizeAxis(spec.axis, x.rank(), "channel axis");
         spec.axis =
             int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) - q.transposedAxes.begin());
@@ -105,7 +59,7 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
     q.metrics.fractionClipped = fractionClipped(original.values<float>(), q.quantization.params.layout,
                                                 q.quantization.saturation); // every saturating value
-    q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : permuteAxes(fake, inverseAxes(q.transposedAxes));
+    q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : fake.permuted(inversePermutation(q.transposedAxes));
     return q;
 }
 

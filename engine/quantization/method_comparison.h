@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "analysis/metrics.h"
-#include "analysis/tensor_quantization.h"
 #include "core/cancellation.h"
+#include "quantization/tensor_quantization.h"
 
 namespace qs {
 

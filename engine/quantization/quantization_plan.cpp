@@ -1,13 +1,14 @@
-#include "runtime/quantization_plan.h"
+#include "quantization/quantization_plan.h"
 
 #include <algorithm>
 #include <cstdio>
 
+#include "calib/compatibility.h"
 #include "core/block_layout.h"
 #include "core/error.h"
-#include "graph/rule_resolution.h"
 #include "numerics/qtype.h"
 #include "quant/scale.h"
+#include "quantization/rule_resolution.h"
 #include "rules/rule.h"
 
 namespace qs {
@@ -80,14 +81,12 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
         if ((spec.tileSize || microscaling) && layer.contractionAxes.empty())
             throw Error("the layer has no contraction axis to cut tiles or blocks along");
         lq.weightAxes = quantizationAxes(layer, spec.tileSize.has_value() || microscaling);
-        if (microscaling) {
-            if (spec.method.kind != CalibrationKind::AbsMax || spec.method.factor != 1.0)
-                throw Error(std::string(qtypeName(spec.qtype)) +
-                            " computes its block scales from each block's absmax; weight_calibration must be absmax, "
-                            "not '" +
-                            spec.method.toString() + "'");
+        if (const MethodCompatibility c =
+                methodCompatibility(spec.qtype, spec.method, spec.symmetric, "weight_calibration");
+            !c)
+            throw Error(c.reason);
+        if (microscaling)
             return;
-        }
         Shape shape = layer.weightShape;
         if (!lq.weightAxes.empty()) {
             for (size_t i = 0; i < lq.weightAxes.size(); ++i)
@@ -97,10 +96,6 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
                             lq.weightAxes.begin());
         }
         (void)layoutFor(shape, spec);
-        const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
-        if (!calibrationSymmetric(spec.method, target) && qtypeInfo(spec.qtype).kind != QKind::Integer)
-            throw Error("weight_calibration '" + spec.method.toString() + "' is asymmetric but " +
-                        std::string(qtypeName(spec.qtype)) + " has no zero point");
     } catch (const Error& e) {
         lq.problem = what + ": " + e.what();
     }
@@ -137,18 +132,13 @@ void planActivation(const Model& model, const QuantizableLayer& layer, const Qua
 
     const std::string what = "activation '" + a.value + "'";
     try {
-        if (isMicroscaling(a.target.qtype)) {
-            if (a.staticScale)
-                throw Error(std::string(qtypeName(a.target.qtype)) +
-                            " computes its block scales from each batch; set act_static_scale to false");
-            if (a.method.kind != CalibrationKind::AbsMax || a.method.factor != 1.0)
-                throw Error(std::string(qtypeName(a.target.qtype)) +
-                            " computes its block scales from each block's absmax; act_calibration must be absmax");
-            return;
-        }
-        if (!calibrationSymmetric(a.method, a.target) && qtypeInfo(a.target.qtype).kind != QKind::Integer)
-            throw Error("act_calibration '" + a.method.toString() + "' is asymmetric but " +
-                        std::string(qtypeName(a.target.qtype)) + " has no zero point");
+        if (isMicroscaling(a.target.qtype) && a.staticScale)
+            throw Error(std::string(qtypeName(a.target.qtype)) +
+                        " computes its block scales from each batch; set act_static_scale to false");
+        if (const MethodCompatibility c =
+                methodCompatibility(a.target.qtype, a.method, a.target.symmetric, "act_calibration");
+            !c)
+            throw Error(c.reason);
     } catch (const Error& e) {
         lq.problem += (lq.problem.empty() ? "" : "; ") + what + ": " + e.what();
     }
@@ -165,8 +155,8 @@ std::string describeWeightQuantization(const LayerQuantization* lq)
     if (!lq->weight)
         return "float (" + rule + " sets no weight_qtype)";
     const QuantizationSpec& w = *lq->weight;
-    std::string text = std::string(qtypeName(w.qtype)) + " " + std::string(granularityName(w.granularity)) + " " +
-                       w.method.toString();
+    std::string text =
+        std::string(qtypeName(w.qtype)) + " " + std::string(granularityName(w.granularity)) + " " + w.method.toString();
     if (w.tileSize) {
         char tile[32];
         std::snprintf(tile, sizeof tile, "%g", *w.tileSize);
@@ -189,7 +179,7 @@ bool sameWeightQuantization(const LayerQuantization* a, const LayerQuantization*
     const bool aQuantized = a && a->weight, bQuantized = b && b->weight;
     if (aQuantized != bQuantized)
         return false;
-    return !aQuantized || (sameSpec(*a->weight, *b->weight) && a->weightRounding == b->weightRounding &&
+    return !aQuantized || (*a->weight == *b->weight && a->weightRounding == b->weightRounding &&
                            (a->weightRounding == Rounding::Nearest || a->weightSeed == b->weightSeed));
 }
 

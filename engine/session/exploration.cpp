@@ -1,0 +1,568 @@
+#include "session/exploration.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/sha256.h"
+#include "io/image_folder.h"
+#include "io/model_loader.h"
+#include "io/synthetic_data.h"
+#include "runtime/op_registry.h"
+
+namespace qs {
+
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point start)
+{
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+std::string layerName(const Model& model, size_t layer)
+{
+    return "layer '" + model.layers[layer].modulePath + "'";
+}
+
+// Whether two plans quantize every layer's weight the same way: then the
+// weights computed for one are the weights of the other.
+bool sameWeights(const QuantizationPlan& a, const QuantizationPlan& b)
+{
+    if (a.layers().size() != b.layers().size())
+        return false;
+    for (size_t i = 0; i < a.layers().size(); ++i) {
+        const LayerQuantization &x = a.layers()[i], &y = b.layers()[i];
+        if (x.layer != y.layer || x.weight != y.weight || x.weightRounding != y.weightRounding ||
+            x.weightSeed != y.weightSeed || x.weightAxes != y.weightAxes || x.problem.empty() != y.problem.empty())
+            return false;
+    }
+    return true;
+}
+
+} // namespace
+
+// ---- loading
+
+LoadedModel loadExplorationModel(const std::filesystem::path& path, const LoadOptions& options,
+                                 const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const auto start = std::chrono::steady_clock::now();
+    auto report = [&progress](double fraction, std::string_view step) {
+        if (progress)
+            progress(fraction, step);
+    };
+    LoadedModel loaded;
+    loaded.path = path;
+    loaded.mode = options.mode;
+    report(0.05, "reading the model");
+    Model model = loadModel(path);
+    cancel.check();
+    if (options.mode == QuantizationMode::Odml) {
+        report(0.5, "folding batch normalizations");
+        loaded.batchNorms = foldBatchNorms(std::move(model));
+        model = std::move(loaded.batchNorms.model);
+        loaded.batchNorms.model = Model();
+    }
+    if (options.interpreter) {
+        report(0.6, "checking the ops");
+        if (model.weightsOnly) {
+            loaded.whyNotRunnable = path.string() + ": a weights-only checkpoint (" + model.format +
+                                    ") has no graph to run; this needs a model with a graph (ONNX)";
+        } else {
+            loaded.unsupportedOps = unsupportedOps(model);
+            try {
+                // A copy (tensors share their storage): the model stays when the runtime refuses it.
+                loaded.interpreter = std::make_shared<const Interpreter>(Model(model)); // names the ops it lacks
+            } catch (const Error& e) {
+                loaded.whyNotRunnable = e.what();
+            }
+        }
+    }
+    cancel.check();
+    if (options.hash) {
+        report(0.8, "hashing the file");
+        loaded.sha256 = sha256OfFile(path);
+    }
+    // One model object: with an interpreter, the interpreter's own (the plan,
+    // the hooks and the interpreter then agree on every node by construction).
+    loaded.model = loaded.interpreter ? std::shared_ptr<const Model>(loaded.interpreter, &loaded.interpreter->model())
+                                      : std::make_shared<const Model>(std::move(model));
+    loaded.seconds = secondsSince(start);
+    report(1.0, "loaded");
+    return loaded;
+}
+
+// ---- data
+
+std::unique_ptr<DataSource> ExplorationSnapshot::openData(const DataConfig& config,
+                                                          std::vector<ExplorationWarning>* warnings) const
+{
+    // Without a model (data chosen before one is open) the configuration's own batch size applies.
+    BatchSizing sizing;
+    sizing.batchSize = config.batchSize;
+    if (model)
+        sizing = batchSizingFor(*model, batchSize, config.batchSize);
+    const DataSourceOptions options = sizing.apply();
+    std::unique_ptr<DataSource> data;
+    switch (config.kind) {
+    case DataConfig::Kind::File:
+        try {
+            data = openDataSource(config.path, options, model.get());
+        } catch (const Error& e) {
+            if (std::string_view(e.what()).find(config.path.string()) != std::string_view::npos)
+                throw;
+            throw Error(config.path.string() + ": " + e.what());
+        }
+        break;
+    case DataConfig::Kind::ImageFolder:
+        if (!decoder)
+            throw Error(config.path.string() + ": image folders are read by the app (no image decoder here)");
+        data = std::make_unique<ImageFolderSource>(config.path, config.recipe, decoder, options, model.get());
+        break;
+    case DataConfig::Kind::Synthetic:
+        if (!model)
+            throw Error("synthetic data needs a model");
+        data = std::make_unique<SyntheticDataSource>(*model, config.syntheticSamples, config.syntheticSeed, options);
+        break;
+    }
+    if (!data)
+        throw Error("unknown data kind");
+    if (warnings && data->droppedRows()) {
+        ExplorationWarning w;
+        w.kind = ExplorationWarning::Kind::DroppedRows;
+        w.text = config.path.string() + ": the model's input '" + sizing.fixedBy + "' takes batches of exactly " +
+                 std::to_string(sizing.batchSize) + " rows: the last " + std::to_string(data->droppedRows()) + " of " +
+                 std::to_string(data->rowCount()) + " rows are left out";
+        warnings->push_back(std::move(w));
+    }
+    return data;
+}
+
+// ---- jobs
+
+WeightResult WeightJob::run(const CancellationToken& cancel, const ProgressCallback& progress) const
+{
+    const auto start = std::chrono::steady_clock::now();
+    auto next = in.weights ? std::make_shared<WeightQuantizer>(*in.weights) // shares the unchanged layers' results
+                           : std::make_shared<WeightQuantizer>();
+    WeightResult r;
+    r.generation = in.generation;
+    r.recomputed = next->update(*in.model, *in.plan, cancel, progress);
+    r.weights = std::move(next);
+    r.seconds = secondsSince(start);
+    return r;
+}
+
+CalibrationResult CalibrationJob::run(const CancellationToken& cancel, const ProgressCallback& progress) const
+{
+    const auto start = std::chrono::steady_clock::now();
+    CalibrationResult r;
+    r.generation = in.generation;
+    if (in.calibration->kind == DataConfig::Kind::Synthetic)
+        r.warnings.push_back({ExplorationWarning::Kind::SyntheticData,
+                              {},
+                              {},
+                              {},
+                              "calibrating on synthetic data: the ranges are not representative of real inputs"});
+    const std::unique_ptr<DataSource> data = in.openData(*in.calibration, &r.warnings);
+    r.statistics = std::make_shared<const ActivationStatistics>(
+        calibrateActivations(*in.interpreter, *in.plan, *data, options, cancel, progress));
+    r.seconds = secondsSince(start);
+    return r;
+}
+
+EvaluationRun EvaluationJob::run(const CancellationToken& cancel, const ProgressCallback& progress) const
+{
+    const auto start = std::chrono::steady_clock::now();
+    EvaluationRun r;
+    r.generation = in.generation;
+    r.rulesJson = in.rules->toJson();
+    const std::unique_ptr<DataSource> data = in.openData(*in.evaluation, &r.warnings);
+    r.result = std::make_shared<const EvaluationResult>(
+        qs::evaluate(*in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, options, cancel, progress));
+    r.seconds = secondsSince(start);
+    return r;
+}
+
+SensitivityRun SensitivityJob::run(const CancellationToken& cancel, const ProgressCallback& progress) const
+{
+    const auto start = std::chrono::steady_clock::now();
+    SensitivityRun r;
+    r.generation = in.generation;
+    const std::unique_ptr<DataSource> data = in.openData(*in.evaluation, &r.warnings);
+    r.result = std::make_shared<const SensitivityResult>(qs::sensitivity(
+        *in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, kind, options, cancel, progress));
+    r.seconds = secondsSince(start);
+    return r;
+}
+
+// ---- the exploration
+
+Exploration::Exploration(std::shared_ptr<const ImageDecoder> decoder)
+    : decoder_(std::move(decoder)), rules_(std::make_shared<const RuleSet>())
+{
+}
+
+void Exploration::setModel(LoadedModel loaded)
+{
+    loaded_ = std::move(loaded);
+    model_ = loaded_.model;
+    mode_ = loaded_.mode;
+    ++generation_;
+    weights_ = std::make_shared<const WeightQuantizer>();
+    weightsGeneration_ = 0;
+    statistics_.reset();
+    evaluationResult_.reset();
+    evaluationRules_.clear();
+    evaluationGeneration_ = 0;
+    sensitivity_.reset();
+    plan_.reset();
+    std::string conflict;
+    if (model_) {
+        try {
+            plan_ = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *rules_, mode_));
+        } catch (const Error& e) {
+            // Rules that contradict themselves on this model's shared weights:
+            // the model opens float until the rules are edited, and says why.
+            conflict = e.what();
+            plan_ = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, RuleSet(), mode_));
+        }
+    }
+    rebuildWarnings();
+    if (!conflict.empty())
+        warnings_.push_back(
+            {ExplorationWarning::Kind::RuleConflict, {}, {}, {}, conflict + "; every layer stays float"});
+}
+
+Exploration::NamedTensor Exploration::namedTensor(const std::string& name) const
+{
+    if (!model_)
+        throw Error("no model is open");
+    const std::string file = loaded_.path.string();
+    for (size_t i = 0; i < model_->layers.size(); ++i) {
+        const QuantizableLayer& layer = model_->layers[i];
+        if (layer.weightName != name && layer.modulePath != name)
+            continue;
+        const Tensor* t = model_->initializer(layer.weightName);
+        if (!t)
+            throw Error(file + ": layer '" + layer.modulePath + "' has no weight initializer '" + layer.weightName +
+                        "'");
+        return {t->toFloat32().clone(), i, layer.channelAxis};
+    }
+    const Tensor* t = model_->initializer(name);
+    if (!t)
+        throw Error(file + ": no initializer or layer module path '" + name +
+                    "' (quantscope-cli inspect lists the layers and their weights)");
+    if (t->dtype() == DType::Bool || t->empty())
+        throw Error(file + ": tensor '" + name + "' is " + (t->empty() ? "empty" : "boolean") +
+                    "; quantization needs numeric values");
+    return {t->toFloat32().clone(), std::nullopt, std::nullopt};
+}
+
+Staleness Exploration::setRules(RuleSet rules, std::string source)
+{
+    auto next = std::make_shared<const RuleSet>(std::move(rules));
+    std::shared_ptr<const QuantizationPlan> plan;
+    if (model_)
+        plan = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *next, mode_));
+    Staleness s;
+    s.plan = true;
+    const bool weightsWereCurrent = weightsCurrent();
+    rules_ = std::move(next);
+    rulesSource_ = std::move(source);
+    ++generation_;
+    if (plan) {
+        // The weights of the old plan are the new plan's when no layer's weight quantization changed.
+        if (weightsWereCurrent && plan_ && sameWeights(*plan_, *plan))
+            weightsGeneration_ = generation_;
+        plan_ = std::move(plan);
+    }
+    s.weights = !weightsCurrent();
+    s.statistics = statistics_ && plan_ && !statistics_->covers(*plan_);
+    if (sensitivity_) {
+        // A ranking is of the rules it ran with; it would be shown as current.
+        sensitivity_.reset();
+        s.sensitivity = true;
+    }
+    if (evaluationResult_) {
+        // An evaluation of exactly these rules (an undo back to them) is current again.
+        if (evaluationRules_ == rules_->toJson())
+            evaluationGeneration_ = generation_;
+        s.evaluation = evaluationGeneration_ != generation_;
+    }
+    rebuildWarnings();
+    return s;
+}
+
+Staleness Exploration::setCalibrationData(std::optional<DataConfig> config)
+{
+    Staleness s;
+    if (calibration_ == config)
+        return s;
+    calibration_ = std::move(config);
+    s.statistics = statistics_ != nullptr;
+    return s;
+}
+
+Staleness Exploration::setEvaluationData(std::optional<DataConfig> config)
+{
+    Staleness s;
+    if (evaluation_ == config)
+        return s;
+    evaluation_ = std::move(config);
+    s.evaluation = evaluationResult_ != nullptr;
+    return s;
+}
+
+void Exploration::rebuildWarnings()
+{
+    warnings_.clear();
+    if (!model_)
+        return;
+    const Model& m = *model_;
+    const std::string file = loaded_.path.empty() ? std::string() : loaded_.path.string() + ": ";
+    for (const std::string& w : m.warnings)
+        warnings_.push_back({ExplorationWarning::Kind::Model, {}, {}, {}, file + w});
+    for (const KeptBatchNorm& kept : loaded_.batchNorms.kept)
+        warnings_.push_back({ExplorationWarning::Kind::KeptBatchNorm,
+                             {},
+                             {},
+                             {},
+                             file + "BatchNormalization '" + kept.batchNorm +
+                                 "' is neither folded nor written as Mul and Add: " + kept.reason});
+    if (!plan_)
+        return;
+    const std::string rulesName = rulesSource_.empty() ? std::string("rules") : rulesSource_;
+    for (size_t r : plan_->resolution().unusedRules)
+        warnings_.push_back({ExplorationWarning::Kind::UnusedRule,
+                             {},
+                             r,
+                             "module_path",
+                             rulesName + ": rule " + std::to_string(r) + " (module_path '" +
+                                 rules_->rules()[r].modulePath.text() + "') matches no layer"});
+    for (const LayerQuantization& lq : plan_->layers()) {
+        if (!lq.problem.empty())
+            warnings_.push_back({ExplorationWarning::Kind::LayerProblem,
+                                 lq.layer,
+                                 lq.rule,
+                                 {},
+                                 layerName(m, lq.layer) + " stays float: " + lq.problem});
+        if (!lq.note.empty())
+            warnings_.push_back(
+                {ExplorationWarning::Kind::LayerNote, lq.layer, lq.rule, {}, layerName(m, lq.layer) + ": " + lq.note});
+    }
+}
+
+ExplorationSnapshot Exploration::snapshot() const
+{
+    ExplorationSnapshot s;
+    s.generation = generation_;
+    s.model = model_;
+    s.interpreter = loaded_.interpreter;
+    s.rules = rules_;
+    s.plan = plan_;
+    s.weights = weights_;
+    s.statistics = statistics_;
+    s.calibration = calibration_;
+    s.evaluation = evaluation_;
+    s.batchSize = batchSize_;
+    s.decoder = decoder_;
+    return s;
+}
+
+WeightJob Exploration::weightJob() const
+{
+    if (!model_ || !plan_)
+        throw Error("no model is open");
+    return WeightJob{snapshot()};
+}
+
+bool Exploration::apply(WeightResult result)
+{
+    if (!model_ || result.generation < weightsGeneration_)
+        return false;
+    weights_ = std::move(result.weights);
+    weightsGeneration_ = result.generation;
+    return true;
+}
+
+bool Exploration::needsCalibration() const
+{
+    if (!plan_)
+        return false;
+    return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
+        return lq.problem.empty() && lq.activation && lq.activation->staticScale;
+    });
+}
+
+CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
+{
+    if (!model_)
+        throw Error("no model is open");
+    if (!loaded_.interpreter)
+        throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
+    if (!calibration_)
+        throw Error("no calibration data is set");
+    CalibrationJob job{snapshot(), {}};
+    job.options.maxBatches = calibration_->maxBatches;
+    job.options.histograms = histograms;
+    return job;
+}
+
+bool Exploration::apply(CalibrationResult result)
+{
+    if (!model_ || !result.statistics)
+        return false;
+    statistics_ = std::move(result.statistics);
+    return true;
+}
+
+void Exploration::setStatistics(std::shared_ptr<const ActivationStatistics> statistics)
+{
+    statistics_ = std::move(statistics);
+}
+
+EvaluationJob Exploration::evaluationJob() const
+{
+    if (!model_)
+        throw Error("no model is open");
+    if (!loaded_.interpreter)
+        throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
+    if (!evaluation_)
+        throw Error("no evaluation data is set");
+    if (!weightsCurrent())
+        throw Error("the weights of the current rules are still being computed; try again in a moment");
+    if (needsCalibration() && !(statistics_ && statistics_->covers(*plan_)))
+        throw Error("these rules quantize activations with static scales: run calibration first");
+    EvaluationJob job{snapshot(), {}};
+    job.options.maxBatches = evaluation_->maxBatches;
+    return job;
+}
+
+bool Exploration::apply(EvaluationRun run)
+{
+    if (!model_ || !run.result)
+        return false;
+    evaluationResult_ = std::move(run.result);
+    evaluationRules_ = std::move(run.rulesJson);
+    // Rules edited while it ran: the result is kept, shown stale.
+    evaluationGeneration_ = evaluationRules_ == rules_->toJson() ? generation_ : run.generation;
+    return true;
+}
+
+SensitivityJob Exploration::sensitivityJob(SensitivityKind kind) const
+{
+    EvaluationJob e = evaluationJob();
+    return SensitivityJob{std::move(e.in), kind, e.options};
+}
+
+bool Exploration::apply(SensitivityRun run)
+{
+    if (!model_ || !run.result || run.generation != generation_)
+        return false; // a ranking of other rules is never shown
+    sensitivity_ = std::move(run.result);
+    return true;
+}
+
+WeightResult Exploration::updateWeights(const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    WeightResult r = weightJob().run(cancel, progress);
+    WeightResult copy{r.generation, r.weights, r.recomputed, r.seconds};
+    apply(std::move(r));
+    return copy;
+}
+
+CalibrationResult Exploration::calibrate(KeptHistograms histograms, const CancellationToken& cancel,
+                                         const ProgressCallback& progress)
+{
+    CalibrationResult r = calibrationJob(histograms).run(cancel, progress);
+    apply(CalibrationResult{r.generation, r.statistics, {}, r.seconds});
+    return r;
+}
+
+EvaluationRun Exploration::evaluate(const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    EvaluationRun r = evaluationJob().run(cancel, progress);
+    apply(EvaluationRun{r.generation, r.rulesJson, r.result, {}, r.seconds});
+    return r;
+}
+
+SensitivityRun Exploration::runSensitivity(SensitivityKind kind, const CancellationToken& cancel,
+                                           const ProgressCallback& progress)
+{
+    SensitivityRun r = sensitivityJob(kind).run(cancel, progress);
+    apply(SensitivityRun{r.generation, r.result, {}, r.seconds});
+    return r;
+}
+
+// ---- session files
+
+SessionFile Exploration::sessionFile(nlohmann::ordered_json rulesAsWritten) const
+{
+    SessionFile s;
+    s.modelPath = std::filesystem::absolute(loaded_.path);
+    s.modelSha256 = loaded_.sha256;
+    s.mode = std::string(quantizationModeName(mode_));
+    s.rules = std::move(rulesAsWritten);
+    s.calibrationData = calibration_;
+    s.evaluationData = evaluation_;
+    if (statistics_)
+        s.activationStatistics = statistics_->toJson();
+    if (evaluationResult_) {
+        s.evaluation = evaluationResult_->toJson();
+        s.rulesOfResults = nlohmann::ordered_json::parse(evaluationRules_);
+    }
+    return s;
+}
+
+std::vector<std::string> Exploration::restoreResults(const SessionFile& s)
+{
+    std::vector<std::string> log;
+    calibration_ = s.calibrationData;
+    evaluation_ = s.evaluationData;
+    if (!model_)
+        return log;
+    if (!s.modelSha256.empty() && s.modelSha256 != loaded_.sha256) {
+        log.push_back("The model file changed since the session was saved (SHA-256 differs): cached results are "
+                      "dropped.");
+        return log;
+    }
+    if (s.modelSha256 != loaded_.sha256)
+        return log;
+    try {
+        if (!s.activationStatistics.is_null())
+            statistics_ =
+                std::make_shared<const ActivationStatistics>(ActivationStatistics::fromJson(s.activationStatistics));
+    } catch (const Error& e) {
+        log.push_back(std::string("Cached statistics dropped: ") + e.what());
+    }
+    // The cached evaluation comes back whole, stale unless its rules are the current ones.
+    if (s.evaluation.is_null())
+        return log;
+    try {
+        EvaluationResult restored = EvaluationResult::fromJson(s.evaluation);
+        // Rows of layers this model does not have (a session file edited by hand) are dropped, and said so.
+        const size_t rows = restored.layers.size();
+        std::erase_if(restored.layers, [&](const LayerEvaluation& l) { return l.layer >= model_->layers.size(); });
+        if (restored.layers.size() != rows)
+            log.push_back("Cached evaluation: " + std::to_string(rows - restored.layers.size()) + " of " +
+                          std::to_string(rows) + " layer row(s) name layers the model does not have (it has " +
+                          std::to_string(model_->layers.size()) + "); they were dropped");
+        std::string rulesText = s.rulesOfResults.dump(); // as saved, if it no longer parses
+        bool current = false;
+        try {
+            rulesText = RuleSet::fromJson(s.rulesOfResults.dump()).toJson();
+            current = !s.rulesOfResults.is_null() && rulesText == rules_->toJson();
+        } catch (const Error&) {
+            current = false; // rules that no longer parse: the results are stale
+        }
+        evaluationResult_ = std::make_shared<const EvaluationResult>(std::move(restored));
+        evaluationRules_ = rulesText;
+        evaluationGeneration_ = current ? generation_ : generation_ - 1;
+    } catch (const Error& e) {
+        log.push_back(std::string("Cached evaluation dropped: ") + e.what());
+    }
+    return log;
+}
+
+} // namespace qs
