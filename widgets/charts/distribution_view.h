@@ -13,8 +13,8 @@
 
 #include <QWidget>
 
+#include "analysis/distribution.h"
 #include "analysis/tensor_quantization.h"
-#include "widgets/charts/distribution_data.h"
 #include "widgets/charts/latest_job.h"
 
 class QCheckBox;

@@ -164,7 +164,7 @@ void MethodComparisonView::recompute()
 QColor MethodComparisonView::colorOf(const std::string& method) const
 {
     // A method keeps its colour whatever its rank: by its place in the compared list.
-    const auto methods = comparisonMethods(percentile_->value(), rms_->value());
+    const auto methods = comparedMethods({percentile_->value()}, rms_->value());
     const auto it = std::find(methods.begin(), methods.end(), method);
     return chart_->seriesColor(it == methods.end() ? 0 : int(it - methods.begin()) + 1);
 }

@@ -11,8 +11,8 @@
 
 #include <QWidget>
 
+#include "analysis/method_comparison.h"
 #include "widgets/charts/latest_job.h"
-#include "widgets/charts/method_comparison_data.h"
 
 class QDoubleSpinBox;
 class QPushButton;

@@ -9,8 +9,8 @@
 
 #include <QWidget>
 
+#include "analysis/scale_ranges.h"
 #include "widgets/charts/latest_job.h"
-#include "widgets/charts/scale_range_data.h"
 
 class QComboBox;
 class QLineSeries;
