@@ -39,6 +39,7 @@
 #include "widgets/charts/method_comparison_view.h"
 #include "widgets/charts/method_table_model.h"
 #include "widgets/charts/scale_range_view.h"
+#include "widgets/jobs/job_tracker.h"
 
 using namespace qs;
 
@@ -158,7 +159,8 @@ private slots:
         const TensorQuantization q = computeQuantization(w, spec, "w");
         const ScaleRangeData d = scaleRanges(w, q, 0, "w");
         // The view shows the tiles as a heat map instead of per-channel scales.
-        ScaleRangeView view;
+        JobTracker jobs;
+        ScaleRangeView view(&jobs);
         QSignalSpy ready(&view, &ScaleRangeView::ready);
         view.showWeight(w, std::make_shared<const TensorQuantization>(q), 0, "w");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
@@ -177,7 +179,8 @@ private slots:
         const MethodComparisonData d = compareWeightMethods(w, specOf("absmax"), 99.5, 2.5, "w");
         const MethodResult* best = d.best();
         QVERIFY(best);
-        MethodComparisonView view;
+        JobTracker jobs;
+        MethodComparisonView view(&jobs);
         QSignalSpy ready(&view, &MethodComparisonView::ready);
         QSignalSpy applied(&view, &MethodComparisonView::methodApplied);
         view.setPercentile(99.5);
@@ -263,7 +266,8 @@ private slots:
         const Tensor w = demoWeight(demo().conv1);
         auto q = std::make_shared<const TensorQuantization>(computeQuantization(w, specOf("percentile,99"), "conv1"));
         const Tensor fq = fakeQuantize(w, q->params);
-        DistributionView view;
+        JobTracker jobs;
+        DistributionView view(&jobs);
         QSignalSpy ready(&view, &DistributionView::ready);
         view.showWeight(w, fq, q, 0, "features.conv1.weight", "int8, percentile,99, per channel");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
@@ -334,7 +338,8 @@ private slots:
         const Tensor small = demoWeight(demo().conv1);
         auto qBig = std::make_shared<const TensorQuantization>(computeQuantization(big, specOf("absmax"), "big"));
         auto qSmall = std::make_shared<const TensorQuantization>(computeQuantization(small, specOf("absmax"), "small"));
-        DistributionView view;
+        JobTracker jobs;
+        DistributionView view(&jobs);
         QSignalSpy ready(&view, &DistributionView::ready);
         view.showWeight(big, fakeQuantize(big, qBig->params), qBig, 0, "big", "");
         view.showWeight(small, fakeQuantize(small, qSmall->params), qSmall, 0, "small", "");
@@ -347,7 +352,8 @@ private slots:
     void methodsAndScaleScreenshotsOnDemoModel()
     {
         const Tensor w = demoWeight(demo().fc1);
-        MethodComparisonView methods;
+        JobTracker jobs;
+        MethodComparisonView methods(&jobs);
         QSignalSpy ready(&methods, &MethodComparisonView::ready);
         methods.showWeight(w, specOf("absmax", Granularity::PerTensor, QType::Int4), "classifier.fc1.weight");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !methods.busy(); }));
@@ -355,7 +361,7 @@ private slots:
 
         const Tensor conv = demoWeight(demo().conv1);
         auto q = std::make_shared<const TensorQuantization>(computeQuantization(conv, specOf("absmax"), "conv1"));
-        ScaleRangeView scales;
+        ScaleRangeView scales(&jobs);
         QSignalSpy scaleReady(&scales, &ScaleRangeView::ready);
         scales.showWeight(conv, q, 0, "features.conv1.weight");
         QVERIFY(waitFor([&] { return !scaleReady.isEmpty() && !scales.busy(); }));

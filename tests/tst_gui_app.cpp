@@ -24,7 +24,7 @@
 
 #include "gui/data_dialog.h"
 #include "gui/export_dialog.h"
-#include "gui/job_tracker.h"
+#include "widgets/jobs/job_tracker.h"
 #include "gui/stall_watchdog.h"
 #include "io/synthetic_data.h"
 #include "gui/main_window.h"
@@ -248,10 +248,10 @@ void TestGuiApp::cancellingAJobIsClean()
     QSignalSpy ended(ws.jobs(), &JobTracker::jobEnded);
     QSignalSpy stats(&ws, &Workspace::statisticsChanged);
     ws.calibrate();
-    QVERIFY(ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    QVERIFY(ws.jobs()->isRunning(JobKind::Calibrate));
     QTest::qWait(100);
-    ws.jobs()->cancel(QStringLiteral("calibrate"));
-    QVERIFY(!ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    ws.jobs()->cancel(JobKind::Calibrate);
+    QVERIFY(!ws.jobs()->isRunning(JobKind::Calibrate));
     QCOMPARE(ended.count(), 1);
     QCOMPARE(ended.first().at(2).toBool(), true); // cancelled
     QVERIFY(ws.jobs()->waitForIdle(10000));

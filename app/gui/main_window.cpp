@@ -46,13 +46,13 @@
 #include "core/error.h"
 #include "gui/data_dialog.h"
 #include "gui/export_dialog.h"
-#include "gui/job_tracker.h"
 #include "gui/stall_watchdog.h"
 #include "gui/workspace.h"
 #include "rules/regex_syntax.h"
 #if QUANTSCOPE_HAS_CHARTS
 #include "widgets/charts/charts_panel.h"
 #endif
+#include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_inspector.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
@@ -406,11 +406,7 @@ void MainWindow::createActions()
                                            [this] { workspace_->runSensitivity(SensitivityKind::AllButOne); });
     cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),
                                  tr("Ca&ncel Jobs"), this, [this] {
-                                     workspace_->jobs()->cancel(QStringLiteral("load"));
-                                     workspace_->jobs()->cancel(QStringLiteral("calibrate"));
-                                     workspace_->jobs()->cancel(QStringLiteral("evaluate"));
-                                     workspace_->jobs()->cancel(QStringLiteral("sensitivity"));
-                                     workspace_->jobs()->cancel(QStringLiteral("export"));
+                                     workspace_->jobs()->cancelUserFacing();
                                      pendingCalibrate_ = pendingEvaluate_ = false;
                                  });
     cancelJobs_->setShortcut(QKeySequence(Qt::Key_Escape));
@@ -468,9 +464,9 @@ void MainWindow::createStatusBar()
     progress_->hide();
     cancel_->hide();
     JobTracker* jobs = workspace_->jobs();
-    connect(jobs, &JobTracker::jobStarted, this, [this](const QString& kind, const QString& title) {
-        if (kind == QLatin1String("weights"))
-            return; // quick and frequent: no progress bar
+    connect(jobs, &JobTracker::jobStarted, this, [this](JobKind kind, const QString& title) {
+        if (!jobKindInfo(kind).userFacing)
+            return; // quick and frequent (weights): no progress bar
         statusJob_->setText(title + QStringLiteral("…"));
         progress_->setValue(0);
         progress_->show();
@@ -478,8 +474,8 @@ void MainWindow::createStatusBar()
         updateActions();
     });
     connect(jobs, &JobTracker::jobProgress, this,
-            [this](const QString& kind, const QString& title, double fraction, const QString& step, double left) {
-                if (kind == QLatin1String("weights"))
+            [this](JobKind kind, const QString& title, double fraction, const QString& step, double left) {
+                if (!jobKindInfo(kind).userFacing)
                     return;
                 progress_->setValue(int(fraction * 1000));
                 QString text = title;
@@ -489,13 +485,10 @@ void MainWindow::createStatusBar()
                     text += tr(" — about %1 s left").arg(qRound(left));
                 statusJob_->setText(text);
             });
-    connect(jobs, &JobTracker::jobEnded, this, [this, jobs](const QString& kind, const QString& title, bool cancelled) {
-        if (cancelled && kind != QLatin1String("weights"))
+    connect(jobs, &JobTracker::jobEnded, this, [this, jobs](JobKind kind, const QString& title, bool cancelled) {
+        if (cancelled && jobKindInfo(kind).userFacing)
             log(tr("%1: cancelled").arg(title), false);
-        bool visible = false;
-        for (const char* k : {"load", "calibrate", "evaluate", "sensitivity", "export"})
-            visible = visible || jobs->isRunning(QString::fromLatin1(k));
-        if (!visible) {
+        if (!jobs->isUserFacingRunning()) {
             progress_->hide();
             cancel_->hide();
             statusJob_->clear();
@@ -511,11 +504,11 @@ void MainWindow::updateActions()
     JobTracker* jobs = workspace_->jobs();
     calibData_->setEnabled(runnable);
     evalData_->setEnabled(runnable);
-    calibrate_->setEnabled(runnable && workspace_->calibrationData() && !jobs->isRunning(QStringLiteral("calibrate")));
-    evaluate_->setEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(QStringLiteral("evaluate")));
+    calibrate_->setEnabled(runnable && workspace_->calibrationData() && !jobs->isRunning(JobKind::Calibrate));
+    evaluate_->setEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(JobKind::Evaluate));
     for (QAction* sensitivity : {sensitivityOne_, sensitivityAllButOne_}) {
         sensitivity->setEnabled(runnable && workspace_->evaluationData() &&
-                                !jobs->isRunning(QStringLiteral("sensitivity")));
+                                !jobs->isRunning(JobKind::Sensitivity));
         sensitivity->setToolTip(tr("Rank the layers by output degradation on the evaluation data"));
     }
     const QString why = !model ? tr("Open a model first") : !runnable ? tr("The runtime cannot run this model") : QString();
@@ -528,7 +521,7 @@ void MainWindow::updateActions()
     saveSession_->setEnabled(model);
     const bool weightsCurrent = model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation() &&
                                 workspace_->rules()->allValid();
-    const bool idle = !jobs->isRunning(QStringLiteral("export"));
+    const bool idle = !jobs->isRunning(JobKind::Export);
     exportCheckpoint_->setEnabled(weightsCurrent && idle);
     exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
     exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
@@ -574,7 +567,7 @@ void MainWindow::startExport(ExportKind kind)
             return exportOdmlChecked(in, path, cancel, progress);
         };
     workspace_->jobs()->start<ExportOutcome>(
-        QStringLiteral("export"), tr("Exporting %1").arg(QFileInfo(path).fileName()), work,
+        JobKind::Export, tr("Exporting %1").arg(QFileInfo(path).fileName()), work,
         [this](ExportOutcome outcome) {
             log(ExportResultDialog::summaryHtml(outcome).remove(QRegularExpression(QStringLiteral("<[^>]*>"))),
                 !outcome.allChecksPassed());
@@ -729,7 +722,7 @@ void MainWindow::maybeRunPending()
         workspace_->calibrate();
         return; // evaluation follows statisticsChanged
     }
-    if (pendingEvaluate_ && !workspace_->jobs()->isRunning(QStringLiteral("calibrate")) &&
+    if (pendingEvaluate_ && !workspace_->jobs()->isRunning(JobKind::Calibrate) &&
         workspace_->evaluationData() && workspace_->canRun()) {
         pendingEvaluate_ = false;
         workspace_->evaluate();

@@ -8,7 +8,7 @@
 #include <QUndoStack>
 
 #include "core/error.h"
-#include "gui/job_tracker.h"
+#include "widgets/jobs/job_tracker.h"
 #include "io/image_folder.h"
 #include "io/model_loader.h"
 #include "io/synthetic_data.h"
@@ -103,7 +103,7 @@ void Workspace::openModel(const QString& path)
             return loaded;
         };
     jobs_->start<std::shared_ptr<Loaded>>(
-        QStringLiteral("load"), tr("Loading %1").arg(QFileInfo(path).fileName()), work,
+        JobKind::Load, tr("Loading %1").arg(QFileInfo(path).fileName()), work,
         [this](std::shared_ptr<Loaded> loaded) { applyLoaded(std::move(loaded)); },
         [this](const QString& message) {
             pendingSession_.reset();
@@ -114,9 +114,9 @@ void Workspace::openModel(const QString& path)
 
 void Workspace::applyLoaded(std::shared_ptr<Loaded> loaded)
 {
-    jobs_->cancel(QStringLiteral("weights"));
-    jobs_->cancel(QStringLiteral("calibrate"));
-    jobs_->cancel(QStringLiteral("evaluate"));
+    jobs_->cancel(JobKind::Weights);
+    jobs_->cancel(JobKind::Calibrate);
+    jobs_->cancel(JobKind::Evaluate);
     model_ = loaded->model;
     interpreter_ = loaded->interpreter;
     modelPath_ = loaded->path;
@@ -207,7 +207,7 @@ void Workspace::startWeightJob()
             return r;
         };
     jobs_->start<WeightJobResult>(
-        QStringLiteral("weights"), tr("Quantizing weights"), work,
+        JobKind::Weights, tr("Quantizing weights"), work,
         [this, clock](WeightJobResult r) {
             if (r.generation < weightsGeneration_)
                 return;
@@ -313,7 +313,7 @@ void Workspace::calibrate()
                 calibrateActivations(*interpreter, *plan, *data, options, cancel, progress));
         };
     jobs_->start<std::shared_ptr<const ActivationStatistics>>(
-        QStringLiteral("calibrate"), tr("Calibrating"), work,
+        JobKind::Calibrate, tr("Calibrating"), work,
         [this](std::shared_ptr<const ActivationStatistics> stats) {
             statistics_ = std::move(stats);
             emit logMessage(tr("Calibrated %1 activations over %2 batches")
@@ -360,7 +360,7 @@ void Workspace::runSensitivity(SensitivityKind kind)
                                 kind, inputs.options(), cancel, progress));
         };
     jobs_->start<std::shared_ptr<const SensitivityResult>>(
-        QStringLiteral("sensitivity"),
+        JobKind::Sensitivity,
         kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time)") : tr("Sensitivity (all but one)"),
         work,
         [this](std::shared_ptr<const SensitivityResult> result) {
@@ -393,7 +393,7 @@ void Workspace::evaluate()
                                                                          *data, inputs.options(), cancel, progress));
         };
     jobs_->start<std::shared_ptr<const EvaluationResult>>(
-        QStringLiteral("evaluate"), tr("Evaluating"), work,
+        JobKind::Evaluate, tr("Evaluating"), work,
         [this, generation, rulesText](std::shared_ptr<const EvaluationResult> result) {
             evaluation_ = std::move(result);
             evaluationRules_ = rulesText;
