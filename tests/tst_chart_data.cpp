@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 
+#include "chart_test_inputs.h"
+
 #include "analysis/distribution.h"
 #include "analysis/method_comparison.h"
 #include "analysis/metrics.h"
@@ -23,34 +25,9 @@
 #include "session/layer_errors.h"
 
 using namespace qs;
+using namespace qs::chart_test;
 
 namespace {
-
-const char* const kDemoModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
-
-QuantizationSpec specOf(const char* method, Granularity g = Granularity::PerChannel, QType t = QType::Int8)
-{
-    QuantizationSpec s;
-    s.qtype = t;
-    s.method = CalibrationMethod::parse(method);
-    s.granularity = g;
-    s.axis = 0;
-    return s;
-}
-
-// Gaussian values with a few large outliers of both signs.
-Tensor noisyTensor(Shape shape, uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    Tensor t(DType::F32, std::move(shape));
-    auto v = t.mutableValues<float>();
-    for (size_t i = 0; i < v.size(); ++i)
-        v[i] = normal(rng) * (1.0f + float(i % 7));
-    for (size_t i = 0; i < v.size(); i += 997)
-        v[i] = (i % 2 ? 40.0f : -55.0f);
-    return t;
-}
 
 int64_t sum(const std::vector<int64_t>& v)
 {
@@ -58,31 +35,6 @@ int64_t sum(const std::vector<int64_t>& v)
     for (const int64_t c : v)
         s += c;
     return s;
-}
-
-struct Demo {
-    Model model;
-    size_t conv1 = 0, fc1 = 0;
-};
-
-const Demo& demo()
-{
-    static const Demo d = [] {
-        Demo out{loadModel(kDemoModel)};
-        for (size_t i = 0; i < out.model.layers.size(); ++i) {
-            if (out.model.layers[i].modulePath == "features/conv1")
-                out.conv1 = i;
-            if (out.model.layers[i].modulePath == "classifier/fc1")
-                out.fc1 = i;
-        }
-        return out;
-    }();
-    return d;
-}
-
-Tensor demoWeight(size_t layer)
-{
-    return demo().model.initializer(demo().model.layers[layer].weightName)->toFloat32();
 }
 
 } // namespace
