@@ -3,11 +3,14 @@
 // rule-like spec, a noisy tensor with outliers, and the demo model's weights.
 
 #include <cstdint>
+#include <limits>
+#include <map>
 #include <random>
 
 #include "analysis/tensor_quantization.h"
 #include "graph/model.h"
 #include "io/model_loader.h"
+#include "session/evaluation.h"
 
 namespace qs::chart_test {
 
@@ -20,6 +23,14 @@ inline QuantizationSpec specOf(const char* method, Granularity g = Granularity::
     s.method = CalibrationMethod::parse(method);
     s.granularity = g;
     s.axis = 0;
+    return s;
+}
+
+// absmax, per channel, in tiles of `tileSize` along the last axis.
+inline QuantizationSpec tiledSpec(double tileSize)
+{
+    QuantizationSpec s = specOf("absmax");
+    s.tileSize = tileSize;
     return s;
 }
 
@@ -60,6 +71,32 @@ inline const Demo& demo()
 inline Tensor demoWeight(size_t layer)
 {
     return demo().model.initializer(demo().model.layers[layer].weightName)->toFloat32();
+}
+
+// The first five layers of the demo model evaluated (isolated SQNR 35, 12,
+// 28, 9.5 and 40 dB), a sensitivity ranking of layers 3 and 1, and layer 0's
+// weight exact.
+struct LayerErrorInputs {
+    EvaluationResult eval;
+    SensitivityResult sens;
+    std::map<size_t, ErrorMetrics> weights;
+};
+
+inline LayerErrorInputs layerErrorInputs()
+{
+    LayerErrorInputs in;
+    const double isolated[] = {35.0, 12.0, 28.0, 9.5, 40.0};
+    for (size_t i = 0; i < demo().model.layers.size() && i < 5; ++i) {
+        LayerEvaluation e;
+        e.layer = i;
+        e.weight = ErrorMetrics{0, 30.0 + double(i), 0, 1, 0};
+        e.isolated = ErrorMetrics{0, isolated[i], 0, 1, 0};
+        e.accumulated = ErrorMetrics{0, isolated[i] - 2.0 * double(i), 0, 1, 0};
+        in.eval.layers.push_back(e);
+    }
+    in.sens.ranking = {{3, ErrorMetrics{0, 11.0, 0, 1, 0}, 0.9}, {1, ErrorMetrics{0, 15.0, 0, 1, 0}, 0.95}};
+    in.weights = {{0, ErrorMetrics{0, std::numeric_limits<double>::infinity(), 0, 1, 0}}};
+    return in;
 }
 
 } // namespace qs::chart_test

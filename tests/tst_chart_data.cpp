@@ -167,9 +167,7 @@ private slots:
     void tiledScalesLandInTheirCell()
     {
         const Tensor w = noisyTensor({5, 64}, 5);
-        QuantizationSpec spec = specOf("absmax");
-        spec.tileSize = 16;
-        const TensorQuantization q = computeQuantization(w, spec, "w");
+        const TensorQuantization q = computeQuantization(w, tiledSpec(16), "w");
         const ScaleRangeData d = scaleRanges(w, q, 0, "w");
         QCOMPARE(d.tilesPerChannel, int64_t(4));
         for (int64_t c = 0; c < 5; ++c)
@@ -267,21 +265,9 @@ private slots:
     void layerErrorsJoinEvaluationWeightsAndSensitivity()
     {
         const Model& model = demo().model;
-        EvaluationResult eval;
-        const double isolated[] = {35.0, 12.0, 28.0, 9.5, 40.0};
-        for (size_t i = 0; i < model.layers.size() && i < 5; ++i) {
-            LayerEvaluation e;
-            e.layer = i;
-            e.weight = ErrorMetrics{0, 30.0 + double(i), 0, 1, 0};
-            e.isolated = ErrorMetrics{0, isolated[i], 0, 1, 0};
-            e.accumulated = ErrorMetrics{0, isolated[i] - 2.0 * double(i), 0, 1, 0};
-            eval.layers.push_back(e);
-        }
-        SensitivityResult sens;
-        sens.ranking = {{3, ErrorMetrics{0, 11.0, 0, 1, 0}, 0.9}, {1, ErrorMetrics{0, 15.0, 0, 1, 0}, 0.95}};
-        std::map<size_t, ErrorMetrics> weights{{0, ErrorMetrics{0, std::numeric_limits<double>::infinity(), 0, 1, 0}}};
-        const LayerErrorData d = layerErrors(model, &eval, weights, &sens);
-        QCOMPARE(d.rows.size(), eval.layers.size());
+        const LayerErrorInputs in = layerErrorInputs();
+        const LayerErrorData d = layerErrors(model, &in.eval, in.weights, &in.sens);
+        QCOMPARE(d.rows.size(), in.eval.layers.size());
         QCOMPARE(*d.rows[0].weightSqnr, 30.0); // the evaluation's own weight metric wins
         QCOMPARE(d.sensitivity.front().modulePath, model.layers[3].modulePath);
     }
