@@ -1,7 +1,6 @@
-// Analysis charts: the data models checked headless against the engine and
-// plain loops (bin counts, clipped mass, the error split, per-channel ranges,
-// the method table's order), the views' signals and CSV, and a screenshot of
-// each view on the demo model (docs/screenshots/chart_*.png), one in a dark palette.
+// Analysis charts: the views' signals, CSV and drawing, the panel on the demo
+// model, and a screenshot of each view (docs/screenshots/chart_*.png), one in
+// a dark palette. The data they draw is tested without widgets in tst_chart_data.
 #include <QtTest>
 
 #include <QAbstractItemModelTester>
@@ -20,8 +19,10 @@
 #include <random>
 #include <thread>
 
-#include "quantization/method_comparison.h"
-#include "analysis/metrics.h"
+#include "chart_test_inputs.h"
+
+#include "analysis/method_comparison.h"
+#include "quant/metrics.h"
 #include "quantization/tensor_quantization.h"
 #include "graph/model.h"
 #include "io/data_source.h"
@@ -40,72 +41,16 @@
 #include "widgets/charts/method_comparison_view.h"
 #include "widgets/charts/method_table_model.h"
 #include "widgets/charts/scale_range_view.h"
+#include "widgets/jobs/job_tracker.h"
 
 using namespace qs;
+using namespace qs::chart_test;
 
 namespace {
 
-const char* const kDemoModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
 const char* const kCalib = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_calib.npz";
 const char* const kEval = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_eval.npz";
 const char* const kScreenshots = QUANTSCOPE_TEST_DATA "/../../docs/screenshots/";
-
-QuantizationSpec specOf(const char* method, Granularity g = Granularity::PerChannel, QType t = QType::Int8)
-{
-    QuantizationSpec s;
-    s.qtype = t;
-    s.method = CalibrationMethod::parse(method);
-    s.granularity = g;
-    s.axis = 0;
-    return s;
-}
-
-// Gaussian values with a few large outliers of both signs.
-Tensor noisyTensor(Shape shape, uint32_t seed)
-{
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    Tensor t(DType::F32, std::move(shape));
-    auto v = t.mutableValues<float>();
-    for (size_t i = 0; i < v.size(); ++i)
-        v[i] = normal(rng) * (1.0f + float(i % 7));
-    for (size_t i = 0; i < v.size(); i += 997)
-        v[i] = (i % 2 ? 40.0f : -55.0f);
-    return t;
-}
-
-int64_t sum(const std::vector<int64_t>& v)
-{
-    int64_t s = 0;
-    for (const int64_t c : v)
-        s += c;
-    return s;
-}
-
-struct Demo {
-    Model model;
-    size_t conv1 = 0, fc1 = 0;
-};
-
-const Demo& demo()
-{
-    static const Demo d = [] {
-        Demo out{loadModel(kDemoModel)};
-        for (size_t i = 0; i < out.model.layers.size(); ++i) {
-            if (out.model.layers[i].modulePath == "features/conv1")
-                out.conv1 = i;
-            if (out.model.layers[i].modulePath == "classifier/fc1")
-                out.fc1 = i;
-        }
-        return out;
-    }();
-    return d;
-}
-
-Tensor demoWeight(size_t layer)
-{
-    return demo().model.initializer(demo().model.layers[layer].weightName)->toFloat32();
-}
 
 bool waitFor(const std::function<bool()>& done)
 {
@@ -159,145 +104,14 @@ bool paletteApplied(const QImage& image, const QColor& base)
 class TestCharts : public QObject {
     Q_OBJECT
 private slots:
-    void distributionCountsAddUpAndClippedMassIsAnalysis()
-    {
-        for (const char* method : {"absmax", "percentile,99", "minmax", "mse"})
-            for (const Granularity g : {Granularity::PerTensor, Granularity::PerChannel}) {
-                const Tensor x = noisyTensor({12, 5, 31}, 7);
-                const QuantizationSpec spec = specOf(method, g);
-                const TensorQuantization q = computeQuantization(x, spec, "w");
-                const Tensor fq = fakeQuantize(x, q.params);
-                const DistributionData d = weightDistribution(x, fq, q, 0, std::nullopt, "w", 200);
-                QCOMPARE(d.elements, x.numel());
-                QCOMPARE(d.values.total(), x.numel());
-                QCOMPARE(d.fakeQuant.total(), x.numel());
-                QCOMPARE(d.roundingCount + d.clippingCount, x.numel());
-                QCOMPARE(d.roundingError.total(), d.roundingCount);
-                QCOMPARE(d.clippingError.total(), d.clippingCount);
-                QCOMPARE(d.clipped, d.clippingCount);
-                QCOMPARE(d.clippedFraction, fractionClipped(x.values<float>(), q.params.layout, q.ranges));
-                QCOMPARE(sum(d.strip), x.numel());
-                QCOMPARE(d.channels, int64_t(12));
-                // Scalar reference: the clipped count and the outliers by a plain loop.
-                int64_t clipped = 0, outliers = 0;
-                const auto xs = x.values<float>();
-                for (int64_t i = 0; i < x.numel(); ++i) {
-                    const Range& r = q.ranges[size_t(q.params.layout.groupOf(i))];
-                    clipped += xs[size_t(i)] < r.min || xs[size_t(i)] > r.max;
-                    outliers += std::abs(xs[size_t(i)] - d.mean) > kOutlierSigmas * d.stddev;
-                }
-                QCOMPARE(d.clipped, clipped);
-                QCOMPARE(d.outliers, outliers);
-                if (QString(method).startsWith("percentile"))
-                    QVERIFY(d.clipped > 0);
-                if (QString(method) == "absmax")
-                    QCOMPARE(d.clipped, int64_t(0));
-                // Rounding error stays within half a step of the widest group's scale.
-                const float widest = *std::max_element(q.params.scales.begin(), q.params.scales.end());
-                QVERIFY(d.roundingError.lo >= -0.5 * widest * 1.0001 && d.roundingError.hi <= 0.5 * widest * 1.0001);
-            }
-    }
-
-    void distributionOfOneChannel()
-    {
-        const Tensor x = noisyTensor({6, 40}, 3);
-        const TensorQuantization q = computeQuantization(x, specOf("percentile,95"), "w");
-        const Tensor fq = fakeQuantize(x, q.params);
-        const DistributionData d = weightDistribution(x, fq, q, 0, int64_t(4), "w", 64);
-        QCOMPARE(d.elements, int64_t(40));
-        QCOMPARE(d.values.total(), int64_t(40));
-        QVERIFY(d.strip.empty());
-        QVERIFY(d.grid.has_value());
-        QCOMPARE(d.grid->scale, q.params.scales[4]);
-        QCOMPARE(d.range.min, q.ranges[4].min);
-        QCOMPARE(d.range.max, q.ranges[4].max);
-        int64_t clipped = 0;
-        for (int64_t i = 160; i < 200; ++i)
-            clipped += std::abs(x.values<float>()[size_t(i)]) > q.ranges[4].max;
-        QCOMPARE(d.clipped, clipped);
-        QVERIFY_THROWS_EXCEPTION(Error, weightDistribution(x, fq, q, 0, int64_t(6), "w", 64));
-    }
-
-    void gridValuesAreTheTypesValuesTimesScale()
-    {
-        GroupQuant g{QType::Int8, integerGrid(QType::Int8, false), 0.25f, 0};
-        const auto values = gridValuesIn(g, -1.0, 1.0, 100);
-        QCOMPARE(values.size(), size_t(9));
-        QCOMPARE(values.front(), -1.0f);
-        QCOMPARE(values.back(), 1.0f);
-        QVERIFY(gridValuesIn(g, -100, 100, 100).empty()); // too dense to draw
-        GroupQuant fp4{QType::Fp4E2M1, {0, 0}, 2.0f, 0};
-        const auto fp4Values = gridValuesIn(fp4, -100, 100, 100);
-        QCOMPARE(fp4Values.size(), size_t(15)); // ±{0.5,1,1.5,2,3,4,6}·2 and 0 (signed zeros merged)
-        QCOMPARE(fp4Values.back(), 12.0f);
-        GroupQuant asym{QType::UInt8, integerGrid(QType::UInt8, false), 0.5f, 10};
-        const auto a = gridValuesIn(asym, -5.0, 0.0, 100);
-        QCOMPARE(a.front(), -5.0f); // code 0 is (0 − 10)·0.5
-        QCOMPARE(a.size(), size_t(11));
-    }
-
-    void activationDistributionFromObserver()
-    {
-        Observer obs("act", ObserverConfig{{0}, -1, 512});
-        const Tensor batch = noisyTensor({8, 300}, 11);
-        obs.observe(batch);
-        CalibrationTarget target;
-        const CalibrationMethod m = CalibrationMethod::parse("percentile,99");
-        const auto ranges = obs.ranges(m, target);
-        const QuantParams params =
-            quantParamsFromRanges(QType::Int8, BlockLayout::perTensor({1}), ranges, true, {}, "act");
-        const DistributionData d = activationDistribution(obs, params, ranges[0], 128);
-        QVERIFY(d.estimated);
-        QCOMPARE(d.elements, batch.numel());
-        QCOMPARE(d.values.total(), batch.numel());
-        QCOMPARE(d.roundingCount + d.clippingCount, batch.numel());
-        QVERIFY(d.clipped > 0);
-        QVERIFY(d.clippedFraction < 0.05);
-    }
-
-    void scaleRangesEqualComputeQuantization()
-    {
-        const Tensor w = demoWeight(demo().conv1);
-        const TensorQuantization q = computeQuantization(w, specOf("absmax"), "conv1");
-        const ScaleRangeData d = scaleRanges(w, q, 0, "conv1");
-        QCOMPARE(d.channels, w.dim(0));
-        QCOMPARE(d.tilesPerChannel, int64_t(1));
-        const TensorQuantization minmax = computeQuantization(w, specOf("minmax"), "conv1");
-        for (int64_t c = 0; c < d.channels; ++c) {
-            QCOMPARE(d.calibrated[size_t(c)].min, q.ranges[size_t(c)].min);
-            QCOMPARE(d.calibrated[size_t(c)].max, q.ranges[size_t(c)].max);
-            QCOMPARE(d.scales[size_t(c)], q.params.scales[size_t(c)]);
-            QCOMPARE(float(d.channelAbsMax(c)), q.ranges[size_t(c)].max); // absmax ranges are ±absmax
-            QCOMPARE(d.channelMin[size_t(c)], minmax.ranges[size_t(c)].min);
-            QCOMPARE(d.channelMax[size_t(c)], minmax.ranges[size_t(c)].max);
-        }
-        const auto order = d.sortedByAbsMax();
-        for (size_t i = 1; i < order.size(); ++i)
-            QVERIFY(d.channelAbsMax(order[i - 1]) >= d.channelAbsMax(order[i]));
-        const auto [mn, mx] = std::minmax_element(w.values<float>().begin(), w.values<float>().end());
-        QCOMPARE(d.tensorMin, *mn);
-        QCOMPARE(d.tensorMax, *mx);
-        QCOMPARE(d.spread(), double(*std::max_element(q.params.scales.begin(), q.params.scales.end())) /
-                                 double(*std::min_element(q.params.scales.begin(), q.params.scales.end())));
-    }
-
-    void tiledScalesLandInTheirCell()
+    void tiledScalesDrawAsAHeatMap()
     {
         const Tensor w = noisyTensor({5, 64}, 5);
-        QuantizationSpec spec = specOf("absmax");
-        spec.tileSize = 16;
-        const TensorQuantization q = computeQuantization(w, spec, "w");
+        const TensorQuantization q = computeQuantization(w, tiledSpec(16), "w");
         const ScaleRangeData d = scaleRanges(w, q, 0, "w");
-        QCOMPARE(d.tilesPerChannel, int64_t(4));
-        for (int64_t c = 0; c < 5; ++c)
-            for (int64_t t = 0; t < 4; ++t) {
-                float absmax = 0;
-                for (int64_t k = 0; k < 16; ++k)
-                    absmax = std::max(absmax, std::abs(w.values<float>()[size_t(c * 64 + t * 16 + k)]));
-                QCOMPARE(d.scales[size_t(c * 4 + t)], absmax / 127.5f);
-            }
         // The view shows the tiles as a heat map instead of per-channel scales.
-        ScaleRangeView view;
+        JobTracker jobs;
+        ScaleRangeView view(&jobs);
         QSignalSpy ready(&view, &ScaleRangeView::ready);
         view.showWeight(w, std::make_shared<const TensorQuantization>(q), 0, "w");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
@@ -314,27 +128,10 @@ private slots:
     {
         const Tensor w = noisyTensor({8, 128}, 21);
         const MethodComparisonData d = compareWeightMethods(w, specOf("absmax"), 99.5, 2.5, "w");
-        QCOMPARE(d.values.total(), w.numel());
-        QStringList methods;
-        for (const MethodResult& r : d.results)
-            methods << QString::fromStdString(r.method);
-        QVERIFY2(methods.contains("percentile,99.5") && methods.contains("rms,2.5") && methods.contains("mse"),
-                 qPrintable(methods.join(' ')));
-        QVERIFY(!methods.contains("percentile,99.9"));
-        for (size_t i = 1; i < d.results.size(); ++i)
-            if (d.results[i].skipped.empty())
-                QVERIFY(d.results[i - 1].metrics.mse <= d.results[i].metrics.mse);
         const MethodResult* best = d.best();
         QVERIFY(best);
-        for (const MethodResult& r : d.results)
-            QVERIFY(best->metrics.mse <= r.metrics.mse);
-        // The rows compareMethods also measures carry its numbers.
-        for (const MethodResult& r : compareMethods(w, specOf("absmax"), "w"))
-            for (const MethodResult& mine : d.results)
-                if (mine.method == r.method)
-                    QCOMPARE(mine.metrics.mse, r.metrics.mse);
-
-        MethodComparisonView view;
+        JobTracker jobs;
+        MethodComparisonView view(&jobs);
         QSignalSpy ready(&view, &MethodComparisonView::ready);
         QSignalSpy applied(&view, &MethodComparisonView::methodApplied);
         view.setPercentile(99.5);
@@ -360,85 +157,11 @@ private slots:
         QCOMPARE(lines[1].split(',')[1].toDouble(), best->metrics.mse);
     }
 
-    void comparisonCountsWhatSaturatesUnderTheScaleUsed()
-    {
-        // pow2 rounds each scale to a power of two, often down: values near absmax then saturate. The chart
-        // must count them as compare-methods and the layer table do (saturationRanges), not report 0% for
-        // values inside the calibrated range that the grid cannot reach.
-        const Tensor w = noisyTensor({8, 128}, 23);
-        QuantizationSpec spec = specOf("absmax");
-        spec.options.restriction = ScaleRestriction::Pow2;
-        const MethodComparisonData d = compareWeightMethods(w, spec, 99.9, 3, "w");
-        const auto absmax = std::find_if(d.results.begin(), d.results.end(),
-                                         [](const MethodResult& r) { return r.method == "absmax"; });
-        QVERIFY(absmax != d.results.end());
-        const TensorQuantization q = computeQuantization(w, spec, "w");
-        QCOMPARE(absmax->metrics.fractionClipped, fractionClipped(w.values<float>(), q.params.layout, q.saturation));
-        QVERIFY(absmax->metrics.fractionClipped > 0);
-        // The calibrated range itself clips nothing under absmax: the old count.
-        QCOMPARE(fractionClipped(w.values<float>(), q.params.layout, q.ranges), 0.0);
-    }
-
-    void floatTypesSkipAsymmetricMethods()
-    {
-        const Tensor w = noisyTensor({4, 64}, 2);
-        const MethodComparisonData d =
-            compareWeightMethods(w, specOf("absmax", Granularity::PerChannel, QType::Fp8E4M3), 99.9, 3, "w");
-        QCOMPARE(d.results.back().method, std::string("minmax"));
-        QVERIFY(!d.results.back().skipped.empty());
-        QVERIFY(d.best() && d.best()->skipped.empty());
-    }
-
-    void cancelledComparisonStopsBetweenMethods()
-    {
-        // A token cancelled before the call: compareMethods measures no method.
-        const Tensor w = noisyTensor({4, 64}, 3);
-        CancellationToken cancelled;
-        cancelled.cancel();
-        QVERIFY_THROWS_EXCEPTION(Cancelled, compareMethods(w, specOf("absmax"), "w", cancelled));
-        QVERIFY_THROWS_EXCEPTION(Cancelled, compareWeightMethods(w, specOf("absmax"), 99.9, 3, "w", 64, cancelled));
-
-        // The job token of a superseded comparison, cancelled while it runs: the comparison stops at the next
-        // method instead of measuring all of them (mse and entropy are the slow ones) before it notices.
-        const Tensor big = noisyTensor({64, 65536}, 4);
-        QElapsedTimer timer;
-        timer.start();
-        compareMethods(big, specOf("absmax"), "big");
-        const qint64 fullMs = timer.elapsed();
-        CancellationToken token;
-        timer.restart();
-        auto running = std::async(
-            std::launch::async, [&] { return compareWeightMethods(big, specOf("absmax"), 99.9, 3, "big", 64, token); });
-        std::this_thread::sleep_for(std::chrono::milliseconds(fullMs / 20));
-        token.cancel();
-        QVERIFY_THROWS_EXCEPTION(Cancelled, running.get());
-        const qint64 cancelledMs = timer.elapsed();
-        qInfo("full comparison %lld ms, cancelled after %lld ms: stopped at %lld ms", fullMs, fullMs / 20, cancelledMs);
-        QVERIFY2(cancelledMs < fullMs / 2,
-                 qPrintable(QString("stopped after %1 ms of %2").arg(cancelledMs).arg(fullMs)));
-    }
-
     void layerErrorsThresholdAndClicks()
     {
         const Model& model = demo().model;
-        EvaluationResult eval;
-        const double isolated[] = {35.0, 12.0, 28.0, 9.5, 40.0};
-        for (size_t i = 0; i < model.layers.size() && i < 5; ++i) {
-            LayerEvaluation e;
-            e.layer = i;
-            e.weight = ErrorMetrics{0, 30.0 + double(i), 0, 1, 0};
-            e.isolated = ErrorMetrics{0, isolated[i], 0, 1, 0};
-            e.accumulated = ErrorMetrics{0, isolated[i] - 2.0 * double(i), 0, 1, 0};
-            eval.layers.push_back(e);
-        }
-        SensitivityResult sens;
-        sens.ranking = {{3, ErrorMetrics{0, 11.0, 0, 1, 0}, 0.9}, {1, ErrorMetrics{0, 15.0, 0, 1, 0}, 0.95}};
-        std::map<size_t, ErrorMetrics> weights{{0, ErrorMetrics{0, std::numeric_limits<double>::infinity(), 0, 1, 0}}};
-        const LayerErrorData d = layerErrors(model, &eval, weights, &sens);
-        QCOMPARE(d.rows.size(), eval.layers.size());
-        QCOMPARE(*d.rows[0].weightSqnr, 30.0); // the evaluation's own weight metric wins
-        QCOMPARE(d.sensitivity.front().modulePath, model.layers[3].modulePath);
-
+        const LayerErrorInputs in = layerErrorInputs();
+        const LayerErrorData d = layerErrors(model, &in.eval, in.weights, &in.sens);
         LayerErrorView view;
         view.setData(d);
         view.setThreshold(13.0);
@@ -482,7 +205,8 @@ private slots:
         const Tensor w = demoWeight(demo().conv1);
         auto q = std::make_shared<const TensorQuantization>(computeQuantization(w, specOf("percentile,99"), "conv1"));
         const Tensor fq = fakeQuantize(w, q->params);
-        DistributionView view;
+        JobTracker jobs;
+        DistributionView view(&jobs);
         QSignalSpy ready(&view, &DistributionView::ready);
         view.showWeight(w, fq, q, 0, "features.conv1.weight", "int8, percentile,99, per channel");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !view.busy(); }));
@@ -553,7 +277,8 @@ private slots:
         const Tensor small = demoWeight(demo().conv1);
         auto qBig = std::make_shared<const TensorQuantization>(computeQuantization(big, specOf("absmax"), "big"));
         auto qSmall = std::make_shared<const TensorQuantization>(computeQuantization(small, specOf("absmax"), "small"));
-        DistributionView view;
+        JobTracker jobs;
+        DistributionView view(&jobs);
         QSignalSpy ready(&view, &DistributionView::ready);
         view.showWeight(big, fakeQuantize(big, qBig->params), qBig, 0, "big", "");
         view.showWeight(small, fakeQuantize(small, qSmall->params), qSmall, 0, "small", "");
@@ -566,7 +291,8 @@ private slots:
     void methodsAndScaleScreenshotsOnDemoModel()
     {
         const Tensor w = demoWeight(demo().fc1);
-        MethodComparisonView methods;
+        JobTracker jobs;
+        MethodComparisonView methods(&jobs);
         QSignalSpy ready(&methods, &MethodComparisonView::ready);
         methods.showWeight(w, specOf("absmax", Granularity::PerTensor, QType::Int4), "classifier.fc1.weight");
         QVERIFY(waitFor([&] { return !ready.isEmpty() && !methods.busy(); }));
@@ -574,7 +300,7 @@ private slots:
 
         const Tensor conv = demoWeight(demo().conv1);
         auto q = std::make_shared<const TensorQuantization>(computeQuantization(conv, specOf("absmax"), "conv1"));
-        ScaleRangeView scales;
+        ScaleRangeView scales(&jobs);
         QSignalSpy scaleReady(&scales, &ScaleRangeView::ready);
         scales.showWeight(conv, q, 0, "features.conv1.weight");
         QVERIFY(waitFor([&] { return !scaleReady.isEmpty() && !scales.busy(); }));

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
-#include "quantization/method_comparison.h"
+#include "analysis/method_comparison.h"
 #include "quantization/tensor_quantization.h"
 #include "quantization/rule_resolution.h"
 #include "io/model_loader.h"
@@ -651,7 +651,7 @@ np.savez(sys.argv[2], x=rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
         QVERIFY(table.out.contains("SQNR dB"));
     }
 
-    // The metrics compare-methods prints, against plain loops (analysis/metrics.h).
+    // The metrics compare-methods prints, against plain loops (quant/metrics.h).
     void metricsMatchScalarReference()
     {
         const Tensor x = adversarialWeights(24, 300, 11);

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 #include "io/model_loader.h"
 #include "io/npz.h"
 #include "runtime/quantization_hook.h"

@@ -24,7 +24,9 @@
 
 #include "gui/data_dialog.h"
 #include "gui/export_dialog.h"
-#include "gui/job_tracker.h"
+#include "widgets/jobs/job_tracker.h"
+#include "gui/stall_watchdog.h"
+#include "io/synthetic_data.h"
 #include "gui/main_window.h"
 #include "gui/stall_watchdog.h"
 #include "gui/workspace.h"
@@ -266,10 +268,10 @@ void TestGuiApp::cancellingAJobIsClean()
     QSignalSpy ended(ws.jobs(), &JobTracker::jobEnded);
     QSignalSpy stats(&ws, &Workspace::statisticsChanged);
     ws.calibrate();
-    QVERIFY(ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    QVERIFY(ws.jobs()->isRunning(JobKind::Calibrate));
     QTest::qWait(100);
-    ws.jobs()->cancel(QStringLiteral("calibrate"));
-    QVERIFY(!ws.jobs()->isRunning(QStringLiteral("calibrate")));
+    ws.jobs()->cancel(JobKind::Calibrate);
+    QVERIFY(!ws.jobs()->isRunning(JobKind::Calibrate));
     QCOMPARE(ended.count(), 1);
     QCOMPARE(ended.first().at(2).toBool(), true); // cancelled
     QVERIFY(ws.jobs()->waitForIdle(10000));
@@ -387,7 +389,7 @@ void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()
     c.syntheticSamples = 70;
     c.syntheticSeed = 7;
     c.batchSize = 32;
-    auto a = Workspace::openData(c, ws.model().get());
+    auto a = ws.exploration().snapshot().openData(c);
     QCOMPARE(a->batchCount(), int64_t(3));
     const Batch first = *a->next();
     QCOMPARE(first.inputs.at("input").shape(), (Shape{32, 1, 8, 8}));
@@ -398,7 +400,7 @@ void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()
     // The same seed gives the same batches, after a rewind and in a new source.
     a->rewind();
     const Batch again = *a->next();
-    auto b = Workspace::openData(c, ws.model().get());
+    auto b = ws.exploration().snapshot().openData(c);
     const Batch other = *b->next();
     const auto x = first.inputs.at("input").values<float>();
     QVERIFY(std::equal(x.begin(), x.end(), again.inputs.at("input").values<float>().begin()));
@@ -411,7 +413,7 @@ void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()
     QVERIFY(std::abs(sum / double(x.size())) < 0.1);
     QVERIFY(std::abs(squares / double(x.size()) - 1.0) < 0.15);
     c.syntheticSeed = 8;
-    const Batch seeded = *Workspace::openData(c, ws.model().get())->next();
+    const Batch seeded = *ws.exploration().snapshot().openData(c)->next();
     QVERIFY(!std::equal(x.begin(), x.end(), seeded.inputs.at("input").values<float>().begin()));
 }
 

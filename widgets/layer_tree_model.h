@@ -18,7 +18,7 @@
 
 #include <QAbstractItemModel>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 #include "graph/layer.h"
 #include "rules/ruleset.h"
 

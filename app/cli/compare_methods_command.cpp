@@ -11,7 +11,7 @@
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
-#include "quantization/method_comparison.h"
+#include "analysis/method_comparison.h"
 #include "session/exploration.h"
 
 namespace qs::cli {

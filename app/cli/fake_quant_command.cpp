@@ -1,7 +1,7 @@
 // quantscope-cli fake-quant: quantize and dequantize an .npy array, write the result.
 #include <cstdio>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 #include "quantization/tensor_quantization.h"
 #include "cli/commands.h"
 #include "cli/quantization_options.h"

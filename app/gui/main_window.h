@@ -3,7 +3,8 @@
 // columns, filterable), Rules (the rule editor), Inspector, Charts and Log; the
 // File/Edit/Run/View/Help menus; a status bar with the running job's progress,
 // time estimate and cancel button. It wires actions to the Workspace and shows
-// what the Workspace holds; it computes nothing itself.
+// what the Workspace holds; it computes nothing itself. The menus, toolbar,
+// status bar and what enables their actions are in main_window_actions.cpp.
 
 #include <optional>
 

@@ -6,7 +6,7 @@
 #include <QUndoStack>
 
 #include "core/error.h"
-#include "gui/job_tracker.h"
+#include "widgets/jobs/job_tracker.h"
 #include "rules/schema.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/qt_image_decoder.h"
@@ -62,7 +62,7 @@ void Workspace::openModel(const QString& path)
             return std::make_shared<LoadedModel>(loadExplorationModel(path.toStdString(), options, cancel, progress));
         };
     jobs_->start<std::shared_ptr<LoadedModel>>(
-        QStringLiteral("load"), tr("Loading %1").arg(QFileInfo(path).fileName()), work,
+        JobKind::Load, tr("Loading %1").arg(QFileInfo(path).fileName()), work,
         [this](std::shared_ptr<LoadedModel> loaded) { applyLoaded(std::move(*loaded)); },
         [this](const QString& message) {
             pendingSession_.reset();
@@ -79,9 +79,9 @@ void Workspace::logWarnings(const std::vector<ExplorationWarning>& warnings)
 
 void Workspace::applyLoaded(LoadedModel loaded)
 {
-    jobs_->cancel(QStringLiteral("weights"));
-    jobs_->cancel(QStringLiteral("calibrate"));
-    jobs_->cancel(QStringLiteral("evaluate"));
+    jobs_->cancel(JobKind::Weights);
+    jobs_->cancel(JobKind::Calibrate);
+    jobs_->cancel(JobKind::Evaluate);
     modelPath_ = QFileInfo(QString::fromStdString(loaded.path.string())).absoluteFilePath();
     unsupported_.clear();
     for (const std::string& op : loaded.unsupportedOps)
@@ -190,7 +190,7 @@ void Workspace::startWeightJob()
     std::function<WeightResult(const CancellationToken&, const ProgressCallback&)> work =
         [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
     jobs_->start<WeightResult>(
-        QStringLiteral("weights"), tr("Quantizing weights"), work,
+        JobKind::Weights, tr("Quantizing weights"), work,
         [this, clock](WeightResult r) {
             const std::vector<size_t> recomputed = r.recomputed;
             if (!exploration_.apply(std::move(r)))
@@ -266,7 +266,7 @@ void Workspace::calibrate()
     std::function<CalibrationResult(const CancellationToken&, const ProgressCallback&)> work =
         [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
     jobs_->start<CalibrationResult>(
-        QStringLiteral("calibrate"), tr("Calibrating"), work,
+        JobKind::Calibrate, tr("Calibrating"), work,
         [this](CalibrationResult r) {
             logWarnings(r.warnings);
             if (!exploration_.apply(std::move(r)))
@@ -296,7 +296,7 @@ void Workspace::runSensitivity(SensitivityKind kind)
     std::function<SensitivityRun(const CancellationToken&, const ProgressCallback&)> work =
         [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
     jobs_->start<SensitivityRun>(
-        QStringLiteral("sensitivity"),
+        JobKind::Sensitivity,
         kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time)") : tr("Sensitivity (all but one)"),
         work,
         [this](SensitivityRun r) {
@@ -331,7 +331,7 @@ void Workspace::evaluate()
     std::function<EvaluationRun(const CancellationToken&, const ProgressCallback&)> work =
         [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
     jobs_->start<EvaluationRun>(
-        QStringLiteral("evaluate"), tr("Evaluating"), work,
+        JobKind::Evaluate, tr("Evaluating"), work,
         [this](EvaluationRun r) {
             logWarnings(r.warnings);
             if (!exploration_.apply(std::move(r)))

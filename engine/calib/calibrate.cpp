@@ -7,7 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include "calib/clipping.h"
-#include "calib/group_runs.h"
+#include "core/group_runs.h"
 #include "calib/histogram.h"
 #include "calib/statistics.h"
 #include "core/error.h"

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calib/clipping.h"
-#include "calib/group_runs.h"
+#include "core/group_runs.h"
 #include "calib/statistics.h"
 #include "core/error.h"
 

@@ -8,7 +8,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
-#include "calib/group_runs.h"
+#include "core/group_runs.h"
 #include "core/error.h"
 #include "core/vector_clones.h"
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 #include "core/cancellation.h"
 #include "graph/model.h"
 #include "quantization/quantization_plan.h"

@@ -221,6 +221,15 @@ ActivationStatistics calibrateActivations(const Interpreter& interpreter, const 
     return calibrator.finish();
 }
 
+StaticActivation staticActivationFrom(const Observer& observer, const ActivationQuantization& a)
+{
+    StaticActivation s;
+    s.range = observer.ranges(a.method, a.target).at(0);
+    s.params = quantParamsFromRanges(a.target.qtype, BlockLayout::perTensor({}), std::span(&s.range, 1),
+                                     calibrationSymmetric(a.method, a.target), a.target.options, a.value);
+    return s;
+}
+
 std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& plan,
                                                      const ActivationStatistics& statistics)
 {
@@ -234,11 +243,7 @@ std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& pla
             throw Error("activation '" + a.value +
                         "' has a static scale but the calibration statistics do not hold it; it needs "
                         "calibration: run activation calibration with the current rules");
-        StaticActivation s;
-        s.range = observer->ranges(a.method, a.target).at(0);
-        s.params = quantParamsFromRanges(a.target.qtype, BlockLayout::perTensor({}), std::span(&s.range, 1),
-                                         calibrationSymmetric(a.method, a.target), a.target.options, a.value);
-        out.emplace(lq.layer, std::move(s));
+        out.emplace(lq.layer, staticActivationFrom(*observer, a));
     }
     return out;
 }

@@ -109,6 +109,12 @@ struct StaticActivation {
     QuantParams params; // one group (per tensor)
 };
 
+// The static range and parameters of activation `a` from its observer: the
+// range of the rule's method, one scale for the whole tensor. The one place
+// observer statistics become an activation's quantization parameters (the
+// per-batch dynamic ones aside). Throws Error as Observer::ranges does.
+StaticActivation staticActivationFrom(const Observer& observer, const ActivationQuantization& a);
+
 // Per plan layer with a static activation: its range from the statistics with
 // the layer's method. Throws Error naming the value when the statistics lack it.
 std::map<size_t, StaticActivation> staticActivations(const QuantizationPlan& plan,

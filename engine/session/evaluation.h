@@ -21,7 +21,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 #include "core/cancellation.h"
 #include "io/data_source.h"
 #include "runtime/activation_calibration.h"
@@ -37,7 +37,7 @@ class ErrorAccumulator {
 public:
     void add(std::span<const float> reference, std::span<const float> measured);
     int64_t count() const { return sums_.count; }
-    // mse, sqnrDb, maxAbsError and cosine as analysis/metrics.h defines them;
+    // mse, sqnrDb, maxAbsError and cosine as quant/metrics.h defines them;
     // fractionClipped is 0.
     ErrorMetrics metrics() const { return sums_.metrics(); }
 

@@ -6,7 +6,6 @@
 #include <QTabWidget>
 #include <QVBoxLayout>
 
-#include "calib/calibrate.h"
 #include "graph/model.h"
 #include "runtime/activation_calibration.h"
 #include "quantization/quantization_plan.h"
@@ -16,6 +15,7 @@
 #include "widgets/charts/layer_error_view.h"
 #include "widgets/charts/method_comparison_view.h"
 #include "widgets/charts/scale_range_view.h"
+#include "widgets/jobs/job_tracker.h"
 
 namespace qs {
 namespace {
@@ -71,9 +71,9 @@ QString describe(const QuantizationSpec& spec)
 } // namespace
 
 ChartsPanel::ChartsPanel(QWidget* parent)
-    : QWidget(parent), subject_(new QComboBox(this)), header_(new QLabel(this)),
-      distribution_(new DistributionView(this)), methods_(new MethodComparisonView(this)),
-      scales_(new ScaleRangeView(this)), layerErrors_(new LayerErrorView(this))
+    : QWidget(parent), jobs_(new JobTracker(this)), subject_(new QComboBox(this)), header_(new QLabel(this)),
+      distribution_(new DistributionView(jobs_, this)), methods_(new MethodComparisonView(jobs_, this)),
+      scales_(new ScaleRangeView(jobs_, this)), layerErrors_(new LayerErrorView(this))
 {
     subject_->addItems({tr("Weight"), tr("Input activation")});
     subject_->setToolTip(tr("What the distribution and method views show"));
@@ -290,21 +290,11 @@ void ChartsPanel::showActivation(size_t layer)
         methods_->clear(why);
         return;
     }
-    try {
-        const std::vector<Range> ranges = observed->second.ranges(act.method, act.target);
-        const bool symmetric = calibrationSymmetric(act.method, act.target);
-        const QuantParams params =
-            quantParamsFromRanges(act.target.qtype, BlockLayout::perTensor({1}), std::span(ranges).first(1), symmetric,
-                                  act.target.options, act.value);
-        const QString description = QString("%1, %2, per tensor")
-                                        .arg(QString::fromUtf8(qtypeName(act.target.qtype).data()),
-                                             QString::fromStdString(act.method.toString()));
-        distribution_->showActivation(stats_, act.value, params, ranges.front(), description);
-        methods_->showActivation(stats_, act.value, act.target);
-    } catch (const Error& e) {
-        distribution_->clear(QString::fromStdString(e.what()));
-        methods_->clear(QString::fromStdString(e.what()));
-    }
+    const QString description =
+        QString("%1, %2, per tensor")
+            .arg(QString::fromUtf8(qtypeName(act.target.qtype).data()), QString::fromStdString(act.method.toString()));
+    distribution_->showActivation(stats_, act, description);
+    methods_->showActivation(stats_, act.value, act.target);
 }
 
 } // namespace qs

@@ -2,8 +2,9 @@
 // The analysis charts the app embeds: four tabs (distribution, method
 // comparison, scale ranges, layer errors), fed only engine results. Every
 // setter takes shared, immutable results; heavy work (binning a tensor,
-// comparing methods) runs off the GUI thread and a newer request supersedes
-// an older one. Signals say what the user asked for; the app applies it (the
+// comparing methods, turning calibration statistics into an activation's
+// range) runs on the panel's job tracker, off the GUI thread, and a newer
+// request supersedes an older one. Signals say what the user asked for; the app applies it (the
 // panel never edits rules itself).
 
 #include <cstddef>
@@ -30,6 +31,7 @@ class DistributionView;
 class MethodComparisonView;
 class ScaleRangeView;
 class LayerErrorView;
+class JobTracker;
 
 class ChartsPanel : public QWidget {
     Q_OBJECT
@@ -59,6 +61,7 @@ public:
     MethodComparisonView* methodComparisonView() const { return methods_; }
     ScaleRangeView* scaleRangeView() const { return scales_; }
     LayerErrorView* layerErrorView() const { return layerErrors_; }
+    JobTracker* jobs() const { return jobs_; }
 
 signals:
     // A bar of the layer-error chart was clicked: select this layer everywhere.
@@ -94,6 +97,9 @@ private:
         bool operator==(const Shown&) const = default;
     };
     std::optional<Shown> shown_;
+    // The views' jobs: the panel's own tracker, so that chart data neither waits
+    // behind a calibration in the workspace's pool nor shows in the status bar.
+    JobTracker* jobs_ = nullptr;
     QComboBox* subject_ = nullptr;
     QLabel* header_ = nullptr;
     DistributionView* distribution_ = nullptr;

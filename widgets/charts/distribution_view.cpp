@@ -96,12 +96,12 @@ double maxCount(const Histogram& h)
 
 } // namespace
 
-DistributionView::DistributionView(QWidget* parent)
+DistributionView::DistributionView(JobTracker* jobs, QWidget* parent)
     : QWidget(parent), histogram_(new ChartFrame("distribution", this)),
       rounding_(new ChartFrame("rounding_error", this)), clipping_(new ChartFrame("clipping_error", this)),
       strip_(new ChartFrame("channel_strip", this)), channelBox_(new QComboBox(this)),
       logBox_(new QCheckBox(tr("Log counts"), this)), stripAnchor_(new QLineSeries), stripMin_(new QScatterSeries),
-      stripMax_(new QScatterSeries)
+      stripMax_(new QScatterSeries), job_(jobs, JobKind::Distribution)
 {
     channelBox_->setToolTip(tr("The whole tensor with all channels as a heat strip, or one channel"));
     connect(channelBox_, &QComboBox::activated, this,
@@ -196,7 +196,8 @@ void DistributionView::computeWeight()
     histogram_->setNote(tr("Computing…"));
     const WeightInput in = *weight_;
     const std::optional<int64_t> channel = channel_;
-    job_.start(
+    job_.start<DistributionData>(
+        tr("Computing the distribution"),
         [in, channel](const CancellationToken& cancel) {
             const int64_t channels =
                 channel ? in.x.dim(normalizeAxis(in.channelAxis, in.x.rank(), "channel axis")) : int64_t(1);
@@ -206,8 +207,8 @@ void DistributionView::computeWeight()
         [this](DistributionData d) { land(std::move(d)); }, [this](const QString& error) { clear(error); });
 }
 
-void DistributionView::showActivation(std::shared_ptr<const ActivationStatistics> stats, const std::string& value,
-                                      const QuantParams& params, Range range, const QString& description)
+void DistributionView::showActivation(std::shared_ptr<const ActivationStatistics> stats,
+                                      const ActivationQuantization& activation, const QString& description)
 {
     weight_.reset();
     channel_.reset();
@@ -216,12 +217,14 @@ void DistributionView::showActivation(std::shared_ptr<const ActivationStatistics
     channelBox_->setEnabled(false);
     description_ = description;
     histogram_->setNote(tr("Computing…"));
-    job_.start(
-        [stats, value, params, range](const CancellationToken&) {
-            const auto it = stats->observers().find(value);
-            if (it == stats->observers().end())
-                throw Error("activation '" + value + "' was not observed in calibration");
-            return activationDistribution(it->second, params, range, kBins);
+    job_.start<DistributionData>(
+        tr("Computing the distribution"),
+        [stats, activation](const CancellationToken&) {
+            const Observer* observer = stats->find(activation.value);
+            if (!observer)
+                throw Error("activation '" + activation.value + "' was not observed in calibration");
+            const StaticActivation s = staticActivationFrom(*observer, activation);
+            return activationDistribution(*observer, s.params, s.range, kBins);
         },
         [this](DistributionData d) { land(std::move(d)); }, [this](const QString& error) { clear(error); });
 }

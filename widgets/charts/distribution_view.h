@@ -13,9 +13,9 @@
 
 #include <QWidget>
 
+#include "analysis/distribution.h"
 #include "quantization/tensor_quantization.h"
-#include "widgets/charts/distribution_data.h"
-#include "widgets/charts/latest_job.h"
+#include "widgets/jobs/job_tracker.h"
 
 class QCheckBox;
 class QComboBox;
@@ -25,22 +25,25 @@ class QScatterSeries;
 namespace qs {
 
 class ActivationStatistics;
+struct ActivationQuantization;
 class ChartFrame;
 class HeatMapItem;
 
 class DistributionView : public QWidget {
     Q_OBJECT
 public:
-    explicit DistributionView(QWidget* parent = nullptr);
+    // Computes its data on `jobs` (JobKind::Distribution; it may be deleted first).
+    explicit DistributionView(JobTracker* jobs, QWidget* parent = nullptr);
     ~DistributionView() override;
 
     // A weight: float32 values in the axis order of q's layout, its fake-quantized
     // values (same shape), its quantization and channel axis (< 0: none).
     void showWeight(Tensor x, Tensor fakeQuant, std::shared_ptr<const TensorQuantization> q, int channelAxis,
                     const QString& name, const QString& description);
-    // An input activation from calibration statistics, with the parameters its rule gives it.
-    void showActivation(std::shared_ptr<const ActivationStatistics> stats, const std::string& value,
-                        const QuantParams& params, Range range, const QString& description);
+    // An input activation from calibration statistics, with the range and parameters
+    // its rule gives it (computed with the data, off the GUI thread).
+    void showActivation(std::shared_ptr<const ActivationStatistics> stats, const ActivationQuantization& activation,
+                        const QString& description);
     // Nothing to show, and why.
     void clear(const QString& why);
 
@@ -92,7 +95,7 @@ private:
     std::optional<int64_t> channel_;
     std::optional<DistributionData> data_;
     QString description_;
-    LatestJob<DistributionData> job_{this};
+    JobSlot job_; // the data, computed on the tracker the view was given
 };
 
 } // namespace qs

@@ -8,7 +8,7 @@
 #include <QStringList>
 #include <QWidget>
 
-#include "widgets/charts/layer_error_data.h"
+#include "session/layer_errors.h"
 
 class QBarSet;
 class QLineSeries;

@@ -29,10 +29,10 @@ constexpr size_t kBins = 256;
 
 } // namespace
 
-MethodComparisonView::MethodComparisonView(QWidget* parent)
+MethodComparisonView::MethodComparisonView(JobTracker* jobs, QWidget* parent)
     : QWidget(parent), chart_(new ChartFrame("method_comparison", this)), table_(new QTableView(this)),
       model_(new MethodTableModel(this)), percentile_(new QDoubleSpinBox(this)), rms_(new QDoubleSpinBox(this)),
-      apply_(new QPushButton(tr("Apply"), this))
+      apply_(new QPushButton(tr("Apply"), this)), job_(jobs, JobKind::MethodComparison)
 {
     percentile_->setRange(50.0, 100.0);
     percentile_->setDecimals(3);
@@ -140,7 +140,8 @@ void MethodComparisonView::recompute()
         const Tensor x = *weight_;
         const QuantizationSpec spec = spec_;
         const std::string name = name_;
-        job_.start(
+        job_.start<MethodComparisonData>(
+            tr("Comparing methods"),
             [x, spec, p, s, name](const CancellationToken& cancel) {
                 return compareWeightMethods(x, spec, p, s, name, kBins, cancel);
             },
@@ -150,7 +151,8 @@ void MethodComparisonView::recompute()
         const auto stats = stats_;
         const std::string value = name_;
         const CalibrationTarget target = target_;
-        job_.start(
+        job_.start<MethodComparisonData>(
+            tr("Comparing methods"),
             [stats, value, target, p, s](const CancellationToken& cancel) {
                 const auto it = stats->observers().find(value);
                 if (it == stats->observers().end())
@@ -164,7 +166,7 @@ void MethodComparisonView::recompute()
 QColor MethodComparisonView::colorOf(const std::string& method) const
 {
     // A method keeps its colour whatever its rank: by its place in the compared list.
-    const auto methods = comparisonMethods(percentile_->value(), rms_->value());
+    const auto methods = comparedMethods({percentile_->value()}, rms_->value());
     const auto it = std::find(methods.begin(), methods.end(), method);
     return chart_->seriesColor(it == methods.end() ? 0 : int(it - methods.begin()) + 1);
 }

@@ -11,8 +11,8 @@
 
 #include <QWidget>
 
-#include "widgets/charts/latest_job.h"
-#include "widgets/charts/method_comparison_data.h"
+#include "analysis/method_comparison.h"
+#include "widgets/jobs/job_tracker.h"
 
 class QDoubleSpinBox;
 class QPushButton;
@@ -27,7 +27,8 @@ class MethodTableModel;
 class MethodComparisonView : public QWidget {
     Q_OBJECT
 public:
-    explicit MethodComparisonView(QWidget* parent = nullptr);
+    // Compares on `jobs` (JobKind::MethodComparison; it may be deleted first).
+    explicit MethodComparisonView(JobTracker* jobs, QWidget* parent = nullptr);
     ~MethodComparisonView() override;
 
     // A weight (any float dtype) quantized with `spec` (its method is the current one).
@@ -77,7 +78,7 @@ private:
     CalibrationTarget target_;
     bool activation_ = false;
     std::optional<MethodComparisonData> data_;
-    LatestJob<MethodComparisonData> job_{this};
+    JobSlot job_; // the data, computed on the tracker the view was given
 };
 
 } // namespace qs

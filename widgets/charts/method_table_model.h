@@ -8,7 +8,7 @@
 #include <QAbstractTableModel>
 #include <QColor>
 
-#include "quantization/method_comparison.h"
+#include "analysis/method_comparison.h"
 
 namespace qs {
 

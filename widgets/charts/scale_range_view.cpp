@@ -54,10 +54,10 @@ std::pair<QValueAxis*, QValueAxis*> attachValueAxes(QChart* chart, const QString
 
 } // namespace
 
-ScaleRangeView::ScaleRangeView(QWidget* parent)
+ScaleRangeView::ScaleRangeView(JobTracker* jobs, QWidget* parent)
     : QWidget(parent), ranges_(new ChartFrame("scale_ranges", this)), scales_(new ChartFrame("scales", this)),
       tiles_(new ChartFrame("tile_scales", this)), order_(new QComboBox(this)), mode_(new QComboBox(this)),
-      tileAnchor_(new QLineSeries)
+      tileAnchor_(new QLineSeries), job_(jobs, JobKind::ScaleRange)
 {
     order_->addItems({tr("Channel order"), tr("Sorted by absmax")});
     mode_->addItems({tr("Min / max"), tr("Absmax")});
@@ -100,14 +100,17 @@ void ScaleRangeView::showWeight(Tensor w, std::shared_ptr<const TensorQuantizati
                                 const QString& name)
 {
     ranges_->setNote(tr("Computing…"));
-    job_.start([w, q, channelAxis,
-                name = name.toStdString()](const CancellationToken&) { return scaleRanges(w, *q, channelAxis, name); },
-               [this](ScaleRangeData d) {
-                   data_ = std::move(d);
-                   draw();
-                   emit ready();
-               },
-               [this](const QString& e) { clear(e); });
+    job_.start<ScaleRangeData>(
+        tr("Computing scale ranges"),
+        [w, q, channelAxis, name = name.toStdString()](const CancellationToken&) {
+            return scaleRanges(w, *q, channelAxis, name);
+        },
+        [this](ScaleRangeData d) {
+            data_ = std::move(d);
+            draw();
+            emit ready();
+        },
+        [this](const QString& e) { clear(e); });
 }
 
 void ScaleRangeView::clear(const QString& why)

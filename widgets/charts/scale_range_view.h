@@ -9,8 +9,8 @@
 
 #include <QWidget>
 
-#include "widgets/charts/latest_job.h"
-#include "widgets/charts/scale_range_data.h"
+#include "analysis/scale_ranges.h"
+#include "widgets/jobs/job_tracker.h"
 
 class QComboBox;
 class QLineSeries;
@@ -23,7 +23,8 @@ class HeatMapItem;
 class ScaleRangeView : public QWidget {
     Q_OBJECT
 public:
-    explicit ScaleRangeView(QWidget* parent = nullptr);
+    // Computes its data on `jobs` (JobKind::ScaleRange; it may be deleted first).
+    explicit ScaleRangeView(JobTracker* jobs, QWidget* parent = nullptr);
     ~ScaleRangeView() override;
 
     // A weight: float32 in the axis order of q's layout, and its channel axis.
@@ -61,7 +62,7 @@ private:
     QLineSeries* tileAnchor_;
     HeatMapItem* heat_;
     std::optional<ScaleRangeData> data_;
-    LatestJob<ScaleRangeData> job_{this};
+    JobSlot job_; // the data, computed on the tracker the view was given
 };
 
 } // namespace qs

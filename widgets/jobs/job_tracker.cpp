@@ -1,4 +1,4 @@
-#include "gui/job_tracker.h"
+#include "widgets/jobs/job_tracker.h"
 
 #include <QCoreApplication>
 #include <QDeadlineTimer>
@@ -21,7 +21,7 @@ JobTracker::~JobTracker()
     pool_.waitForDone();
 }
 
-std::shared_ptr<JobTracker::Job> JobTracker::begin(const QString& kind, const QString& title)
+std::shared_ptr<JobTracker::Job> JobTracker::begin(JobKind kind, const QString& title)
 {
     cancel(kind);
     auto job = std::make_shared<Job>();
@@ -35,7 +35,7 @@ std::shared_ptr<JobTracker::Job> JobTracker::begin(const QString& kind, const QS
     return job;
 }
 
-bool JobTracker::finish(const QString& kind, const std::shared_ptr<Job>& job, bool cancelled)
+bool JobTracker::finish(JobKind kind, const std::shared_ptr<Job>& job, bool cancelled)
 {
     const auto it = jobs_.find(kind);
     if (it == jobs_.end() || it->second != job)
@@ -47,7 +47,7 @@ bool JobTracker::finish(const QString& kind, const std::shared_ptr<Job>& job, bo
     return true;
 }
 
-void JobTracker::cancel(const QString& kind)
+void JobTracker::cancel(JobKind kind)
 {
     const auto it = jobs_.find(kind);
     if (it == jobs_.end())
@@ -64,6 +64,21 @@ void JobTracker::cancelAll()
 {
     while (!jobs_.empty())
         cancel(jobs_.begin()->first);
+}
+
+void JobTracker::cancelUserFacing()
+{
+    for (const JobKindInfo& k : kJobKinds)
+        if (k.userFacing)
+            cancel(k.kind);
+}
+
+bool JobTracker::isUserFacingRunning() const
+{
+    for (const auto& [kind, job] : jobs_)
+        if (jobKindInfo(kind).userFacing)
+            return true;
+    return false;
 }
 
 bool JobTracker::waitForIdle(int timeoutMs)

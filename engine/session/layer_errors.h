@@ -3,6 +3,8 @@
 // the SQNR of its weight, of its output with only it quantized (isolated) and
 // with everything quantized (accumulated); the sensitivity ranking; and which
 // layers fall below a threshold (the layers to propose keeping in float).
+// In session, not analysis: it reads the evaluation and sensitivity results
+// that session computes.
 
 #include <cstddef>
 #include <map>
@@ -10,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 
 namespace qs {
 

@@ -1,4 +1,4 @@
-#include "widgets/charts/layer_error_data.h"
+#include "session/layer_errors.h"
 
 #include <algorithm>
 #include <set>

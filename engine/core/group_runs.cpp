@@ -1,4 +1,4 @@
-#include "calib/group_runs.h"
+#include "core/group_runs.h"
 
 #include <tbb/parallel_for.h>
 

@@ -1,4 +1,4 @@
-#include "analysis/metrics.h"
+#include "quant/metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,7 +7,7 @@
 
 #include <tbb/parallel_for.h>
 
-#include "calib/group_runs.h"
+#include "core/group_runs.h"
 #include "core/error.h"
 
 namespace qs {

@@ -1,4 +1,4 @@
-#include "widgets/charts/distribution_data.h"
+#include "analysis/distribution.h"
 
 #include <algorithm>
 #include <cmath>

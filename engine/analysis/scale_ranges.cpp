@@ -1,4 +1,4 @@
-#include "widgets/charts/scale_range_data.h"
+#include "analysis/scale_ranges.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,10 +1,11 @@
-#include "widgets/charts/method_comparison_data.h"
+#include "analysis/method_comparison.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "calib/calibrate.h"
+#include "calib/compatibility.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
@@ -13,12 +14,37 @@
 namespace qs {
 namespace {
 
+MethodResult measure(const Tensor& x, const QuantizationSpec& spec, std::string method, std::string_view tensorName)
+{
+    const TensorQuantization q = computeQuantization(x, spec, tensorName);
+    MethodResult r;
+    r.method = std::move(method);
+    r.symmetric = q.params.symmetric;
+    r.scales = q.params.scales;
+    r.zeroPoints = q.params.zeroPoints;
+    const Tensor xf = x.toFloat32();
+    std::vector<float> fake(size_t(xf.numel()));
+    fakeQuantizeInto(xf, q.params, fake, Rounding::Nearest, 0, tensorName);
+    r.metrics = errorMetrics(xf.values<float>(), fake);
+    r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.saturation);
+    r.ranges = q.ranges;
+    r.note = q.note;
+    return r;
+}
+
+// Why `m` cannot calibrate `qtype` (its own symmetry, whatever the spec says), or empty.
+std::string asymmetricSkip(const CalibrationMethod& m, QType qtype)
+{
+    const MethodCompatibility c = methodCompatibility(qtype, m, {});
+    return c.problem == MethodCompatibility::Problem::NoZeroPoint ? c.reason : std::string();
+}
+
+// Applicable results by MSE (ties keep their order), then the skipped ones in order.
 void sortByMse(std::vector<MethodResult>& results)
 {
-    std::stable_partition(results.begin(), results.end(), [](const MethodResult& r) { return r.skipped.empty(); });
-    const auto applicable =
-        std::find_if(results.begin(), results.end(), [](const MethodResult& r) { return !r.skipped.empty(); });
-    std::stable_sort(results.begin(), applicable,
+    const auto skipped =
+        std::stable_partition(results.begin(), results.end(), [](const MethodResult& r) { return r.skipped.empty(); });
+    std::stable_sort(results.begin(), skipped,
                      [](const MethodResult& a, const MethodResult& b) { return a.metrics.mse < b.metrics.mse; });
 }
 
@@ -35,29 +61,68 @@ Histogram spanningHistogram(std::span<const float> x, const std::vector<MethodRe
     return buildHistogram(x, HistogramOf::Values, lo, hi > lo ? hi : lo + 1.0f, bins);
 }
 
-std::string skippedReason(const CalibrationMethod& m, const CalibrationTarget& target)
+} // namespace
+
+std::vector<std::string> comparedMethods(const std::vector<double>& percentiles, double rmsFactor)
 {
-    if (!calibrationSymmetric(m, CalibrationTarget{target.qtype, target.options, {}}) &&
-        qtypeInfo(target.qtype).kind != QKind::Integer)
-        return "asymmetric: " + std::string(qtypeName(target.qtype)) + " has no zero point";
-    return {};
+    std::vector<CalibrationMethod> methods(2);
+    methods[1].kind = CalibrationKind::MinMax;
+    CalibrationMethod& rms = methods.emplace_back();
+    rms.kind = CalibrationKind::Rms;
+    rms.factor = rmsFactor;
+    for (const double p : percentiles) {
+        CalibrationMethod& m = methods.emplace_back();
+        m.kind = CalibrationKind::Percentile;
+        m.percentile = p;
+    }
+    methods.emplace_back().kind = CalibrationKind::Mse;
+    methods.emplace_back().kind = CalibrationKind::Entropy;
+    std::vector<std::string> out;
+    for (const CalibrationMethod& m : methods)
+        out.push_back(m.toString());
+    return out;
 }
 
-} // namespace
+std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName,
+                                         const CancellationToken& cancel, const std::vector<std::string>& methods)
+{
+    cancel.check();
+    const QuantTypeInfo& info = qtypeInfo(spec.qtype);
+    if (info.kind == QKind::Microscaling) {
+        QuantizationSpec mx = spec;
+        mx.method = CalibrationMethod::parse("absmax");
+        return {measure(x, mx, std::string(info.name) + " block scales", tensorName)};
+    }
+    // An unsigned type under a symmetric method would zero the negative values
+    // (calibrateRanges refuses it): those methods are skipped, not the comparison.
+    bool negative = false;
+    if (info.kind == QKind::Integer && !info.isSigned) {
+        const Tensor xf = x.toFloat32();
+        for (float v : xf.values<float>())
+            negative |= v < 0;
+    }
+    std::vector<MethodResult> results;
+    for (const std::string& text : methods) {
+        cancel.check();
+        QuantizationSpec s = spec;
+        s.method = CalibrationMethod::parse(text);
+        s.symmetric.reset(); // each method's own symmetry
+        const bool symmetric = calibrationSymmetric(s.method, CalibrationTarget{s.qtype, s.options, {}});
+        MethodResult skipped;
+        skipped.method = s.method.toString();
+        skipped.symmetric = symmetric;
+        skipped.skipped = asymmetricSkip(s.method, s.qtype);
+        if (skipped.skipped.empty() && symmetric && negative)
+            skipped.skipped = "symmetric: " + std::string(info.name) + " would turn the negative values into 0";
+        results.push_back(skipped.skipped.empty() ? measure(x, s, s.method.toString(), tensorName) : skipped);
+    }
+    sortByMse(results);
+    return results;
+}
 
 const MethodResult* MethodComparisonData::best() const
 {
     return !results.empty() && results.front().skipped.empty() ? &results.front() : nullptr;
-}
-
-std::vector<std::string> comparisonMethods(double percentile, double rmsFactor)
-{
-    CalibrationMethod p, s;
-    p.kind = CalibrationKind::Percentile;
-    p.percentile = percentile;
-    s.kind = CalibrationKind::Rms;
-    s.factor = rmsFactor;
-    return {"absmax", "minmax", s.toString(), p.toString(), "mse", "entropy"};
 }
 
 MethodComparisonData compareWeightMethods(const Tensor& x, const QuantizationSpec& spec, double percentile,
@@ -67,40 +132,7 @@ MethodComparisonData compareWeightMethods(const Tensor& x, const QuantizationSpe
     MethodComparisonData d;
     d.tensor = std::move(tensorName);
     const Tensor xf = x.toFloat32();
-    std::vector<MethodResult> tried = compareMethods(xf, spec, d.tensor, cancel);
-    if (isMicroscaling(spec.qtype)) {
-        d.results = std::move(tried);
-    } else {
-        for (const std::string& text : comparisonMethods(percentile, rmsFactor)) {
-            const auto it =
-                std::find_if(tried.begin(), tried.end(), [&](const MethodResult& r) { return r.method == text; });
-            if (it != tried.end()) {
-                d.results.push_back(*it);
-                continue;
-            }
-            // A p or s compareMethods does not try: measured as it measures.
-            QuantizationSpec s = spec;
-            s.method = CalibrationMethod::parse(text);
-            s.symmetric.reset();
-            MethodResult r;
-            r.method = text;
-            r.skipped = skippedReason(s.method, CalibrationTarget{s.qtype, s.options, {}});
-            if (r.skipped.empty()) {
-                const TensorQuantization q = computeQuantization(xf, s, d.tensor);
-                std::vector<float> fake(size_t(xf.numel()));
-                fakeQuantizeInto(xf, q.params, fake, Rounding::Nearest, 0, d.tensor);
-                r.symmetric = q.params.symmetric;
-                r.scales = q.params.scales;
-                r.zeroPoints = q.params.zeroPoints;
-                r.ranges = q.ranges;
-                r.metrics = errorMetrics(xf.values<float>(), fake);
-                r.metrics.fractionClipped = fractionClipped(xf.values<float>(), q.params.layout, q.saturation);
-            }
-            d.results.push_back(std::move(r));
-            cancel.check();
-        }
-    }
-    sortByMse(d.results);
+    d.results = compareMethods(xf, spec, d.tensor, cancel, comparedMethods({percentile}, rmsFactor));
     d.values = spanningHistogram(xf.values<float>(), d.results, bins);
     return d;
 }
@@ -120,14 +152,14 @@ MethodComparisonData compareActivationMethods(const Observer& observer, const Ca
     d.estimated = true;
     const Histogram source = observer.histogram(0).values();
     const BlockLayout layout = BlockLayout::perTensor({1});
-    for (const std::string& text : comparisonMethods(percentile, rmsFactor)) {
+    for (const std::string& text : comparedMethods({percentile}, rmsFactor)) {
         cancel.check();
         MethodResult r;
         r.method = text;
         const CalibrationMethod m = CalibrationMethod::parse(text);
         CalibrationTarget t = target;
         t.symmetric.reset();
-        r.skipped = skippedReason(m, t);
+        r.skipped = asymmetricSkip(m, t.qtype);
         if (!r.skipped.empty()) {
             d.results.push_back(std::move(r));
             continue;

@@ -1,0 +1,293 @@
+#include "gui/main_window.h"
+
+// The main window's menus, toolbar and status bar: the actions, what enables
+// them, the job progress shown for the user's jobs, and the export action.
+
+#include <QAction>
+#include <QApplication>
+#include <QClipboard>
+#include <QDockWidget>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QKeySequence>
+#include <QLabel>
+#include <QLineEdit>
+#include <QMenu>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressBar>
+#include <QRegularExpression>
+#include <QStatusBar>
+#include <QStyle>
+#include <QToolBar>
+#include <QToolButton>
+#include <QTreeView>
+#include <QUndoStack>
+
+#include "core/error.h"
+#include "gui/export_dialog.h"
+#include "gui/workspace.h"
+#include "widgets/jobs/job_tracker.h"
+#include "widgets/rule_table_model.h"
+
+namespace qs {
+
+void MainWindow::createActions()
+{
+    QMenu* file = menuBar()->addMenu(tr("&File"));
+    QAction* open = file->addAction(QIcon::fromTheme(QStringLiteral("document-open"), style()->standardIcon(QStyle::SP_DialogOpenButton)),
+                                    tr("&Open Model…"), this, [this] {
+                                        const QString path = QFileDialog::getOpenFileName(
+                                            this, tr("Open model"), lastFolder(QStringLiteral("model")),
+                                            tr("Models (*.onnx *.safetensors *.index.json *.h5 *.hdf5 *.keras *.npz "
+                                               "*.npy);;Sessions (*.qssession);;All files (*)"));
+                                        if (!path.isEmpty())
+                                            openPath(path);
+                                    });
+    open->setShortcut(QKeySequence::Open);
+    recentMenu_ = file->addMenu(tr("Open &Recent"));
+    file->addSeparator();
+    file->addAction(tr("Open &Session…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open session"), lastFolder(QStringLiteral("session")),
+                                                          tr("Sessions (*.qssession)"));
+        if (!path.isEmpty())
+            openPath(path);
+    });
+    saveSession_ = file->addAction(QIcon::fromTheme(QStringLiteral("document-save"), style()->standardIcon(QStyle::SP_DialogSaveButton)), tr("&Save Session"), this, [this] {
+        if (workspace_->sessionPath().isEmpty())
+            saveSessionAs();
+        else
+            saveSession(workspace_->sessionPath());
+    });
+    saveSession_->setShortcut(QKeySequence::Save);
+    file->addAction(tr("Save Session &As…"), this, [this] { saveSessionAs(); })->setShortcut(QKeySequence::SaveAs);
+    file->addSeparator();
+    file->addAction(tr("Open R&ules…"), this, [this] {
+        const QString path = QFileDialog::getOpenFileName(this, tr("Open rules"), lastFolder(QStringLiteral("rules")),
+                                                          tr("Rule files (*.json)"));
+        if (!path.isEmpty())
+            openRules(path);
+    });
+    saveRules_ = file->addAction(tr("Save Rules As…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Save rules"), lastFolder(QStringLiteral("rules")),
+                                                          tr("Rule files (*.json)"));
+        if (path.isEmpty())
+            return;
+        try {
+            workspace_->saveRules(path);
+            setLastFolder(QStringLiteral("rules"), path);
+            statusBar()->showMessage(tr("Rules saved to %1").arg(path), 4000);
+        } catch (const Error& e) {
+            showError(tr("Cannot save the rules"), QString::fromUtf8(e.what()));
+        }
+    });
+    file->addSeparator();
+    QMenu* exportMenu = file->addMenu(tr("&Export"));
+    exportCheckpoint_ = exportMenu->addAction(tr("Quantized &Checkpoint…"), this, [this] { startExport(ExportKind::Checkpoint); });
+    exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportKind::Onnx); });
+    exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportKind::Odml); });
+    file->addSeparator();
+    QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
+    quit->setShortcut(QKeySequence::Quit);
+    quit->setMenuRole(QAction::QuitRole);
+
+    QMenu* edit = menuBar()->addMenu(tr("&Edit"));
+    QAction* undo = workspace_->undoStack()->createUndoAction(this, tr("&Undo"));
+    undo->setShortcut(QKeySequence::Undo);
+    undo->setIcon(QIcon::fromTheme(QStringLiteral("edit-undo"), style()->standardIcon(QStyle::SP_ArrowBack)));
+    QAction* redo = workspace_->undoStack()->createRedoAction(this, tr("&Redo"));
+    redo->setShortcut(QKeySequence::Redo);
+    redo->setIcon(QIcon::fromTheme(QStringLiteral("edit-redo"), style()->standardIcon(QStyle::SP_ArrowForward)));
+    edit->addAction(undo);
+    edit->addAction(redo);
+    edit->addSeparator();
+    copyRules_ = edit->addAction(tr("&Copy Rules as JSON"), this, [this] {
+        QApplication::clipboard()->setText(QString::fromStdString(workspace_->rules()->toJsonText()));
+        statusBar()->showMessage(tr("Rules copied to the clipboard as JSON"), 3000);
+    });
+    copyRules_->setShortcut(QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_C));
+    edit->addAction(tr("Find Layer"), this, [this] { filter_->setFocus(); })->setShortcut(QKeySequence::Find);
+
+    QMenu* run = menuBar()->addMenu(tr("&Run"));
+    calibData_ = run->addAction(QIcon::fromTheme(QStringLiteral("document-properties"), style()->standardIcon(QStyle::SP_FileDialogDetailedView)), tr("Calibration &Data…"), this, [this] { editData(true); });
+    evalData_ = run->addAction(QIcon::fromTheme(QStringLiteral("document-properties"), style()->standardIcon(QStyle::SP_FileDialogDetailedView)), tr("&Evaluation Data…"), this, [this] { editData(false); });
+    run->addSeparator();
+    calibrate_ = run->addAction(QIcon::fromTheme(QStringLiteral("system-run"), style()->standardIcon(QStyle::SP_MediaSeekForward)), tr("&Calibrate"), this,
+                                [this] { workspace_->calibrate(); });
+    calibrate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_K));
+    evaluate_ = run->addAction(QIcon::fromTheme(QStringLiteral("media-playback-start"), style()->standardIcon(QStyle::SP_MediaPlay)), tr("E&valuate"), this,
+                               [this] { workspace_->evaluate(); });
+    evaluate_->setShortcut(QKeySequence(Qt::CTRL | Qt::Key_E));
+    sensitivityOne_ = run->addAction(tr("&Sensitivity: One Layer at a Time"), this,
+                                     [this] { workspace_->runSensitivity(SensitivityKind::OneLayer); });
+    sensitivityAllButOne_ = run->addAction(tr("Sensitivity: &All but One"), this,
+                                           [this] { workspace_->runSensitivity(SensitivityKind::AllButOne); });
+    cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),
+                                 tr("Ca&ncel Jobs"), this, [this] {
+                                     workspace_->jobs()->cancelUserFacing();
+                                     pendingCalibrate_ = pendingEvaluate_ = false;
+                                 });
+    cancelJobs_->setShortcut(QKeySequence(Qt::Key_Escape));
+    cancelJobs_->setShortcutContext(Qt::WindowShortcut);
+
+    viewMenu_ = menuBar()->addMenu(tr("&View"));
+    for (QDockWidget* dock : findChildren<QDockWidget*>())
+        viewMenu_->addAction(dock->toggleViewAction());
+    viewMenu_->addSeparator();
+    viewMenu_->addAction(tr("Reset Layout"), this, [this] { restoreState(defaultState_); });
+    viewMenu_->addAction(tr("Expand All Layers"), this, [this] { layerView_->expandAll(); });
+
+    QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&About Quantscope"), this, [this] {
+        QMessageBox::about(this, tr("About Quantscope"),
+                           tr("<h3>Quantscope %1</h3><p>A quantization explorer for neural-network models: regex "
+                              "rules, live per-layer errors, calibration and evaluation.</p>"
+                              "<p>Engine %2 · Qt %3 (built with %4)</p>")
+                               .arg(QStringLiteral(QUANTSCOPE_VERSION), QStringLiteral(QUANTSCOPE_VERSION),
+                                    QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR)));
+    })->setMenuRole(QAction::AboutRole);
+    help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)->setMenuRole(QAction::AboutQtRole);
+
+    auto* bar = addToolBar(tr("Main"));
+    bar->setObjectName(QStringLiteral("MainToolBar"));
+    bar->addAction(open);
+    bar->addAction(saveSession_);
+    bar->addSeparator();
+    bar->addAction(undo);
+    bar->addAction(redo);
+    bar->addSeparator();
+    bar->addAction(calibData_);
+    bar->addAction(calibrate_);
+    bar->addAction(evalData_);
+    bar->addAction(evaluate_);
+    bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+    rebuildRecentMenu();
+}
+
+void MainWindow::createStatusBar()
+{
+    statusModel_ = new QLabel(tr("No model — File ▸ Open, or drop a model here"), this);
+    statusJob_ = new QLabel(this);
+    progress_ = new QProgressBar(this);
+    progress_->setMaximumWidth(180);
+    progress_->setRange(0, 1000);
+    progress_->setTextVisible(true);
+    cancel_ = new QToolButton(this);
+    cancel_->setDefaultAction(cancelJobs_);
+    cancel_->setAutoRaise(true);
+    statusBar()->addWidget(statusModel_, 1);
+    statusBar()->addPermanentWidget(statusJob_);
+    statusBar()->addPermanentWidget(progress_);
+    statusBar()->addPermanentWidget(cancel_);
+    progress_->hide();
+    cancel_->hide();
+    JobTracker* jobs = workspace_->jobs();
+    connect(jobs, &JobTracker::jobStarted, this, [this](JobKind kind, const QString& title) {
+        if (!jobKindInfo(kind).userFacing)
+            return; // quick and frequent (weights): no progress bar
+        statusJob_->setText(title + QStringLiteral("…"));
+        progress_->setValue(0);
+        progress_->show();
+        cancel_->show();
+        updateActions();
+    });
+    connect(jobs, &JobTracker::jobProgress, this,
+            [this](JobKind kind, const QString& title, double fraction, const QString& step, double left) {
+                if (!jobKindInfo(kind).userFacing)
+                    return;
+                progress_->setValue(int(fraction * 1000));
+                QString text = title;
+                if (!step.isEmpty())
+                    text += QStringLiteral(": ") + step;
+                if (left >= 0)
+                    text += tr(" — about %1 s left").arg(qRound(left));
+                statusJob_->setText(text);
+            });
+    connect(jobs, &JobTracker::jobEnded, this, [this, jobs](JobKind kind, const QString& title, bool cancelled) {
+        if (cancelled && jobKindInfo(kind).userFacing)
+            log(tr("%1: cancelled").arg(title), false);
+        if (!jobs->isUserFacingRunning()) {
+            progress_->hide();
+            cancel_->hide();
+            statusJob_->clear();
+        }
+        updateActions();
+    });
+}
+
+void MainWindow::updateActions()
+{
+    const bool model = workspace_->model() != nullptr;
+    const bool runnable = model && workspace_->canRun();
+    JobTracker* jobs = workspace_->jobs();
+    calibData_->setEnabled(runnable);
+    evalData_->setEnabled(runnable);
+    calibrate_->setEnabled(runnable && workspace_->calibrationData() && !jobs->isRunning(JobKind::Calibrate));
+    evaluate_->setEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(JobKind::Evaluate));
+    for (QAction* sensitivity : {sensitivityOne_, sensitivityAllButOne_}) {
+        sensitivity->setEnabled(runnable && workspace_->evaluationData() &&
+                                !jobs->isRunning(JobKind::Sensitivity));
+        sensitivity->setToolTip(tr("Rank the layers by output degradation on the evaluation data"));
+    }
+    const QString why = !model ? tr("Open a model first") : !runnable ? tr("The runtime cannot run this model") : QString();
+    calibrate_->setToolTip(why.isEmpty() ? (workspace_->calibrationData() ? tr("Run the model on the calibration data")
+                                                                          : tr("Set the calibration data first"))
+                                         : why);
+    evaluate_->setToolTip(why.isEmpty() ? (workspace_->evaluationData() ? tr("Run float and quantized side by side")
+                                                                        : tr("Set the evaluation data first"))
+                                        : why);
+    saveSession_->setEnabled(model);
+    const bool weightsCurrent = model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation() &&
+                                workspace_->rules()->allValid();
+    const bool idle = !jobs->isRunning(JobKind::Export);
+    exportCheckpoint_->setEnabled(weightsCurrent && idle);
+    exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
+    exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
+    const QString exportWhy = !model ? tr("Open a model first")
+                              : !workspace_->rules()->allValid() ? tr("Fix the rule errors first")
+                              : !weightsCurrent ? tr("The weights of the current rules are being computed")
+                                                : QString();
+    exportCheckpoint_->setToolTip(exportWhy);
+    exportOnnx_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "onnx"
+                                ? tr("Only ONNX models can be exported as QDQ")
+                                : exportWhy);
+    exportOdml_->setToolTip(exportWhy.isEmpty() && !workspace_->calibrationData() ? tr("Set the calibration data first")
+                                                                                  : exportWhy);
+}
+
+void MainWindow::startExport(ExportKind kind)
+{
+    static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
+                                          "ODML annotations (*.json)"};
+    QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
+                                                tr(filters[int(kind)]));
+    if (path.isEmpty())
+        return;
+    setLastFolder(QStringLiteral("export"), path);
+    const ExportInputs in = workspace_->exploration().snapshot();
+    std::function<ExportOutcome(const CancellationToken&, const ProgressCallback&)> work =
+        [kind, in, path](const CancellationToken& cancel, const ProgressCallback& progress) {
+            switch (kind) {
+            case ExportKind::Checkpoint:
+                return exportCheckpointChecked(in, path, cancel, progress);
+            case ExportKind::Onnx:
+                return exportOnnxChecked(in, path, cancel, progress);
+            case ExportKind::Odml:
+                break;
+            }
+            return exportOdmlChecked(in, path, cancel, progress);
+        };
+    workspace_->jobs()->start<ExportOutcome>(
+        JobKind::Export, tr("Exporting %1").arg(QFileInfo(path).fileName()), work,
+        [this](ExportOutcome outcome) {
+            log(ExportResultDialog::summaryHtml(outcome).remove(QRegularExpression(QStringLiteral("<[^>]*>"))),
+                !outcome.allChecksPassed());
+            if (askUser_) {
+                ExportResultDialog dialog(outcome, this);
+                dialog.exec();
+            }
+        },
+        [this](const QString& message) { showError(tr("Export failed"), message); });
+}
+
+} // namespace qs
