@@ -6,8 +6,8 @@
 #include <QUndoStack>
 
 #include "core/error.h"
-#include "widgets/jobs/job_tracker.h"
 #include "rules/schema.h"
+#include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/qt_image_decoder.h"
 #include "widgets/rule_table_model.h"
@@ -251,26 +251,38 @@ void Workspace::setEvaluationData(std::optional<DataConfig> config)
     markChanged();
 }
 
+template <class Job>
+void Workspace::startStage(JobKind kind, const QString& title, const std::function<Job()>& makeJob,
+                           const std::function<void()>& applied)
+{
+    Job job;
+    try {
+        job = makeJob();
+    } catch (const Error& e) { // what is missing (data, calibration, the current weights), said by the exploration
+        emit logMessage(QString::fromUtf8(e.what()), true);
+        return;
+    }
+    using Result = decltype(job.run());
+    std::function<Result(const CancellationToken&, const ProgressCallback&)> work =
+        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
+    jobs_->start<Result>(
+        kind, title, work,
+        [this, applied](Result r) {
+            logWarnings(r.warnings);
+            if (exploration_.apply(std::move(r)))
+                applied();
+        },
+        [this](const QString& message) { emit logMessage(message, true); });
+}
+
 void Workspace::calibrate()
 {
     if (!exploration_.hasModel() || !exploration_.calibrationData() || !canRun())
         return;
-    CalibrationJob job;
-    try {
-        // Every histogram: the method can change, and the charts show them, without calibrating again.
-        job = exploration_.calibrationJob(KeptHistograms::All);
-    } catch (const Error& e) {
-        emit logMessage(QString::fromUtf8(e.what()), true);
-        return;
-    }
-    std::function<CalibrationResult(const CancellationToken&, const ProgressCallback&)> work =
-        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
-    jobs_->start<CalibrationResult>(
-        JobKind::Calibrate, tr("Calibrating"), work,
-        [this](CalibrationResult r) {
-            logWarnings(r.warnings);
-            if (!exploration_.apply(std::move(r)))
-                return;
+    // Every histogram: the method can change, and the charts show them, without calibrating again.
+    startStage<CalibrationJob>(
+        JobKind::Calibrate, tr("Calibrating"), [this] { return exploration_.calibrationJob(KeptHistograms::All); },
+        [this] {
             const auto statistics = exploration_.statistics();
             emit logMessage(tr("Calibrated %1 activations over %2 batches")
                                 .arg(statistics->observers().size())
@@ -278,31 +290,18 @@ void Workspace::calibrate()
                             false);
             markChanged();
             emit statisticsChanged();
-        },
-        [this](const QString& message) { emit logMessage(message, true); });
+        });
 }
 
 void Workspace::runSensitivity(SensitivityKind kind)
 {
     if (!exploration_.hasModel() || !exploration_.evaluationData() || !canRun())
         return;
-    SensitivityJob job;
-    try {
-        job = exploration_.sensitivityJob(kind);
-    } catch (const Error& e) {
-        emit logMessage(QString::fromUtf8(e.what()), true);
-        return;
-    }
-    std::function<SensitivityRun(const CancellationToken&, const ProgressCallback&)> work =
-        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
-    jobs_->start<SensitivityRun>(
+    startStage<SensitivityJob>(
         JobKind::Sensitivity,
         kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time)") : tr("Sensitivity (all but one)"),
-        work,
-        [this](SensitivityRun r) {
-            logWarnings(r.warnings);
-            if (!exploration_.apply(std::move(r)))
-                return;
+        [this, kind] { return exploration_.sensitivityJob(kind); },
+        [this] {
             const auto result = exploration_.sensitivity();
             if (!result->ranking.empty()) {
                 const LayerSensitivity& first = result->ranking.front();
@@ -313,29 +312,16 @@ void Workspace::runSensitivity(SensitivityKind kind)
                                 false);
             }
             emit sensitivityChanged();
-        },
-        [this](const QString& message) { emit logMessage(message, true); });
+        });
 }
 
 void Workspace::evaluate()
 {
     if (!exploration_.hasModel() || !exploration_.evaluationData() || !canRun())
         return;
-    EvaluationJob job;
-    try {
-        job = exploration_.evaluationJob();
-    } catch (const Error& e) {
-        emit logMessage(QString::fromUtf8(e.what()), true);
-        return;
-    }
-    std::function<EvaluationRun(const CancellationToken&, const ProgressCallback&)> work =
-        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
-    jobs_->start<EvaluationRun>(
-        JobKind::Evaluate, tr("Evaluating"), work,
-        [this](EvaluationRun r) {
-            logWarnings(r.warnings);
-            if (!exploration_.apply(std::move(r)))
-                return;
+    startStage<EvaluationJob>(
+        JobKind::Evaluate, tr("Evaluating"), [this] { return exploration_.evaluationJob(); },
+        [this] {
             showEvaluation();
             const auto evaluation = exploration_.evaluation();
             QString summary = tr("Evaluated %1 samples").arg(evaluation->samples);
@@ -348,8 +334,7 @@ void Workspace::evaluate()
             emit logMessage(summary, false);
             markChanged();
             emit evaluationChanged();
-        },
-        [this](const QString& message) { emit logMessage(message, true); });
+        });
 }
 
 SessionFile Workspace::toSession() const

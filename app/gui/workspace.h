@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,7 @@
 #include <QStringList>
 
 #include "session/exploration.h"
+#include "widgets/jobs/job_kind.h"
 
 class QUndoStack;
 
@@ -114,6 +116,11 @@ private:
     void showPlan(const Staleness& stale);
     void showWeights();
     void startWeightJob();
+    // Runs the exploration's job `makeJob` makes (its refusal is logged) on a worker; the result
+    // is applied on the GUI thread, its warnings logged, and `applied` runs when the exploration took it.
+    template <class Job>
+    void startStage(JobKind kind, const QString& title, const std::function<Job()>& makeJob,
+                    const std::function<void()>& applied);
     void applyLoaded(LoadedModel loaded);
     void restorePendingSession();
 

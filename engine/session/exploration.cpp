@@ -297,20 +297,16 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
 Staleness Exploration::setCalibrationData(std::optional<DataConfig> config)
 {
     Staleness s;
-    if (calibration_ == config)
-        return s;
+    s.statistics = calibration_ != config && statistics_; // statistics of other data
     calibration_ = std::move(config);
-    s.statistics = statistics_ != nullptr;
     return s;
 }
 
 Staleness Exploration::setEvaluationData(std::optional<DataConfig> config)
 {
     Staleness s;
-    if (evaluation_ == config)
-        return s;
+    s.evaluation = evaluation_ != config && evaluationResult_; // an evaluation of other data
     evaluation_ = std::move(config);
-    s.evaluation = evaluationResult_ != nullptr;
     return s;
 }
 
