@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 
+#include "gemm/sgemm.h"
 #include "runtime/op_registry.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/gemm_matmul.h"
@@ -17,7 +18,6 @@
 #include "runtime/ops/quantize_linear.h"
 #include "runtime/ops/recurrent.h"
 #include "runtime/ops/reduce.h"
-#include "runtime/ops/sgemm.h"
 #include "runtime/ops/softmax.h"
 
 using namespace qs;
@@ -361,7 +361,7 @@ private slots:
                 for (size_t e = 5; e < b.size(); e += 13)
                     b[e] = e % 2 ? 0.0f : -1e6f;
                 std::vector<float> c(size_t(std::max<int64_t>(M * ldc, 1)), std::nanf(""));
-                ops::sgemm(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
+                gemm::sgemm(transA, transB, M, N, K, alpha, a.data(), lda, b.data(), ldb, c.data(), ldc);
                 for (int64_t i = 0; i < M; ++i) {
                     for (int64_t j = 0; j < N; ++j) {
                         double ref = 0, magnitude = 0;
@@ -400,11 +400,11 @@ private slots:
         // (micro-kernels) equal a narrow one's bit for bit. Rows: partial last
         // strips and a row range; depth: three blocks; C transposed too. And
         // flushed subnormal weights.
-        if (ops::simdLevel() == ops::SimdLevel::None)
+        if (gemm::simdLevel() == gemm::SimdLevel::None)
             QSKIP("no packed products without AVX2");
         const int64_t rows = 29, depth = 600, wide = 9;
         const Tensor A = randomTensor({rows * depth}), B = randomTensor({depth * wide});
-        const ops::PackedMatrix packed(ops::simdLevel(), A.values<float>().data(), 1, rows, depth, 0, depth, 1);
+        const gemm::PackedMatrix packed(gemm::simdLevel(), A.values<float>().data(), 1, rows, depth, 0, depth, 1);
         const float* b = B.values<float>().data();
         std::vector<float> reference(size_t(rows * wide));
         packed.multiply(0, b, wide, 1, wide, reference.data(), wide);
@@ -424,9 +424,9 @@ private slots:
             subnormal[e] = (e % 2 ? -1.0f : 1.0f) * std::ldexp(float(e % 100 + 1), -140);
             zeroed[e] = e % 2 ? -0.0f : 0.0f;
         }
-        const ops::PackedMatrix flushed(ops::simdLevel(), subnormal.data(), 1, rows, depth, 0, depth, 1,
-                                        ops::Subnormals::Flush);
-        const ops::PackedMatrix zeros(ops::simdLevel(), zeroed.data(), 1, rows, depth, 0, depth, 1);
+        const gemm::PackedMatrix flushed(gemm::simdLevel(), subnormal.data(), 1, rows, depth, 0, depth, 1,
+                                         gemm::Subnormals::Flush);
+        const gemm::PackedMatrix zeros(gemm::simdLevel(), zeroed.data(), 1, rows, depth, 0, depth, 1);
         std::vector<float> got(size_t(rows * wide)), expected(size_t(rows * wide));
         flushed.multiply(0, b, wide, 1, wide, got.data(), wide);
         zeros.multiply(0, b, wide, 1, wide, expected.data(), wide);

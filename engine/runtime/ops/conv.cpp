@@ -13,8 +13,9 @@
 #include <immintrin.h>
 #endif
 
+#include "gemm/packed_columns.h"
+#include "gemm/sgemm.h"
 #include "runtime/ops/quantize_linear.h"
-#include "runtime/ops/sgemm.h"
 
 namespace qs::ops {
 
@@ -200,9 +201,9 @@ std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t
 void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (simdLevel() == SimdLevel::Avx512)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
         return depthwise2dAvx512(x, w, bias, g, y);
-    if (simdLevel() == SimdLevel::Avx2)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
         return depthwise2dAvx2(x, w, bias, g, y);
 #endif
     depthwise2dBody(x, w, bias, g, y);
@@ -388,9 +389,9 @@ void depthwiseBlock(const float* x, int64_t channels, const float* w, const floa
                     float* y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (simdLevel() == SimdLevel::Avx512)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
         return depthwiseBlockAvx512(x, channels, w, bias, g, y);
-    if (simdLevel() == SimdLevel::Avx2)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
         return depthwiseBlockAvx2(x, channels, w, bias, g, y);
 #endif
     depthwiseBlockBody(x, channels, w, bias, g, y);
@@ -412,60 +413,6 @@ template <class T> struct RowMajorColumns {
         else
             for (int64_t j = j0; j < j1; ++j)
                 dst[j] = src[(j - j0) * stride];
-    }
-};
-
-// Or straight into the layout PackedMatrix::multiplyPacked reads (what
-// packColumns makes of a row-major matrix): per depth block of kDepthBlock
-// rows, strips of nr columns, k-major. Saves one pass over the column matrix.
-struct PackedColumns {
-    float* data;
-    int64_t rows, width;
-    int nrShift;    // strips of 1 << nrShift columns
-    int depthShift; // depth blocks of 1 << depthShift rows
-
-    int64_t nr() const { return int64_t(1) << nrShift; }
-    // Columns [0, paddedWidth()) are stored; those past `width` must read zero.
-    int64_t paddedWidth() const { return (width + nr() - 1) >> nrShift << nrShift; }
-    // (Shifts, not divisions: this runs for every piece of every row.)
-    float* at(int64_t k, int64_t j) const
-    {
-        const int64_t block = k >> depthShift << depthShift;
-        const int64_t kc = std::min(int64_t(1) << depthShift, rows - block);
-        return data + block * paddedWidth() + (j >> nrShift) * kc * nr() + ((k - block) << nrShift) + (j & (nr() - 1));
-    }
-    // [j0, j1) split where strips end.
-    template <class F> void pieces(int64_t k, int64_t j0, int64_t j1, F f) const
-    {
-        while (j0 < j1) {
-            const int64_t end = std::min(j1, ((j0 >> nrShift) + 1) << nrShift);
-            f(at(k, j0), j0, end);
-            j0 = end;
-        }
-    }
-    void fill(int64_t k, int64_t j0, int64_t j1) const
-    {
-        pieces(k, j0, j1, [](float* dst, int64_t a, int64_t b) { std::fill(dst, dst + (b - a), 0.0f); });
-    }
-    void copy(int64_t k, int64_t j0, int64_t j1, const float* src, int64_t stride) const
-    {
-        pieces(k, j0, j1, [&](float* dst, int64_t a, int64_t b) {
-            const float* from = src + (a - j0) * stride;
-            if (stride == 1)
-                std::copy(from, from + (b - a), dst);
-            else if (stride == 2) // a constant stride vectorizes (the stride-2 convs of every downsampling stage)
-                for (int64_t j = 0; j < b - a; ++j)
-                    dst[j] = from[j * 2];
-            else
-                for (int64_t j = 0; j < b - a; ++j)
-                    dst[j] = from[j * stride];
-        });
-    }
-    // Zeros in the last strip's columns past `width`.
-    void padLastStrip() const
-    {
-        for (int64_t k = 0; k < rows && width < paddedWidth(); ++k)
-            std::fill(at(k, width), at(k, width) + (paddedWidth() - width), 0.0f);
     }
 };
 
@@ -705,7 +652,7 @@ struct SubPlanes {
 // output (q / WS, q % WS): consecutive outputs read consecutive inputs, for
 // every tap and stride. The WS - OW columns per output row that fall between
 // rows are computed and dropped.
-void implicitGemmConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
+void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
                       const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
                       int64_t Mg, const WindowGeometry& g, float* y)
 {
@@ -841,7 +788,7 @@ void copyPieces(const float* src, const std::vector<ColumnPiece>& pieces, float*
 // Its strips are copied once from the sub-planes, then tasks take blocks of
 // output channels, each running all columns against its rows of the weights.
 // Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
-void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, const float* x, const float* bias,
+void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
                         const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
                         const WindowGeometry& g, float* y)
 {
@@ -866,12 +813,13 @@ void batchedColumnsConv(const KernelContext& ctx, const PackedMatrix& packed, co
     const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t(1) << 14) / paddedWidth);
     auto copy = copyPieces;
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (simdLevel() == SimdLevel::Avx512)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
         copy = copyPiecesAvx512;
 #endif
     tbb::parallel_for(int64_t(0), (K + rowsPerTask - 1) / rowsPerTask, [&](int64_t task) {
         for (int64_t k = task * rowsPerTask; k < std::min(K, (task + 1) * rowsPerTask); ++k) {
-            const int64_t block = k / kDepthBlock * kDepthBlock, kc = std::min(kDepthBlock, K - block);
+            const int64_t block = k / gemm::kDepthBlock * gemm::kDepthBlock,
+                          kc = std::min(gemm::kDepthBlock, K - block);
             float* row = columns.get() + block * paddedWidth + (k - block) * nr;
             const float* src = padded.get() + offsets[size_t(k)];
             copy(src, pieces, row, kc * nr);
@@ -981,14 +929,15 @@ void conv(KernelContext& ctx)
     const int64_t chunk = std::max<int64_t>(
         64, std::min((int64_t(1) << 18) / std::max<int64_t>(K, 1), (P + wantedChunks - 1) / wantedChunks));
     const int64_t chunks = (P + chunk - 1) / chunk;
-    const SimdLevel level = simdLevel();
+    const gemm::SimdLevel level = gemm::simdLevel();
     // Packed once per weight tensor and kept in the node's memo across runs.
-    std::shared_ptr<const PackedMatrix> packed;
-    if (level != SimdLevel::None) {
+    std::shared_ptr<const gemm::PackedMatrix> packed;
+    if (level != gemm::SimdLevel::None) {
         auto pack = [&] {
-            return std::make_shared<const PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1, Subnormals::Flush);
+            return std::make_shared<const gemm::PackedMatrix>(level, w, group, Mg, K, Mg * K, K, 1,
+                                                              gemm::Subnormals::Flush);
         };
-        packed = ctx.memo() ? ctx.memo()->get<PackedMatrix>(Wt, pack) : pack();
+        packed = ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Wt, pack) : pack();
     }
     // Small planes, many output channels: one column matrix for the batch.
     // resnet18 at batch 2, per conv: 14 x 14 stages 1.90-2.00 -> 1.74-1.81 ms,
@@ -1026,8 +975,8 @@ void conv(KernelContext& ctx)
         thread_local std::vector<float> buffer;
         if (packed && !pointwise && kernel.size() == 2) {
             // The column matrix goes straight into the GEMM's packed layout.
-            PackedColumns into{nullptr, K, p1 - p0, std::countr_zero(uint64_t(packed->nr())),
-                               std::countr_zero(uint64_t(kDepthBlock))};
+            gemm::PackedColumns into{nullptr, K, p1 - p0, std::countr_zero(uint64_t(packed->nr())),
+                                     std::countr_zero(uint64_t(gemm::kDepthBlock))};
             buffer.resize(size_t(K * into.paddedWidth()));
             into.data = buffer.data();
             im2col2d(xg, Cg, g, p0, p1, into);

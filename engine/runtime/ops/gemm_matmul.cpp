@@ -7,8 +7,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "gemm/sgemm.h"
 #include "runtime/ops/quantize_linear.h"
-#include "runtime/ops/sgemm.h"
 
 namespace qs::ops {
 
@@ -73,17 +73,17 @@ void gemm(KernelContext& ctx)
             for (int64_t j = c0; j < c0 + cols; ++j)
                 y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
     };
-    const SimdLevel level = simdLevel();
-    if (M <= kFewRows && !transA && K > 0 && level != SimdLevel::None) {
+    const gemm::SimdLevel level = gemm::simdLevel();
+    if (M <= kFewRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
         // A few rows (a small batch through a classifier layer): Y^T = B^T A^T
         // with B^T packed (once per weight tensor, kept in the node's memo) as
         // the rows of the product, each strip read once for all of A's rows.
         auto pack = [&] {
-            return std::make_shared<const PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0, transB ? K : 1,
-                                                        transB ? 1 : N, Subnormals::Flush);
+            return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
+                                                              transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
         };
-        const std::shared_ptr<const PackedMatrix> packed =
-            ctx.memo() ? ctx.memo()->get<PackedMatrix>(Bt, pack) : pack();
+        const std::shared_ptr<const gemm::PackedMatrix> packed =
+            ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Bt, pack) : pack();
         // Tasks of whole strips and at least 2^17 multiply-adds (fewer cost more
         // to hand out than to run), about eight per thread.
         const int64_t strips = (N + packed->mr() - 1) / packed->mr();
@@ -122,8 +122,8 @@ void gemm(KernelContext& ctx)
         ctx.setOutput(0, std::move(Y));
         return;
     }
-    sgemm(transA, transB, M, N, K, alpha, A.values<float>().data(), A.dim(1), Bt.values<float>().data(), Bt.dim(1),
-          Y.mutableValues<float>().data(), N, ctx.cancellation());
+    gemm::sgemm(transA, transB, M, N, K, alpha, A.values<float>().data(), A.dim(1), Bt.values<float>().data(),
+                Bt.dim(1), Y.mutableValues<float>().data(), N, ctx.cancellation());
     addC(0, M, 0, N);
     ctx.setOutput(0, std::move(Y));
 }
@@ -237,8 +237,8 @@ void matMul(KernelContext& ctx)
     float* py = Y.mutableValues<float>().data();
     auto product = [&](int64_t t) {
         ctx.checkCancelled();
-        sgemm(false, false, M, N, K, 1.0f, pa + plan.aOffset[size_t(t)], K, pb + plan.bOffset[size_t(t)], N,
-              py + t * M * N, N, ctx.cancellation());
+        gemm::sgemm(false, false, M, N, K, 1.0f, pa + plan.aOffset[size_t(t)], K, pb + plan.bOffset[size_t(t)], N,
+                    py + t * M * N, N, ctx.cancellation());
     };
     // A few small products (attention heads of a short sequence) finish in less
     // time than waking a worker thread takes; one large product splits itself.
