@@ -36,30 +36,14 @@ constexpr int64_t kBatchedColumnsMaxPlane = 256;
 constexpr int64_t kBatchedColumnsMinStrips = 4;
 constexpr int64_t kBatchedColumnsMaxFloats = int64_t(1) << 24;
 
-int64_t product(const std::vector<int64_t>& v, size_t from = 0)
-{
-    int64_t p = 1;
-    for (size_t i = from; i < v.size(); ++i)
-        p *= v[i];
-    return p;
-}
-
-const Tensor& floatInput(const KernelContext& ctx, size_t i)
-{
-    const Tensor& t = ctx.input(i);
-    if (t.dtype() != DType::F32)
-        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
-    return t;
-}
-
 // Copies the window columns [p0, p1) of one group's channels into `col`
 // ([channels * kernel elements, p1 - p0], row-major); taps outside the
 // input read zero.
 template <class T> void im2col(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, T* col)
 {
     const size_t rank = g.input.size();
-    const int64_t inSpatial = product(g.input);
-    const int64_t kernelSize = product(g.kernel);
+    const int64_t inSpatial = shapeElementCount(g.input);
+    const int64_t kernelSize = shapeElementCount(g.kernel);
     const int64_t width = p1 - p0;
     std::vector<int64_t> k(rank), o(rank);
     for (int64_t c = 0; c < channels; ++c) {
@@ -793,7 +777,7 @@ void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& pack
                         const WindowGeometry& g, float* y)
 {
     const SubPlanes planes(g);
-    const int64_t OW = g.output[1], P = g.output[0] * OW, K = C * product(g.kernel), width = N * P;
+    const int64_t OW = g.output[1], P = g.output[0] * OW, K = C * shapeElementCount(g.kernel), width = N * P;
     const int64_t nr = packed.nr(), mr = packed.mr(), paddedWidth = (width + nr - 1) / nr * nr;
     const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
     planes.fill(x, N * C, g, padded.get());
@@ -855,8 +839,8 @@ void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& pack
 
 void conv(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
-    const Tensor& Wt = floatInput(ctx, 1);
+    const Tensor& X = ctx.floatInput(0);
+    const Tensor& Wt = ctx.floatInput(1);
     const Tensor* B = ctx.optionalInput(2);
     const ConvPlan plan = planConv(ctx, X, Wt);
     const int64_t N = plan.N, C = plan.C, M = plan.M, group = plan.group, Cg = plan.Cg, Mg = plan.Mg;
@@ -870,7 +854,8 @@ void conv(KernelContext& ctx)
     const float* bias = B ? B->values<float>().data() : nullptr;
     float* y = Y.mutableValues<float>().data();
 
-    const int64_t inSpatial = product(g.input), P = product(g.output), kernelSize = product(kernel);
+    const int64_t inSpatial = shapeElementCount(g.input), P = shapeElementCount(g.output),
+                  kernelSize = shapeElementCount(kernel);
     const int64_t K = Cg * kernelSize;
 
     // Folded nodes: an activation, and a residual Add's other operand when it has
@@ -1019,8 +1004,8 @@ Tensor integerConv(const KernelContext& ctx, size_t xi, size_t xZero, size_t wi,
     const std::vector<int32_t> w = centredCodes(ctx, Wt, ctx.optionalInput(wZero), plan.M, "w");
     Tensor Y(DType::I32, plan.outputShape);
     int32_t* y = Y.mutableValues<int32_t>().data();
-    const int64_t inSpatial = product(plan.g.input), P = product(plan.g.output);
-    const int64_t K = plan.Cg * product(plan.kernel);
+    const int64_t inSpatial = shapeElementCount(plan.g.input), P = shapeElementCount(plan.g.output);
+    const int64_t K = plan.Cg * shapeElementCount(plan.kernel);
     using IntMatrix = Eigen::Matrix<int32_t, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     tbb::parallel_for(int64_t(0), plan.N * plan.group, [&](int64_t ng) {
         ctx.checkCancelled();
@@ -1060,7 +1045,7 @@ void qLinearConv(KernelContext& ctx)
     const auto xScale = scale(1, 1, "x_scale");
     const auto wScale = scale(4, plan.M, "w_scale");
     const auto yScale = scale(6, 1, "y_scale");
-    const int64_t P = product(plan.g.output);
+    const int64_t P = shapeElementCount(plan.g.output);
     if (const Tensor* B = ctx.optionalInput(8)) {
         // The bias is already in the accumulator's units (x_scale * w_scale).
         if (B->dtype() != DType::I32 || B->numel() != plan.M)
@@ -1078,8 +1063,8 @@ void qLinearConv(KernelContext& ctx)
 
 void convTranspose(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
-    const Tensor& Wt = floatInput(ctx, 1);
+    const Tensor& X = ctx.floatInput(0);
+    const Tensor& Wt = ctx.floatInput(1);
     const Tensor* B = ctx.optionalInput(2);
     if (X.rank() < 3 || Wt.rank() != X.rank())
         ctx.fail("X " + shapeToString(X.shape()) + " and W " + shapeToString(Wt.shape()) +
@@ -1142,7 +1127,8 @@ void convTranspose(KernelContext& ctx)
     const float* x = X.values<float>().data();
     const float* w = Wt.values<float>().data();
     float* y = Y.mutableValues<float>().data();
-    const int64_t inSpatial = product(input), outSpatial = product(out), kernelSize = product(kernel);
+    const int64_t inSpatial = shapeElementCount(input), outSpatial = shapeElementCount(out),
+                  kernelSize = shapeElementCount(kernel);
     const int64_t rows = Mg * kernelSize;
 
     // Tasks: (batch, group, block of output channels). A block's rows of

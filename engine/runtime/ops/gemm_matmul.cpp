@@ -18,14 +18,6 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using MatrixMap = Eigen::Map<RowMatrix>;
 
-const Tensor& floatInput(const KernelContext& ctx, size_t i)
-{
-    const Tensor& t = ctx.input(i);
-    if (t.dtype() != DType::F32)
-        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
-    return t;
-}
-
 // Gemm with at most this many rows runs as matrix-vector products.
 constexpr int64_t kFewRows = 4;
 
@@ -33,8 +25,8 @@ constexpr int64_t kFewRows = 4;
 
 void gemm(KernelContext& ctx)
 {
-    const Tensor& A = floatInput(ctx, 0);
-    const Tensor& Bt = floatInput(ctx, 1);
+    const Tensor& A = ctx.floatInput(0);
+    const Tensor& Bt = ctx.floatInput(1);
     const Tensor* C = ctx.optionalInput(2);
     if (A.rank() != 2 || Bt.rank() != 2)
         ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) + " must be matrices");
@@ -215,8 +207,8 @@ std::vector<int32_t> centred(const KernelContext& ctx, const Tensor& t, const Te
 
 void matMul(KernelContext& ctx)
 {
-    const Tensor& A = floatInput(ctx, 0);
-    const Tensor& B = floatInput(ctx, 1);
+    const Tensor& A = ctx.floatInput(0);
+    const Tensor& B = ctx.floatInput(1);
     BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
     // One B for every batch and A's batches one after the other (a linear layer
     // on [batch, sequence, features]): a single product with batches * M rows,

@@ -27,14 +27,6 @@ const Tensor& spatialInput(const KernelContext& ctx, bool integersAllowed = fals
     return X;
 }
 
-int64_t product(const std::vector<int64_t>& v)
-{
-    int64_t p = 1;
-    for (int64_t x : v)
-        p *= x;
-    return p;
-}
-
 // Taps k in [lo, hi) of a window starting at `start` (dilation `d`, `kernel`
 // taps) that land in [0, size).
 std::pair<int64_t, int64_t> tapsInside(int64_t start, int64_t d, int64_t kernel, int64_t size)
@@ -184,7 +176,8 @@ void runPool(KernelContext& ctx, Pool kind)
     yShape.insert(yShape.end(), g.output.begin(), g.output.end());
     Tensor Y = Tensor::uninitialized(DType::F32, yShape); // every output is written below
     Tensor I = wantIndices ? Tensor::uninitialized(DType::I64, yShape) : Tensor();
-    const int64_t inSpatial = product(input), outSpatial = product(g.output), windowSize = product(kernel);
+    const int64_t inSpatial = shapeElementCount(input), outSpatial = shapeElementCount(g.output),
+                  windowSize = shapeElementCount(kernel);
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     int64_t* indices = wantIndices ? I.mutableValues<int64_t>().data() : nullptr;
