@@ -12,6 +12,8 @@
 #include "gemm/sgemm.h"
 #include "runtime/op_registry.h"
 #include "runtime/ops/conv.h"
+#include "runtime/ops/conv_integer.h"
+#include "runtime/ops/conv_transpose.h"
 #include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/normalization.h"
 #include "runtime/ops/pooling.h"

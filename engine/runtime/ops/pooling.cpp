@@ -7,7 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/vector_clones.h"
-#include "runtime/ops/conv.h"
+#include "runtime/ops/window_geometry.h"
 #include "runtime/tensor_cast.h"
 
 namespace qs::ops {
