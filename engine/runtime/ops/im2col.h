@@ -58,20 +58,6 @@ template <class T> void im2col(const T* x, int64_t channels, const WindowGeometr
     }
 }
 
-// Smallest o >= 0 with o * stride >= v (v may be negative).
-inline int64_t firstAtLeast(int64_t v, int64_t stride)
-{
-    return v <= 0 ? 0 : (v + stride - 1) / stride;
-}
-
-// The outputs o in [lo, hi) whose tap o * stride + offset lands inside [0, size).
-inline std::pair<int64_t, int64_t> validOutputs(int64_t offset, int64_t stride, int64_t size, int64_t outputs)
-{
-    const int64_t lo = std::min(outputs, firstAtLeast(-offset, stride));
-    const int64_t hi = std::min(outputs, firstAtLeast(size - offset, stride));
-    return {lo, std::max(lo, hi)};
-}
-
 // Where im2col2d puts its rows: a plain row-major [rows, width] matrix.
 template <class T> struct RowMajorColumns {
     T* data;
@@ -104,7 +90,7 @@ void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0,
             for (int64_t kw = 0; kw < KW; ++kw) {
                 const int64_t k = (c * KH + kh) * KW + kw;
                 const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
-                const auto [lo, hi] = validOutputs(offset, sw, W, OW);
+                const auto [lo, hi] = stepsInside(offset, sw, W, OW);
                 for (int64_t p = p0; p < p1;) {
                     const int64_t oh = p / OW, owBegin = p % OW, owEnd = std::min(OW, owBegin + (p1 - p));
                     const int64_t j = p - p0 - owBegin; // column of ow = 0 in this output row
