@@ -12,6 +12,14 @@ const Tensor& KernelContext::input(size_t i) const
     return *inputs_[i];
 }
 
+const Tensor& KernelContext::floatInput(size_t i) const
+{
+    const Tensor& t = input(i);
+    if (t.dtype() != DType::F32)
+        fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
+    return t;
+}
+
 void KernelContext::setOutput(size_t i, Tensor tensor)
 {
     if (i >= outputs_.size()) {

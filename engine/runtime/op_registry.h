@@ -90,6 +90,8 @@ public:
     const Tensor& input(size_t i) const;
     // The input tensor, or nullptr when absent.
     const Tensor* optionalInput(size_t i) const { return hasInput(i) ? inputs_[i] : nullptr; }
+    // The input tensor; an Error naming the node when it is absent or not float32.
+    const Tensor& floatInput(size_t i) const;
 
     // Outputs: one slot per output of the node; an empty output name means the
     // graph does not use it (the kernel may skip computing it).

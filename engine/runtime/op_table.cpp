@@ -7,6 +7,8 @@
 #include "runtime/op_registry.h"
 #include "runtime/ops/control_flow.h"
 #include "runtime/ops/conv.h"
+#include "runtime/ops/conv_integer.h"
+#include "runtime/ops/conv_transpose.h"
 #include "runtime/ops/detection.h"
 #include "runtime/ops/einsum.h"
 #include "runtime/ops/elementwise.h"
@@ -154,8 +156,10 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Upsample", 7, 9, ops::upsample},
     // ops/conv.cpp
     {"", "Conv", 1, L, ops::conv},
+    // ops/conv_integer.cpp
     {"", "ConvInteger", 10, L, ops::convInteger},
     {"", "QLinearConv", 10, L, ops::qLinearConv},
+    // ops/conv_transpose.cpp
     {"", "ConvTranspose", 1, L, ops::convTranspose},
     // ops/gemm_matmul.cpp
     {"", "Gemm", 7, L, ops::gemm},

@@ -1,6 +1,6 @@
 #include "runtime/ops/activation.h"
 
-#include "runtime/ops/sgemm.h"
+#include "gemm/simd_level.h"
 
 namespace qs {
 
@@ -73,9 +73,9 @@ void applyActivation(const FusedActivation* act, const float* from, float* x, in
                      const float* addend)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (ops::simdLevel() == ops::SimdLevel::Avx512)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
         return applyActivationAvx512<AddBias, AddAddend>(act, from, x, n, bias, addend);
-    if (ops::simdLevel() == ops::SimdLevel::Avx2)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
         return applyActivationAvx2<AddBias, AddAddend>(act, from, x, n, bias, addend);
 #endif
     applyActivationBody<AddBias, AddAddend>(act, from, x, n, bias, addend);

@@ -1,39 +1,13 @@
 #pragma once
-// Convolution kernels (Conv, ConvInteger, QLinearConv, ConvTranspose) and the sliding-window geometry
-// they share with pooling: kernel extent, strides, dilations, pads, auto_pad.
-
-#include <cstdint>
-#include <vector>
+// Conv: float convolution over any number of spatial axes, grouped and
+// depthwise, with the activation and residual Add the interpreter folds into
+// it. (ConvInteger and QLinearConv: conv_integer.h; ConvTranspose:
+// conv_transpose.h; the window geometry pooling shares: window_geometry.h.)
 
 #include "runtime/op_registry.h"
 
 namespace qs::ops {
 
-// The geometry of a sliding window over the spatial axes of an [N, C, d...] input.
-struct WindowGeometry {
-    std::vector<int64_t> input;     // spatial input sizes
-    std::vector<int64_t> kernel;    // window sizes
-    std::vector<int64_t> strides;   // default 1
-    std::vector<int64_t> dilations; // default 1
-    std::vector<int64_t> padBegin;  // resolved pads (auto_pad applied)
-    std::vector<int64_t> padEnd;
-    std::vector<int64_t> output; // spatial output sizes
-};
-
-// Reads strides, dilations, pads and auto_pad of `ctx`'s node for a window of
-// size `kernel` over spatial `input` sizes, and computes the output sizes
-// (floor, or ceil when `ceilMode`, as ONNX pooling defines it). Errors name
-// the node and the attribute that does not fit.
-WindowGeometry resolveWindow(const KernelContext& ctx, const std::vector<int64_t>& input,
-                             const std::vector<int64_t>& kernel, bool ceilMode, bool hasDilations);
-
 void conv(KernelContext& ctx);
-// Conv of int8/uint8 codes minus their zero points (x: scalar; w: scalar or per
-// output channel), accumulated exactly in int32.
-void convInteger(KernelContext& ctx);
-// ConvInteger of the codes plus the int32 bias, requantized to the output's
-// scale and zero point (per-channel w_scale allowed).
-void qLinearConv(KernelContext& ctx);
-void convTranspose(KernelContext& ctx);
 
 } // namespace qs::ops

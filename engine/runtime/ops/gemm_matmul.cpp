@@ -7,8 +7,8 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "gemm/sgemm.h"
 #include "runtime/ops/quantize_linear.h"
-#include "runtime/ops/sgemm.h"
 
 namespace qs::ops {
 
@@ -18,14 +18,6 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using MatrixMap = Eigen::Map<RowMatrix>;
 
-const Tensor& floatInput(const KernelContext& ctx, size_t i)
-{
-    const Tensor& t = ctx.input(i);
-    if (t.dtype() != DType::F32)
-        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
-    return t;
-}
-
 // Gemm with at most this many rows runs as matrix-vector products.
 constexpr int64_t kFewRows = 4;
 
@@ -33,8 +25,8 @@ constexpr int64_t kFewRows = 4;
 
 void gemm(KernelContext& ctx)
 {
-    const Tensor& A = floatInput(ctx, 0);
-    const Tensor& Bt = floatInput(ctx, 1);
+    const Tensor& A = ctx.floatInput(0);
+    const Tensor& Bt = ctx.floatInput(1);
     const Tensor* C = ctx.optionalInput(2);
     if (A.rank() != 2 || Bt.rank() != 2)
         ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) + " must be matrices");
@@ -73,17 +65,17 @@ void gemm(KernelContext& ctx)
             for (int64_t j = c0; j < c0 + cols; ++j)
                 y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
     };
-    const SimdLevel level = simdLevel();
-    if (M <= kFewRows && !transA && K > 0 && level != SimdLevel::None) {
+    const gemm::SimdLevel level = gemm::simdLevel();
+    if (M <= kFewRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
         // A few rows (a small batch through a classifier layer): Y^T = B^T A^T
         // with B^T packed (once per weight tensor, kept in the node's memo) as
         // the rows of the product, each strip read once for all of A's rows.
         auto pack = [&] {
-            return std::make_shared<const PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0, transB ? K : 1,
-                                                        transB ? 1 : N, Subnormals::Flush);
+            return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
+                                                              transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
         };
-        const std::shared_ptr<const PackedMatrix> packed =
-            ctx.memo() ? ctx.memo()->get<PackedMatrix>(Bt, pack) : pack();
+        const std::shared_ptr<const gemm::PackedMatrix> packed =
+            ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Bt, pack) : pack();
         // Tasks of whole strips and at least 2^17 multiply-adds (fewer cost more
         // to hand out than to run), about eight per thread.
         const int64_t strips = (N + packed->mr() - 1) / packed->mr();
@@ -122,8 +114,8 @@ void gemm(KernelContext& ctx)
         ctx.setOutput(0, std::move(Y));
         return;
     }
-    sgemm(transA, transB, M, N, K, alpha, A.values<float>().data(), A.dim(1), Bt.values<float>().data(), Bt.dim(1),
-          Y.mutableValues<float>().data(), N, ctx.cancellation());
+    gemm::sgemm(transA, transB, M, N, K, alpha, A.values<float>().data(), A.dim(1), Bt.values<float>().data(),
+                Bt.dim(1), Y.mutableValues<float>().data(), N, ctx.cancellation());
     addC(0, M, 0, N);
     ctx.setOutput(0, std::move(Y));
 }
@@ -215,8 +207,8 @@ std::vector<int32_t> centred(const KernelContext& ctx, const Tensor& t, const Te
 
 void matMul(KernelContext& ctx)
 {
-    const Tensor& A = floatInput(ctx, 0);
-    const Tensor& B = floatInput(ctx, 1);
+    const Tensor& A = ctx.floatInput(0);
+    const Tensor& B = ctx.floatInput(1);
     BatchedProduct plan = planBatches(ctx, A.shape(), B.shape());
     // One B for every batch and A's batches one after the other (a linear layer
     // on [batch, sequence, features]): a single product with batches * M rows,
@@ -237,8 +229,8 @@ void matMul(KernelContext& ctx)
     float* py = Y.mutableValues<float>().data();
     auto product = [&](int64_t t) {
         ctx.checkCancelled();
-        sgemm(false, false, M, N, K, 1.0f, pa + plan.aOffset[size_t(t)], K, pb + plan.bOffset[size_t(t)], N,
-              py + t * M * N, N, ctx.cancellation());
+        gemm::sgemm(false, false, M, N, K, 1.0f, pa + plan.aOffset[size_t(t)], K, pb + plan.bOffset[size_t(t)], N,
+                    py + t * M * N, N, ctx.cancellation());
     };
     // A few small products (attention heads of a short sequence) finish in less
     // time than waking a worker thread takes; one large product splits itself.

@@ -11,18 +11,10 @@ namespace qs::ops {
 
 namespace {
 
-const Tensor& floatInput(const KernelContext& ctx, size_t i)
-{
-    const Tensor& t = ctx.input(i);
-    if (t.dtype() != DType::F32)
-        ctx.fail("input " + std::to_string(i) + " must be float32, not " + std::string(dtypeName(t.dtype())));
-    return t;
-}
-
 // A per-channel parameter: float32 with `count` values.
 std::span<const float> channelParameter(const KernelContext& ctx, size_t i, int64_t count, const char* name)
 {
-    const Tensor& t = floatInput(ctx, i);
+    const Tensor& t = ctx.floatInput(i);
     if (t.numel() != count)
         ctx.fail(std::string(name) + " " + shapeToString(t.shape()) + " must hold " + std::to_string(count) +
                  " values");
@@ -47,7 +39,7 @@ std::pair<float, float> moments(const float* x, int64_t n, float epsilon)
 
 void batchNormalization(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& X = ctx.floatInput(0);
     if (X.rank() < 2)
         ctx.fail("X " + shapeToString(X.shape()) + " must be [N, C, ...]");
     const int64_t N = X.dim(0), C = X.dim(1), spatial = X.numel() / std::max<int64_t>(1, N * C);
@@ -98,7 +90,7 @@ void batchNormalization(KernelContext& ctx)
 
 void layerNormalization(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& X = ctx.floatInput(0);
     const int rank = X.rank();
     int64_t axis = ctx.intAttribute("axis", -1);
     if (axis < -rank || axis >= rank)
@@ -183,7 +175,7 @@ void layerNormalization(KernelContext& ctx)
 
 void instanceNormalization(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& X = ctx.floatInput(0);
     if (X.rank() < 3)
         ctx.fail("X " + shapeToString(X.shape()) + " must be [N, C, spatial...]");
     const int64_t N = X.dim(0), C = X.dim(1), spatial = X.numel() / std::max<int64_t>(1, N * C);
@@ -204,7 +196,7 @@ void instanceNormalization(KernelContext& ctx)
 
 void groupNormalization(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& X = ctx.floatInput(0);
     if (X.rank() < 2)
         ctx.fail("X " + shapeToString(X.shape()) + " must be [N, C, ...]");
     const int64_t N = X.dim(0), C = X.dim(1), spatial = X.numel() / std::max<int64_t>(1, N * C);
@@ -235,7 +227,7 @@ void groupNormalization(KernelContext& ctx)
 
 void lrn(KernelContext& ctx)
 {
-    const Tensor& X = floatInput(ctx, 0);
+    const Tensor& X = ctx.floatInput(0);
     if (X.rank() < 3)
         ctx.fail("X " + shapeToString(X.shape()) + " must be [N, C, spatial...]");
     const int64_t size = ctx.requiredIntAttribute("size");

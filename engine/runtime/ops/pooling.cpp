@@ -7,7 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/vector_clones.h"
-#include "runtime/ops/conv.h"
+#include "runtime/ops/window_geometry.h"
 #include "runtime/tensor_cast.h"
 
 namespace qs::ops {
@@ -27,24 +27,6 @@ const Tensor& spatialInput(const KernelContext& ctx, bool integersAllowed = fals
     return X;
 }
 
-int64_t product(const std::vector<int64_t>& v)
-{
-    int64_t p = 1;
-    for (int64_t x : v)
-        p *= x;
-    return p;
-}
-
-// Taps k in [lo, hi) of a window starting at `start` (dilation `d`, `kernel`
-// taps) that land in [0, size).
-std::pair<int64_t, int64_t> tapsInside(int64_t start, int64_t d, int64_t kernel, int64_t size)
-{
-    auto firstAtLeast = [d](int64_t v) { return v <= 0 ? int64_t(0) : (v + d - 1) / d; };
-    const int64_t lo = std::min(kernel, firstAtLeast(-start));
-    const int64_t hi = std::min(kernel, firstAtLeast(size - start));
-    return {lo, std::max(lo, hi)};
-}
-
 // Two spatial axes: each window's in-bounds taps are computed once per row and
 // column, so the inner loops have no bounds checks.
 QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind, bool includePad, float p,
@@ -55,8 +37,8 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
     std::vector<std::array<int64_t, 3>> columns(static_cast<size_t>(g.output[1]));
     for (int64_t ow = 0; ow < g.output[1]; ++ow) {
         const int64_t wStart = ow * g.strides[1] - g.padBegin[1];
-        const auto [lo, hi] = tapsInside(wStart, g.dilations[1], g.kernel[1], W);
-        columns[size_t(ow)] = {lo, hi, tapsInside(wStart, g.dilations[1], g.kernel[1], W + g.padEnd[1]).second};
+        const auto [lo, hi] = stepsInside(wStart, g.dilations[1], W, g.kernel[1]);
+        columns[size_t(ow)] = {lo, hi, stepsInside(wStart, g.dilations[1], W + g.padEnd[1], g.kernel[1]).second};
     }
     if (kind == Pool::Max && !indices && g.dilations[1] == 1) {
         // No index asked for: separable. Each input row's maximum over every
@@ -96,7 +78,7 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
         }
         for (int64_t oh = 0; oh < g.output[0]; ++oh) {
             const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
-            const auto [khLo, khHi] = tapsInside(hStart, g.dilations[0], g.kernel[0], H);
+            const auto [khLo, khHi] = stepsInside(hStart, g.dilations[0], H, g.kernel[0]);
             float* yr = y + oh * OW;
             std::fill(yr, yr + OW, -std::numeric_limits<float>::infinity());
             for (int64_t kh = khLo; kh < khHi; ++kh) {
@@ -109,8 +91,8 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
     }
     for (int64_t oh = 0; oh < g.output[0]; ++oh) {
         const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
-        const auto [khLo, khHi] = tapsInside(hStart, g.dilations[0], g.kernel[0], H);
-        const int64_t khPadded = tapsInside(hStart, g.dilations[0], g.kernel[0], H + g.padEnd[0]).second;
+        const auto [khLo, khHi] = stepsInside(hStart, g.dilations[0], H, g.kernel[0]);
+        const int64_t khPadded = stepsInside(hStart, g.dilations[0], H + g.padEnd[0], g.kernel[0]).second;
         for (int64_t ow = 0; ow < g.output[1]; ++ow) {
             const int64_t wStart = ow * g.strides[1] - g.padBegin[1];
             const auto [kwLo, kwHi, kwPadded] = columns[size_t(ow)];
@@ -184,7 +166,8 @@ void runPool(KernelContext& ctx, Pool kind)
     yShape.insert(yShape.end(), g.output.begin(), g.output.end());
     Tensor Y = Tensor::uninitialized(DType::F32, yShape); // every output is written below
     Tensor I = wantIndices ? Tensor::uninitialized(DType::I64, yShape) : Tensor();
-    const int64_t inSpatial = product(input), outSpatial = product(g.output), windowSize = product(kernel);
+    const int64_t inSpatial = shapeElementCount(input), outSpatial = shapeElementCount(g.output),
+                  windowSize = shapeElementCount(kernel);
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     int64_t* indices = wantIndices ? I.mutableValues<int64_t>().data() : nullptr;

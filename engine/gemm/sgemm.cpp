@@ -1,43 +1,16 @@
-#include "runtime/ops/sgemm.h"
+#include "gemm/sgemm.h"
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
-#include <cstdlib>
 #include <string>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
 #include "core/error.h"
 
-namespace qs::ops {
-
-SimdLevel simdLevel()
-{
-    static const SimdLevel level = [] {
-        SimdLevel cap = SimdLevel::Avx512;
-        if (const char* value = std::getenv("QUANTSCOPE_MAX_CPU_ISA"); value && *value) {
-            const std::string name = value;
-            if (name == "avx2")
-                cap = SimdLevel::Avx2;
-            else if (name == "baseline")
-                cap = SimdLevel::None;
-            else if (name != "avx512")
-                throw Error("QUANTSCOPE_MAX_CPU_ISA='" + name + "' is not one of avx512, avx2, baseline");
-        }
-        SimdLevel cpu = SimdLevel::None;
-#if defined(__x86_64__) && defined(__GNUC__)
-        __builtin_cpu_init();
-        if (__builtin_cpu_supports("avx512f"))
-            cpu = SimdLevel::Avx512;
-        else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-            cpu = SimdLevel::Avx2;
-#endif
-        return std::min(cap, cpu);
-    }();
-    return level;
-}
+namespace qs::gemm {
 
 namespace {
 
@@ -437,4 +410,4 @@ void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alph
         tbb::parallel_for(int64_t(0), rowBlocks * colBlocks, task);
 }
 
-} // namespace qs::ops
+} // namespace qs::gemm

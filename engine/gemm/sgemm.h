@@ -13,17 +13,12 @@
 #include <vector>
 
 #include "core/cancellation.h"
+#include "gemm/simd_level.h"
 
-namespace qs::ops {
-
-// The widest vector instructions the kernels use: what the CPU offers, capped
-// by the environment variable QUANTSCOPE_MAX_CPU_ISA (avx512, avx2 or baseline;
-// read once) so that tests can run every path on one machine.
-enum class SimdLevel { None, Avx2, Avx512 };
-SimdLevel simdLevel();
+namespace qs::gemm {
 
 // Rows of the packed B per depth block; a power of two (PackedColumns in
-// conv.cpp shifts by it).
+// packed_columns.h shifts by it).
 inline constexpr int64_t kDepthBlock = 256;
 
 // Products with at most this many columns run along A's rows (a matrix-vector
@@ -95,4 +90,4 @@ private:
 void sgemm(bool transA, bool transB, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
            const float* B, int64_t ldb, float* C, int64_t ldc, const CancellationToken* cancel = nullptr);
 
-} // namespace qs::ops
+} // namespace qs::gemm

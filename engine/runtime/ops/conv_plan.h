@@ -1,0 +1,34 @@
+#pragma once
+// What the convolution kernels (conv.cpp, conv_integer.cpp, conv_transpose.cpp,
+// sub_plane_conv.cpp) share: the checked shapes of a Conv-like node.
+
+#include <cstdint>
+#include <vector>
+
+#include "runtime/ops/window_geometry.h"
+
+namespace qs::ops {
+
+// Tasks per thread a convolution kernel aims for: enough to balance uneven tasks.
+inline constexpr int64_t kConvTasksPerThread = 4;
+
+// Shapes of a Conv or ConvInteger node, checked.
+struct ConvPlan {
+    int64_t N = 0, C = 0, M = 0, group = 1, Cg = 0, Mg = 0;
+    std::vector<int64_t> kernel;
+    WindowGeometry g;
+    Shape outputShape;
+};
+
+// Checks X [N, C, spatial...] and W [M, C/group, kernel...] of a Conv or
+// ConvInteger node against each other and the node's attributes; errors name
+// the node and what does not fit.
+ConvPlan planConv(const KernelContext& ctx, const Tensor& X, const Tensor& Wt);
+
+// The spatial axes of an [N, C, spatial...] shape.
+inline std::vector<int64_t> spatialOf(const Shape& shape)
+{
+    return {shape.begin() + 2, shape.end()};
+}
+
+} // namespace qs::ops

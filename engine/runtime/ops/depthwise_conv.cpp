@@ -1,0 +1,303 @@
+#include "runtime/ops/depthwise_conv.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "gemm/simd_level.h"
+
+namespace qs::ops {
+
+namespace {
+
+// Depthwise 2-D convolution (one input and one output channel per group).
+// Depthwise layers are small (7 to 112 columns), where per-row loops would
+// spend their time on loop overhead, so every tap is one long multiply-add:
+// the zero-padded input is split into strides[0] x strides[1] sub-planes by
+// row and column residue (sub-plane (a, b) holds padded rows a, a + sh, ... and
+// columns b, b + sw, ...), in which each tap's inputs for consecutive outputs
+// are consecutive. Output (oh, ow) sits at oh * WS + ow of a grid as wide as a
+// sub-plane; the WS - OW extra columns per row are computed and dropped.
+// Compiled also for AVX2 and AVX-512 (chosen by simdLevel()); those fuse each
+// multiply-add (FMA, one rounding), so their results may differ from the
+// baseline's in the last bit.
+[[gnu::always_inline]] inline void depthwise2dBody(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                   float* y)
+{
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    // The padded plane, cut to what the windows reach, and its sub-planes' size.
+    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw;
+    thread_local std::vector<float> planes, grid;
+    planes.assign(size_t(sh * sw * HS * WS), 0.0f);
+    const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
+    for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph); ++r) {
+        const float* xr = x + (r - ph) * W - pw;
+        float* rowOfResidue0 = planes.data() + ((r % sh) * sw * HS + r / sh) * WS;
+        if (sw == 1) { // one sub-plane column per input column
+            std::copy(xr + c0, xr + c1, rowOfResidue0 + c0);
+            continue;
+        }
+        for (int64_t b = 0; b < sw; ++b) {
+            const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
+            float* dst = rowOfResidue0 + b * HS * WS + first / sw;
+            const int64_t count = first < c1 ? (c1 - first + sw - 1) / sw : 0;
+            if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
+                for (int64_t i = 0; i < count; ++i)
+                    dst[i] = xr[first + 2 * i];
+            else
+                for (int64_t i = 0; i < count; ++i)
+                    dst[i] = xr[first + i * sw];
+        }
+    }
+    grid.resize(size_t(OH * WS));
+    const int64_t span = (OH - 1) * WS + OW, taps = KH * KW;
+    thread_local std::vector<const float*> from;
+    from.resize(size_t(taps));
+    for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t rh = kh * dh, rw = kw * dw;
+            from[size_t(kh * KW + kw)] = planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
+        }
+    // Sixteen outputs at a time through all taps in registers (one store per
+    // sixteen outputs, not one per tap); each output still sums the bias, then
+    // the taps in order.
+    using Lanes = float __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float))));
+    float* z = grid.data();
+    int64_t i = 0;
+    for (; i + 16 <= span; i += 16) {
+        Lanes acc = bias - Lanes{}; // every lane the bias
+        for (int64_t t = 0; t < taps; ++t)
+            acc += w[t] * *reinterpret_cast<const Lanes*>(from[size_t(t)] + i);
+        *reinterpret_cast<Lanes*>(z + i) = acc;
+    }
+    for (; i < span; ++i) {
+        float acc = bias;
+        for (int64_t t = 0; t < taps; ++t)
+            acc += w[t] * from[size_t(t)][i];
+        z[i] = acc;
+    }
+    for (int64_t oh = 0; oh < OH; ++oh)
+        std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                  float* y)
+{
+    depthwise2dBody(x, w, bias, g, y);
+}
+
+[[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const WindowGeometry& g,
+                                                 float* y)
+{
+    depthwise2dBody(x, w, bias, g, y);
+}
+#endif
+
+} // namespace
+
+void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        return depthwise2dAvx512(x, w, bias, g, y);
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
+        return depthwise2dAvx2(x, w, bias, g, y);
+#endif
+    depthwise2dBody(x, w, bias, g, y);
+}
+
+namespace {
+
+// Depthwise 2-D convolution of kChannelBlock channels at once, interleaved so
+// that one vector holds one pixel of every channel of the block: each tap is
+// one multiply-add per output pixel, however small the plane (late layers'
+// 7x7 planes are too short for vectors along a row, and per-channel set-up
+// would dominate). Four output pixels at a time keep four independent sums
+// in flight. Sums run in the same order as depthwise2dBody's (bias, then taps
+// row by row), so both paths give the same results.
+using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(float)), aligned(sizeof(float))));
+
+// rows[i][j] <-> rows[j][i] for a 16 x 16 block in registers: four butterfly
+// stages; at block size b, row i (with i & b == 0) and row i + b swap their
+// off-diagonal b x b blocks.
+[[gnu::always_inline]] inline void transpose16(ChannelVector rows[16])
+{
+#if defined(__clang__)
+    // Clang has no __builtin_shuffle with a runtime mask; the fuzzing and
+    // sanitizer builds use clang, where a plain swap is fast enough.
+    for (int i = 0; i < 16; ++i)
+        for (int j = i + 1; j < 16; ++j) {
+            const float t = rows[i][j];
+            rows[i][j] = rows[j][i];
+            rows[j][i] = t;
+        }
+#else
+    using Index = int __attribute__((vector_size(16 * sizeof(int))));
+    auto stage = [&]<int B>() {
+        Index lo, hi;
+        for (int j = 0; j < 16; ++j) {
+            lo[j] = (j & B) ? 16 + j - B : j;
+            hi[j] = (j & B) ? 16 + j : j + B;
+        }
+        for (int i = 0; i < 16; ++i)
+            if ((i & B) == 0) {
+                const ChannelVector a = rows[i], b = rows[i + B];
+                rows[i] = __builtin_shuffle(a, b, lo);
+                rows[i + B] = __builtin_shuffle(a, b, hi);
+            }
+    };
+    stage.template operator()<8>();
+    stage.template operator()<4>();
+    stage.template operator()<2>();
+    stage.template operator()<1>();
+#endif
+}
+
+// Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
+// each) into y (planes of OH x OW), channels <= kChannelBlock.
+[[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* w,
+                                                      const float* bias, const WindowGeometry& g, float* y)
+{
+    constexpr int64_t CB = kChannelBlock, ILP = 4;
+    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
+    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    thread_local std::vector<float> in, out, taps;
+    in.resize(size_t(HP * WP * CB));
+    // Interleave: sixteen input pixels (of the flattened plane, so short rows
+    // too) of every channel at a time through a register transpose, each pixel
+    // then stored at its padded position; the rest element by element. Padded
+    // rows [r0, r1) and columns [col0, col1) hold input pixels; the border
+    // around them is the padding, which reads zero.
+    const int64_t r0 = std::max<int64_t>(0, ph), r1 = std::min(HP, H + ph);
+    const int64_t col0 = std::max<int64_t>(0, pw), col1 = std::min(WP, W + pw);
+    const auto zero = [&](int64_t from, int64_t to) {
+        std::fill(in.data() + from * CB, in.data() + std::max(from, to) * CB, 0.0f);
+    };
+    zero(0, r0 * WP);
+    for (int64_t r = r0; r < r1; ++r) {
+        zero(r * WP, r * WP + col0);
+        zero(r * WP + col1, (r + 1) * WP);
+    }
+    zero(std::max(r0, r1) * WP, HP * WP);
+    // Input pixel (row, col) of the plane lands at padded (row + ph, col + pw),
+    // when that lies inside the windows' reach; walked without divisions.
+    struct Pixel {
+        int64_t row = 0, col = 0;
+    };
+    const auto next = [&](Pixel& p) {
+        if (++p.col == W) {
+            p.col = 0;
+            ++p.row;
+        }
+    };
+    const auto inside = [&](const Pixel& p) {
+        return p.row + ph >= r0 && p.row + ph < r1 && p.col + pw >= col0 && p.col + pw < col1;
+    };
+    const auto at = [&](const Pixel& p) { return in.data() + ((p.row + ph) * WP + p.col + pw) * CB; };
+    int64_t q = 0;
+    Pixel pixel;
+    if (channels == CB)
+        for (; q + 16 <= H * W; q += 16) {
+            ChannelVector block[16];
+            for (int64_t c = 0; c < CB; ++c)
+                block[c] = *reinterpret_cast<const ChannelVector*>(x + c * H * W + q);
+            transpose16(block);
+            for (int64_t j = 0; j < 16; ++j, next(pixel))
+                if (inside(pixel))
+                    *reinterpret_cast<ChannelVector*>(at(pixel)) = block[j];
+        }
+    for (; q < H * W; ++q, next(pixel))
+        if (inside(pixel))
+            for (int64_t c = 0; c < channels; ++c)
+                at(pixel)[c] = x[c * H * W + q];
+    if (channels < CB) // the unused lanes of every pixel: zero rather than stale
+        for (int64_t r = r0; r < r1; ++r)
+            for (int64_t col = col0; col < col1; ++col)
+                std::fill(in.data() + (r * WP + col) * CB + channels, in.data() + (r * WP + col + 1) * CB, 0.0f);
+    taps.assign(size_t(KH * KW * CB), 0.0f);
+    ChannelVector b{};
+    for (int64_t c = 0; c < channels; ++c) {
+        for (int64_t t = 0; t < KH * KW; ++t)
+            taps[size_t(t * CB + c)] = w[c * KH * KW + t];
+        b[c] = bias ? bias[c] : 0.0f;
+    }
+    out.resize(size_t(OH * OW * CB));
+    for (int64_t oh = 0; oh < OH; ++oh) {
+        int64_t ow = 0;
+        for (; ow + ILP <= OW; ow += ILP) {
+            ChannelVector acc[ILP];
+            for (int64_t j = 0; j < ILP; ++j)
+                acc[j] = b;
+            for (int64_t kh = 0; kh < KH; ++kh) {
+                const float* row = in.data() + ((oh * sh + kh * dh) * WP + ow * sw) * CB;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const ChannelVector tap =
+                        *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB);
+                    const float* px = row + kw * dw * CB;
+                    for (int64_t j = 0; j < ILP; ++j)
+                        acc[j] += tap * *reinterpret_cast<const ChannelVector*>(px + j * sw * CB);
+                }
+            }
+            for (int64_t j = 0; j < ILP; ++j)
+                *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow + j) * CB) = acc[j];
+        }
+        for (; ow < OW; ++ow) {
+            ChannelVector acc = b;
+            for (int64_t kh = 0; kh < KH; ++kh)
+                for (int64_t kw = 0; kw < KW; ++kw)
+                    acc += *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB) *
+                           *reinterpret_cast<const ChannelVector*>(in.data() +
+                                                                   ((oh * sh + kh * dh) * WP + ow * sw + kw * dw) * CB);
+            *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow) * CB) = acc;
+        }
+    }
+    // De-interleave: sixteen pixels at a time through a register transpose.
+    const int64_t P = OH * OW;
+    int64_t p = 0;
+    for (; p + 16 <= P; p += 16) {
+        ChannelVector block[16];
+        for (int64_t j = 0; j < 16; ++j)
+            block[j] = *reinterpret_cast<const ChannelVector*>(out.data() + (p + j) * CB);
+        transpose16(block);
+        for (int64_t c = 0; c < channels; ++c)
+            *reinterpret_cast<ChannelVector*>(y + c * P + p) = block[c];
+    }
+    for (; p < P; ++p)
+        for (int64_t c = 0; c < channels; ++c)
+            y[c * P + p] = out[size_t(p * CB + c)];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* w,
+                                                     const float* bias, const WindowGeometry& g, float* y)
+{
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+
+[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w, const float* bias,
+                                                    const WindowGeometry& g, float* y)
+{
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+#endif
+
+} // namespace
+
+void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
+                    float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        return depthwiseBlockAvx512(x, channels, w, bias, g, y);
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
+        return depthwiseBlockAvx2(x, channels, w, bias, g, y);
+#endif
+    depthwiseBlockBody(x, channels, w, bias, g, y);
+}
+
+} // namespace qs::ops

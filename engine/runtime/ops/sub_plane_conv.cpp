@@ -1,0 +1,279 @@
+#include "runtime/ops/sub_plane_conv.h"
+
+#include <algorithm>
+#include <memory>
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#endif
+
+#include "gemm/simd_level.h"
+#include "runtime/ops/conv_plan.h"
+
+namespace qs::ops {
+
+void SubPlanes::fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const
+{
+    const int64_t H = g.input[0], W = g.input[1];
+    tbb::parallel_for(int64_t(0), planes, [&](int64_t p) { fillRows(x + p * H * W, g, 0, HS, HS, dst + p * plane); });
+}
+
+void SubPlanes::fillRows(const float* src, const WindowGeometry& g, int64_t t0, int64_t rows, int64_t stride,
+                         float* dst) const
+{
+    const int64_t H = g.input[0], W = g.input[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
+    for (int64_t t = 0; t < rows; ++t)
+        for (int64_t a = 0; a < sh; ++a) {
+            const int64_t r = (t0 + t) * sh + a, ih = r - ph;
+            for (int64_t b = 0; b < sw; ++b) {
+                float* row = dst + ((a * sw + b) * stride + t) * WS;
+                // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
+                const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
+                const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
+                if (ih < 0 || ih >= H || r >= HP) {
+                    std::fill(row, row + WS, 0.0f);
+                    continue;
+                }
+                std::fill(row, row + i0, 0.0f);
+                const float* in = src + ih * W + b - pw;
+                if (sw == 1)
+                    std::copy(in + i0, in + i1, row + i0);
+                else if (sw == 2) // a constant stride vectorizes
+                    for (int64_t i = i0; i < i1; ++i)
+                        row[i] = in[i * 2];
+                else
+                    for (int64_t i = i0; i < i1; ++i)
+                        row[i] = in[i * sw];
+                std::fill(row + i1, row + WS, 0.0f);
+            }
+        }
+}
+
+std::vector<int64_t> SubPlanes::rowOffsets(int64_t channels, const WindowGeometry& g, int64_t stride) const
+{
+    const int64_t sh = g.strides[0], sw = g.strides[1];
+    std::vector<int64_t> offsets;
+    for (int64_t c = 0; c < channels; ++c)
+        for (int64_t kh = 0; kh < g.kernel[0]; ++kh)
+            for (int64_t kw = 0; kw < g.kernel[1]; ++kw) {
+                const int64_t rh = kh * g.dilations[0], rw = kw * g.dilations[1];
+                offsets.push_back(((c * sh * sw + (rh % sh) * sw + rw % sw) * stride + rh / sh) * WS + rw / sw);
+            }
+    return offsets;
+}
+
+// 2-D Conv as an implicit GEMM, with no column matrix. Each (image,
+// channel)'s input is copied once, zero-padded to what the windows reach
+// (HP x WP), and split by row and column residue modulo the strides into
+// sh x sw sub-planes of HS x WS (sub-plane (a, b) holds padded rows a, a + sh,
+// ... and columns b, b + sw, ...). Row (c, kh, kw) of the virtual column matrix
+// is then one sub-plane read from a fixed offset on, column q standing for
+// output (q / WS, q % WS): consecutive outputs read consecutive inputs, for
+// every tap and stride. The WS - OW columns per output row that fall between
+// rows are computed and dropped.
+void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
+                      const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
+                      int64_t Mg, const WindowGeometry& g, float* y)
+{
+    const int64_t OH = g.output[0], OW = g.output[1];
+    const SubPlanes s(g);
+    const int64_t WS = s.WS, plane = s.plane;
+    const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
+
+    // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
+    // into row blocks of about 1 MiB; a task keeps one block in cache for all
+    // images and columns, so the weights stream from memory once per run, not
+    // once per column chunk. Small weights: tasks over (image, column chunk),
+    // every task all rows.
+    const int64_t threads = tbb::this_task_arena::max_concurrency();
+    const int64_t K = Cg * g.kernel[0] * g.kernel[1], mr = packed.mr();
+    // Blocks: a multiple of the thread count, each a near-equal share of the mr-row strips.
+    const int64_t rowStrips = (Mg + mr - 1) / mr;
+    int64_t rowBlocks = (Mg * K * int64_t(sizeof(float)) + (int64_t(1) << 20) - 1) >> 20;
+    rowBlocks = rowBlocks <= 1 ? 1 : std::min(rowStrips, (rowBlocks + threads - 1) / threads * threads);
+    auto blockStart = [&](int64_t b) { return std::min(Mg, b * rowStrips / rowBlocks * mr); };
+    const int64_t rowBlock = (rowStrips + rowBlocks - 1) / rowBlocks * mr; // the largest block
+    const int64_t strips = (Q + nr - 1) / nr;
+    const int64_t wanted = rowBlocks > 1 ? 1 : (4 * threads + N * group - 1) / (N * group); // chunks per (image, group)
+    const int64_t fits = std::max<int64_t>(1, (int64_t(1) << 17) / (rowBlock * nr));
+    const int64_t chunk = nr * std::clamp<int64_t>((strips + wanted - 1) / wanted, 1, fits);
+    const int64_t chunks = (Q + chunk - 1) / chunk;
+
+    // The chunk [q0, q1) of one image, rows [r0, r1) of group gi, its virtual
+    // column matrix's row k at base + offsets[k]: sums, then the columns that are outputs.
+    auto run = [&](const float* base, const int64_t* offsets, int64_t n, int64_t gi, int64_t r0, int64_t r1,
+                   int64_t q0) {
+        const int64_t q1 = std::min(Q, q0 + chunk);
+        thread_local std::vector<float> sums;
+        sums.resize(size_t((r1 - r0) * chunk));
+        packed.multiplyIndirect(gi, base, offsets, q1 - q0, sums.data(), chunk, r0, r1);
+        for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
+            const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
+            if (ow0 >= ow1)
+                continue;
+            for (int64_t m = r0; m < r1; ++m) {
+                const int64_t channel = gi * Mg + m;
+                float* dst = y + (n * M + channel) * P + oh * OW + ow0;
+                const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
+                finishOutputs(src, dst, ow1 - ow0, bias ? bias + channel : nullptr,
+                              addend ? addend + (dst - y) : nullptr, activation);
+            }
+        }
+    };
+    if (rowBlocks > 1) {
+        // Every row block reads every image's whole sub-planes: filled once,
+        // with nr zeros after them (a strip at the end reads up to nr - 1
+        // columns past Q). (Left unwritten at allocation: fill() writes every element.)
+        const std::unique_ptr<float[]> padded(new float[size_t(N * C * plane + nr)]);
+        s.fill(x, N * C, g, padded.get());
+        std::fill(padded.get() + N * C * plane, padded.get() + N * C * plane + nr, 0.0f);
+        const std::vector<int64_t> offsets = s.rowOffsets(Cg, g, s.HS);
+        tbb::parallel_for(int64_t(0), group * rowBlocks, [&](int64_t task) {
+            const int64_t gi = task / rowBlocks, r0 = blockStart(task % rowBlocks),
+                          r1 = blockStart(task % rowBlocks + 1);
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t q0 = 0; q0 < Q; q0 += chunk) {
+                    ctx.checkCancelled();
+                    run(padded.get() + (n * C + gi * Cg) * plane + q0, offsets.data(), n, gi, r0, r1, q0);
+                }
+        });
+        return;
+    }
+    // One task per chunk: it fills the sub-plane rows its columns read into a
+    // buffer of its thread, where the product finds them in L2. (Filling the
+    // batch's sub-planes first wrote them out of cache: resnet18's 56 x 56
+    // convs spent 220 us of 1.5 ms on it, 70 us when refilled in cache.)
+    // Column q of a chunk from q0 stands for output (q / WS, q % WS); with
+    // the window's reach down (halo rows) and right (reach columns) and the
+    // product's reads up to nr - 1 columns past its last, a chunk reads rows
+    // q0 / WS to lastRow(q1) of each sub-plane; the buffer holds `stride` rows
+    // per sub-plane, enough for any chunk.
+    const int64_t halo = (g.kernel[0] - 1) * g.dilations[0] / g.strides[0];
+    const int64_t reach = (g.kernel[1] - 1) * g.dilations[1] / g.strides[1];
+    auto lastRow = [&](int64_t q1) { return (q1 + nr - 2 + reach) / WS + halo; };
+    const int64_t stride = (chunk + nr - 2 + reach + WS - 1) / WS + halo + 1;
+    const std::vector<int64_t> offsets = s.rowOffsets(Cg, g, stride);
+    const int64_t perChannel = g.strides[0] * g.strides[1] * stride * WS;
+    tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
+        ctx.checkCancelled();
+        const int64_t ng = task / chunks, n = ng / group, gi = ng % group, q0 = (task % chunks) * chunk;
+        const int64_t t0 = q0 / WS, rows = lastRow(std::min(Q, q0 + chunk)) - t0 + 1;
+        thread_local std::vector<float> tile;
+        tile.resize(size_t(Cg * perChannel));
+        const float* src = x + (n * C + gi * Cg) * g.input[0] * g.input[1];
+        for (int64_t c = 0; c < Cg; ++c)
+            s.fillRows(src + c * g.input[0] * g.input[1], g, t0, rows, stride, tile.data() + c * perChannel);
+        run(tile.data() + (q0 - t0 * WS), offsets.data(), n, gi, 0, Mg, q0);
+    });
+}
+
+namespace {
+
+// Consecutive columns of the batch's column matrix that read consecutive
+// values (one output row of one image, within one strip): `length` values
+// from `from` past a tap's row offset in the sub-planes, into strip `strip`
+// from column `column`.
+struct ColumnPiece {
+    int32_t from, strip, column, length;
+};
+
+// One row of the column matrix, piece by piece; strips stripStride floats apart.
+void copyPieces(const float* src, const std::vector<ColumnPiece>& pieces, float* row, int64_t stripStride)
+{
+    for (const ColumnPiece& p : pieces)
+        std::copy(src + p.from, src + p.from + p.length, row + p.strip * stripStride + p.column);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// The same with masked vector moves: pieces are short (7 or 14 values), and a
+// library copy call per piece cost more than the copy.
+[[gnu::target("avx512f")]] void copyPiecesAvx512(const float* src, const std::vector<ColumnPiece>& pieces, float* row,
+                                                 int64_t stripStride)
+{
+    for (const ColumnPiece& p : pieces) {
+        const float* from = src + p.from;
+        float* to = row + p.strip * stripStride + p.column;
+        for (int32_t i = 0; i < p.length; i += 16) {
+            const __mmask16 mask = p.length - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (p.length - i)) - 1);
+            _mm512_mask_storeu_ps(to + i, mask, _mm512_maskz_loadu_ps(mask, from + i));
+        }
+    }
+}
+#endif
+
+} // namespace
+
+// 2-D Conv (group 1) on small planes with many output channels, the late
+// stages of a CNN. Per image, a 7 x 7 output fills 49 of 64 micro-tile
+// columns (and the implicit GEMM's rows of 9 padded columns hold 7 outputs),
+// so the whole batch shares one column matrix instead: N * P columns, whole
+// strips and a few left over for the along-the-rows kernel (98 = 3 x 32 + 2).
+// Its strips are copied once from the sub-planes, then tasks take blocks of
+// output channels, each running all columns against its rows of the weights.
+// Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
+void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
+                        const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
+                        const WindowGeometry& g, float* y)
+{
+    const SubPlanes planes(g);
+    const int64_t OW = g.output[1], P = g.output[0] * OW, K = C * shapeElementCount(g.kernel), width = N * P;
+    const int64_t nr = packed.nr(), mr = packed.mr(), paddedWidth = (width + nr - 1) / nr * nr;
+    const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
+    planes.fill(x, N * C, g, padded.get());
+    const std::vector<int64_t> offsets = planes.rowOffsets(C, g, planes.HS);
+    std::vector<ColumnPiece> pieces;
+    for (int64_t j = 0; j < width;) {
+        const int64_t n = j / P, oh = j % P / OW, ow = j % P % OW;
+        const int64_t length = std::min(OW - ow, nr - j % nr);
+        pieces.push_back(
+            {int32_t(n * C * planes.plane + oh * planes.WS + ow), int32_t(j / nr), int32_t(j % nr), int32_t(length)});
+        j += length;
+    }
+    // Per depth block of kDepthBlock rows, strips of nr columns, k-major (what
+    // multiplyPacked reads); zeros past `width` in the last strip.
+    // (Left unwritten at allocation: the loop below writes every element.)
+    const std::unique_ptr<float[]> columns(new float[size_t(K * paddedWidth)]);
+    const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t(1) << 14) / paddedWidth);
+    auto copy = copyPieces;
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        copy = copyPiecesAvx512;
+#endif
+    tbb::parallel_for(int64_t(0), (K + rowsPerTask - 1) / rowsPerTask, [&](int64_t task) {
+        for (int64_t k = task * rowsPerTask; k < std::min(K, (task + 1) * rowsPerTask); ++k) {
+            const int64_t block = k / gemm::kDepthBlock * gemm::kDepthBlock,
+                          kc = std::min(gemm::kDepthBlock, K - block);
+            float* row = columns.get() + block * paddedWidth + (k - block) * nr;
+            const float* src = padded.get() + offsets[size_t(k)];
+            copy(src, pieces, row, kc * nr);
+            if (width < paddedWidth) {
+                float* last = row + (paddedWidth / nr - 1) * kc * nr;
+                std::fill(last + width % nr, last + nr, 0.0f);
+            }
+        }
+    });
+
+    // Blocks of output channels: at least four per thread (TBB balances them),
+    // and small enough that a block's weights for one depth block stay in L2.
+    const int64_t threads = tbb::this_task_arena::max_concurrency();
+    const int64_t rowStrips = (M + mr - 1) / mr;
+    const int64_t rowBlocks = std::min(rowStrips, kConvTasksPerThread * threads);
+    auto blockStart = [&](int64_t b) { return std::min(M, b * rowStrips / rowBlocks * mr); };
+    const std::unique_ptr<float[]> sums(new float[size_t(M * width)]);
+    tbb::parallel_for(int64_t(0), rowBlocks, [&](int64_t block) {
+        ctx.checkCancelled();
+        const int64_t r0 = blockStart(block), r1 = blockStart(block + 1);
+        packed.multiplyPacked(0, columns.get(), width, sums.get() + r0 * width, width, r0, r1);
+        for (int64_t m = r0; m < r1; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                float* dst = y + (n * M + m) * P;
+                const float* src = sums.get() + m * width + n * P;
+                finishOutputs(src, dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
+                              activation);
+            }
+    });
+}
+
+} // namespace qs::ops

@@ -1,0 +1,73 @@
+#pragma once
+// Two paths of a 2-D float Conv that read its input split into stride
+// sub-planes (SubPlanes): the implicit GEMM (no column matrix), and one column
+// matrix shared by the whole batch for small planes with many output channels.
+// Both run on weights packed for the GEMM (gemm::PackedMatrix) and finish
+// their outputs with the bias, residual addend and activation folded into the
+// node.
+
+#include <cstdint>
+#include <vector>
+
+#include "gemm/sgemm.h"
+#include "runtime/op_registry.h"
+#include "runtime/ops/window_geometry.h"
+
+namespace qs::ops {
+
+// The padded input of a 2-D window split by row and column residue modulo
+// the strides into sh x sw sub-planes of HS x WS (sub-plane (a, b) holds
+// padded rows a, a + sh, ... and columns b, b + sw, ...): each window tap then
+// reads consecutive values for consecutive outputs, at any stride. A window
+// of rows (fillRows) keeps rows [t0, t0 + rows) of every sub-plane.
+struct SubPlanes {
+    int64_t HP, HS, WS, sub, plane; // padded rows; sub-plane extent; floats per sub-plane, per input plane
+
+    explicit SubPlanes(const WindowGeometry& g)
+        : HP((g.output[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1),
+          HS((HP + g.strides[0] - 1) / g.strides[0]),
+          WS(((g.output[1] - 1) * g.strides[1] + (g.kernel[1] - 1) * g.dilations[1] + g.strides[1]) / g.strides[1]),
+          sub(HS * WS), plane(g.strides[0] * g.strides[1] * sub)
+    {
+    }
+
+    // `planes` whole input planes of x into dst, one after the other, every element written.
+    void fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const;
+
+    // Rows [t0, t0 + rows) of the sub-planes of one input plane (src) into
+    // dst, sub-plane after sub-plane, each `stride` rows long (rows past the
+    // padded input are zeros; rows past `rows` are left alone).
+    void fillRows(const float* src, const WindowGeometry& g, int64_t t0, int64_t rows, int64_t stride,
+                  float* dst) const;
+
+    // Where row (c, kh, kw) of the virtual column matrix starts, for
+    // `channels` channels whose sub-planes are `stride` rows long.
+    std::vector<int64_t> rowOffsets(int64_t channels, const WindowGeometry& g, int64_t stride) const;
+};
+
+// 2-D Conv as an implicit GEMM, with no column matrix. Each (image,
+// channel)'s input is copied once, zero-padded to what the windows reach
+// (HP x WP), and split by row and column residue modulo the strides into
+// sh x sw sub-planes of HS x WS (sub-plane (a, b) holds padded rows a, a + sh,
+// ... and columns b, b + sw, ...). Row (c, kh, kw) of the virtual column matrix
+// is then one sub-plane read from a fixed offset on, column q standing for
+// output (q / WS, q % WS): consecutive outputs read consecutive inputs, for
+// every tap and stride. The WS - OW columns per output row that fall between
+// rows are computed and dropped.
+void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
+                      const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
+                      int64_t Mg, const WindowGeometry& g, float* y);
+
+// 2-D Conv (group 1) on small planes with many output channels, the late
+// stages of a CNN. Per image, a 7 x 7 output fills 49 of 64 micro-tile
+// columns (and the implicit GEMM's rows of 9 padded columns hold 7 outputs),
+// so the whole batch shares one column matrix instead: N * P columns, whole
+// strips and a few left over for the along-the-rows kernel (98 = 3 x 32 + 2).
+// Its strips are copied once from the sub-planes, then tasks take blocks of
+// output channels, each running all columns against its rows of the weights.
+// Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
+void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
+                        const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
+                        const WindowGeometry& g, float* y);
+
+} // namespace qs::ops
