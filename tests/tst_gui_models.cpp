@@ -5,6 +5,8 @@
 // the regex editor validates as you type.
 #include <QtTest>
 
+#include <QComboBox>
+
 #include <QAbstractItemModelTester>
 #include <QLineEdit>
 #include <QSortFilterProxyModel>
@@ -331,6 +333,30 @@ void TestGuiModels::regexEditorValidatesAsYouType()
     // Combos for table-backed fields.
     QWidget* combo = delegate.createEditor(&parent, QStyleOptionViewItem(), model.index(0, column("weight_qtype")));
     QVERIFY(combo && combo->inherits("QComboBox"));
+    // Editors follow the field's kind from the engine's table: numbers take number text or
+    // nothing (the default), booleans are a combo with the default first.
+    auto* tile = qobject_cast<QLineEdit*>(
+        delegate.createEditor(&parent, QStyleOptionViewItem(), model.index(0, column("tile_size"))));
+    QVERIFY(tile && tile->validator());
+    for (const char* accepted : {"128", "0.25", "", "1e3"}) {
+        tile->setText(QString::fromLatin1(accepted));
+        QVERIFY2(tile->hasAcceptableInput(), accepted);
+    }
+    tile->setText(QStringLiteral("big"));
+    QVERIFY(!tile->hasAcceptableInput());
+    auto* seed = qobject_cast<QLineEdit*>(
+        delegate.createEditor(&parent, QStyleOptionViewItem(), model.index(0, column("rounding_seed"))));
+    QVERIFY(seed && seed->validator());
+    seed->setText(QStringLiteral("-1"));
+    QVERIFY(!seed->hasAcceptableInput());
+    auto* flag = qobject_cast<QComboBox*>(
+        delegate.createEditor(&parent, QStyleOptionViewItem(), model.index(0, column("symmetric"))));
+    QVERIFY(flag);
+    QCOMPARE(flag->count(), 3); // (default), true, false
+    QVERIFY(!flag->isEditable());
+    auto* method = qobject_cast<QComboBox*>(
+        delegate.createEditor(&parent, QStyleOptionViewItem(), model.index(0, column("act_calibration"))));
+    QVERIFY(method && method->isEditable()); // methods take arguments
 }
 
 QTEST_MAIN(TestGuiModels)

@@ -3,6 +3,8 @@
 #include <QComboBox>
 #include <QLineEdit>
 #include <QPalette>
+#include <QRegularExpression>
+#include <QRegularExpressionValidator>
 
 #include "core/error.h"
 #include "rules/regex_syntax.h"
@@ -63,6 +65,13 @@ QWidget* RuleFieldDelegate::createEditor(QWidget* parent, const QStyleOptionView
             emit regexStatus(problem);
         });
     }
+    // Numbers take only number text (or nothing: the default); the field's
+    // own check then says what is out of range (tile_size must be n or 1/n ...).
+    if (field->kind == RuleFieldKind::Number)
+        edit->setValidator(new QRegularExpressionValidator(
+            QRegularExpression(QStringLiteral(R"(^(|null|\d*\.?\d+([eE][-+]?\d+)?)$)")), edit));
+    if (field->kind == RuleFieldKind::Integer)
+        edit->setValidator(new QRegularExpressionValidator(QRegularExpression(QStringLiteral(R"(^\d*$)")), edit));
     (void)option;
     return edit;
 }
