@@ -466,7 +466,8 @@ private slots:
         QTest::addColumn<int>("group");
         QTest::addColumn<int>("kernel");
         QTest::addColumn<bool>("bias");
-        for (const char* act : {"Relu", "LeakyRelu", "Clip", "Clip6", "HardSigmoid", "HardSwish"})
+        for (const char* act :
+             {"Relu", "LeakyRelu", "Clip", "Clip6", "HardSigmoid", "HardSwish", "Sigmoid", "SiLU", "SiLU swapped"})
             for (auto [group, kernel] : {std::pair{1, 3}, std::pair{1, 1}, std::pair{6, 3}, std::pair{2, 3}})
                 for (bool bias : {true, false})
                     QTest::addRow("%s group %d kernel %d%s", act, group, kernel, bias ? " bias" : "")
@@ -498,6 +499,11 @@ private slots:
             nodes.push_back(node("act", act, {"c"}, {"y"}, {floatAttr("alpha", 0.3f)}));
         } else if (act == "HardSigmoid") {
             nodes.push_back(node("act", act, {"c"}, {"y"}, {floatAttr("alpha", 0.25f), floatAttr("beta", 0.4f)}));
+        } else if (act.starts_with("SiLU")) { // as exported: Mul(x, Sigmoid(x)), either operand order
+            nodes.push_back(node("act", "Sigmoid", {"c"}, {"s"}));
+            nodes.push_back(node("mul", "Mul", act == "SiLU" ? std::vector<std::string>{"c", "s"}
+                                                             : std::vector<std::string>{"s", "c"},
+                                 {"y"}));
         } else {
             nodes.push_back(node("act", act, {"c"}, {"y"}));
         }
@@ -513,7 +519,10 @@ private slots:
         const Tensor x = adversarialTensor({2, C, H, H}, rng);
 
         const StatedAndFolded runs = runStatedAndFolded(interpreter, {{"x", x}}, "y");
-        QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act}));
+        const std::vector<std::string> stated = act.starts_with("SiLU")
+                                                    ? std::vector<std::string>{"Conv", "Sigmoid", "Mul"}
+                                                    : std::vector<std::string>{"Conv", act == "Clip6" ? "Clip" : act};
+        QCOMPARE(runs.statedRan, stated);
         QVERIFY(sameBits(runs.folded, runs.stated));
         QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});          // the activation ran inside the Conv
         QVERIFY(sameBits(interpreter.run({{"x", x}}).at("y"), runs.stated)); // no observer: fused too
@@ -536,6 +545,11 @@ private slots:
             convModel({node("act", "Relu", {"c"}, {"y"})}, {"y", "c"}),
             convModel({node("act", "Relu", {"c"}, {"r"}), node("add", "Add", {"r", "c"}, {"y"})}, {"y"}),
             convModel({node("act", "Clip", {"c", "lo"}, {"y"})}, {"y"}, {"x", "lo"}),
+            // SiLU whose Sigmoid output is also a graph output, or whose input a third node reads.
+            convModel({node("sig", "Sigmoid", {"c"}, {"s"}), node("mul", "Mul", {"c", "s"}, {"y"})}, {"y", "s"}),
+            convModel({node("sig", "Sigmoid", {"c"}, {"s"}), node("mul", "Mul", {"c", "s"}, {"m"}),
+                       node("add", "Add", {"m", "c"}, {"y"})},
+                      {"y"}),
         };
         const Tensor x = randomTensor({1, 2, 4, 4}, rng);
         const Tensor lo = Tensor::fromVector(DType::F32, {}, std::vector<float>{-0.25f});

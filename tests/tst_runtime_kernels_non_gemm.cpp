@@ -5,12 +5,15 @@
 #include <QtTest>
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
 
 #include "kernel_support.h"
 #include "runtime/op_registry.h"
+#include "runtime/ops/activation.h"
+#include "runtime/ops/elementwise.h"
 #include "runtime/ops/normalization.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/quantize_linear.h"
@@ -109,6 +112,78 @@ class TestRuntimeKernelsNonGemm : public QObject {
     Q_OBJECT
 
 private slots:
+    void powOfTwoIsTheBitsOfDoublePow()
+    {
+        // Pow(x, 2) squares in float; the bits are those of pow in double
+        // rounded once, edges included. Other exponents, and an exponent of
+        // higher rank (the output broadcasts), keep the general path.
+        std::vector<float> values{0.0f, -0.0f, 1e-30f, -3e-20f, 1.5e19f, -2e19f, 3.4e38f,
+                                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::denorm_min()};
+        std::mt19937 random(3);
+        std::normal_distribution<float> normal(0.0f, 10.0f);
+        for (int i = 0; i < 1000; ++i)
+            values.push_back(normal(random));
+        const Tensor x = Tensor::fromVector(DType::F32, {int64_t(values.size())}, values);
+        for (const Shape& exponentShape : {Shape{}, Shape{1}, Shape{1, 1}}) {
+            const Tensor two = Tensor::fromVector(DType::F32, exponentShape, std::vector<float>{2.0f});
+            const Tensor y = runKernel(ops::pow, "Pow", {&x, &two}, {}).at(0);
+            QCOMPARE(y.numel(), int64_t(values.size()));
+            for (size_t i = 0; i < values.size(); ++i)
+                QCOMPARE(std::bit_cast<uint32_t>(y.values<float>()[i]),
+                         std::bit_cast<uint32_t>(float(std::pow(double(values[i]), 2.0))));
+        }
+        const Tensor wide = Tensor::fromVector(DType::F32, {1, 1}, std::vector<float>{2.0f});
+        const Tensor one = Tensor::fromVector(DType::F32, {1}, std::vector<float>{-3.0f});
+        QCOMPARE(runKernel(ops::pow, "Pow", {&one, &wide}, {}).at(0).shape(), (Shape{1, 1}));
+        const Tensor half = Tensor::fromVector(DType::F32, {}, std::vector<float>{0.5f});
+        QCOMPARE(runKernel(ops::pow, "Pow", {&x, &half}, {}).at(0).values<float>()[1], 0.0f);
+    }
+
+    void sigmoidIsWithinTwoUlpOfLibm()
+    {
+        // The vectorised sigmoid (and the e^v under it) against libm in double,
+        // rounded once: every 1/256 step over [-104, 104] and the edges.
+        auto ulps = [](float a, float b) {
+            const int64_t ia = std::bit_cast<int32_t>(a), ib = std::bit_cast<int32_t>(b);
+            return std::abs(ia - ib); // both non-negative here
+        };
+        std::vector<float> values{0.0f, -0.0f, 1e-30f, -1e-30f, 1e-8f, -1e-8f, -86.99f, -87.0f, -87.01f, 88.7f, 89.0f};
+        for (int i = -104 * 256; i <= 104 * 256; ++i)
+            values.push_back(float(i) / 256.0f + 1.0f / 1024.0f);
+        int64_t worstSigmoid = 0, worstExp = 0;
+        for (float v : values) {
+            const float reference = float(1.0 / (1.0 + std::exp(-double(v))));
+            const float got = ops::sigmoidOf(v);
+            if (reference >= std::numeric_limits<float>::min())
+                worstSigmoid = std::max(worstSigmoid, ulps(got, reference));
+            else // would be subnormal: 0 within the subnormal range
+                QVERIFY2(got >= 0.0f && got < std::numeric_limits<float>::min(), std::to_string(v).c_str());
+            QCOMPARE(ops::swishOf(v), v * got); // rounded as Mul(v, Sigmoid(v))
+            if (v <= 0.0f) {
+                const float e = float(std::exp(double(v)));
+                if (e >= std::numeric_limits<float>::min())
+                    worstExp = std::max(worstExp, ulps(ops::expOfNonPositive(v), e));
+            }
+        }
+        // The vectorised loops (AVX-512, AVX2 or SSE2, as this CPU has) give the scalar bits.
+        for (FusedActivation::Kind kind : {FusedActivation::Kind::Sigmoid, FusedActivation::Kind::Swish}) {
+            std::vector<float> mapped = values;
+            FusedActivation{kind}.apply(mapped.data(), int64_t(mapped.size()));
+            for (size_t i = 0; i < values.size(); ++i) {
+                const float scalar =
+                    kind == FusedActivation::Kind::Sigmoid ? ops::sigmoidOf(values[i]) : ops::swishOf(values[i]);
+                QCOMPARE(std::bit_cast<uint32_t>(mapped[i]), std::bit_cast<uint32_t>(scalar));
+            }
+        }
+        QVERIFY2(worstSigmoid <= 2, std::to_string(worstSigmoid).c_str());
+        QVERIFY2(worstExp <= 2, std::to_string(worstExp).c_str());
+        QCOMPARE(ops::sigmoidOf(std::numeric_limits<float>::infinity()), 1.0f);
+        QCOMPARE(ops::sigmoidOf(-std::numeric_limits<float>::infinity()), 0.0f);
+        QVERIFY(std::isnan(ops::sigmoidOf(std::numeric_limits<float>::quiet_NaN())));
+        QCOMPARE(ops::sigmoidOf(0.0f), 0.5f);
+    }
+
     void poolingMatchesWindowReferenceWithCeilModeDilationsAndPads()
     {
         for (int trial = 0; trial < 60; ++trial) {

@@ -143,11 +143,14 @@ Interpreter::~Interpreter() = default;
 
 void Interpreter::planFusion()
 {
-    std::vector<int> producer(valueNames_.size(), -1), readers(valueNames_.size(), 0);
+    std::vector<int> producer(valueNames_.size(), -1), readers(valueNames_.size(), 0),
+        lastReader(valueNames_.size(), -1);
     for (size_t n = 0; n < plan_.size(); ++n) {
         for (int id : plan_[n].inputs)
-            if (id >= 0)
+            if (id >= 0) {
                 ++readers[size_t(id)];
+                lastReader[size_t(id)] = int(n);
+            }
         for (int id : plan_[n].outputs)
             if (id >= 0)
                 producer[size_t(id)] = int(n);
@@ -178,7 +181,8 @@ void Interpreter::planFusion()
     for (size_t n = 0; n < plan_.size(); ++n) {
         const Node& node = model_.nodes[n];
         PlannedNode& p = plan_[n];
-        if (!isDefaultDomain(node) || p.inputs.empty() || p.inputs[0] < 0 || p.outputs.size() != 1 || p.outputs[0] < 0)
+        if (p.foldedAway || !isDefaultDomain(node) || p.inputs.empty() || p.inputs[0] < 0 || p.outputs.size() != 1 ||
+            p.outputs[0] < 0)
             continue;
 
         // A residual Add of a Conv's output and a value that exists before that
@@ -205,9 +209,27 @@ void Interpreter::planFusion()
 
         const int x = p.inputs[0];
         const int from = endsAt[size_t(x)];
-        if (from < 0 || readers[size_t(x)] != 1 || plan_[size_t(from)].fused)
+        if (from < 0 || plan_[size_t(from)].fused)
             continue;
         PlannedNode& c = plan_[size_t(from)];
+
+        // SiLU as exported: Mul(x, Sigmoid(x)), x read by those two nodes only.
+        if (node.opType == "Sigmoid" && readers[size_t(x)] == 2 && readers[size_t(p.outputs[0])] == 1) {
+            const int s = p.outputs[0];
+            const size_t m = size_t(lastReader[size_t(s)]);
+            const Node& mul = model_.nodes[m];
+            const std::vector<int>& in = plan_[m].inputs;
+            if (mul.opType == "Mul" && isDefaultDomain(mul) && in.size() == 2 &&
+                ((in[0] == x && in[1] == s) || (in[0] == s && in[1] == x)) && plan_[m].outputs.size() == 1 &&
+                plan_[m].outputs[0] >= 0) {
+                c.fused = FusedActivation{FusedActivation::Kind::Swish};
+                absorb(size_t(from), n);
+                absorb(size_t(from), m);
+            }
+            continue;
+        }
+        if (readers[size_t(x)] != 1)
+            continue;
 
         // The activation's parameters, read as its own kernel reads them.
         const KernelContext attributes(node, n, p.opset, {}, {}, nullptr);
@@ -221,6 +243,8 @@ void Interpreter::planFusion()
                  attributes.floatAttribute("beta", 0.5f)};
         } else if (node.opType == "HardSwish") {
             f.kind = FusedActivation::Kind::HardSwish;
+        } else if (node.opType == "Sigmoid") {
+            f.kind = FusedActivation::Kind::Sigmoid;
         } else if (node.opType == "Clip") {
             f = {FusedActivation::Kind::Clip, std::numeric_limits<float>::lowest(), std::numeric_limits<float>::max()};
             if (p.opset < 11) {

@@ -46,6 +46,12 @@ template <bool AddBias, bool AddAddend>
     case Kind::HardSwish:
         map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::hardSwishOf(v); });
         break;
+    case Kind::Sigmoid:
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::sigmoidOf(v); });
+        break;
+    case Kind::Swish:
+        map<AddBias, AddAddend>(from, x, n, bias, addend, [](float v) { return ops::swishOf(v); });
+        break;
     }
 }
 

@@ -1,11 +1,13 @@
 #pragma once
 // The elementwise activations a Conv can apply to its own output when the
-// interpreter folds Conv -> Relu (or Clip, LeakyRelu, HardSigmoid, HardSwish)
-// into one step: one definition of each, used by the standalone kernels
+// interpreter folds Conv -> Relu (or Clip, LeakyRelu, HardSigmoid, HardSwish,
+// Sigmoid, Sigmoid + Mul) into one step: one definition of each, used by the standalone kernels
 // (elementwise.cpp) and by the fused epilogue alike, so a fused run writes the
 // same bits as the two nodes run one after the other.
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
 #include <cstdint>
 
 namespace qs {
@@ -36,12 +38,57 @@ template <class T> T clipOf(T v, T lo, T hi)
     return v < lo ? lo : (hi < v ? hi : v);
 }
 
+// e^v for v <= 0 (or NaN) in float, written without branches or library calls
+// so that a loop over it vectorises (where compiled with -fno-trapping-math,
+// as activation.cpp is: else GCC keeps the selects as branches): v = n ln 2 + r with |r| <= ln(2)/2
+// (ln 2 split in two so that n ln 2 is exact), e^r by Cephes' degree-7
+// polynomial (within 2 ulp of the correctly rounded value), 2^n from the
+// exponent bits. Below ln(FLT_MIN) the result would be subnormal: it is 0.
+inline float expOfNonPositive(float v)
+{
+    constexpr float kLowest = -87.3365447f; // ln(2^-126)
+    const bool underflows = v < kLowest;
+    const float x = underflows ? kLowest : v;
+    // x log2(e) rounded to an integer n: adding 1.5 * 2^23 leaves n in the low
+    // mantissa bits (and -126 <= n <= 0 keeps 2^n a normal number).
+    const float shifted = x * 1.44269504088896341f + 12582912.0f;
+    const float n = shifted - 12582912.0f;
+    const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const float er = (p * r) * r + r + 1.0f;
+    const uint32_t exponent = (std::bit_cast<uint32_t>(shifted) - 0x4B400000u + 127u) << 23;
+    return underflows ? 0.0f : er * std::bit_cast<float>(exponent);
+}
+
+// 1 / (1 + e^-v), with e^-|v| so that nothing overflows: e/(1+e) below 0.
+inline float sigmoidOf(float v)
+{
+    const float e = expOfNonPositive(-std::fabs(v));
+    return (v >= 0.0f ? 1.0f : e) / (1.0f + e);
+}
+inline double sigmoidOf(double v)
+{
+    const double e = std::exp(-std::fabs(v));
+    return (v >= 0.0 ? 1.0 : e) / (1.0 + e);
+}
+// SiLU / Swish: v sigmoid(v), rounded as Mul(v, Sigmoid(v)) rounds.
+template <class T> T swishOf(T v)
+{
+    return v * sigmoidOf(v);
+}
+
 } // namespace ops
 
 // An activation folded into the node before it, with its parameters
 // (Clip: a = min, b = max; LeakyRelu: a = alpha; HardSigmoid: a = alpha, b = beta).
+// Swish is a Sigmoid and the Mul of its input by its output, folded together.
 struct FusedActivation {
-    enum class Kind { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish };
+    enum class Kind { Relu, LeakyRelu, Clip, HardSigmoid, HardSwish, Sigmoid, Swish };
     Kind kind = Kind::Relu;
     float a = 0, b = 0;
 

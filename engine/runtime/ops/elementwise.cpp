@@ -200,6 +200,31 @@ template <class Op> void floatUnaryKernel(KernelContext& ctx, Op op)
     emit(ctx, 0, std::move(out), ops);
 }
 
+// A float-only activation: float32 through the vectorised loop the fused Conv
+// epilogue runs (activation.cpp, the same bits), float64 through `op`.
+template <class Op> void activationKernel(KernelContext& ctx, FusedActivation activation, Op op)
+{
+    const Operands ops = operands(ctx);
+    const Tensor& x = ops.tensors.at(0);
+    if (x.dtype() != DType::F32) {
+        floatUnaryKernel(ctx, op);
+        return;
+    }
+    Tensor out = Tensor::uninitialized(DType::F32, x.shape());
+    const float* src = x.values<float>().data();
+    float* dst = out.mutableValues<float>().data();
+    const int64_t n = x.numel();
+    if (n < kParallelElementwiseThreshold)
+        finishOutputs(src, dst, n, nullptr, nullptr, &activation);
+    else
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, n, size_t(kParallelElementwiseThreshold / 4)),
+                          [&](const tbb::blocked_range<int64_t>& r) {
+                              finishOutputs(src + r.begin(), dst + r.begin(), r.end() - r.begin(), nullptr, nullptr,
+                                            &activation);
+                          });
+    emit(ctx, 0, std::move(out), ops);
+}
+
 // Unary maps defined for signed numbers too (Neg, Abs, Sign, Relu).
 template <class Op> void numericUnaryKernel(KernelContext& ctx, Op op)
 {
@@ -356,6 +381,14 @@ void pow(KernelContext& ctx)
     const Operands ops = operands(ctx);
     const Tensor& base = ops.tensors.at(0);
     const Tensor exponent = castTensor(ops.tensors.at(1), base.dtype());
+    // x^2 as decomposed normalizations (LayerNorm's variance) write it: the
+    // double product of two floats is exact, so x * x rounded once to float is
+    // the bits of pow(double(x), 2.0) rounded to float, without calling pow.
+    if (base.dtype() == DType::F32 && exponent.numel() == 1 && exponent.values<float>()[0] == 2.0f &&
+        exponent.rank() <= base.rank()) {
+        emit(ctx, 0, mapUnary<float, float>(base, DType::F32, [](float x) { return x * x; }), ops);
+        return;
+    }
     Tensor out = visit(ctx, base.dtype(), [&]<class T>() -> Tensor {
         if constexpr (!kIsNumber<T>)
             ctx.fail("needs a numeric base, got bool");
@@ -413,13 +446,7 @@ void tanh(KernelContext& ctx)
 }
 void sigmoid(KernelContext& ctx)
 {
-    floatUnaryKernel(ctx, []<class T>(T v) {
-        // Both branches keep exp's argument non-positive: no overflow to Inf/Inf.
-        if (v >= T(0))
-            return T(1) / (T(1) + std::exp(-v));
-        const T e = std::exp(v);
-        return e / (T(1) + e);
-    });
+    activationKernel(ctx, {FusedActivation::Kind::Sigmoid}, []<class T>(T v) { return sigmoidOf(v); });
 }
 void leakyRelu(KernelContext& ctx)
 {
