@@ -361,6 +361,54 @@ private slots:
         EXPECT_CLOSE(y[0], (std::vector<float>{0.5f, 0.5f, 0.0f}), 1e-7);
     }
 
+    void reductionsOverConsecutiveAxesMatchTheirFormulas()
+    {
+        // Every run of consecutive axes of a [3, 4, 5, 37] tensor (the float
+        // fast path), each reduction, against sums written out in double.
+        const Shape shape{3, 4, 5, 37};
+        const Tensor X = randomTensor(shape);
+        const std::vector<std::pair<const char*, Kernel>> kinds{
+            {"ReduceMean", ops::reduceMean}, {"ReduceSum", ops::reduceSum}, {"ReduceSumSquare", ops::reduceSumSquare},
+            {"ReduceL1", ops::reduceL1},     {"ReduceL2", ops::reduceL2},   {"ReduceMax", ops::reduceMax},
+            {"ReduceMin", ops::reduceMin}};
+        for (int a = 0; a < 4; ++a)
+            for (int b = a + 1; b <= 4; ++b) {
+                std::vector<int64_t> axisList;
+                for (int d = a; d < b; ++d)
+                    axisList.push_back(d);
+                const Tensor axes = Tensor::fromVector<int64_t>(DType::I64, {int64_t(axisList.size())}, axisList);
+                int64_t rows = 1, count = 1, inner = 1;
+                for (int d = 0; d < 4; ++d)
+                    (d < a ? rows : d < b ? count : inner) *= shape[size_t(d)];
+                for (const auto& [name, kernel] : kinds) {
+                    const std::string kind = name;
+                    const Tensor y = runKernel(kernel, name, {&X, &axes}, {}, 18).at(0);
+                    std::vector<float> expected;
+                    for (int64_t r = 0; r < rows; ++r)
+                        for (int64_t i = 0; i < inner; ++i) {
+                            double sum = 0, sq = 0, l1 = 0, hi = -1e300, lo = 1e300;
+                            for (int64_t c = 0; c < count; ++c) {
+                                const double v = X.values<float>()[size_t((r * count + c) * inner + i)];
+                                sum += v;
+                                sq += v * v;
+                                l1 += std::fabs(v);
+                                hi = std::max(hi, v);
+                                lo = std::min(lo, v);
+                            }
+                            expected.push_back(float(kind == "ReduceMean"        ? sum / double(count)
+                                                     : kind == "ReduceSum"       ? sum
+                                                     : kind == "ReduceSumSquare" ? sq
+                                                     : kind == "ReduceL1"        ? l1
+                                                     : kind == "ReduceL2"        ? std::sqrt(sq)
+                                                     : kind == "ReduceMax"       ? hi
+                                                                                 : lo));
+                        }
+                    QCOMPARE(y.numel(), int64_t(expected.size()));
+                    EXPECT_CLOSE(y, expected, 1e-6);
+                }
+            }
+    }
+
     void reductionsTakeAxesFromAttributeOrInputByOpset()
     {
         const Tensor X = randomTensor({3, 4, 5});

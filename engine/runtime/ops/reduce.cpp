@@ -1,13 +1,20 @@
 #include "runtime/ops/reduce.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
 
 namespace qs::ops {
 
 namespace {
 
 enum class Reduction { Mean, Sum, Max, Min, Prod, L1, L2, SumSquare, LogSum, LogSumExp };
+
+// Elements below which a reduction runs on the calling thread.
+constexpr int64_t kParallelReductionThreshold = 1 << 16;
 
 // Input values as doubles, whatever numeric type they are stored as.
 std::vector<double> valuesAsDouble(const KernelContext& ctx, const Tensor& t)
@@ -103,6 +110,90 @@ std::vector<bool> reducedAxes(const KernelContext& ctx, int rank, bool axesFromI
     return reduced;
 }
 
+// A float32 reduction over one run of consecutive axes (LayerNorm's last axis,
+// a channel axis, a plane): rows x count x inner elements, reduced over count.
+// Sums and norms accumulate in double in eight interleaved partial sums (inner
+// == 1) or one per inner position, so the loops vectorise; max and min as the
+// general path. Returns false for the cases the general path keeps.
+bool reduceConsecutiveAxes(KernelContext& ctx, Reduction kind, const Tensor& X, const std::vector<bool>& reduced,
+                           const Shape& outShape)
+{
+    const bool summing = kind == Reduction::Mean || kind == Reduction::Sum || kind == Reduction::SumSquare ||
+                         kind == Reduction::L1 || kind == Reduction::L2;
+    if (X.dtype() != DType::F32 || !(summing || kind == Reduction::Max || kind == Reduction::Min))
+        return false;
+    const int rank = X.rank();
+    const auto first = std::find(reduced.begin(), reduced.end(), true);
+    const auto last = std::find(first, reduced.end(), false);
+    if (first == reduced.end() || std::find(last, reduced.end(), true) != reduced.end())
+        return false;
+    int64_t rows = 1, count = 1, inner = 1;
+    for (int d = 0; d < rank; ++d) {
+        const size_t a = size_t(d);
+        (a < size_t(first - reduced.begin()) ? rows : a < size_t(last - reduced.begin()) ? count : inner) *= X.dim(d);
+    }
+    if (count == 0 || rows * inner == 0)
+        return false;
+
+    Tensor Y = Tensor::uninitialized(DType::F32, outShape);
+    const float* x = X.values<float>().data();
+    float* y = Y.mutableValues<float>().data();
+    auto finish = [&](double v) {
+        if (kind == Reduction::Mean)
+            v /= double(count);
+        else if (kind == Reduction::L2)
+            v = std::sqrt(v);
+        return float(v);
+    };
+    auto term = [kind](float v) {
+        const double d = v;
+        return kind == Reduction::SumSquare || kind == Reduction::L2 ? d * d : kind == Reduction::L1 ? std::fabs(d) : d;
+    };
+    const double init = kind == Reduction::Max   ? -std::numeric_limits<double>::infinity()
+                        : kind == Reduction::Min ? std::numeric_limits<double>::infinity()
+                                                 : 0.0;
+    auto combine = [kind](double acc, double v) {
+        return kind == Reduction::Max ? std::max(acc, v) : kind == Reduction::Min ? std::min(acc, v) : acc + v;
+    };
+    auto reduceRows = [&](int64_t r0, int64_t r1) {
+        std::vector<double> acc(static_cast<size_t>(inner));
+        for (int64_t r = r0; r < r1; ++r) {
+            const float* row = x + r * count * inner;
+            if (inner == 1 && summing) {
+                constexpr int kLanes = 8;
+                double partial[kLanes] = {};
+                int64_t i = 0;
+                for (; i + kLanes <= count; i += kLanes)
+                    for (int k = 0; k < kLanes; ++k)
+                        partial[k] += term(row[i + k]);
+                double total = 0.0;
+                for (; i < count; ++i)
+                    total += term(row[i]);
+                for (double p : partial)
+                    total += p;
+                y[r] = finish(total);
+                continue;
+            }
+            std::fill(acc.begin(), acc.end(), init);
+            for (int64_t c = 0; c < count; ++c) {
+                const float* slice = row + c * inner;
+                for (int64_t i = 0; i < inner; ++i)
+                    acc[size_t(i)] = combine(acc[size_t(i)], summing ? term(slice[i]) : double(slice[i]));
+            }
+            for (int64_t i = 0; i < inner; ++i)
+                y[r * inner + i] = finish(acc[size_t(i)]);
+        }
+    };
+    if (X.numel() < kParallelReductionThreshold)
+        reduceRows(0, rows);
+    else
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, std::max<int64_t>(1, kParallelReductionThreshold /
+                                                                                      std::max<int64_t>(1, count * inner))),
+                          [&](const tbb::blocked_range<int64_t>& r) { reduceRows(r.begin(), r.end()); });
+    ctx.setOutput(0, std::move(Y));
+    return true;
+}
+
 void runReduction(KernelContext& ctx, Reduction kind)
 {
     const Tensor& X = ctx.input(0);
@@ -129,6 +220,8 @@ void runReduction(KernelContext& ctx, Reduction kind)
             stride *= X.dim(d);
         }
     const int64_t outCount = stride;
+    if (reduceConsecutiveAxes(ctx, kind, X, reduced, outShape))
+        return;
 
     double init = 0.0;
     if (kind == Reduction::Max)
