@@ -9,6 +9,7 @@
 #include <tbb/task_arena.h>
 
 #include "core/error.h"
+#include "core/scratch.h"
 
 namespace qs::gemm {
 
@@ -218,7 +219,7 @@ void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t b
     if (n <= kFewColumns)
         return multiplyFewColumns(group, b, bk, bj, n, c, ldc, 1, r0, r1);
     thread_local std::vector<float> packedB;
-    packedB.resize(size_t(kDepthBlock * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
+    growScratch(packedB, size_t(std::min(kDepthBlock, depth_) * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
     const float* ag = data_.data() + group * paddedRows_ * depth_;
     for (int64_t j0 = 0; j0 < n; j0 += kColumnBlock) {
         const int64_t nc = std::min(kColumnBlock, n - j0);

@@ -8,6 +8,7 @@
 #include <tbb/task_arena.h>
 #include <vector>
 
+#include "core/scratch.h"
 #include "gemm/packed_columns.h"
 #include "gemm/sgemm.h"
 #include "runtime/ops/conv_plan.h"
@@ -182,7 +183,7 @@ void conv(KernelContext& ctx)
             // The column matrix goes straight into the GEMM's packed layout.
             gemm::PackedColumns into{nullptr, K, p1 - p0, std::countr_zero(uint64_t(packed->nr())),
                                      std::countr_zero(uint64_t(gemm::kDepthBlock))};
-            buffer.resize(size_t(K * into.paddedWidth()));
+            growScratch(buffer, size_t(K * into.paddedWidth()));
             into.data = buffer.data();
             im2col2d(xg, Cg, g, p0, p1, into);
             into.padLastStrip();
@@ -193,7 +194,7 @@ void conv(KernelContext& ctx)
         const float* col = xg + p0;
         int64_t ldcol = P;
         if (!pointwise) {
-            buffer.resize(size_t(K * (p1 - p0)));
+            growScratch(buffer, size_t(K * (p1 - p0)));
             if (kernel.size() == 2)
                 im2col2d(xg, Cg, g, p0, p1, RowMajorColumns<float>{buffer.data(), p1 - p0});
             else

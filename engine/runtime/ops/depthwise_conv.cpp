@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/scratch.h"
 #include "gemm/simd_level.h"
 
 namespace qs::ops {
@@ -167,7 +168,7 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
     const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
     const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
     thread_local std::vector<float> in, out, taps;
-    in.resize(size_t(HP * WP * CB));
+    growScratch(in, size_t(HP * WP * CB));
     // Interleave: sixteen input pixels (of the flattened plane, so short rows
     // too) of every channel at a time through a register transpose, each pixel
     // then stored at its padded position; the rest element by element. Padded
@@ -226,7 +227,7 @@ using ChannelVector = float __attribute__((vector_size(kChannelBlock * sizeof(fl
             taps[size_t(t * CB + c)] = w[c * KH * KW + t];
         b[c] = bias ? bias[c] : 0.0f;
     }
-    out.resize(size_t(OH * OW * CB));
+    growScratch(out, size_t(OH * OW * CB));
     for (int64_t oh = 0; oh < OH; ++oh) {
         int64_t ow = 0;
         for (; ow + ILP <= OW; ow += ILP) {

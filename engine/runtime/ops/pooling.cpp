@@ -6,6 +6,7 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "core/scratch.h"
 #include "core/vector_clones.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/tensor_cast.h"
@@ -46,7 +47,7 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
         // vectorizes), then each output the maximum of its window's rows.
         const int64_t OW = g.output[1], sw = g.strides[1], KW = g.kernel[1];
         thread_local std::vector<float> rowMax;
-        rowMax.resize(size_t(H * OW));
+        growScratch(rowMax, size_t(H * OW));
         // Interior windows: all KW taps inside the row.
         const int64_t owLo = std::min(OW, (g.padBegin[1] + sw - 1) / sw);
         const int64_t owHi =

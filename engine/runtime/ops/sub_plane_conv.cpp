@@ -8,6 +8,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/scratch.h"
 #include "gemm/simd_level.h"
 #include "runtime/ops/conv_plan.h"
 
@@ -107,7 +108,7 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
                    int64_t q0) {
         const int64_t q1 = std::min(Q, q0 + chunk);
         thread_local std::vector<float> sums;
-        sums.resize(size_t((r1 - r0) * chunk));
+        growScratch(sums, size_t((r1 - r0) * chunk));
         packed.multiplyIndirect(gi, base, offsets, q1 - q0, sums.data(), chunk, r0, r1);
         for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
             const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
@@ -161,7 +162,7 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
         const int64_t ng = task / chunks, n = ng / group, gi = ng % group, q0 = (task % chunks) * chunk;
         const int64_t t0 = q0 / WS, rows = lastRow(std::min(Q, q0 + chunk)) - t0 + 1;
         thread_local std::vector<float> tile;
-        tile.resize(size_t(Cg * perChannel));
+        growScratch(tile, size_t(Cg * perChannel));
         const float* src = x + (n * C + gi * Cg) * g.input[0] * g.input[1];
         for (int64_t c = 0; c < Cg; ++c)
             s.fillRows(src + c * g.input[0] * g.input[1], g, t0, rows, stride, tile.data() + c * perChannel);
