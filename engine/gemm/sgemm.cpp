@@ -42,37 +42,43 @@ struct IndirectRows {
 // only its first MR rows are read) times a B-strip (kc x 2W): 2 * MR sums of W
 // floats in registers, each B row loaded once and each A value broadcast once
 // per k. Compiled for AVX2 + FMA (6 x 16) and AVX-512 (12 x 32, and 6 x 32 for
-// a last strip of at most six rows) below.
-template <int MR, int STRIP, int W, class Rows>
+// a last strip of at most six rows) below, each also one vector wide (6 x 8,
+// 12 x 16, 6 x 16) for a strip of at most that many columns.
+// NV = 1 computes only the strip's first W columns: a strip of at most W
+// columns (a 3 x 3 plane, the remainder of a row of tiles) then costs half the
+// multiply-adds, with the same sums in the same order (the same bits).
+template <int MR, int STRIP, int W, int NV, class Rows>
 [[gnu::always_inline]] inline void microKernelBody(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                    int64_t mr, int64_t nr, bool accumulate)
 {
     // (A typedef: GCC drops vector_size from a `using` alias of a dependent size.)
     typedef float V __attribute__((vector_size(W * sizeof(float)), aligned(sizeof(float))));
-    V acc[MR][2];
+    V acc[MR][NV];
 #pragma GCC unroll 12
     for (int r = 0; r < MR; ++r)
-        acc[r][0] = acc[r][1] = V{};
+        for (int j = 0; j < NV; ++j)
+            acc[r][j] = V{};
     for (int64_t k = 0; k < kc; ++k, a += STRIP) {
         const float* b = rows(k);
-        const V b0 = *reinterpret_cast<const V*>(b), b1 = *reinterpret_cast<const V*>(b + W);
+        V bv[NV];
+        for (int j = 0; j < NV; ++j)
+            bv[j] = *reinterpret_cast<const V*>(b + j * W);
 #pragma GCC unroll 12
-        for (int r = 0; r < MR; ++r) {
-            acc[r][0] += a[r] * b0;
-            acc[r][1] += a[r] * b1;
-        }
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < NV; ++j)
+                acc[r][j] += a[r] * bv[j];
     }
-    if (nr == 2 * W) { // whole rows of the tile: straight from the registers
+    if (nr == NV * W) { // whole rows of the tile: straight from the registers
         for (int64_t r = 0; r < mr; ++r)
-            for (int j = 0; j < 2; ++j) {
+            for (int j = 0; j < NV; ++j) {
                 V* cj = reinterpret_cast<V*>(c + r * ldc + j * W);
                 *cj = accumulate ? *cj + acc[r][j] : acc[r][j];
             }
         return;
     }
-    float tile[MR][2 * W];
+    float tile[MR][NV * W];
     for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < 2; ++j)
+        for (int j = 0; j < NV; ++j)
             *reinterpret_cast<V*>(tile[r] + j * W) = acc[r][j];
     for (int64_t r = 0; r < mr; ++r)
         for (int64_t j = 0; j < nr; ++j)
@@ -83,14 +89,20 @@ template <class Rows>
 [[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                  int64_t mr, int64_t nr, bool accumulate)
 {
-    microKernelBody<6, 6, 8>(kc, a, rows, c, ldc, mr, nr, accumulate);
+    if (nr <= 8)
+        microKernelBody<6, 6, 8, 1>(kc, a, rows, c, ldc, mr, nr, accumulate);
+    else
+        microKernelBody<6, 6, 8, 2>(kc, a, rows, c, ldc, mr, nr, accumulate);
 }
 
 template <int MR, class Rows>
 [[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                   int64_t mr, int64_t nr, bool accumulate)
 {
-    microKernelBody<MR, 12, 16>(kc, a, rows, c, ldc, mr, nr, accumulate);
+    if (nr <= 16)
+        microKernelBody<MR, 12, 16, 1>(kc, a, rows, c, ldc, mr, nr, accumulate);
+    else
+        microKernelBody<MR, 12, 16, 2>(kc, a, rows, c, ldc, mr, nr, accumulate);
 }
 
 // C[mr, NC] (= or +=) an A-strip (kc x STRIP, k-major) times NC columns of B
