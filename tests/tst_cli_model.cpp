@@ -303,6 +303,41 @@ private slots:
         QCOMPARE(runCli({"bench-model", kModel, "--batch", "3", "--batch-size", "3"}).exitCode, 2);
     }
 
+    // --profile: every op type of the main graph once, and the --top slowest
+    // nodes, each a node of the model, slowest first, their shares of the
+    // profiled total. --save-inputs writes what ONNX Runtime's scripts read.
+    void benchModelProfile()
+    {
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const Run r = runCli({"bench-model", kModel, "--runs", "2", "--threads", "1", "--profile", "--top", "3",
+                              "--save-inputs", dir.path(), "--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
+        const double total = j["profile_ms_total"].get<double>();
+        QVERIFY(total > 0);
+        double sum = 0;
+        for (const auto& t : j["profile"])
+            sum += t["ms_mean"].get<double>();
+        QVERIFY(std::abs(sum - total) < 1e-9 * std::max(1.0, total));
+        const nlohmann::json& nodes = j["nodes"];
+        QCOMPARE(nodes.size(), size_t(3));
+        const Model model = loadModel(kModel.toStdString());
+        for (size_t i = 0; i < nodes.size(); ++i) {
+            const size_t index = nodes[i]["index"].get<size_t>();
+            QVERIFY(index < model.nodes.size());
+            QCOMPARE(nodes[i]["op_type"].get<std::string>(), model.nodes[index].opType);
+            QVERIFY(std::abs(nodes[i]["share"].get<double>() - nodes[i]["ms_mean"].get<double>() / total) < 1e-12);
+            if (i > 0)
+                QVERIFY(nodes[i]["ms_mean"].get<double>() <= nodes[i - 1]["ms_mean"].get<double>());
+        }
+        const nlohmann::json saved = nlohmann::json::parse(test::readFile(dir.filePath("inputs.json").toStdString()));
+        QCOMPARE(saved.size(), model.inputs.size());
+        for (const ValueInfo& input : model.inputs)
+            QVERIFY(readNpy(saved[input.name].get<std::string>()).dim(0) == 1);
+        QCOMPARE(runCli({"bench-model", kModel, "--top", "3"}).exitCode, 2); // --top without --profile
+    }
+
     // A model exported with its batch fixed at 1 (torch.onnx's default)
     // calibrates and evaluates a 40-row file at default options, in 40
     // batches of 1; one fixed at 16 takes 2 batches and says the last 8 rows

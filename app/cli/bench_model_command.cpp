@@ -1,124 +1,24 @@
 // quantscope-cli bench-model: the interpreter's latency on one model, on seeded
 // random inputs of the model's input shapes (what tests/ort compares with ONNX
-// Runtime on the same model and thread count).
-#include <algorithm>
-#include <chrono>
+// Runtime on the same model and thread count). How it measures lives in
+// cli/model_latency.h, shared with tests/bench/bench_zoo.
 #include <cstdio>
-#include <functional>
-#include <random>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
 #include "cli/commands.h"
 #include "cli/input_shapes.h"
+#include "cli/model_latency.h"
 #include "cli/quantization_options.h"
 #include "cli/text_table.h"
 #include "core/error.h"
 #include "io/model_loader.h"
-#include "io/synthetic_data.h"
 #include "rules/ruleset.h"
-#include "runtime/activation_calibration.h"
 #include "runtime/interpreter.h"
-#include "runtime/quantization_hook.h"
-#include "quantization/quantization_plan.h"
-#include "quantization/weight_quantizer.h"
 
 namespace qs::cli {
 namespace {
-
-// The default fake-quant rule set: int8 per-channel weights and int8 dynamic
-// (per-batch absmax) input activations on every layer.
-constexpr const char* kDefaultRules = R"({"version": 1, "rules": [{"weight_qtype": "int8", "act_qtype": "int8"}]})";
-
-struct Latency {
-    double median = 0, mean = 0, min = 0, max = 0;
-};
-
-Latency summarize(std::vector<double> ms)
-{
-    Latency l;
-    for (double v : ms)
-        l.mean += v / double(ms.size());
-    std::sort(ms.begin(), ms.end());
-    const size_t n = ms.size();
-    l.median = n % 2 ? ms[n / 2] : 0.5 * (ms[n / 2 - 1] + ms[n / 2]);
-    l.min = ms.front();
-    l.max = ms.back();
-    return l;
-}
-
-// One warm-up call of each variant, then `runs` rounds that time each variant
-// once, interleaved, so that a machine's drift (turbo, other load) reaches all
-// of them alike.
-std::vector<Latency> measure(int runs, const std::vector<std::function<void()>>& variants)
-{
-    const bool progress = ::isatty(STDERR_FILENO) == 1;
-    for (const auto& run : variants)
-        run(); // warm-up: page faults, caches, TBB's threads
-    std::vector<std::vector<double>> ms(variants.size());
-    for (int r = 0; r < runs; ++r) {
-        if (progress)
-            std::fprintf(stderr, "\rround %d/%d", r + 1, runs);
-        for (size_t v = 0; v < variants.size(); ++v) {
-            const auto start = std::chrono::steady_clock::now();
-            variants[v]();
-            ms[v].push_back(
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
-        }
-    }
-    if (progress)
-        std::fprintf(stderr, "\r%-40s\r", "");
-    std::vector<Latency> latencies;
-    for (auto& m : ms)
-        latencies.push_back(summarize(std::move(m)));
-    return latencies;
-}
-
-// Wall time per op type over float runs, from an observer around every node
-// (what --profile prints): where a model's latency goes.
-class NodeTimer : public NodeObserver {
-public:
-    struct OpTime {
-        std::string opType;
-        size_t nodes = 0; // nodes of this type in the model
-        double ms = 0;    // summed over the runs
-    };
-
-    // Times the run as plain inference runs it: with activations folded into Conv.
-    bool needsEveryNode() const override { return false; }
-    void beforeNode(NodeEvent&) override { start_ = std::chrono::steady_clock::now(); }
-    void afterNode(NodeEvent& event) override
-    {
-        const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start_).count();
-        auto [it, inserted] = index_.try_emplace(event.node->opType, byType_.size());
-        if (inserted)
-            byType_.push_back({event.node->opType, 0, 0});
-        OpTime& t = byType_[it->second];
-        t.ms += ms;
-        if (event.nodeIndex >= seen_.size())
-            seen_.resize(event.nodeIndex + 1, false);
-        if (!seen_[event.nodeIndex]) {
-            seen_[event.nodeIndex] = true;
-            ++t.nodes;
-        }
-    }
-
-    // Op types, slowest first.
-    std::vector<OpTime> byType() const
-    {
-        std::vector<OpTime> sorted = byType_;
-        std::sort(sorted.begin(), sorted.end(), [](const OpTime& a, const OpTime& b) { return a.ms > b.ms; });
-        return sorted;
-    }
-
-private:
-    std::chrono::steady_clock::time_point start_;
-    std::map<std::string, size_t> index_;
-    std::vector<OpTime> byType_;
-    std::vector<bool> seen_;
-};
 
 int runBenchModel(const Arguments& args)
 {
@@ -131,55 +31,30 @@ int runBenchModel(const Arguments& args)
         args.value("--batch") ? args.integer("--batch", 1, int64_t(1) << 20) : batchSizeArgument(args);
     const int threads = int(args.integer("--threads", 1, 1024).value_or(2));
     const int runs = int(args.integer("--runs", 1, 100000).value_or(20));
+    if (args.value("--top") && !args.flag("--profile"))
+        throw UsageError("--top lists the slowest nodes of --profile: give --profile too");
+    const size_t top = size_t(args.integer("--top", 0, 100000).value_or(15));
     const std::optional<std::string> rulesFile = args.value("--rules");
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
 
-    const RuleSet rules = rulesFile ? RuleSet::load(*rulesFile) : RuleSet::fromJson(kDefaultRules, "<default rules>");
+    const RuleSet rules =
+        rulesFile ? RuleSet::load(*rulesFile) : RuleSet::fromJson(kDefaultFakeQuantRules, "<default rules>");
     Model model = loadModel(modelFile);
     if (model.weightsOnly)
         throw Error(modelFile + ": a weights-only checkpoint (" + model.format + ") has no graph to run");
     const int64_t batch = cliBatchSizing(model, requested, 1).batchSize;
     const std::map<std::string, Shape> shapes = shapeOptions(args, model, modelFile);
-    std::mt19937_64 random(kSyntheticSeed);
-    std::map<std::string, Tensor> inputs;
-    for (const ValueInfo& input : model.inputs) {
-        const auto given = shapes.find(input.name);
-        const Shape shape =
-            syntheticShape(input, given == shapes.end() ? std::nullopt : std::optional<Shape>(given->second), batch,
-                           modelFile, shapeRemedy(input, batch));
-        inputs[input.name] = namingFile(
-            modelFile, [&] { return syntheticTensor(input, shape, syntheticIdBound(model, input.name), random); });
-    }
+    const std::map<std::string, Tensor> inputs = namingFile(modelFile, [&] {
+        return syntheticInputs(model, batch, shapes, modelFile,
+                               [&](const ValueInfo& input) { return shapeRemedy(input, batch); });
+    });
+    if (const std::optional<std::string> dir = args.value("--save-inputs"))
+        writeInputsForOnnxRuntime(*dir, inputs);
     const Interpreter interpreter(std::move(model));
-    const QuantizationPlan plan = QuantizationPlan::build(interpreter.model(), rules);
-
-    // Weights are quantized once, beforehand (not timed); static activations
-    // are calibrated on the benchmark's own inputs.
-    WeightQuantizer weights;
-    weights.update(interpreter.model(), plan);
-    std::map<size_t, StaticActivation> statics;
-    {
-        ActivationCalibrator once(interpreter, plan, 2048, KeptHistograms::AsPlanNeeds);
-        once.observe(inputs);
-        const ActivationStatistics statistics = once.finish();
-        for (const LayerQuantization& l : plan.layers())
-            if (l.activation && l.activation->staticScale) {
-                statics = staticActivations(plan, statistics);
-                break;
-            }
-    }
-    QuantizationHook hook(interpreter.model(), plan, weights, statics);
-    RunOptions hooked;
-    hooked.observer = &hook;
-    // Float inference; the same with calibration observers on every activation
-    // the rules quantize, keeping histograms where the rules' methods need them
-    // (as `quantize --calib` calibrates) and everywhere (as the app does);
-    // fake-quantized inference.
-    ActivationCalibrator calibrator(interpreter, plan, 2048, KeptHistograms::AsPlanNeeds);
-    ActivationCalibrator everyHistogram(interpreter, plan, 2048, KeptHistograms::All);
-    const std::vector<Latency> measured =
-        measure(runs, {[&] { interpreter.run(inputs); }, [&] { calibrator.observe(inputs); },
-                       [&] { everyHistogram.observe(inputs); }, [&] { interpreter.run(inputs, hooked); }});
+    QuantizedRunVariants variants(interpreter, rules, inputs);
+    const std::vector<Latency> measured = measureInterleaved(
+        runs, {wallClock([&] { variants.runFloat(); }), wallClock([&] { variants.runObserved(); }),
+               wallClock([&] { variants.runObservedEveryHistogram(); }), wallClock([&] { variants.runFakeQuant(); })});
     const Latency& fp32 = measured[0];
     const Latency& observed = measured[1];
     const Latency& observedAll = measured[2];
@@ -187,17 +62,24 @@ int runBenchModel(const Arguments& args)
     const double overhead = observed.median / fp32.median - 1.0;
     const double overheadAll = observedAll.median / fp32.median - 1.0;
 
+    const bool profiled = args.flag("--profile");
     std::vector<NodeTimer::OpTime> profile;
-    if (args.flag("--profile")) {
+    std::vector<NodeTimer::NodeTime> slowest;
+    double profiledMs = 0; // kernel time per run, all nodes
+    if (profiled) {
         NodeTimer timer;
         RunOptions timed;
         timed.observer = &timer;
         for (int r = 0; r < runs; ++r)
             interpreter.run(inputs, timed);
         profile = timer.byType();
+        slowest = timer.slowestNodes(top);
         for (NodeTimer::OpTime& t : profile)
-            t.ms /= runs;
+            profiledMs += t.ms /= runs;
+        for (NodeTimer::NodeTime& n : slowest)
+            n.ms /= runs;
     }
+    const auto share = [&](double ms) { return profiledMs > 0 ? ms / profiledMs : 0.0; };
 
     if (args.flag("--json")) {
         nlohmann::json j{
@@ -215,10 +97,18 @@ int runBenchModel(const Arguments& args)
             {"observer_overhead_all_histograms", overheadAll},
             {"fake_quant_latency_ms_median", fakeQuant.median},
             {"fake_quant_latency_ms_min", fakeQuant.min}};
-        if (!profile.empty()) {
+        if (profiled) {
+            j["profile_ms_total"] = profiledMs;
             nlohmann::json& p = j["profile"] = nlohmann::json::array();
             for (const NodeTimer::OpTime& t : profile)
-                p.push_back({{"op_type", t.opType}, {"nodes", t.nodes}, {"ms_mean", t.ms}});
+                p.push_back({{"op_type", t.opType}, {"nodes", t.nodes}, {"ms_mean", t.ms}, {"share", share(t.ms)}});
+            nlohmann::json& n = j["nodes"] = nlohmann::json::array();
+            for (const NodeTimer::NodeTime& t : slowest)
+                n.push_back({{"node", t.name},
+                             {"index", t.index},
+                             {"op_type", t.opType},
+                             {"ms_mean", t.ms},
+                             {"share", share(t.ms)}});
         }
         std::printf("%s\n", j.dump(2).c_str());
         return kExitOk;
@@ -236,16 +126,21 @@ int runBenchModel(const Arguments& args)
     row("fake-quant", fakeQuant);
     std::printf("observer overhead %.1f%% (%.1f%% with every histogram), fake-quant %.2fx float\n", 100.0 * overhead,
                 100.0 * overheadAll, fakeQuant.median / fp32.median);
-    if (!profile.empty()) {
-        double total = 0;
-        for (const NodeTimer::OpTime& t : profile)
-            total += t.ms;
+    if (profiled) {
         std::vector<std::vector<std::string>> rows{{"op type", "nodes", "ms per run", "share"}};
         for (const NodeTimer::OpTime& t : profile)
             rows.push_back({t.opType, std::to_string(t.nodes), formatNumber(t.ms, "%.3f"),
-                            formatNumber(100.0 * t.ms / total, "%.1f%%")});
-        std::printf("\nfloat time per op type (mean of %d runs, kernels only):\n%s", runs,
+                            formatNumber(100.0 * share(t.ms), "%.1f%%")});
+        std::printf("\nfloat time per op type (mean of %d runs, kernels only; %.3f ms in all):\n%s", runs, profiledMs,
                     alignedTable(rows, {false, true, true, true}).c_str());
+        if (!slowest.empty()) {
+            std::vector<std::vector<std::string>> nodeRows{{"node", "op type", "ms per run", "share"}};
+            for (const NodeTimer::NodeTime& n : slowest)
+                nodeRows.push_back(
+                    {n.name, n.opType, formatNumber(n.ms, "%.3f"), formatNumber(100.0 * share(n.ms), "%.1f%%")});
+            std::printf("\nthe %zu slowest nodes (an activation or Add folded into a Conv counts as the Conv):\n%s",
+                        slowest.size(), alignedTable(nodeRows, {false, false, true, true}).c_str());
+        }
     }
     return kExitOk;
 }
@@ -258,7 +153,7 @@ Command benchModelCommand()
     spec.name = "bench-model";
     spec.summary = "Measure the interpreter's latency on a model with seeded random inputs";
     spec.synopsis = "bench-model MODEL [--batch-size B] [--shape NAME=AxBxC ...] [--threads T] [--runs N]\n"
-                    "                      [--rules R.json] [--profile] [--json]";
+                    "                      [--rules R.json] [--profile [--top N]] [--save-inputs DIR] [--json]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--batch-size",
@@ -276,7 +171,13 @@ Command benchModelCommand()
         {"--threads", "T", "worker threads (default 2)", {}, false},
         {"--runs", "N", "timed runs after one warm-up run (default 20)", {}, false},
         {"--rules", "R.json", "the fake-quant rules (default: int8 weights, int8 dynamic activations)", {}, false},
-        {"--profile", "", "also time each op type over N more float runs", {}, false},
+        {"--profile", "", "also time every node over N more float runs: per op type, and the slowest nodes", {}, false},
+        {"--top", "N", "with --profile, how many of the slowest nodes to list (default 15)", {}, false},
+        {"--save-inputs",
+         "DIR",
+         "also write the seeded inputs as DIR/input_<i>.npy and DIR/inputs.json (for ONNX Runtime)",
+         {},
+         false},
         {"--json", "", "print JSON instead of text", {}, false},
     };
     spec.notes = "MODEL: a model with a graph (ONNX). Each input gets its --shape, else the model's declared\n"
@@ -295,9 +196,14 @@ Command benchModelCommand()
                  "JSON: {model, batch, threads, runs, rules, latency_ms_median, latency_ms_mean,\n"
                  "latency_ms_min, observer_latency_ms_median, observer_overhead,\n"
                  "observer_all_histograms_latency_ms_median, observer_overhead_all_histograms,\n"
-                 "fake_quant_latency_ms_median, fake_quant_latency_ms_min} and, with --profile, profile:\n"
-                 "[{op_type, nodes, ms_mean}], slowest first: each op type's kernel time per float run, from\n"
-                 "a timer around every node. Progress goes to stderr when it is a terminal.";
+                 "fake_quant_latency_ms_median, fake_quant_latency_ms_min} and, with --profile,\n"
+                 "profile_ms_total (kernel time per float run, all nodes), profile: [{op_type, nodes,\n"
+                 "ms_mean, share}] (every op type, slowest first) and nodes: [{node, index, op_type, ms_mean,\n"
+                 "share}] (the --top slowest nodes), from a timer around every node of the main graph; an\n"
+                 "activation or residual Add the run folds into a Conv counts as that Conv. Node names are\n"
+                 "the file's, else the first output's followed by (unnamed). With --save-inputs the inputs\n"
+                 "are the files tests/ort/run_model.js and profile_model.js read (inputs.json maps input\n"
+                 "names to .npy files). Progress goes to stderr when it is a terminal.";
     return {spec, runBenchModel};
 }
 
