@@ -3,7 +3,7 @@
 with Debian's python3-torch / python3-torchvision / python3-onnx (random weights from a fixed seed), so
 nobody here wrote the graphs the loader, the runtime and the exports must take.
 
-    /usr/bin/python3 tests/zoo/make_zoo.py OUT_DIR
+    /usr/bin/python3 tests/zoo/make_zoo.py [--dynamic-batch] OUT_DIR
 
 For each model NAME it writes OUT_DIR/NAME.onnx, NAME_calib.npz and NAME_eval.npz (8 rows each, arrays
 named after the model's input), and OUT_DIR/zoo.json: for each model its opset, input, design and
@@ -17,6 +17,11 @@ opsets from 9 to 17 (python3-onnx 1.12 writes up to 17; the opset-18 and -21 mod
 onnx.helper). BatchNorm statistics are settled on smooth random images first, so activations have the
 ranges of a network that has seen images, not of a fresh initialisation. Models already present with the
 same settings are kept (zoo.json records them), so a rebuild costs nothing.
+
+With --dynamic-batch it writes only the zoo's ARCHITECTURES (what tests/bench/bench_zoo times; the
+other models test the loader and control flow), exported with a dynamic axis 0 on every input and
+output ("batch"), so that one file runs at any batch size. Give it another OUT_DIR than the fixed zoo.
+zoo.json marks each model's `architecture` and `dynamic_batch`.
 """
 
 import copy
@@ -110,17 +115,60 @@ class ClonedLayerEncoder(SharedLayerEncoder):
         self.layers = torch.nn.ModuleList([self.layers[0], copy.deepcopy(self.layers[0])])
 
 
-def torch_model(make, opset, tokens=False, settle=True):
-    def build(path, rng):
+class DetectionHead(torch.nn.Module):
+    """A small single-shot detector (SSD / RetinaNet style): a strided Conv-BN-ReLU backbone with features
+    at strides 8, 16 and 32 (12x12, 6x6, 3x3 at the zoo's image size), a feature pyramid's top-down path
+    (1x1 lateral convs; the coarser level upsampled by nearest Resize x2 and added), a 3x3 conv per level,
+    then per level a class conv and a box conv whose maps are transposed to channels-last, reshaped to
+    (batch, positions x anchors, classes or 4) and concatenated over the levels: outputs `scores` and
+    `boxes`."""
+
+    def __init__(self, classes=6, anchors=3, width=32):
+        super().__init__()
+
+        def block(cin, cout, stride):
+            return torch.nn.Sequential(torch.nn.Conv2d(cin, cout, 3, stride, 1, bias=False),
+                                       torch.nn.BatchNorm2d(cout), torch.nn.ReLU())
+
+        self.classes = classes
+        self.stem = torch.nn.Sequential(block(3, 16, 2), block(16, 24, 2))
+        self.c3 = torch.nn.Sequential(block(24, 32, 2), block(32, 32, 1))
+        self.c4 = torch.nn.Sequential(block(32, 64, 2), block(64, 64, 1))
+        self.c5 = torch.nn.Sequential(block(64, 96, 2), block(96, 96, 1))
+        self.lateral = torch.nn.ModuleList([torch.nn.Conv2d(c, width, 1) for c in (32, 64, 96)])
+        self.smooth = torch.nn.ModuleList([torch.nn.Conv2d(width, width, 3, 1, 1) for _ in range(3)])
+        self.cls = torch.nn.ModuleList([torch.nn.Conv2d(width, anchors * classes, 3, 1, 1) for _ in range(3)])
+        self.box = torch.nn.ModuleList([torch.nn.Conv2d(width, anchors * 4, 3, 1, 1) for _ in range(3)])
+
+    def forward(self, x):
+        c3 = self.c3(self.stem(x))
+        c4 = self.c4(c3)
+        c5 = self.c5(c4)
+        p5 = self.lateral[2](c5)
+        p4 = self.lateral[1](c4) + torch.nn.functional.interpolate(p5, scale_factor=2.0, mode="nearest")
+        p3 = self.lateral[0](c3) + torch.nn.functional.interpolate(p4, scale_factor=2.0, mode="nearest")
+        scores, boxes = [], []
+        for level, p in enumerate((p3, p4, p5)):
+            p = torch.relu(self.smooth[level](p))
+            n = p.shape[0]
+            scores.append(self.cls[level](p).permute(0, 2, 3, 1).reshape(n, -1, self.classes))
+            boxes.append(self.box[level](p).permute(0, 2, 3, 1).reshape(n, -1, 4))
+        return torch.cat(scores, dim=1), torch.cat(boxes, dim=1)
+
+
+def torch_model(make, opset, tokens=False, settle=True, outputs=("output",)):
+    def build(path, rng, dynamic_batch=False):
         torch.manual_seed(SEED)
         model = make()
         if settle and not tokens:
             settle_batchnorm(model, rng)
         model.eval()
         example = torch.randint(0, 500, (1, 16)) if tokens else smooth_images(rng, 1)
+        names = ["input", *outputs]
+        dynamic_axes = {name: {0: "batch"} for name in names} if dynamic_batch else None
         # Autograd on: nn.TransformerEncoderLayer's eval fast path has no ONNX export.
         torch.onnx.export(model, (example,), path, opset_version=opset, input_names=["input"],
-                          output_names=["output"], do_constant_folding=True)
+                          output_names=list(outputs), dynamic_axes=dynamic_axes, do_constant_folding=True)
         if tokens:
             data = lambda: rng.integers(0, 500, (ROWS, 16)).astype(np.int64)
         else:
@@ -327,7 +375,18 @@ ZOO = {
     "scan_rnn": (scan_model, 11, "Scan running a recurrent cell"),
     "cnn_opset18": (new_opset_cnn(18), 18, "ReduceMean with axes as an input"),
     "cnn_opset21": (new_opset_cnn(21), 21, "opset 21"),
+    # Added last: a model's random seed is its position here, so the ones above keep theirs.
+    "detection_head": (torch_model(DetectionHead, 13, outputs=("scores", "boxes")), 13,
+                       "multi-scale features, FPN top-down Resize + Add, per-level class/box heads, "
+                       "Transpose/Reshape/Concat"),
 }
+
+
+# The designs users bring (what tests/bench/bench_zoo times, --dynamic-batch writes); the other models of
+# ZOO test the loader (Constant weights, new opsets) and control flow.
+ARCHITECTURES = ("resnet18", "mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "shufflenet_v2", "squeezenet",
+                 "densenet_small", "regnet_y_400mf", "mnasnet", "segmentation_head", "encoder_shared_layers",
+                 "encoder_cloned_layers", "detection_head")
 
 
 def constant_values(graph, outer=frozenset()):
@@ -355,9 +414,12 @@ def count_layers(graph, outer=frozenset()):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: make_zoo.py OUT_DIR")
-    out = sys.argv[1]
+    arguments = sys.argv[1:]
+    dynamic_batch = arguments[:1] == ["--dynamic-batch"]
+    arguments = arguments[1:] if dynamic_batch else arguments
+    if len(arguments) != 1 or arguments[0].startswith("-"):
+        sys.exit("usage: make_zoo.py [--dynamic-batch] OUT_DIR")
+    out = arguments[0]
     os.makedirs(out, exist_ok=True)
     manifest_path = os.path.join(out, "zoo.json")
     manifest = {}
@@ -365,8 +427,11 @@ def main():
         with open(manifest_path) as f:
             manifest = json.load(f)
     stamp = {"seed": SEED, "size": SIZE, "rows": ROWS, "torch": torch.__version__,
-             "torchvision": torchvision.__version__, "script": os.path.getmtime(__file__)}
+             "torchvision": torchvision.__version__, "script": os.path.getmtime(__file__),
+             "dynamic_batch": dynamic_batch}
     for index, (name, (build, opset, design)) in enumerate(ZOO.items()):
+        if dynamic_batch and name not in ARCHITECTURES:
+            continue
         path = os.path.join(out, name + ".onnx")
         entry = manifest.get(name, {})
         if entry.get("stamp") == stamp and all(os.path.exists(os.path.join(out, name + s))
@@ -374,14 +439,15 @@ def main():
             print(f"{name}: up to date")
             continue
         rng = np.random.default_rng(SEED + index)
-        data = build(path, rng)
+        data = build(path, rng, dynamic_batch=True) if dynamic_batch else build(path, rng)
         model = onnx.load(path)
         inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
         makers = data if isinstance(data, dict) else {inputs[0]: data}
         for split in ("calib", "eval"):
             np.savez(os.path.join(out, f"{name}_{split}.npz"), **{k: make() for k, make in makers.items()})
         manifest[name] = {"opset": opset, "design": design, "inputs": inputs,
-                          "expected_layers": count_layers(model.graph), "stamp": stamp}
+                          "expected_layers": count_layers(model.graph), "architecture": name in ARCHITECTURES,
+                          "dynamic_batch": dynamic_batch, "stamp": stamp}
         print(f"{name}: opset {opset}, {manifest[name]['expected_layers']} layers ({design})")
         with open(manifest_path, "w") as f:
             json.dump(manifest, f, indent=1)
