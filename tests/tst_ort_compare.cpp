@@ -10,7 +10,8 @@
 // With QUANTSCOPE_ORT_BENCH=R set, each model is also timed, R runs after one
 // warm-up, on 2 threads in both runtimes, and "model ours_ms ort_ms ratio"
 // lines are printed (fastest run of each: on a shared machine the least
-// disturbed estimate); tests/ort/bench_models.sh does this.
+// disturbed estimate): how docs/benchmarks.md measured its earlier rounds
+// (tests/ort/bench_models.sh now runs the zoo benchmark, tests/bench/bench_zoo).
 // Nothing is asserted about time.
 #include <QtTest>
 
