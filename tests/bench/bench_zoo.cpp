@@ -1,13 +1,14 @@
 // The interpreter against ONNX Runtime across the model zoo (tests/zoo): for
 // each model and batch size, seeded inputs written once as .npy files for
-// both; after a warm-up, rounds that each time one run of ours and ask a
-// long-lived ONNX Runtime child (tests/ort/bench_server.js) to time one of its
-// own, interleaved with our calibration-observed and fake-quantized runs (as
-// bench-model measures them, cli/model_latency.h). Prints one row per model and
-// batch, then the geometric mean and the largest of the ratios.
+// both; after a warm-up, rounds in which each variant runs K times untimed and
+// then once timed, in turn: our float run; one run of a long-lived ONNX Runtime
+// child (tests/ort/bench_server.js), which times it itself; our
+// calibration-observed and fake-quantized runs (as bench-model measures them,
+// cli/model_latency.h). Prints one row per model and batch (fastest round of
+// each runtime), then the geometric mean and the largest of the ratios.
 //
 //     bench_zoo [--zoo DIR] [--models a,b,...] [--batch 1,8] [--runs N] [--threads T]
-//               [--pause-ms P] [--level L] [--work DIR] [--json]
+//               [--untimed K] [--pause-ms P] [--level L] [--work DIR] [--json]
 //
 // A benchmark, not a test: CTest does not run it (docs/benchmarks.md).
 #include <chrono>
@@ -39,14 +40,25 @@ struct Options {
     std::vector<int64_t> batches{1, 8};
     int runs = 20;
     int threads = 2;
-    int pauseMs = 2; // idle before each timed call: the other side's threads go back to sleep
+    // Idle before each timed call. 0 by default: on this machine (2 vCPUs of a
+    // VM) a pause of 2-10 ms slowed both sides, the encoders' runs by up to 3x
+    // (idle vCPUs and sleeping thread pools wake late), which is not what
+    // back-to-back inference sees.
+    int pauseMs = 0;
+    // Untimed calls of the same variant right before each timed one, so that
+    // each runtime's timed run starts with its own threads awake and its own
+    // data in cache, not right after the other's. Measured here: ONNX
+    // Runtime's fastest efficientnet_b0 run 2.47 ms with none, 2.21 with one,
+    // 2.09 with three, 1.93 with six or ten (1.71 back to back in its own
+    // process); ours moved by less than the noise.
+    int untimed = 3;
     std::string level = "all";
     std::string work; // where the inputs and ONNX Runtime's outputs go; empty: a temporary folder
     bool json = false;
 };
 
 const char* kUsage = "usage: bench_zoo [--zoo DIR] [--models a,b,...] [--batch 1,8] [--runs N] [--threads T]\n"
-                     "                 [--pause-ms P] [--level L] [--work DIR] [--json]\n";
+                     "                 [--untimed K] [--pause-ms P] [--level L] [--work DIR] [--json]\n";
 
 std::vector<std::string> splitList(const std::string& text)
 {
@@ -96,6 +108,8 @@ Options parseOptions(int argc, char** argv)
             o.runs = int(positive(key, value));
         else if (key == "--threads")
             o.threads = int(positive(key, value));
+        else if (key == "--untimed")
+            o.untimed = value == "0" ? 0 : int(positive(key, value));
         else if (key == "--pause-ms")
             o.pauseMs = value == "0" ? 0 : int(positive(key, value));
         else if (key == "--level")
@@ -216,8 +230,9 @@ Row measureModel(OnnxRuntimeServer& server, const Options& options, const std::s
             std::this_thread::sleep_for(std::chrono::milliseconds(options.pauseMs));
     };
     const auto ours = [&](std::function<void()> run) {
-        TimedCall timed = wallClock(std::move(run));
-        return [pause, timed] {
+        return [&options, pause, run, timed = wallClock(run)] {
+            for (int i = 0; i < options.untimed; ++i)
+                run();
             pause();
             return timed();
         };
@@ -226,7 +241,7 @@ Row measureModel(OnnxRuntimeServer& server, const Options& options, const std::s
         options.runs, {ours([&] { variants.runFloat(); }),
                        [&] {
                            pause();
-                           return server.request({{"op", "run"}})["ms"].get<double>();
+                           return server.request({{"op", "run"}, {"untimed", options.untimed}})["ms"].get<double>();
                        },
                        ours([&] { variants.runObserved(); }), ours([&] { variants.runObservedEveryHistogram(); }),
                        ours([&] { variants.runFakeQuant(); })});
@@ -269,10 +284,11 @@ void printText(const Options& options, const std::string& runtime, const std::ve
     std::printf("zoo %s; %d threads (ours: tbb::global_control; %s: intra-op %d, inter-op 1, sequential, "
                 "level %s)\n",
                 options.zoo.c_str(), options.threads, runtime.c_str(), options.threads, options.level.c_str());
-    std::printf("%d interleaved rounds after a warm-up, %d ms idle before each timed call; ours and ORT: fastest "
-                "of the rounds;\nobservers and fake-quant: medians over float's median, as bench-model "
-                "(int8 weights, int8 dynamic activations)\n\n",
-                options.runs, options.pauseMs);
+    std::printf("%d interleaved rounds after a warm-up; in each, every variant runs %d times untimed, then once "
+                "timed%s;\nours and ORT: fastest of the rounds; observers and fake-quant: medians over float's "
+                "median, as bench-model (int8 weights, int8 dynamic activations)\n\n",
+                options.runs, options.untimed,
+                options.pauseMs > 0 ? (" after " + std::to_string(options.pauseMs) + " ms idle").c_str() : "");
     std::vector<std::vector<std::string>> table{{"model", "batch", "ours ms", "ORT ms", "ratio", "observers",
                                                  "+every histogram", "fake-quant/float", "rel. L2 vs ORT"}};
     for (const Row& r : rows) {
@@ -333,9 +349,10 @@ int main(int argc, char** argv)
                     largest = &r;
             }
         if (options.json) {
-            nlohmann::ordered_json j{{"zoo", options.zoo},          {"runtime", runtime},
-                                     {"threads", options.threads},  {"runs", options.runs},
-                                     {"pause_ms", options.pauseMs}, {"level", options.level}};
+            nlohmann::ordered_json j{{"zoo", options.zoo},         {"runtime", runtime},
+                                     {"threads", options.threads}, {"runs", options.runs},
+                                     {"untimed", options.untimed}, {"pause_ms", options.pauseMs},
+                                     {"level", options.level}};
             nlohmann::ordered_json& out = j["rows"] = nlohmann::ordered_json::array();
             for (const Row& r : rows) {
                 nlohmann::ordered_json row{{"model", r.model}, {"batch", r.batch}};
