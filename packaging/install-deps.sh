@@ -2,6 +2,7 @@
 # Installs the Debian 12 packages Quantscope needs to build, test and run.
 # Idempotent: packages already present are left alone; apt-get runs only when
 # something is missing. Run as root, or with sudo available.
+# libdnnl-dev (oneDNN) builds tests/bench/bench_onednn only; the app does not link it.
 set -euo pipefail
 
 packages=(
@@ -9,6 +10,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6svg6 qt6-qpa-plugins libqt6opengl6-dev libgl-dev libxkbcommon-dev libvulkan-dev
   libeigen3-dev libhdf5-dev libtbb-dev libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev zlib1g-dev libre2-dev
+  libdnnl-dev
   python3 python3-numpy python3-h5py python3-onnx python3-torch python3-torchvision python3-sklearn libonnx-testdata
   xvfb xauth
   qemu-user
