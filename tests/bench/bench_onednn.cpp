@@ -162,6 +162,34 @@ std::string micros(double us)
     return s;
 }
 
+// The op class a case counts under in the totals: what a routing decision
+// would be made on.
+std::string opClass(const OpCase& c)
+{
+    const qs::Node& op = c.model.nodes.front();
+    if (op.opType == "Conv") {
+        const Tensor* w = c.model.initializer(op.inputs.at(1));
+        const int64_t group = op.intAttribute("group", 1);
+        if (w && group > 1 && w->dim(1) == 1 && w->dim(0) == group)
+            return "Conv depthwise";
+        if (group > 1)
+            return "Conv grouped";
+        if (w && w->rank() == 4 && w->dim(2) == 1 && w->dim(3) == 1)
+            return "Conv 1x1";
+        return "Conv kxk";
+    }
+    if (op.opType == "MatMul")
+        return c.model.initializer(op.inputs.at(1)) ? "MatMul (B constant)" : "MatMul (B computed)";
+    return op.opType;
+}
+
+// Times of the four variants (and the faster of plain and blk+ro), weighted by count.
+struct ClassSums {
+    double us[kVariants] = {0, 0, 0, 0};
+    double bestNchw = 0;
+    int nodes = 0;
+};
+
 // Sums over one model's cases, each weighted by its count.
 struct ModelSums {
     double us[kVariants] = {0, 0, 0, 0};
@@ -171,7 +199,8 @@ struct ModelSums {
     double setupMs[2] = {0, 0}; // oneDNN's primitives made and weights reordered, plain and blocked, distinct cases
 };
 
-ModelSums benchModel(const std::string& path, const Options& options, const dnnl::engine& engine)
+ModelSums benchModel(const std::string& path, const Options& options, const dnnl::engine& engine,
+                     std::map<std::string, ClassSums>& classes)
 {
     std::vector<OpCase> cases = qs::bench::zooOpCases(path, options.batch);
     int nodes = 0;
@@ -245,6 +274,11 @@ ModelSums benchModel(const std::string& path, const Options& options, const dnnl
         const double bestNchw = std::min(dnnlPlain.fastestUs, dnnlBlocked.fastestUs);
         sums.bestNchw += c.count * (std::isfinite(bestNchw) ? bestNchw : ours.fastestUs);
         sums.routed += c.count * std::min(ours.fastestUs, bestNchw);
+        ClassSums& cls = classes[opClass(c)];
+        cls.nodes += c.count;
+        for (int v = 0; v < kVariants; ++v)
+            cls.us[v] += c.count * (std::isfinite(all[v]->fastestUs) ? all[v]->fastestUs : ours.fastestUs);
+        cls.bestNchw += c.count * (std::isfinite(bestNchw) ? bestNchw : ours.fastestUs);
         if (!plain)
             sums.unmappedUs += c.count * ours.fastestUs;
         char err[16];
@@ -345,9 +379,10 @@ int main(int argc, char** argv)
                 interpreterOverheadUs(options.runs));
 
     std::vector<std::pair<std::string, ModelSums>> all;
+    std::map<std::string, ClassSums> classes;
     for (const std::string& model : options.models) {
         try {
-            all.emplace_back(model, benchModel(model, options, engine));
+            all.emplace_back(model, benchModel(model, options, engine, classes));
         } catch (const std::exception& e) {
             std::fprintf(stderr, "%s: %s\n", model.c_str(), e.what());
         }
@@ -362,6 +397,14 @@ int main(int argc, char** argv)
                     s.us[1], s.us[2], s.us[3], s.bestNchw, s.us[0] / s.us[1], s.us[0] / s.us[2], s.us[0] / s.us[3],
                     s.us[0] / s.bestNchw);
     }
+    std::printf("\n== per op class over these models, batch %lld: time, us (sum over nodes)\n",
+                static_cast<long long>(options.batch));
+    std::printf("%-26s %5s %10s %10s %10s %10s %10s %7s %7s %7s %7s\n", "class", "nodes", "ours", "plain", "blk+ro",
+                "blk", "best NCHW", "/plain", "/blk+ro", "/blk", "/best");
+    for (const auto& [name, s] : classes)
+        std::printf("%-26s %5d %10.1f %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f %7.2f\n", name.c_str(), s.nodes,
+                    s.us[0], s.us[1], s.us[2], s.us[3], s.bestNchw, s.us[0] / s.us[1], s.us[0] / s.us[2],
+                    s.us[0] / s.us[3], s.us[0] / s.bestNchw);
     std::printf("load average at the end %s\n", loadAverage().c_str());
     return 0;
 }
