@@ -12,8 +12,12 @@
 // Ratios are ours / oneDNN (above 1: oneDNN is faster); err is oneDNN's
 // largest difference from our output over our output's largest magnitude.
 //
-//     OMP_NUM_THREADS=2 bench_onednn [--batch B] [--runs N] [--threads T] [--side S] MODEL.onnx...
+//     OMP_NUM_THREADS=2 bench_onednn [--batch B] [--runs N] [--threads T] [--side S] [--pause-ms P]
+//                                    MODEL.onnx...
 //
+// Defaults: batch 1, 30 rounds, 2 threads on each side, both sides, a 10 ms
+// pause whenever the rounds switch between ours and oneDNN (--pause-ms 0:
+// the two runtimes' idle threads compete, as they would in one model run).//
 // --side ours or onednn times one side alone (ours: no OpenMP thread ever
 // wakes; onednn: ours is timed after oneDNN's rounds, not among them), to see
 // what the other library's idle threads cost it.
@@ -31,6 +35,7 @@
 #include <optional>
 #include <string>
 #include <sys/resource.h>
+#include <thread>
 #include <vector>
 
 #include <dnnl.hpp>
@@ -58,6 +63,10 @@ struct Options {
     // "both" (interleaved), or one side alone: "ours" (no OpenMP thread ever
     // wakes) or "onednn" (no TBB worker), to see what the other costs it.
     std::string side = "both";
+    // Sleep before a variant whose library is not the one that ran last, so
+    // that the other's threads have gone idle (libgomp's spin for about 6 ms
+    // after a parallel region by default); 0 measures the two side by side.
+    int pauseMs = 10;
     std::vector<std::string> models;
 };
 
@@ -72,16 +81,22 @@ double cpuSeconds()
 // One timed variant of a case.
 struct Variant {
     std::function<void()> call;
+    bool onednn = false; // whose threads it wakes: OpenMP's (oneDNN) or TBB's (ours)
     double fastestUs = INFINITY;
     double wallSeconds = 0, cpuSeconds = 0; // over the timed calls: how many threads were busy
 };
 
-// Each round calls every variant once untimed (its threads awake, the other
-// library's threads gone quiet) and once timed; the fastest timed call counts.
-void measure(std::vector<Variant*>& variants, int runs)
+// Each round calls every variant once untimed (its threads awake) and once
+// timed; the fastest timed call counts. Before a variant of the other library
+// than the last one, `pauseMs` lets that library's threads go idle.
+void measure(std::vector<Variant*>& variants, int runs, int pauseMs)
 {
+    const Variant* last = nullptr;
     for (int r = 0; r < runs; ++r)
         for (Variant* v : variants) {
+            if (last && last->onednn != v->onednn)
+                std::this_thread::sleep_for(std::chrono::milliseconds(pauseMs));
+            last = v;
             v->call();
             const double cpu0 = cpuSeconds();
             const auto start = Clock::now();
@@ -235,7 +250,7 @@ ModelSums benchModel(const std::string& path, const Options& options, const dnnl
                 blocked.reset();
             }
         }
-        Variant dnnlPlain, dnnlBlocked, dnnlKept;
+        Variant dnnlPlain{{}, true}, dnnlBlocked{{}, true}, dnnlKept{{}, true};
         std::vector<Variant*> variants;
         if (options.side != "onednn")
             variants.push_back(&ours);
@@ -248,10 +263,10 @@ ModelSums benchModel(const std::string& path, const Options& options, const dnnl
             if (blocked->hasKeptRun())
                 variants.push_back(&dnnlKept);
         }
-        measure(variants, options.runs);
+        measure(variants, options.runs, options.pauseMs);
         if (options.side == "onednn") { // ours after oneDNN's rounds, not among them
             std::vector<Variant*> alone{&ours};
-            measure(alone, options.runs);
+            measure(alone, options.runs, options.pauseMs);
         }
         if (plain && !blocked->hasKeptRun())
             dnnlKept.fastestUs = dnnlBlocked.fastestUs; // no activation reorders to leave out
@@ -325,7 +340,7 @@ double interpreterOverheadUs(int runs)
     const std::map<std::string, Tensor> inputs{{"x", Tensor(qs::DType::F32, {1})}};
     Variant v{[&] { interpreter.run(inputs); }};
     std::vector<Variant*> one{&v};
-    measure(one, runs * 10);
+    measure(one, runs * 10, 0);
     return v.fastestUs;
 }
 
@@ -336,9 +351,11 @@ int main(int argc, char** argv)
     Options options;
     for (int i = 1; i < argc; ++i) {
         const std::string a = argv[i];
-        if ((a == "--batch" || a == "--runs" || a == "--threads") && i + 1 < argc) {
-            const int value = std::max(1, std::atoi(argv[++i]));
-            if (a == "--batch")
+        if ((a == "--batch" || a == "--runs" || a == "--threads" || a == "--pause-ms") && i + 1 < argc) {
+            const int value = std::max(a == "--pause-ms" ? 0 : 1, std::atoi(argv[++i]));
+            if (a == "--pause-ms")
+                options.pauseMs = value;
+            else if (a == "--batch")
                 options.batch = value;
             else if (a == "--runs")
                 options.runs = value;
@@ -358,10 +375,9 @@ int main(int argc, char** argv)
         }
     }
     if (options.models.empty()) {
-        std::fprintf(
-            stderr,
-            "usage: OMP_NUM_THREADS=2 bench_onednn [--batch B] [--runs N] [--threads T] [--side both|ours|onednn] "
-            "MODEL.onnx...\n");
+        std::fprintf(stderr, "usage: OMP_NUM_THREADS=2 bench_onednn [--batch B] [--runs N] [--threads T] [--side "
+                             "both|ours|onednn] [--pause-ms P] "
+                             "MODEL.onnx...\n");
         return 2;
     }
     tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(options.threads));
@@ -371,10 +387,10 @@ int main(int argc, char** argv)
     const char* waitPolicy = std::getenv("OMP_WAIT_POLICY");
     std::printf("CPU: %s; load average %s\n", firstLine("/proc/cpuinfo", "model name").c_str(), loadAverage().c_str());
     std::printf("oneDNN %d.%d.%d, ISA %s, OpenMP threads %d (OMP_WAIT_POLICY %s); our TBB threads %d; batch %lld, "
-                "fastest of %d rounds\n",
+                "fastest of %d rounds, %d ms pause between the libraries\n",
                 version->major, version->minor, version->patch, isaName(dnnl::get_effective_cpu_isa()),
                 omp_get_max_threads(), waitPolicy ? waitPolicy : "unset", options.threads,
-                static_cast<long long>(options.batch), options.runs);
+                static_cast<long long>(options.batch), options.runs, options.pauseMs);
     std::printf("ours includes the one-node run's bookkeeping: %.1f us (run() of a one-Relu model)\n",
                 interpreterOverheadUs(options.runs));
 
