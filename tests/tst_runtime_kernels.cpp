@@ -569,13 +569,15 @@ private slots:
 
     void gemmHonoursTransposesScalarsAndBroadcastC()
     {
-        // Trials 16 on: up to four rows against a large B (a classifier on a
-        // small batch), which runs along B's packed rows.
-        for (int trial = 0; trial < 24; ++trial) {
+        // Trials 16 to 23: up to four rows against a large B (a classifier on a
+        // small batch), which runs along B's packed rows; 24 to 31: a batch of
+        // 5 to 257 rows (B packed once, the product transposed; 257 is sgemm's).
+        for (int trial = 0; trial < 32; ++trial) {
             const bool tA = trial < 16 && (trial & 1), tB = trial & 2;
-            const bool few = trial >= 16;
-            const int64_t M = few ? 1 + trial % 4 : randInt(1, 40), K = few ? 300 : randInt(1, 20),
-                          N = few ? 517 : randInt(1, 30);
+            const bool few = trial >= 16 && trial < 24, batch = trial >= 24;
+            const int64_t batchRows = std::vector<int64_t>{5, 8, 64, 256, 257, 7, 33, 100}[size_t(trial % 8)];
+            const int64_t M = few ? 1 + trial % 4 : batch ? batchRows : randInt(1, 40),
+                          K = few || batch ? 300 : randInt(1, 20), N = few || batch ? 517 : randInt(1, 30);
             const Tensor A = randomTensor(tA ? Shape{K, M} : Shape{M, K}),
                          B = randomTensor(tB ? Shape{N, K} : Shape{K, N});
             const Shape cShape = std::vector<Shape>{{N}, {M, 1}, {M, N}, {}}[size_t(trial / 4 % 4)];
@@ -598,7 +600,7 @@ private slots:
                         ci = cShape[1] == 1 ? i : i * N + j;
                     ref.push_back(float(alpha * acc + beta * C.values<float>()[size_t(ci)]));
                 }
-            EXPECT_CLOSE(y[0], ref, few ? 1e-4 : 1e-5); // sums of 300 products: float rounding grows
+            EXPECT_CLOSE(y[0], ref, few || batch ? 1e-4 : 1e-5); // sums of 300 products: float rounding grows
         }
         // An empty inner dimension: zeros.
         const Tensor A0(DType::F32, {2, 0}), B0(DType::F32, {0, 5});

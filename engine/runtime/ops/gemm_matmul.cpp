@@ -20,6 +20,8 @@ using MatrixMap = Eigen::Map<RowMatrix>;
 
 // Gemm with at most this many rows runs as matrix-vector products.
 constexpr int64_t kFewRows = 4;
+// Up to this many rows a Gemm keeps its weights packed in the node's memo.
+constexpr int64_t kPackedWeightRows = 256;
 
 } // namespace
 
@@ -90,6 +92,37 @@ void gemm(KernelContext& ctx)
                 for (int64_t i = 0; i < M; ++i)
                     for (int64_t j = r0; j < r1; ++j)
                         yp[i * N + j] *= alpha;
+            addC(0, M, r0, r1 - r0);
+        });
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
+    if (M <= kPackedWeightRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
+        // More rows (a batch through a linear layer): the same packed B^T as the
+        // product's rows, A^T as its columns, into Y^T, then transposed; the
+        // weights are packed once instead of on every call (gemm::sgemm packs
+        // B each time). Each element is the same k-ordered sum as sgemm's.
+        auto pack = [&] {
+            return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
+                                                              transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
+        };
+        const std::shared_ptr<const gemm::PackedMatrix> packed =
+            ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Bt, pack) : pack();
+        const int64_t strips = (N + packed->mr() - 1) / packed->mr();
+        const int64_t tasks =
+            std::clamp<int64_t>(M * K * N >> 17, 1, 8 * int64_t(std::max(1, tbb::this_task_arena::max_concurrency())));
+        const int64_t perTask = (strips + tasks - 1) / tasks;
+        std::vector<float> transposed(size_t(N * M)); // Y^T
+        float* yp = Y.mutableValues<float>().data();
+        tbb::parallel_for(int64_t(0), (strips + perTask - 1) / perTask, [&](int64_t task) {
+            ctx.checkCancelled();
+            const int64_t r0 = task * perTask * packed->mr(), r1 = std::min(N, r0 + perTask * packed->mr());
+            packed->multiply(0, A.values<float>().data(), 1, K, M, transposed.data() + r0 * M, M, r0, r1);
+            for (int64_t i = 0; i < M; ++i)
+                for (int64_t j = r0; j < r1; ++j) {
+                    const float sum = transposed[size_t(j * M + i)];
+                    yp[i * N + j] = alpha == 1.0f ? sum : sum * alpha;
+                }
             addC(0, M, r0, r1 - r0);
         });
         ctx.setOutput(0, std::move(Y));
