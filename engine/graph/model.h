@@ -126,6 +126,11 @@ public:
     std::map<std::string, std::string> metadata; // producer-defined key/value pairs
     std::vector<std::string> warnings;           // things the user should know (e.g. shape inference failed)
     bool weightsOnly = false;                    // a checkpoint: no nodes, layers inferred from tensor names
+    // The graph computes in float32 over weights stored as float16/bfloat16 (a
+    // Hugging Face folder): the runtime widens those initializers once when it
+    // is built, as the reference implementation upcasts them. Off for ONNX,
+    // whose fp16 graphs compute in fp16.
+    bool widenHalfInitializers = false;
     std::vector<QuantizableLayer> layers;        // what rules match, in node (or tensor) order; subgraphs' last
     // Scopes 1, 2, ... (If/Loop/Scan bodies, nested ones included): subgraphs[scope - 1].
     std::vector<SubgraphScope> subgraphs;

@@ -9,6 +9,7 @@
 #include "graph/weight_layout.h"
 #include "io/checkpoint_model.h"
 #include "io/hdf5_file.h"
+#include "io/hf_folder.h"
 #include "io/keras_model.h"
 #include "io/npy.h"
 #include "io/npz.h"
@@ -86,14 +87,19 @@ Model hdf5Model(const std::filesystem::path& path)
 
 std::string supportedModelFormats()
 {
-    return "ONNX, safetensors (single or sharded *.index.json), Keras or generic HDF5, NumPy .npz/.npy";
+    return "ONNX, safetensors (single or sharded *.index.json), Keras or generic HDF5, NumPy .npz/.npy, "
+           "Hugging Face folders (config.json + safetensors)";
 }
 
 ModelFormat detectModelFormat(const std::filesystem::path& path)
 {
     std::error_code ec;
-    if (std::filesystem::is_directory(path, ec))
-        throw Error(path.string() + ": is a folder, not a model file");
+    if (std::filesystem::is_directory(path, ec)) {
+        if (isHuggingFaceFolder(path))
+            return ModelFormat::HuggingFaceFolder;
+        throw Error(path.string() + ": is a folder without a config.json (a Hugging Face checkpoint folder has "
+                                    "config.json beside its safetensors files), not a model file");
+    }
     const uint64_t fileSize = std::filesystem::file_size(path, ec);
     if (ec)
         throw Error(path.string() + ": cannot read the model file (" + ec.message() + ")");
@@ -136,6 +142,8 @@ Model loadModel(const std::filesystem::path& path)
         return npyModel(path);
     case ModelFormat::Hdf5:
         return hdf5Model(path);
+    case ModelFormat::HuggingFaceFolder:
+        return loadHuggingFaceFolder(path);
     }
     throw Error(path.string() + ": unrecognised model format");
 }

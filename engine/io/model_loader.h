@@ -15,6 +15,8 @@
 //   `*.index.json`                              -> sharded safetensors
 //   `*.onnx`, or a first byte 0x08 (ModelProto's ir_version field, which every
 //   ONNX writer puts first)                     -> ONNX
+// A folder holding config.json                -> a Hugging Face checkpoint folder
+//                                                 (io/hf_folder.h)
 // Anything else is an Error naming the file and listing these formats.
 
 #include <filesystem>
@@ -24,7 +26,7 @@
 
 namespace qs {
 
-enum class ModelFormat { Onnx, Safetensors, ShardedSafetensors, Npz, Npy, Hdf5 };
+enum class ModelFormat { Onnx, Safetensors, ShardedSafetensors, Npz, Npy, Hdf5, HuggingFaceFolder };
 
 // The format loadModel() would use; an Error for a missing, unreadable or
 // unrecognised file (naming it and the supported formats).

@@ -71,6 +71,8 @@ void Interpreter::build(size_t& nextScope)
     for (const NamedTensor& init : model_.initializers()) {
         initializerIds_.push_back(idOf(init.name));
         define(initializerIds_.back());
+        const bool half = init.tensor.dtype() == DType::F16 || init.tensor.dtype() == DType::BF16;
+        initializerValues_.push_back(model_.widenHalfInitializers && half ? init.tensor.toFloat32() : init.tensor);
     }
     for (const ValueInfo& in : model_.inputs) {
         graphInputIds_.push_back(idOf(in.name));
@@ -159,7 +161,7 @@ void Interpreter::planFusion()
         ++readers[size_t(id)]; // a graph output is read by the caller
     std::vector<const Tensor*> initializer(valueNames_.size(), nullptr);
     for (size_t i = 0; i < initializerIds_.size(); ++i)
-        initializer[size_t(initializerIds_[i])] = &model_.initializers()[i].tensor;
+        initializer[size_t(initializerIds_[i])] = &initializerValues_[i];
     for (int id : graphInputIds_)
         initializer[size_t(id)] = nullptr; // a graph input overrides an initializer
 
@@ -315,7 +317,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     std::vector<bool> isInitializer(valueNames_.size(), false);
     for (size_t i = 0; i < initializerIds_.size(); ++i) {
         const size_t id = size_t(initializerIds_[i]);
-        values[id] = model_.initializers()[i].tensor;
+        values[id] = initializerValues_[i];
         held[id] = true;
         isInitializer[id] = true;
     }

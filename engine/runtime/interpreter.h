@@ -128,6 +128,10 @@ private:
     std::vector<std::string> valueNames_;
     std::vector<PlannedNode> plan_;
     std::vector<int> initializerIds_;
+    // The initializers as the nodes read them: the model's tensors (sharing
+    // their storage), half-precision ones widened to float32 when the model
+    // asks for it (Model::widenHalfInitializers).
+    std::vector<Tensor> initializerValues_;
     std::vector<int> graphInputIds_;
     std::vector<int> graphOutputIds_;
     // One per node: what kernels keep across runs (packed weights).
