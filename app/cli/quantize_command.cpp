@@ -137,7 +137,7 @@ int runQuantize(const Arguments& args)
     report.modelFile = options.modelFile.string();
     report.rulesFile = options.rulesFile->string();
     report.calibFile = quantization.statistics() ? options.calibFile->string() : "";
-    report.modelSha256 = sha256OfFile(options.modelFile);
+    report.modelSha256 = sha256OfModel(options.modelFile);
 
     if (const auto evalFile = args.value("--eval")) {
         report.evalFile = *evalFile;

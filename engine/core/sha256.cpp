@@ -114,4 +114,26 @@ std::string sha256OfFile(const std::filesystem::path& file)
     return h.hex();
 }
 
+std::string sha256OfModel(const std::filesystem::path& path)
+{
+    std::error_code ec;
+    if (!std::filesystem::is_directory(path, ec))
+        return sha256OfFile(path);
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(path, ec)) {
+        const std::string ext = entry.path().extension().string();
+        if (entry.is_regular_file(ec) && (ext == ".json" || ext == ".safetensors"))
+            files.push_back(entry.path());
+    }
+    if (ec)
+        throw Error(path.string() + ": cannot list the folder to hash it (" + ec.message() + ")");
+    std::sort(files.begin(), files.end());
+    Sha256 h;
+    for (const auto& file : files) {
+        const std::string line = file.filename().string() + " " + sha256OfFile(file) + "\n";
+        h.add({reinterpret_cast<const uint8_t*>(line.data()), line.size()});
+    }
+    return h.hex();
+}
+
 } // namespace qs

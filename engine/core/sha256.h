@@ -32,5 +32,10 @@ private:
 // SHA-256 of bytes, and of a file's content read in 1 MiB pieces; throws Error naming the file it cannot read.
 std::string sha256Hex(std::span<const uint8_t> bytes);
 std::string sha256OfFile(const std::filesystem::path& file);
+// A model's digest: a file's sha256OfFile(); for a folder (a Hugging Face
+// checkpoint) the SHA-256 of the lines "<name> <sha256 of the file>\n" of its
+// `*.json` and `*.safetensors` files in name order, so any change to the
+// config, the tokenizer, the index or a shard changes it.
+std::string sha256OfModel(const std::filesystem::path& path);
 
 } // namespace qs

@@ -351,7 +351,7 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
         {"file", model.sourcePath.filename().string()},
         {"format", model.format},
         {"sha256", options.hashSource && !model.sourcePath.empty() && std::filesystem::is_regular_file(model.sourcePath)
-                       ? nlohmann::ordered_json(sha256OfFile(model.sourcePath))
+                       ? nlohmann::ordered_json(sha256OfModel(model.sourcePath))
                        : nlohmann::ordered_json(nullptr)}};
     manifest["rules"] = nlohmann::ordered_json::parse(rules.toJson());
     manifest["tensors"] = nlohmann::ordered_json::object();

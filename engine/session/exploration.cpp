@@ -81,7 +81,7 @@ LoadedModel loadExplorationModel(const std::filesystem::path& path, const LoadOp
     cancel.check();
     if (options.hash) {
         report(0.8, "hashing the file");
-        loaded.sha256 = sha256OfFile(path);
+        loaded.sha256 = sha256OfModel(path);
     }
     // One model object: with an interpreter, the interpreter's own (the plan,
     // the hooks and the interpreter then agree on every node by construction).
