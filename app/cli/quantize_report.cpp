@@ -117,10 +117,12 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["evaluation"] = {{"file", r.evalFile}, {"batches", e["batches"]}, {"samples", e["samples"]}};
         j["outputs"] = e["outputs"];
         j["accuracy"] = e["accuracy"];
+        j["perplexity"] = e["perplexity"];
     } else {
         j["evaluation"] = nullptr;
         j["outputs"] = nlohmann::json::array();
         j["accuracy"] = nullptr;
+        j["perplexity"] = nullptr;
     }
     // Model-level headline numbers: the first output's SQNR, top-1 of both models.
     j["output_sqnr_db"] = j["outputs"].empty() ? nlohmann::json() : j["outputs"][0]["sqnr_db"];
@@ -178,16 +180,24 @@ std::string quantizeReportText(const QuantizeReport& r)
             if (a->floatTop5)
                 s += "top-5: float " + percent(*a->floatTop5) + ", quantized " + percent(*a->quantizedTop5) + "\n";
         }
+        if (const auto& p = r.evaluation->perplexity)
+            s += "perplexity: float " + fixed(p->floatValue, "%.4f") + ", quantized " +
+                 fixed(p->quantizedValue, "%.4f") + " (" + fixed(100.0 * (p->quantizedValue / p->floatValue - 1.0), "%+.2f") +
+                 "%, " + std::to_string(p->tokens) + " predicted tokens)\n";
     }
     if (r.sensitivity) {
         const bool one = r.sensitivity->kind == SensitivityKind::OneLayer;
         s += std::string("\nsensitivity (") +
              (one ? "only this layer quantized" : "all layers but this one quantized") + "), most sensitive first:\n";
-        std::vector<std::vector<std::string>> ranking{{"rank", "module path", "output SQNR", "top-1"}};
+        const std::optional<double> base = r.sensitivity->floatPerplexity;
+        std::vector<std::vector<std::string>> ranking{
+            {"rank", "module path", "output SQNR", base ? "perplexity" : "top-1"}};
         for (size_t i = 0; i < r.sensitivity->ranking.size(); ++i) {
             const LayerSensitivity& l = r.sensitivity->ranking[i];
-            ranking.push_back({std::to_string(i + 1), model.layers[l.layer].modulePath, sqnrText(l.output),
-                               l.top1 ? percent(*l.top1) : "-"});
+            std::string last = l.top1 ? percent(*l.top1) : "-";
+            if (base && l.perplexity)
+                last = fixed(*l.perplexity, "%.4f") + " (" + fixed(100.0 * (*l.perplexity / *base - 1.0), "%+.2f") + "%)";
+            ranking.push_back({std::to_string(i + 1), model.layers[l.layer].modulePath, sqnrText(l.output), last});
         }
         s += alignedTable(ranking, {true, false, true, true});
     }

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "runtime/quantization_hook.h"
+#include "runtime/tensor_cast.h"
 
 namespace qs {
 namespace {
@@ -184,6 +185,12 @@ nlohmann::json EvaluationResult::toJson() const
     } else {
         j["accuracy"] = nullptr;
     }
+    if (perplexity)
+        j["perplexity"] = {{"float", perplexity->floatValue},
+                           {"quantized", perplexity->quantizedValue},
+                           {"tokens", perplexity->tokens}};
+    else
+        j["perplexity"] = nullptr;
     return j;
 }
 
@@ -279,7 +286,69 @@ EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
         acc.quantizedTop5 = optionalNumber(member(a, "quantized_top5", field), field + ".quantized_top5");
         r.accuracy = acc;
     }
+    // Absent in session files written before perplexity was reported.
+    if (auto p = j.find("perplexity"); p != j.end() && !p->is_null()) {
+        const std::string field = root + ".perplexity";
+        Perplexity perplexity;
+        perplexity.floatValue = numberOf(member(*p, "float", field), field + ".float");
+        perplexity.quantizedValue = numberOf(member(*p, "quantized", field), field + ".quantized");
+        perplexity.tokens = countOf(member(*p, "tokens", field), field + ".tokens");
+        r.perplexity = perplexity;
+    }
     return r;
+}
+
+std::optional<CausalLanguageModel> causalLanguageModel(const Model& model)
+{
+    if (model.weightsOnly || model.inputs.size() != 1)
+        return std::nullopt;
+    const ValueInfo& in = model.inputs.front();
+    if (in.name != "input_ids" || in.dtype != DType::I64 || !in.shape || in.shape->size() != 2)
+        return std::nullopt;
+    for (const ValueInfo& out : model.outputs)
+        if (out.name == "logits" && out.shape && out.shape->size() == 3 && out.dtype && isFloatingDType(*out.dtype))
+            return CausalLanguageModel{in.name, out.name};
+    return std::nullopt;
+}
+
+void NextTokenLoss::add(const Tensor& logits, const Tensor& ids, const std::string& outputName,
+                        const std::string& idsName)
+{
+    if (ids.rank() != 2 || (ids.dtype() != DType::I64 && ids.dtype() != DType::I32))
+        throw Error(idsName + ": token ids must be int64 [N, T], got " + std::string(dtypeName(ids.dtype())) + " " +
+                    shapeToString(ids.shape()));
+    const int64_t n = ids.dim(0), t = ids.dim(1);
+    if (logits.rank() != 3 || logits.dim(0) != n || logits.dim(1) != t)
+        throw Error("output '" + outputName + "': perplexity needs logits [" + std::to_string(n) + ", " +
+                    std::to_string(t) + ", vocab] for ids " + shapeToString(ids.shape()) + ", got " +
+                    shapeToString(logits.shape()));
+    const int64_t vocab = logits.dim(2);
+    const Tensor x = logits.toFloat32();
+    const Tensor id = ids.dtype() == DType::I64 ? ids : castTensor(ids, DType::I64);
+    const float* values = x.values<float>().data();
+    const int64_t* idValues = id.values<int64_t>().data();
+    for (int64_t row = 0; row < n; ++row)
+        for (int64_t pos = 0; pos + 1 < t; ++pos) {
+            const int64_t next = idValues[row * t + pos + 1];
+            if (next < 0 || next >= vocab)
+                throw Error(idsName + ": row " + std::to_string(row) + " position " + std::to_string(pos + 1) +
+                            " holds id " + std::to_string(next) + ", outside the vocabulary [0, " +
+                            std::to_string(vocab) + ")");
+            const float* v = values + (row * t + pos) * vocab;
+            double largest = v[0];
+            for (int64_t c = 1; c < vocab; ++c)
+                largest = std::max(largest, double(v[c]));
+            double total = 0.0;
+            for (int64_t c = 0; c < vocab; ++c)
+                total += std::exp(double(v[c]) - largest);
+            sum += largest + std::log(total) - double(v[next]);
+            ++tokens;
+        }
+}
+
+double NextTokenLoss::perplexity() const
+{
+    return tokens > 0 ? std::exp(sum / double(tokens)) : std::numeric_limits<double>::quiet_NaN();
 }
 
 std::map<size_t, StaticActivation> requiredStaticActivations(const Model& model, const QuantizationPlan& plan,
@@ -334,6 +403,8 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
     data.rewind();
     const int64_t total = std::min(data.batchCount(), options.maxBatches.value_or(data.batchCount()));
     EvaluationResult result;
+    const std::optional<CausalLanguageModel> lm = causalLanguageModel(model);
+    NextTokenLoss floatLoss, quantizedLoss;
     bool labelled = true, top5 = true;
     int64_t floatTop1 = 0, quantizedTop1 = 0, floatTop5 = 0, quantizedTop5 = 0, labelledSamples = 0;
     for (int64_t b = 0; b < total; ++b) {
@@ -373,6 +444,12 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
             const Tensor expected = asFloat(floatOut.at(o.name));
             const Tensor measured = asFloat(quantizedOut.at(o.name));
             outputs[o.name].add(expected.values<float>(), measured.values<float>());
+        }
+        if (lm) {
+            const std::string idsName = data.path().string() + ": " + lm->tokens;
+            const Tensor& ids = batch->inputs.at(lm->tokens);
+            floatLoss.add(floatOut.at(lm->logits), ids, lm->logits, idsName);
+            quantizedLoss.add(quantizedOut.at(lm->logits), ids, lm->logits, idsName);
         }
         if (batch->labels && labelled) {
             const std::string labelsName = data.path().string() + ": labels";
@@ -429,6 +506,8 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
         }
         result.accuracy = a;
     }
+    if (lm && floatLoss.tokens > 0)
+        result.perplexity = Perplexity{floatLoss.perplexity(), quantizedLoss.perplexity(), floatLoss.tokens};
     return result;
 }
 

@@ -77,6 +77,36 @@ struct ClassificationHits {
 ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels, const std::string& outputName,
                                       const std::string& labelsName = "labels");
 
+// A causal language model, as evaluation recognises one: a graph input of
+// int64 token ids [batch, sequence] and a float graph output of logits
+// [batch, sequence, vocab] whose position t predicts token t + 1. A Hugging
+// Face folder's graph (io/hf_folder.h) is one; so is an ONNX model whose only
+// inputs are `input_ids` (int64, rank 2) and, optionally, none else, with an
+// output named `logits` of rank 3.
+struct CausalLanguageModel {
+    std::string tokens; // the input holding the ids
+    std::string logits; // the output holding the logits
+};
+std::optional<CausalLanguageModel> causalLanguageModel(const Model& model);
+
+// Next-token negative log-likelihood summed over batches: for each row and
+// each position t < T - 1, log-sum-exp(logits[t]) - logits[t][ids[t + 1]], in
+// double precision. perplexity() = exp(sum / tokens).
+struct NextTokenLoss {
+    double sum = 0.0;
+    int64_t tokens = 0;
+    // Throws Error naming `outputName` for logits that are not [N, T, V] with
+    // the ids' [N, T], and `idsName` for an id outside [0, V).
+    void add(const Tensor& logits, const Tensor& ids, const std::string& outputName, const std::string& idsName);
+    double perplexity() const;
+};
+
+struct Perplexity {
+    double floatValue = 0.0;
+    double quantizedValue = 0.0;
+    int64_t tokens = 0; // predicted tokens: rows × (sequence − 1)
+};
+
 struct Accuracy {
     int64_t samples = 0;
     double floatTop1 = 0, quantizedTop1 = 0; // fractions in [0, 1]
@@ -94,6 +124,7 @@ struct EvaluationResult {
     std::vector<LayerEvaluation> layers; // plan layers, model order
     std::vector<OutputEvaluation> outputs;
     std::optional<Accuracy> accuracy; // when the data has labels
+    std::optional<Perplexity> perplexity; // for a causal language model (causalLanguageModel())
     int64_t batches = 0;
     int64_t samples = 0;
     nlohmann::json toJson() const;
@@ -138,13 +169,17 @@ struct LayerSensitivity {
     size_t layer = 0;
     ErrorMetrics output;        // at the (first, or labelsOutput) graph output, against float
     std::optional<double> top1; // quantized top-1 when the data has labels
+    std::optional<double> perplexity; // quantized perplexity, for a causal language model
 };
 
 struct SensitivityResult {
     SensitivityKind kind = SensitivityKind::OneLayer;
     // Most sensitive first: OneLayer by lowest output SQNR; AllButOne by
-    // highest output SQNR (leaving the layer float helps most).
+    // highest output SQNR (leaving the layer float helps most). For a causal
+    // language model by perplexity instead: OneLayer highest first, AllButOne
+    // lowest first.
     std::vector<LayerSensitivity> ranking;
+    std::optional<double> floatPerplexity; // for a causal language model: the baseline of the increases
     nlohmann::json toJson() const;
 };
 

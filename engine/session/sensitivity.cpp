@@ -16,7 +16,9 @@ nlohmann::json SensitivityResult::toJson() const
     for (const LayerSensitivity& l : ranking)
         j["ranking"].push_back({{"layer", l.layer},
                                 {"output", errorMetricsJson(l.output)},
-                                {"top1", l.top1 ? nlohmann::json(*l.top1) : nlohmann::json()}});
+                                {"top1", l.top1 ? nlohmann::json(*l.top1) : nlohmann::json()},
+                                {"perplexity", l.perplexity ? nlohmann::json(*l.perplexity) : nlohmann::json()}});
+    j["float_perplexity"] = floatPerplexity ? nlohmann::json(*floatPerplexity) : nlohmann::json();
     return j;
 }
 
@@ -42,7 +44,10 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
     struct Tally {
         ErrorAccumulator error; // at the scored output, against float
         int64_t hits = 0;       // quantized top-1 hits
+        NextTokenLoss loss;     // a causal language model's quantized next-token loss
     };
+    const std::optional<CausalLanguageModel> lm = causalLanguageModel(model);
+    NextTokenLoss floatLoss;
     std::vector<Tally> tallies(layers.size());
     int64_t labelledSamples = 0;
     bool labelled = true;
@@ -56,7 +61,11 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
         std::optional<Batch> batch = data.next();
         if (!batch)
             break;
-        const Tensor reference = interpreter.run(batch->inputs, {cancel, nullptr}).at(scored).toFloat32();
+        const std::map<std::string, Tensor> floatOut = interpreter.run(batch->inputs, {cancel, nullptr});
+        const Tensor reference = floatOut.at(scored).toFloat32();
+        const std::string idsName = lm ? data.path().string() + ": " + lm->tokens : std::string();
+        if (lm)
+            floatLoss.add(floatOut.at(lm->logits), batch->inputs.at(lm->tokens), lm->logits, idsName);
         labelled = labelled && batch->labels.has_value();
         labelledSamples += labelled ? batch->rows : 0;
         for (size_t i = 0; i < layers.size(); ++i) {
@@ -69,8 +78,11 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
             std::vector<bool> enabled(model.layers.size(), kind == SensitivityKind::AllButOne);
             enabled[layers[i]] = kind == SensitivityKind::OneLayer;
             hook.setEnabledLayers(enabled);
-            const Tensor measured = interpreter.run(batch->inputs, {cancel, &hook}).at(scored).toFloat32();
+            const std::map<std::string, Tensor> out = interpreter.run(batch->inputs, {cancel, &hook});
+            const Tensor measured = out.at(scored).toFloat32();
             tallies[i].error.add(reference.values<float>(), measured.values<float>());
+            if (lm)
+                tallies[i].loss.add(out.at(lm->logits), batch->inputs.at(lm->tokens), lm->logits, idsName);
             if (labelled)
                 tallies[i].hits +=
                     classificationHits(measured, *batch->labels, scored, data.path().string() + ": labels").top1;
@@ -87,11 +99,19 @@ SensitivityResult sensitivity(const Interpreter& interpreter, const Quantization
         s.output = tallies[i].error.metrics();
         if (labelled && labelledSamples > 0)
             s.top1 = double(tallies[i].hits) / double(labelledSamples);
+        if (lm && tallies[i].loss.tokens > 0)
+            s.perplexity = tallies[i].loss.perplexity();
         result.ranking.push_back(s);
     }
-    // Most sensitive first; equal SQNRs keep model order.
+    if (lm && floatLoss.tokens > 0)
+        result.floatPerplexity = floatLoss.perplexity();
+    // Most sensitive first; equal values keep model order.
+    const bool byPerplexity = result.floatPerplexity.has_value();
     std::stable_sort(result.ranking.begin(), result.ranking.end(),
-                     [kind](const LayerSensitivity& a, const LayerSensitivity& b) {
+                     [kind, byPerplexity](const LayerSensitivity& a, const LayerSensitivity& b) {
+                         if (byPerplexity)
+                             return kind == SensitivityKind::OneLayer ? *a.perplexity > *b.perplexity
+                                                                      : *a.perplexity < *b.perplexity;
                          return kind == SensitivityKind::OneLayer ? a.output.sqnrDb < b.output.sqnrDb
                                                                   : a.output.sqnrDb > b.output.sqnrDb;
                      });
