@@ -20,7 +20,9 @@ torch forward of each row on its own, positions 0..T-1), hidden_states.npy (floa
 hidden]: the residual stream after the embedding and after each decoder layer, before the final norm)
 and perplexity.json ({"perplexity", "nll_mean", "tokens"}: next-token negative log-likelihood over
 every row, log-softmax in float64 of the float32 logits, N*(T-1) tokens). The bf16 folder's reference
-is computed from the bf16-rounded weights widened to float32.
+is computed from the bf16-rounded weights widened to float32. Each folder's logits are first checked
+against slow_forward(), a second implementation in float64 numpy written differently (the script stops
+above a relative L2 of 1e-5), and for causality (the first half of a row alone gives the same logits).
 
 Corpus: the top-level Python standard-library sources under /usr/lib/python3.11 and the licence texts
 of /usr/share/common-licenses, in sorted name order, the first CHUNK_BYTES of each file; every
@@ -430,6 +432,67 @@ def forward(w, cfg, ids, hidden_out=None):
     return x @ head.T
 
 
+def slow_forward(w, cfg, ids):
+    """A second implementation of the same forward pass, written differently, to check forward():
+    float64 numpy, one sequence and one head at a time, rotary embeddings as the rotation of the
+    complex numbers x[j] + i*x[j + head_dim/2], llama3 frequencies band by band, softmax by hand."""
+    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
+    half, eps = dim // 2, cfg["rms_norm_eps"]
+    w = {k: v.double().numpy() for k, v in w.items()}
+    freq = []
+    for j in range(half):
+        f = cfg["rope_theta"] ** (-2.0 * j / dim)
+        s = cfg.get("rope_scaling") or {}
+        kind = s.get("rope_type", s.get("type"))
+        if kind == "linear":
+            f /= s["factor"]
+        elif kind == "llama3":
+            old = s["original_max_position_embeddings"]
+            wavelen = 2 * math.pi / f
+            if wavelen > old / s["low_freq_factor"]:
+                f /= s["factor"]
+            elif wavelen >= old / s["high_freq_factor"]:
+                smooth = (old / wavelen - s["low_freq_factor"]) / (s["high_freq_factor"] - s["low_freq_factor"])
+                f = (1 - smooth) * f / s["factor"] + smooth * f
+        freq.append(f)
+    freq = np.array(freq)
+
+    def norm(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+    def rotate(x, t):   # x [T, dim]
+        z = (x[:, :half] + 1j * x[:, half:]) * np.exp(1j * np.outer(np.arange(t), freq))
+        return np.concatenate([z.real, z.imag], axis=1)
+
+    out = []
+    for row in ids.tolist():
+        t = len(row)
+        x = w["model.embed_tokens.weight"][row]
+        for layer in range(cfg["num_hidden_layers"]):
+            p = f"model.layers.{layer}."
+            h = norm(x, w[p + "input_layernorm.weight"])
+            qkv = {n: h @ w[p + f"self_attn.{n}.weight"].T + w.get(p + f"self_attn.{n}.bias", 0.0)
+                   for n in ("q_proj", "k_proj", "v_proj")}
+            attn = np.zeros((t, heads * dim))
+            for head in range(heads):
+                kvh = head * kv_heads // heads
+                q = rotate(qkv["q_proj"][:, head * dim:(head + 1) * dim], t)
+                k = rotate(qkv["k_proj"][:, kvh * dim:(kvh + 1) * dim], t)
+                v = qkv["v_proj"][:, kvh * dim:(kvh + 1) * dim]
+                for i in range(t):
+                    sc = k[:i + 1] @ q[i] / math.sqrt(dim)
+                    e = np.exp(sc - sc.max())
+                    attn[i, head * dim:(head + 1) * dim] = (e / e.sum()) @ v[:i + 1]
+            x = x + attn @ w[p + "self_attn.o_proj.weight"].T
+            h = norm(x, w[p + "post_attention_layernorm.weight"])
+            g = h @ w[p + "mlp.gate_proj.weight"].T
+            x = x + (g / (1 + np.exp(-g)) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+        head_w = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
+        out.append(norm(x, w["model.norm.weight"]) @ head_w.T)
+    return np.stack(out)
+
+
 def weight_shapes(cfg):
     """Every tensor of the checkpoint, in transformers' state-dict order, with its shape."""
     hid, inter, voc = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
@@ -593,6 +656,15 @@ def write_folder(out_dir, name, cfg, w, tok, tok_json, eval_text, eval_ids, dtyp
     hidden = []
     with torch.no_grad():
         logits = forward(ref_w, cfg, ids, hidden)
+    # The reference against the second implementation, and causality: a prefix alone gives the same logits.
+    slow = slow_forward(ref_w, cfg, ids)
+    check = float(np.linalg.norm(logits.double().numpy() - slow) / np.linalg.norm(slow))
+    with torch.no_grad():
+        prefix = forward(ref_w, cfg, ids[:, :ids.shape[1] // 2])
+    causal = float((prefix - logits[:, :ids.shape[1] // 2]).abs().max())
+    if check > 1e-5 or causal > 1e-4:
+        sys.exit(f"make_llama.py: {name}: the reference disagrees with its check "
+                 f"(relative L2 {check:.3g} against the float64 implementation, prefix difference {causal:.3g})")
     logits64 = logits.double()
     nll = -torch.log_softmax(logits64[:, :-1], dim=-1).gather(-1, ids[:, 1:, None]).squeeze(-1)
     nll_mean = nll.mean().item()
@@ -605,7 +677,8 @@ def write_folder(out_dir, name, cfg, w, tok, tok_json, eval_text, eval_ids, dtyp
     write_file(os.path.join(ref, "eval.txt"), eval_text.encode("utf-8"))
     shutil.rmtree(folder, ignore_errors=True)
     os.replace(tmp, folder)
-    print(f"{name}: perplexity {ppl['perplexity']:.4f} over {ppl['tokens']} tokens (uniform would be {VOCAB})")
+    print(f"{name}: perplexity {ppl['perplexity']:.4f} over {ppl['tokens']} tokens (uniform would be {VOCAB}); "
+          f"against the float64 check: relative L2 {check:.2e}; prefix vs whole row: {causal:.1e}")
     return ppl
 
 
