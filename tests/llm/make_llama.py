@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Builds the language-model fixtures of issue 21: a tiny Llama-architecture model trained here on text
 found on the machine, written as Hugging Face folders, each with a reference computed by a plain torch
-implementation of the Hugging Face forward pass written in this file (no `transformers` library).
+implementation of the Hugging Face forward pass written here (llama_torch.py; no `transformers` library).
 
     /usr/bin/python3 tests/llm/make_llama.py OUT_DIR
     /usr/bin/python3 tests/llm/make_llama.py --check-tokenizer NODE_MODULES
@@ -29,13 +29,13 @@ of /usr/share/common-licenses, in sorted name order, the first CHUNK_BYTES of ea
 HOLDOUT_EVERY-th standard-library file is held out for evaluation. The tokenizer is a byte-level BPE
 (GPT-2 pre-tokenization, 256 byte tokens, MERGES learned here on the training text, two special
 tokens) written as tokenizer.json in the Hugging Face format; the text is tokenized by the Python
-implementation below. With --check-tokenizer (nothing is written then), the ids of about
+implementation in byte_bpe.py. With --check-tokenizer (nothing is written then), the ids of about
 EVAL_CHECK_LINES lines of the corpus, a few lines of accents, CJK, emoji and whitespace runs, and the
 whole evaluation text are compared with those of npm @huggingface/tokenizers installed in NODE_MODULES
 (node must be on PATH; tests/llm/check_tokenizer.sh installs the pinned version and runs this).
 
 Training runs with a fixed seed on one thread for a fixed number of steps. Folders already written
-with the same settings and the same script are kept (OUT_DIR/llm_fixture.json records them).
+with the same settings and the same scripts are kept (OUT_DIR/llm_fixture.json records them).
 """
 
 import argparse
@@ -45,14 +45,17 @@ import math
 import os
 import shutil
 import struct
-import subprocess
 import sys
-import tempfile
 import time
-import unicodedata
 
 import numpy as np
 import torch
+
+sys.dont_write_bytecode = True   # no __pycache__ in the source tree
+from byte_bpe import Tokenizer, check_tokenizer_with_npm, train_bpe  # noqa: E402
+from llama_torch import forward, slow_forward, weight_shapes  # noqa: E402
+
+SOURCES = ["make_llama.py", "byte_bpe.py", "llama_torch.py"]
 
 SEED = 20261127
 PY_DIR = "/usr/lib/python3.11"
@@ -109,418 +112,6 @@ def corpus():
     if len(train) < 50 or len(held) < 3:
         sys.exit(f"make_llama.py: too little text under {PY_DIR} and {LICENSE_DIR}")
     return train, held
-
-
-# ---------------------------------------------------------------------------------------------------
-# Byte-level BPE tokenizer (GPT-2 pre-tokenization), written as Hugging Face tokenizer.json
-# ---------------------------------------------------------------------------------------------------
-
-def bytes_to_unicode():
-    """GPT-2's reversible byte -> printable character table: printable Latin-1 bytes map to themselves,
-    the others to 256, 257, ... in byte order."""
-    keep = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    table, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            table[b] = chr(b)
-        else:
-            table[b] = chr(256 + extra)
-            extra += 1
-    return table
-
-
-BYTE_TO_CHAR = bytes_to_unicode()
-CHAR_TO_BYTE = {c: b for b, c in BYTE_TO_CHAR.items()}
-# Unicode White_Space (what the regex engines of the tokenizers library take \s to be).
-WHITESPACE = set(map(chr, [*range(0x09, 0x0E), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B), 0x2028,
-                           0x2029, 0x202F, 0x205F, 0x3000]))
-CONTRACTIONS = ("'s", "'t", "'re", "'ve", "'m", "'ll", "'d")
-GPT2_PATTERN = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
-
-
-def _is_letter(c):
-    return unicodedata.category(c)[0] == "L"
-
-
-def _is_number(c):
-    return unicodedata.category(c)[0] == "N"
-
-
-def _is_other(c):
-    return not (c in WHITESPACE or _is_letter(c) or _is_number(c))
-
-
-def pretokenize(text):
-    """The pieces GPT2_PATTERN finds, alternatives tried in order at each position, as a regex engine
-    with look-ahead does."""
-    pieces, i, n = [], 0, len(text)
-    while i < n:
-        end = None
-        for c in CONTRACTIONS:
-            if text.startswith(c, i):
-                end = i + len(c)
-                break
-        if end is None:
-            j = i + 1 if text[i] == " " and i + 1 < n else i
-            for cls in (_is_letter, _is_number, _is_other):
-                if j < n and cls(text[j]):
-                    end = j + 1
-                    while end < n and cls(text[end]):
-                        end += 1
-                    break
-        if end is None:
-            # text[i] is whitespace (a lone space before whitespace or the end falls through to here).
-            run = i
-            while run < n and text[run] in WHITESPACE:
-                run += 1
-            if run == n:
-                end = run                   # \s+(?!\S) at the end of the text
-            elif run - 1 > i:
-                end = run - 1               # \s+(?!\S) leaves the last space for the next word
-            else:
-                end = run                   # \s+
-        pieces.append(text[i:end])
-        i = end
-    return pieces
-
-
-def to_symbols(piece):
-    return tuple(BYTE_TO_CHAR[b] for b in piece.encode("utf-8"))
-
-
-def train_bpe(texts, merges):
-    """Learns `merges` merges by pair frequency over the pre-tokenized words (ties: the pair that sorts
-    first). Incremental pair counts, so it runs in seconds."""
-    words = {}
-    for text in texts:
-        for piece in pretokenize(text):
-            words[piece] = words.get(piece, 0) + 1
-    seqs = [list(to_symbols(w)) for w in words]
-    freqs = list(words.values())
-    pairs, where = {}, {}
-    for wi, s in enumerate(seqs):
-        for a, b in zip(s, s[1:]):
-            pairs[(a, b)] = pairs.get((a, b), 0) + freqs[wi]
-            where.setdefault((a, b), set()).add(wi)
-    learned = []
-    for _ in range(merges):
-        top = max(pairs.values(), default=0)
-        if top <= 0:
-            break
-        pair = min(p for p, c in pairs.items() if c == top)
-        learned.append(pair)
-        merged = pair[0] + pair[1]
-        for wi in list(where.get(pair, ())):
-            s, f = seqs[wi], freqs[wi]
-            for a, b in zip(s, s[1:]):
-                pairs[(a, b)] -= f
-            out, k = [], 0
-            while k < len(s):
-                if k + 1 < len(s) and s[k] == pair[0] and s[k + 1] == pair[1]:
-                    out.append(merged)
-                    k += 2
-                else:
-                    out.append(s[k])
-                    k += 1
-            seqs[wi] = out
-            for a, b in zip(out, out[1:]):
-                pairs[(a, b)] = pairs.get((a, b), 0) + f
-                where.setdefault((a, b), set()).add(wi)
-        del pairs[pair]
-        where.pop(pair, None)
-    return learned
-
-
-class Tokenizer:
-    def __init__(self, merges):
-        self.merges = merges
-        self.ranks = {pair: r for r, pair in enumerate(merges)}
-        self.vocab = {BYTE_TO_CHAR[b]: i for i, b in enumerate(sorted(BYTE_TO_CHAR))}
-        for a, b in merges:
-            self.vocab[a + b] = len(self.vocab)
-        self.special = {t: len(self.vocab) + k for k, t in enumerate(SPECIAL_TOKENS)}
-        self.cache = {}
-
-    def _bpe(self, piece):
-        syms = list(to_symbols(piece))
-        while len(syms) > 1:
-            ranked = [(self.ranks.get((a, b), math.inf), k) for k, (a, b) in enumerate(zip(syms, syms[1:]))]
-            rank, _ = min(ranked)
-            if rank == math.inf:
-                break
-            a, b = self.merges[rank]
-            out, k = [], 0
-            while k < len(syms):
-                if k + 1 < len(syms) and syms[k] == a and syms[k + 1] == b:
-                    out.append(a + b)
-                    k += 2
-                else:
-                    out.append(syms[k])
-                    k += 1
-            syms = out
-        return [self.vocab[s] for s in syms]
-
-    def encode(self, text):
-        """Ids of `text` without special tokens (what add_special_tokens=False gives)."""
-        ids = []
-        for piece in pretokenize(text):
-            got = self.cache.get(piece)
-            if got is None:
-                got = self.cache[piece] = self._bpe(piece)
-            ids.extend(got)
-        return ids
-
-    def decode(self, ids):
-        inv = {i: s for s, i in self.vocab.items()}
-        return bytes(CHAR_TO_BYTE[c] for i in ids for c in inv[i]).decode("utf-8", errors="replace")
-
-    def tokenizer_json(self):
-        added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False,
-                  "normalized": False, "special": True} for t, i in self.special.items()]
-        bos = SPECIAL_TOKENS[0]
-        return {
-            "version": "1.0",
-            "truncation": None,
-            "padding": None,
-            "added_tokens": added,
-            "normalizer": None,
-            "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True,
-                              "use_regex": True},
-            "post_processor": {
-                "type": "TemplateProcessing",
-                "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
-                "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
-                         {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
-                "special_tokens": {bos: {"id": bos, "ids": [self.special[bos]], "tokens": [bos]}},
-            },
-            "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
-            "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
-                      "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False,
-                      "ignore_merges": False, "vocab": self.vocab,
-                      "merges": [[a, b] for a, b in self.merges]},
-        }
-
-    def tokenizer_config_json(self):
-        decoder = {str(i): {"content": t, "lstrip": False, "normalized": False, "rstrip": False,
-                            "single_word": False, "special": True} for t, i in self.special.items()}
-        return {"added_tokens_decoder": decoder, "bos_token": SPECIAL_TOKENS[0], "clean_up_tokenization_spaces": False,
-                "eos_token": SPECIAL_TOKENS[1], "model_input_names": ["input_ids", "attention_mask"],
-                "model_max_length": BASE["max_position_embeddings"], "tokenizer_class": "PreTrainedTokenizerFast"}
-
-
-def check_tokenizer_with_npm(tok, tok_json, lines, node_modules):
-    """Compares our ids with @huggingface/tokenizers' on `lines`; returns (lines checked, mismatches)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        with open(os.path.join(tmp, "tokenizer.json"), "w") as f:
-            json.dump(tok_json, f)
-        with open(os.path.join(tmp, "tokenizer_config.json"), "w") as f:
-            json.dump(tok.tokenizer_config_json(), f)
-        with open(os.path.join(tmp, "lines.json"), "w") as f:
-            json.dump(lines, f)
-        script = os.path.join(tmp, "encode.mjs")
-        entry = os.path.join(os.path.abspath(node_modules), "@huggingface", "tokenizers", "dist", "tokenizers.mjs")
-        with open(script, "w") as f:
-            f.write(f"""import {{ Tokenizer }} from {json.dumps(entry)};
-import {{ readFileSync, writeFileSync }} from "node:fs";
-const dir = {json.dumps(tmp)};
-const t = new Tokenizer(JSON.parse(readFileSync(dir + "/tokenizer.json", "utf8")),
-                        JSON.parse(readFileSync(dir + "/tokenizer_config.json", "utf8")));
-const lines = JSON.parse(readFileSync(dir + "/lines.json", "utf8"));
-const out = lines.map(l => t.encode(l, {{ add_special_tokens: false }}).ids);
-const withBos = t.encode(lines[0]).ids;
-writeFileSync(dir + "/ids.json", JSON.stringify({{ out, withBos, decoded: t.decode(out[0]) }}));
-""")
-        subprocess.run(["node", script], check=True)
-        with open(os.path.join(tmp, "ids.json")) as f:
-            got = json.load(f)
-    bad = [i for i, line in enumerate(lines) if tok.encode(line) != got["out"][i]]
-    for i in bad[:5]:
-        print(f"tokenizer mismatch on line {i}: {lines[i]!r}\n  ours {tok.encode(lines[i])}\n  npm  {got['out'][i]}")
-    if got["withBos"] != [tok.special[SPECIAL_TOKENS[0]]] + tok.encode(lines[0]):
-        bad.append("bos")
-        print("tokenizer mismatch: the post-processor did not prepend <|begin_of_text|>")
-    if got["decoded"] != lines[0]:
-        bad.append("decode")
-        print(f"tokenizer mismatch: decode gave {got['decoded']!r}")
-    return len(lines), bad
-
-
-# ---------------------------------------------------------------------------------------------------
-# The Hugging Face Llama / Qwen2 forward pass in plain torch
-# ---------------------------------------------------------------------------------------------------
-
-def rope_inv_freq(cfg):
-    """inv_freq as transformers' rope initialisation computes it (default, linear, llama3)."""
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // cfg["num_attention_heads"]
-    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, head_dim, 2, dtype=torch.int64).float() / head_dim))
-    scaling = cfg.get("rope_scaling")
-    if not scaling:
-        return inv
-    kind = scaling.get("rope_type", scaling.get("type"))
-    if kind == "linear":
-        return inv / scaling["factor"]
-    if kind == "llama3":
-        factor = scaling["factor"]
-        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-        old_len = scaling["original_max_position_embeddings"]
-        low_wavelen, high_wavelen = old_len / low, old_len / high
-        wavelen = 2 * math.pi / inv
-        scaled = torch.where(wavelen > low_wavelen, inv / factor, inv)
-        smooth = (old_len / wavelen - low) / (high - low)
-        smoothed = (1 - smooth) * scaled / factor + smooth * scaled
-        medium = ~(wavelen < high_wavelen) & ~(wavelen > low_wavelen)
-        return torch.where(medium, smoothed, scaled)
-    raise ValueError(f"rope_scaling type {kind!r} is not implemented here")
-
-
-def rms_norm(x, weight, eps):
-    x32 = x.to(torch.float32)
-    var = x32.pow(2).mean(-1, keepdim=True)
-    return weight * (x32 * torch.rsqrt(var + eps)).to(x.dtype)
-
-
-def rotate_half(x):
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def forward(w, cfg, ids, hidden_out=None):
-    """Logits [B, T, vocab] of int64 ids [B, T] (positions 0..T-1, causal), from the weights `w`
-    named as in the checkpoint. If `hidden_out` is a list, the residual stream after the embedding
-    and after each layer is appended to it."""
-    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    head_dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    eps = cfg["rms_norm_eps"]
-    bsz, t = ids.shape
-    pos = torch.arange(t, dtype=torch.int64).float()
-    freqs = torch.outer(pos, rope_inv_freq(cfg))
-    emb = torch.cat((freqs, freqs), dim=-1)
-    cos, sin = emb.cos(), emb.sin()
-    mask = torch.full((t, t), float("-inf")).triu(1)
-    x = w["model.embed_tokens.weight"][ids]
-    if hidden_out is not None:
-        hidden_out.append(x)
-    for layer in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        h = rms_norm(x, w[p + "input_layernorm.weight"], eps)
-
-        def proj(name, n):
-            y = h @ w[p + f"self_attn.{name}.weight"].T
-            if p + f"self_attn.{name}.bias" in w:
-                y = y + w[p + f"self_attn.{name}.bias"]
-            return y.view(bsz, t, n, head_dim).transpose(1, 2)
-
-        q, k, v = proj("q_proj", heads), proj("k_proj", kv_heads), proj("v_proj", kv_heads)
-        q = q * cos + rotate_half(q) * sin
-        k = k * cos + rotate_half(k) * sin
-        rep = heads // kv_heads   # query head j reads key/value head j // rep (transformers' repeat_kv)
-        k = k[:, :, None].expand(bsz, kv_heads, rep, t, head_dim).reshape(bsz, heads, t, head_dim)
-        v = v[:, :, None].expand(bsz, kv_heads, rep, t, head_dim).reshape(bsz, heads, t, head_dim)
-        scores = (q @ k.transpose(2, 3)) * head_dim ** -0.5 + mask
-        attn = torch.softmax(scores, dim=-1, dtype=torch.float32).to(q.dtype) @ v
-        attn = attn.transpose(1, 2).reshape(bsz, t, heads * head_dim)
-        x = x + attn @ w[p + "self_attn.o_proj.weight"].T
-        h = rms_norm(x, w[p + "post_attention_layernorm.weight"], eps)
-        gate = h @ w[p + "mlp.gate_proj.weight"].T
-        up = h @ w[p + "mlp.up_proj.weight"].T
-        x = x + (torch.nn.functional.silu(gate) * up) @ w[p + "mlp.down_proj.weight"].T
-        if hidden_out is not None:
-            hidden_out.append(x)
-    x = rms_norm(x, w["model.norm.weight"], eps)
-    head = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
-    return x @ head.T
-
-
-def slow_forward(w, cfg, ids):
-    """A second implementation of the same forward pass, written differently, to check forward():
-    float64 numpy, one sequence and one head at a time, rotary embeddings as the rotation of the
-    complex numbers x[j] + i*x[j + head_dim/2], llama3 frequencies band by band, softmax by hand."""
-    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    dim = cfg.get("head_dim") or cfg["hidden_size"] // heads
-    half, eps = dim // 2, cfg["rms_norm_eps"]
-    w = {k: v.double().numpy() for k, v in w.items()}
-    freq = []
-    for j in range(half):
-        f = cfg["rope_theta"] ** (-2.0 * j / dim)
-        s = cfg.get("rope_scaling") or {}
-        kind = s.get("rope_type", s.get("type"))
-        if kind == "linear":
-            f /= s["factor"]
-        elif kind == "llama3":
-            old = s["original_max_position_embeddings"]
-            wavelen = 2 * math.pi / f
-            if wavelen > old / s["low_freq_factor"]:
-                f /= s["factor"]
-            elif wavelen >= old / s["high_freq_factor"]:
-                smooth = (old / wavelen - s["low_freq_factor"]) / (s["high_freq_factor"] - s["low_freq_factor"])
-                f = (1 - smooth) * f / s["factor"] + smooth * f
-        freq.append(f)
-    freq = np.array(freq)
-
-    def norm(x, g):
-        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
-
-    def rotate(x, t):   # x [T, dim]
-        z = (x[:, :half] + 1j * x[:, half:]) * np.exp(1j * np.outer(np.arange(t), freq))
-        return np.concatenate([z.real, z.imag], axis=1)
-
-    out = []
-    for row in ids.tolist():
-        t = len(row)
-        x = w["model.embed_tokens.weight"][row]
-        for layer in range(cfg["num_hidden_layers"]):
-            p = f"model.layers.{layer}."
-            h = norm(x, w[p + "input_layernorm.weight"])
-            qkv = {n: h @ w[p + f"self_attn.{n}.weight"].T + w.get(p + f"self_attn.{n}.bias", 0.0)
-                   for n in ("q_proj", "k_proj", "v_proj")}
-            attn = np.zeros((t, heads * dim))
-            for head in range(heads):
-                kvh = head * kv_heads // heads
-                q = rotate(qkv["q_proj"][:, head * dim:(head + 1) * dim], t)
-                k = rotate(qkv["k_proj"][:, kvh * dim:(kvh + 1) * dim], t)
-                v = qkv["v_proj"][:, kvh * dim:(kvh + 1) * dim]
-                for i in range(t):
-                    sc = k[:i + 1] @ q[i] / math.sqrt(dim)
-                    e = np.exp(sc - sc.max())
-                    attn[i, head * dim:(head + 1) * dim] = (e / e.sum()) @ v[:i + 1]
-            x = x + attn @ w[p + "self_attn.o_proj.weight"].T
-            h = norm(x, w[p + "post_attention_layernorm.weight"])
-            g = h @ w[p + "mlp.gate_proj.weight"].T
-            x = x + (g / (1 + np.exp(-g)) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
-        head_w = w["model.embed_tokens.weight"] if cfg["tie_word_embeddings"] else w["lm_head.weight"]
-        out.append(norm(x, w["model.norm.weight"]) @ head_w.T)
-    return np.stack(out)
-
-
-def weight_shapes(cfg):
-    """Every tensor of the checkpoint, in transformers' state-dict order, with its shape."""
-    hid, inter, voc = cfg["hidden_size"], cfg["intermediate_size"], cfg["vocab_size"]
-    heads, kv_heads = cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    head_dim = cfg.get("head_dim") or hid // heads
-    bias = cfg.get("attention_bias") or cfg["model_type"] == "qwen2"
-    shapes = {"model.embed_tokens.weight": (voc, hid)}
-    for layer in range(cfg["num_hidden_layers"]):
-        p = f"model.layers.{layer}."
-        shapes[p + "self_attn.q_proj.weight"] = (heads * head_dim, hid)
-        if bias:
-            shapes[p + "self_attn.q_proj.bias"] = (heads * head_dim,)
-        shapes[p + "self_attn.k_proj.weight"] = (kv_heads * head_dim, hid)
-        if bias:
-            shapes[p + "self_attn.k_proj.bias"] = (kv_heads * head_dim,)
-        shapes[p + "self_attn.v_proj.weight"] = (kv_heads * head_dim, hid)
-        if bias:
-            shapes[p + "self_attn.v_proj.bias"] = (kv_heads * head_dim,)
-        shapes[p + "self_attn.o_proj.weight"] = (hid, heads * head_dim)
-        shapes[p + "mlp.gate_proj.weight"] = (inter, hid)
-        shapes[p + "mlp.up_proj.weight"] = (inter, hid)
-        shapes[p + "mlp.down_proj.weight"] = (hid, inter)
-        shapes[p + "input_layernorm.weight"] = (hid,)
-        shapes[p + "post_attention_layernorm.weight"] = (hid,)
-    shapes["model.norm.weight"] = (hid,)
-    if not cfg["tie_word_embeddings"]:
-        shapes["lm_head.weight"] = (voc, hid)
-    return shapes
 
 
 def init_weights(cfg, gen):
@@ -688,9 +279,11 @@ FOLDERS = ["llama_f32", "llama_bf16", "llama_tied_ropescaled", "qwen2_f32"]
 
 
 def settings_stamp():
-    with open(__file__, "rb") as f:
-        script = hashlib.sha256(f.read()).hexdigest()
-    return {"script_sha256": script, "torch": torch.__version__, "numpy": np.__version__}
+    digest = hashlib.sha256()
+    for name in SOURCES:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), name), "rb") as f:
+            digest.update(f.read())
+    return {"scripts_sha256": digest.hexdigest(), "torch": torch.__version__, "numpy": np.__version__}
 
 
 def main():
@@ -720,7 +313,7 @@ def main():
     merges = train_bpe(train_texts, MERGES)
     if len(merges) != MERGES:
         sys.exit(f"make_llama.py: learned only {len(merges)} merges")
-    tok = Tokenizer(merges)
+    tok = Tokenizer(merges, SPECIAL_TOKENS, BASE["max_position_embeddings"])
     tok_json = tok.tokenizer_json()
     print(f"corpus: {len(train_texts)} training files ({sum(map(len, train_texts))} chars), "
           f"{len(held_texts)} held out; tokenizer: {MERGES} merges ({time.time() - begin:.1f} s)", flush=True)
