@@ -1,13 +1,11 @@
 // The language-model fixtures of issue 21 (tests/llm/make_llama.py, generated into the
-// build tree by the target `llm_fixtures`): each Hugging Face folder opens with our
-// safetensors reader, holds exactly the tensors its config.json implies with those
-// shapes and dtype, the sharded index names only tensors of its shards, the bf16
-// folder holds the f32 weights rounded to nearest-even, and tokenizer.json is a
-// byte-level BPE whose ids agree with config.json. The torch reference is checked
-// where it can be recomputed here: eval_ids decode (through tokenizer.json) to the
-// start of eval.txt, hidden_states[0] is the embedding of eval_ids, the logits are
-// the final RMSNorm of the last hidden state times lm_head (or the tied
-// embedding), and perplexity.json is the next-token NLL of logits.npy.
+// build tree by the target `llm_fixtures`, which the CTest fixture of that name builds): each Hugging Face folder opens
+// with our safetensors reader, holds exactly the tensors its config.json implies with those shapes and dtype, the
+// sharded index names only tensors of its shards, the bf16 folder holds the f32 weights rounded to nearest-even, and
+// tokenizer.json is a byte-level BPE whose ids agree with config.json. The torch reference is checked where it can be
+// recomputed here: eval_ids decode (through tokenizer.json) to the start of eval.txt, hidden_states[0] is the embedding
+// of eval_ids, the logits are the final RMSNorm of the last hidden state times lm_head (or the tied embedding), and
+// perplexity.json is the next-token NLL of logits.npy.
 #include <QtTest>
 
 #include <QFile>
@@ -139,6 +137,13 @@ double relativeL2(std::span<const float> got, const std::vector<double>& want)
 class TestLlmFixture : public QObject {
     Q_OBJECT
 private slots:
+    void initTestCase()
+    {
+        QVERIFY2(fs::exists(kDir / "llm_fixture.json"),
+                 "no LLM fixtures in " QUANTSCOPE_LLM_DIR ": build the target llm_fixtures (ctest runs it as the "
+                 "fixture of the same name)");
+    }
+
     void folder_data()
     {
         QTest::addColumn<QString>("name");
