@@ -269,8 +269,10 @@ Command inspectCommand()
     spec.positionalName = "MODEL";
     spec.options = {{"--rules", "R.json", "a rule file: show which rule each layer gets and unused rules", {}, false},
                     {"--json", "", "print JSON instead of a table", {}, false}};
-    spec.notes = "MODEL: " + supportedModelFormats() +
-                 ".\nThe format is recognised by the file's first bytes, then by its name.\n"
+    spec.notes = "MODEL: ONNX, safetensors (single or sharded *.index.json), Keras or generic HDF5, NumPy\n"
+                 ".npz/.npy, or a Hugging Face folder (config.json + safetensors: the Llama family, Mistral and\n"
+                 "Qwen2 open as a graph that runs, other architectures as weights).\n"
+                 "The format is recognised by the file's first bytes, then by its name.\n"
                  "Each quantizable layer shows its module path (what rule regexes match), op type, weight\n"
                  "initializer, shape, dtype, parameter count, channel axis (per-channel scales run along it),\n"
                  "contraction axes and the index of the first rule that applies (- = stays float).\n"
