@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+
+#include <unistd.h>
 
 #include "core/error.h"
 #include "core/sha256.h"
@@ -13,6 +16,33 @@
 namespace qs {
 
 namespace {
+
+// Why a model whose half-precision weights the runtime would widen cannot run
+// here, or "": the float32 copy must fit in half the machine's memory (a
+// 7B-parameter bf16 checkpoint needs 28 GB to run, nothing to be explored
+// weight by weight).
+std::string widenedWeightsTooLarge(const Model& model)
+{
+    if (!model.widenHalfInitializers)
+        return {};
+    uint64_t widened = 0;
+    for (const NamedTensor& init : model.initializers())
+        if (init.tensor.dtype() == DType::F16 || init.tensor.dtype() == DType::BF16)
+            widened += uint64_t(init.tensor.numel()) * sizeof(float);
+    const long pages = sysconf(_SC_PHYS_PAGES), pageSize = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || pageSize <= 0)
+        return {};
+    const uint64_t memory = uint64_t(pages) * uint64_t(pageSize);
+    if (widened <= memory / 2)
+        return {};
+    char text[200];
+    std::snprintf(text, sizeof text,
+                  ": running it needs %.1f GiB of float32 weights, more than half of this machine's %.1f GiB; "
+                  "its weights can still be quantized and exported",
+                  double(widened) / double(1ull << 30), double(memory) / double(1ull << 30));
+    return model.sourcePath.string() + text;
+}
+
 
 double secondsSince(std::chrono::steady_clock::time_point start)
 {
@@ -68,6 +98,8 @@ LoadedModel loadExplorationModel(const std::filesystem::path& path, const LoadOp
         if (model.weightsOnly) {
             loaded.whyNotRunnable = path.string() + ": a weights-only checkpoint (" + model.format +
                                     ") has no graph to run; this needs a model with a graph (ONNX)";
+        } else if (std::string why = widenedWeightsTooLarge(model); !why.empty()) {
+            loaded.whyNotRunnable = std::move(why);
         } else {
             loaded.unsupportedOps = unsupportedOps(model);
             try {
