@@ -45,6 +45,13 @@ void MainWindow::createActions()
                                             openPath(path);
                                     });
     open->setShortcut(QKeySequence::Open);
+    file->addAction(tr("Open &Folder…"), this, [this] {
+        // A Hugging Face checkpoint folder: config.json beside its safetensors files.
+        const QString path = QFileDialog::getExistingDirectory(this, tr("Open Hugging Face folder"),
+                                                               lastFolder(QStringLiteral("model")));
+        if (!path.isEmpty())
+            openPath(path);
+    });
     recentMenu_ = file->addMenu(tr("Open &Recent"));
     file->addSeparator();
     file->addAction(tr("Open &Session…"), this, [this] {

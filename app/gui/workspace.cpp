@@ -305,11 +305,15 @@ void Workspace::runSensitivity(SensitivityKind kind)
             const auto result = exploration_.sensitivity();
             if (!result->ranking.empty()) {
                 const LayerSensitivity& first = result->ranking.front();
-                emit logMessage(tr("Sensitivity: %1 layers ranked; most sensitive %2 (output SQNR %3 dB)")
-                                    .arg(result->ranking.size())
-                                    .arg(QString::fromStdString(exploration_.model().layers.at(first.layer).modulePath))
-                                    .arg(first.output.sqnrDb, 0, 'f', 1),
-                                false);
+                QString text = tr("Sensitivity: %1 layers ranked; most sensitive %2 (output SQNR %3 dB")
+                                   .arg(result->ranking.size())
+                                   .arg(QString::fromStdString(exploration_.model().layers.at(first.layer).modulePath))
+                                   .arg(first.output.sqnrDb, 0, 'f', 1);
+                if (result->floatPerplexity && first.perplexity)
+                    text += tr(", perplexity %1 against %2 in float")
+                                .arg(*first.perplexity, 0, 'f', 3)
+                                .arg(*result->floatPerplexity, 0, 'f', 3);
+                emit logMessage(text + QStringLiteral(")"), false);
             }
             emit sensitivityChanged();
         });
@@ -329,6 +333,11 @@ void Workspace::evaluate()
                 summary += tr(": top-1 float %1%, quantized %2%")
                                .arg(evaluation->accuracy->floatTop1 * 100, 0, 'f', 2)
                                .arg(evaluation->accuracy->quantizedTop1 * 100, 0, 'f', 2);
+            if (evaluation->perplexity)
+                summary += tr(": perplexity float %1, quantized %2 (%3 tokens)")
+                               .arg(evaluation->perplexity->floatValue, 0, 'f', 3)
+                               .arg(evaluation->perplexity->quantizedValue, 0, 'f', 3)
+                               .arg(evaluation->perplexity->tokens);
             for (const OutputEvaluation& o : evaluation->outputs)
                 summary += tr("; %1 SQNR %2 dB").arg(QString::fromStdString(o.name)).arg(o.metrics.sqnrDb, 0, 'f', 1);
             emit logMessage(summary, false);
