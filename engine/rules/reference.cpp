@@ -39,6 +39,8 @@ std::string_view kindName(QKind k)
         return "codebook";
     case QKind::Microscaling:
         return "microscaling";
+    case QKind::GgufBlock:
+        return "gguf block";
     }
     return "";
 }
