@@ -677,18 +677,19 @@ private slots:
             {"float8_e4m3fn", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},     {"fp8", QType::Fp8E4M3},
             {"float8_e5m2", QType::Fp8E5M2},   {"e5m2", QType::Fp8E5M2},     {"fp4", QType::Fp4E2M1},
             {"float4_e2m1fn", QType::Fp4E2M1}, {"mxfp4_e2m1", QType::MxFp4}, {"mxfp8_e4m3", QType::MxFp8},
+            {"q4_K", QType::Q4K},              {"q5_K", QType::Q5K},         {"q6_K", QType::Q6K},
         };
         for (const auto& [alias, type] : aliases)
             QCOMPARE(parseQType(alias), std::optional<QType>(type));
         for (const char* bad : {"", "int9", "Int8", "fp8 ", "float32"})
             QVERIFY2(!parseQType(bad), bad);
         const QStringList names = QString::fromStdString(qtypeNameList()).split(QStringLiteral(", "));
-        QCOMPARE(names.size(), 26);
-        QCOMPARE(int(allQTypes().size()), 26);
+        QCOMPARE(names.size(), 34);
+        QCOMPARE(int(allQTypes().size()), 34);
         for (const QString& n : names)
             QVERIFY2(parseQType(n.toStdString()), qPrintable(n));
         QCOMPARE(names.first(), QStringLiteral("int1"));
-        QCOMPARE(names.last(), QStringLiteral("nvfp4"));
+        QCOMPARE(names.last(), QStringLiteral("q6_k"));
     }
 };
 

@@ -39,7 +39,8 @@ Rows rowsOf(const Tensor& input, QType t, std::string_view tensorName)
         throw Error(name + " " + shapeToString(input.shape()) + ": " + std::string(qtypeName(t)) +
                     " quantizes rows of its last axis in blocks of " + std::to_string(blockSize) + ", and " +
                     std::to_string(r.length) + " is not a multiple of " + std::to_string(blockSize) +
-                    "; choose a type with blocks of 32 or leave this layer float");
+                    (blockSize == 256 ? "; use a type with blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1) or leave it float"
+                                      : "; leave it float"));
     r.count = r.length == 0 ? 0 : input.numel() / r.length;
     r.values = input.dtype() == DType::F32 ? input : input.toFloat32();
     const auto v = r.values.values<float>();

@@ -274,8 +274,8 @@ void checkQuantParams(const QuantParams& params, const Shape& shape, std::string
     const std::string name = "tensor '" + std::string(tensorName) + "'";
     if (isGgufBlock(params.qtype))
         throw Error(name + ": " + std::string(qtypeName(params.qtype)) +
-                    " is a GGUF block format without one code per element; its block bytes come from ggufEncode "
-                    "(quant/gguf_quantization.h)");
+                    " is a GGUF block format: llama.cpp's blocks, not one code per element, which only a GGUF "
+                    "file holds; use int4/int8 (with tile_size) for this export");
     if (params.layout.shape != shape || params.layout.block.size() != shape.size())
         throw Error(name + " has shape " + shapeToString(shape) + " but its quantization parameters are for " +
                     shapeToString(params.layout.shape));
