@@ -11,8 +11,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <cstring>
+#include <map>
 #include <random>
 #include <string>
 #include <vector>
@@ -76,7 +76,8 @@ struct Ggml {
         typeSize = reinterpret_cast<TypeSize>(sym("ggml_type_size"));
         blockSize = reinterpret_cast<BlockSize>(sym("ggml_blck_size"));
         for (const GgmlType& t : kTypes) {
-            quantize[t.type] = reinterpret_cast<QuantizeRowRef>(sym(std::string("quantize_row_") + t.ggmlName + "_ref"));
+            quantize[t.type] =
+                reinterpret_cast<QuantizeRowRef>(sym(std::string("quantize_row_") + t.ggmlName + "_ref"));
             dequantize[t.type] = reinterpret_cast<DequantizeRow>(sym(std::string("dequantize_row_") + t.ggmlName));
         }
         return error.isEmpty();
@@ -137,15 +138,16 @@ std::vector<Row> testRows()
     std::vector<Row> rows;
     rows.push_back(make("gaussian", 4096, [&](size_t) { return 0.02f * normal(rng); }));
     rows.push_back(make("student-t 2.5", 4096, [&](size_t) { return 0.05f * studentT(rng); }));
-    rows.push_back(make("gaussian with outliers", 4096,
-                        [&](size_t i) { return i % 97 == 5 ? 40.f * normal(rng) : normal(rng); }));
+    rows.push_back(
+        make("gaussian with outliers", 4096, [&](size_t i) { return i % 97 == 5 ? 40.f * normal(rng) : normal(rng); }));
     rows.push_back(make("all zeros", 512, [](size_t) { return 0.f; }));
     rows.push_back(make("constant", 512, [](size_t) { return 0.37f; }));
     rows.push_back(make("negative constant", 512, [](size_t) { return -2.5f; }));
     rows.push_back(make("tiny 1e-30", 1024, [&](size_t) { return 1e-30f * normal(rng); }));
     rows.push_back(make("small 1e-6 (fp16-subnormal scales)", 1024, [&](size_t) { return 1e-6f * normal(rng); }));
     rows.push_back(make("huge 1e4", 1024, [&](size_t) { return 1e4f * normal(rng); }));
-    rows.push_back(make("mixed signs", 1024, [&](size_t i) { return (i % 2 ? -1.f : 1.f) * (0.5f + std::fabs(normal(rng))); }));
+    rows.push_back(
+        make("mixed signs", 1024, [&](size_t i) { return (i % 2 ? -1.f : 1.f) * (0.5f + std::fabs(normal(rng))); }));
     rows.push_back(make("all positive", 1024, [&](size_t) { return 1.f + std::fabs(normal(rng)); }));
     rows.push_back(make("all negative", 1024, [&](size_t) { return -0.1f - std::fabs(normal(rng)); }));
     rows.push_back(make("single non-zero", 1024, [](size_t i) { return i == 300 ? -3.25f : 0.f; }));
@@ -156,7 +158,9 @@ std::vector<Row> testRows()
             s = std::pow(10.f, 12.f * (uniform(rng) + 1.f) / 2.f - 8.f);
         return s * normal(rng);
     }));
-    rows.push_back(make("ties at the absmax", 512, [](size_t i) { return i % 3 == 0 ? 1.f : i % 3 == 1 ? -1.f : 0.25f; }));
+    rows.push_back(make("ties at the absmax", 512, [](size_t i) {
+        return i % 3 == 0 ? 1.f : i % 3 == 1 ? -1.f : 0.25f;
+    }));
     return rows;
 }
 
@@ -252,7 +256,8 @@ private slots:
             QCOMPARE(int64_t(f.blockSize), ggml_.blockSize(t.ggmlType));
             QCOMPARE(size_t(f.blockBytes), ggml_.typeSize(t.ggmlType));
             QCOMPARE(qtypeInfo(t.type).blockSize, f.blockSize);
-            QCOMPARE(bitsPerWeight(t.type), double(ggml_.typeSize(t.ggmlType)) * 8 / double(ggml_.blockSize(t.ggmlType)));
+            QCOMPARE(bitsPerWeight(t.type),
+                     double(ggml_.typeSize(t.ggmlType)) * 8 / double(ggml_.blockSize(t.ggmlType)));
         }
         QCOMPARE(bitsPerWeight(QType::Q4_0), 4.5);
         QCOMPARE(bitsPerWeight(QType::Q4K), 4.5);
@@ -276,9 +281,9 @@ private slots:
             std::vector<uint8_t> ours(reference.size());
             ggufEncodeRow(t, row.values, ours);
             const int64_t byte = firstByteMismatch(ours, reference);
-            QVERIFY2(byte < 0, qPrintable(QString::fromStdString(row.name) + ": first differing byte " +
-                                          QString::number(byte) + " (block " +
-                                          QString::number(byte / ggufBlockFormat(t).blockBytes) + ")"));
+            QVERIFY2(byte < 0,
+                     qPrintable(QString::fromStdString(row.name) + ": first differing byte " + QString::number(byte) +
+                                " (block " + QString::number(byte / ggufBlockFormat(t).blockBytes) + ")"));
             // Both decoders, on the same bytes, give the same floats.
             std::vector<float> decoded(row.values.size());
             ggufDecodeRow(t, reference, decoded);
@@ -314,8 +319,9 @@ private slots:
                            floatToFp16);
             const std::vector<float> ggmlHalf =
                 ggmlDecode(t.type, ggmlEncode(t.type, half.toFloat32().values<float>()), size_t(w.numel()));
-            QCOMPARE(firstFloatMismatch(fakeQuantize(half, ggufBlockParams(half, t.type, "w")).values<float>(), ggmlHalf),
-                     int64_t(-1));
+            QCOMPARE(
+                firstFloatMismatch(fakeQuantize(half, ggufBlockParams(half, t.type, "w")).values<float>(), ggmlHalf),
+                int64_t(-1));
         }
     }
 
@@ -376,7 +382,8 @@ private slots:
                 QuantizationPlan::build(m, rules(R"([{"weight_qtype": ")" + std::string(qtypeName(t.type)) + R"("}])"));
             WeightQuantizer weights;
             QCOMPARE(weights.update(m, plan).size(), size_t(3));
-            QVERIFY2(weights.problems().empty(), weights.problems().empty() ? "" : weights.problems().begin()->second.c_str());
+            QVERIFY2(weights.problems().empty(),
+                     weights.problems().empty() ? "" : weights.problems().begin()->second.c_str());
             auto reference = [&](const Tensor& w, const std::vector<int>& toRows) {
                 const Tensor rows = toRows.empty() ? w : w.permuted(toRows);
                 const std::vector<float> fake =

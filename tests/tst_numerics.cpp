@@ -677,9 +677,12 @@ private slots:
             {"float8_e4m3fn", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},     {"fp8", QType::Fp8E4M3},
             {"float8_e5m2", QType::Fp8E5M2},   {"e5m2", QType::Fp8E5M2},     {"fp4", QType::Fp4E2M1},
             {"float4_e2m1fn", QType::Fp4E2M1}, {"mxfp4_e2m1", QType::MxFp4}, {"mxfp8_e4m3", QType::MxFp8},
-            {"q4_K", QType::Q4K},              {"q5_K", QType::Q5K},         {"q6_K", QType::Q6K},
         };
         for (const auto& [alias, type] : aliases)
+            QCOMPARE(parseQType(alias), std::optional<QType>(type));
+        // ggml's own spelling of the k types.
+        const std::pair<const char*, QType> ggml[] = {{"q4_K", QType::Q4K}, {"q5_K", QType::Q5K}, {"q6_K", QType::Q6K}};
+        for (const auto& [alias, type] : ggml)
             QCOMPARE(parseQType(alias), std::optional<QType>(type));
         for (const char* bad : {"", "int9", "Int8", "fp8 ", "float32"})
             QVERIFY2(!parseQType(bad), bad);

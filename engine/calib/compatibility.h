@@ -29,7 +29,7 @@ struct MethodCompatibility {
         None,
         Symmetry,              // the method refuses the requested symmetry: the `symmetric` field is at fault
         NoZeroPoint,           // an asymmetric method on a type without zero points: the method is at fault
-        BlockScalesNeedAbsmax, // a microscaling or GGUF block type with another method than absmax: the method is at fault
+        BlockScalesNeedAbsmax, // a microscaling or GGUF type with another method than absmax: the method is at fault
     };
     Problem problem = Problem::None;
     bool symmetric = true; // the symmetry the method takes (meaningful when there is no problem)

@@ -76,7 +76,10 @@ static_assert(std::endian::native == std::endian::little, "GGUF blocks are littl
 
 constexpr float kGroupMaxEps = 1e-15f; // ggml's GROUP_MAX_EPS: a group below this absmax is all zero
 
-float half(uint16_t h) { return fp16ToFloat(h); }
+float half(uint16_t h)
+{
+    return fp16ToFloat(h);
+}
 
 // Round to nearest, ties to even, through float addition of 1.5·2^23 (ggml's
 // nearest_int): for |f| above 2^22 the result wraps exactly as ggml's does.
@@ -247,8 +250,8 @@ float symmetricScaleSearch(int n, int nmax, const float* x, int8_t* L)
 // min raised to at most 0), then nstep + 1 candidate inverse scales
 // (rmin + rdelta·step + nmax) / (max − min), each refit by weighted least
 // squares (ggml's make_qkx2_quants with use_mad false). Laux is scratch.
-float scaleMinSearch(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* theMin,
-                     uint8_t* Laux, float rmin, float rdelta, int nstep)
+float scaleMinSearch(int n, int nmax, const float* x, const float* weights, uint8_t* L, float* theMin, uint8_t* Laux,
+                     float rmin, float rdelta, int nstep)
 {
     float min = x[0], max = x[0];
     float sumW = weights[0];
@@ -448,8 +451,8 @@ void encodeQ6K(const float* x, BlockQ6K& b)
         for (int l = 0; l < 32; ++l) {
             ql[l] = uint8_t((Lh[l] & 0x0f) | ((Lh[l + 64] & 0x0f) << 4));
             ql[l + 32] = uint8_t((Lh[l + 32] & 0x0f) | ((Lh[l + 96] & 0x0f) << 4));
-            qh[l] = uint8_t((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) |
-                            ((Lh[l + 96] >> 4) << 6));
+            qh[l] =
+                uint8_t((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) | ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
         }
     }
 }
@@ -563,7 +566,8 @@ void decodeQ6K(const BlockQ6K& b, float* y)
 }
 
 // Runs `fn(const float*, Block&)` or `fn(const Block&, float*)` over a row's blocks.
-template <class Block, int BlockSize, class Fn> void encodeBlocks(std::span<const float> x, std::span<uint8_t> out, Fn fn)
+template <class Block, int BlockSize, class Fn>
+void encodeBlocks(std::span<const float> x, std::span<uint8_t> out, Fn fn)
 {
     const size_t blocks = x.size() / BlockSize;
     for (size_t i = 0; i < blocks; ++i) {
@@ -573,7 +577,8 @@ template <class Block, int BlockSize, class Fn> void encodeBlocks(std::span<cons
     }
 }
 
-template <class Block, int BlockSize, class Fn> void decodeBlocks(std::span<const uint8_t> in, std::span<float> y, Fn fn)
+template <class Block, int BlockSize, class Fn>
+void decodeBlocks(std::span<const uint8_t> in, std::span<float> y, Fn fn)
 {
     const size_t blocks = y.size() / BlockSize;
     for (size_t i = 0; i < blocks; ++i) {

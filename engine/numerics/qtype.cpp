@@ -57,11 +57,14 @@ constexpr std::array<QuantTypeInfo, 34> kQTypes{{
      "OCP MX: 32 e2m1 values sharing an E8M0 scale"},
     {QType::NvFp4, "nvfp4", QKind::Microscaling, 4, true, 0, 0, 6.f, 16, QType::Fp4E2M1,
      "16 e2m1 values sharing an e4m3 scale"},
-    ggufType(QType::Q8_0, "q8_0", 8, 32, "GGUF q8_0 (weights only): blocks of 32 int8 codes, fp16 scale; 8.5 bits/weight"),
-    ggufType(QType::Q4_0, "q4_0", 4, 32, "GGUF q4_0 (weights only): blocks of 32 4-bit codes, fp16 scale; 4.5 bits/weight"),
+    ggufType(QType::Q8_0, "q8_0", 8, 32,
+             "GGUF q8_0 (weights only): blocks of 32 int8 codes, fp16 scale; 8.5 bits/weight"),
+    ggufType(QType::Q4_0, "q4_0", 4, 32,
+             "GGUF q4_0 (weights only): blocks of 32 4-bit codes, fp16 scale; 4.5 bits/weight"),
     ggufType(QType::Q4_1, "q4_1", 4, 32,
              "GGUF q4_1 (weights only): blocks of 32 4-bit codes, fp16 scale and min; 5 bits/weight"),
-    ggufType(QType::Q5_0, "q5_0", 5, 32, "GGUF q5_0 (weights only): blocks of 32 5-bit codes, fp16 scale; 5.5 bits/weight"),
+    ggufType(QType::Q5_0, "q5_0", 5, 32,
+             "GGUF q5_0 (weights only): blocks of 32 5-bit codes, fp16 scale; 5.5 bits/weight"),
     ggufType(QType::Q5_1, "q5_1", 5, 32,
              "GGUF q5_1 (weights only): blocks of 32 5-bit codes, fp16 scale and min; 6 bits/weight"),
     ggufType(QType::Q4K, "q4_k", 4, 256,
@@ -85,12 +88,13 @@ struct Alias {
     std::string_view alias;
     QType type;
 };
+// Common spellings, and ggml's for the k types (q4_K ...).
 constexpr std::array<Alias, 15> kAliases{{
-    {"q4_K", QType::Q4K}, {"q5_K", QType::Q5K}, {"q6_K", QType::Q6K}, // ggml's own spelling
     {"float8_e4m3fn", QType::Fp8E4M3}, {"float8_e4m3", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},
     {"fp8", QType::Fp8E4M3},           {"float8_e5m2", QType::Fp8E5M2}, {"e5m2", QType::Fp8E5M2},
     {"float4_e2m1fn", QType::Fp4E2M1}, {"float4_e2m1", QType::Fp4E2M1}, {"fp4", QType::Fp4E2M1},
     {"e2m1", QType::Fp4E2M1},          {"mxfp8_e4m3", QType::MxFp8},    {"mxfp4_e2m1", QType::MxFp4},
+    {"q4_K", QType::Q4K},              {"q5_K", QType::Q5K},            {"q6_K", QType::Q6K},
 }};
 
 } // namespace

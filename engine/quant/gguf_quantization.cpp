@@ -39,8 +39,9 @@ Rows rowsOf(const Tensor& input, QType t, std::string_view tensorName)
         throw Error(name + " " + shapeToString(input.shape()) + ": " + std::string(qtypeName(t)) +
                     " quantizes rows of its last axis in blocks of " + std::to_string(blockSize) + ", and " +
                     std::to_string(r.length) + " is not a multiple of " + std::to_string(blockSize) +
-                    (blockSize == 256 ? "; use a type with blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1) or leave it float"
-                                      : "; leave it float"));
+                    (blockSize == 256
+                         ? "; use a type with blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1) or leave it float"
+                         : "; leave it float"));
     r.count = r.length == 0 ? 0 : input.numel() / r.length;
     r.values = input.dtype() == DType::F32 ? input : input.toFloat32();
     const auto v = r.values.values<float>();
@@ -90,13 +91,12 @@ QuantParams ggufBlockParams(const Tensor& input, QType t, std::string_view tenso
     p.symmetric = true;
     p.layout = BlockLayout::blocks(input.shape(), -1, blockSize);
     p.scales.assign(size_t(p.layout.groupCount()), kDegenerateScale);
-    std::vector<float> fake(size_t(input.numel()));
-    ggufFakeQuantizeInto(rows.values, t, fake, tensorName);
+    const auto x = rows.values.values<float>();
     const float codeMax = largestCode(t);
     for (size_t g = 0; g < p.scales.size(); ++g) {
         float m = 0;
         for (size_t i = g * size_t(blockSize); i < (g + 1) * size_t(blockSize); ++i)
-            m = std::max(m, std::fabs(fake[i]));
+            m = std::max(m, std::fabs(x[i]));
         if (m > 0)
             p.scales[g] = std::max(m / codeMax, 0x1p-126f);
     }

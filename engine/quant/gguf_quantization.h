@@ -19,8 +19,9 @@ namespace qs {
 
 // The QuantParams of a GGUF type for `input` (float32, float16 or bfloat16,
 // rank >= 1): groups are the (super-)blocks along the last axis; scales[g] is
-// an informative step, the largest decoded magnitude of the block over the
-// type's largest code magnitude (kDegenerateScale for an all-zero block).
+// an informative step for views and reports, the block's absmax over the type's
+// largest code magnitude (kDegenerateScale for an all-zero block), not what the
+// encoder stores. Cheap: nothing is encoded.
 // Throws Error naming the tensor when the last axis is not a multiple of the
 // block size, or an element is NaN or infinite.
 QuantParams ggufBlockParams(const Tensor& input, QType t, std::string_view tensorName = "input");

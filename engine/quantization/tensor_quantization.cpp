@@ -38,7 +38,8 @@ TensorQuantization ggufQuantization(const Tensor& x, const QuantizationSpec& spe
     const size_t block = size_t(qtypeInfo(spec.qtype).blockSize);
     q.ranges.reserve(q.params.scales.size());
     for (size_t g = 0; g < q.params.scales.size(); ++g) {
-        const auto [lo, hi] = std::minmax_element(v.begin() + ptrdiff_t(g * block), v.begin() + ptrdiff_t((g + 1) * block));
+        const auto [lo, hi] =
+            std::minmax_element(v.begin() + ptrdiff_t(g * block), v.begin() + ptrdiff_t((g + 1) * block));
         q.ranges.push_back({std::min(*lo, 0.f), std::max(*hi, 0.f)});
     }
     q.saturation = q.ranges;
