@@ -680,15 +680,19 @@ private slots:
         };
         for (const auto& [alias, type] : aliases)
             QCOMPARE(parseQType(alias), std::optional<QType>(type));
+        // ggml's own spelling of the k types.
+        const std::pair<const char*, QType> ggml[] = {{"q4_K", QType::Q4K}, {"q5_K", QType::Q5K}, {"q6_K", QType::Q6K}};
+        for (const auto& [alias, type] : ggml)
+            QCOMPARE(parseQType(alias), std::optional<QType>(type));
         for (const char* bad : {"", "int9", "Int8", "fp8 ", "float32"})
             QVERIFY2(!parseQType(bad), bad);
         const QStringList names = QString::fromStdString(qtypeNameList()).split(QStringLiteral(", "));
-        QCOMPARE(names.size(), 26);
-        QCOMPARE(int(allQTypes().size()), 26);
+        QCOMPARE(names.size(), 34);
+        QCOMPARE(int(allQTypes().size()), 34);
         for (const QString& n : names)
             QVERIFY2(parseQType(n.toStdString()), qPrintable(n));
         QCOMPARE(names.first(), QStringLiteral("int1"));
-        QCOMPARE(names.last(), QStringLiteral("nvfp4"));
+        QCOMPARE(names.last(), QStringLiteral("q6_k"));
     }
 };
 

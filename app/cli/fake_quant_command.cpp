@@ -40,7 +40,7 @@ int runFakeQuant(const Arguments& args)
     const double clipped = fractionClipped(x.values<float>(), q.params.layout, q.saturation);
     std::printf("%s -> %s: %s, %s, %s, %lld groups: mse %.6g, sqnr %.2f dB, %.4f%% clipped\n", in.c_str(), out.c_str(),
                 std::string(qtypeName(spec.qtype)).c_str(),
-                isMicroscaling(spec.qtype) ? "own block scales" : spec.method.toString().c_str(),
+                hasOwnBlockScales(spec.qtype) ? "own block scales" : spec.method.toString().c_str(),
                 layoutText(spec, x.shape()).c_str(), static_cast<long long>(q.params.scales.size()), m.mse, m.sqnrDb,
                 100.0 * clipped);
     if (!q.note.empty())

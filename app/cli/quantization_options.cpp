@@ -25,7 +25,9 @@ std::string layoutNotes()
     return "Granularity: per_tensor uses one scale; per_channel one per index of --axis; tile is per-channel\n"
            "along --axis and splits the last axis (the contraction axis of an [out, in] weight) into tiles of\n"
            "--tile elements. mxfp8, mxfp4 and nvfp4 compute their own block scales (blocks of 32, 32 and 16\n"
-           "along the last axis) and take no --granularity, --axis or --tile.";
+           "along the last axis) and take no --granularity, --axis or --tile; so do the GGUF block formats\n"
+           "q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32) and q4_k, q5_k, q6_k (256), encoded as llama.cpp's\n"
+           "reference quantizers do along the last axis, whose length must be a multiple of the block.";
 }
 
 QuantizationSpec quantizationSpecFrom(const Arguments& args)
@@ -40,7 +42,7 @@ QuantizationSpec quantizationSpecFrom(const Arguments& args)
     // "tile" is per-channel with a tile size, as a rule's granularity and tile_size say it.
     spec.granularity = granularity == "per_tensor" ? Granularity::PerTensor : Granularity::PerChannel;
     const bool tiled = granularity == "tile";
-    if (isMicroscaling(spec.qtype) && (granularity || args.value("--axis") || args.value("--tile")))
+    if (hasOwnBlockScales(spec.qtype) && (granularity || args.value("--axis") || args.value("--tile")))
         throw Error("--qtype " + std::string(qtypeName(spec.qtype)) +
                     " computes its own block scales along the last axis; drop --granularity, --axis and --tile");
     if (args.value("--axis") && spec.granularity == Granularity::PerTensor)
@@ -67,7 +69,7 @@ CalibrationMethod parseMethodArgument(const Arguments& args)
 
 std::string layoutText(const QuantizationSpec& spec, const Shape& shape)
 {
-    if (isMicroscaling(spec.qtype))
+    if (hasOwnBlockScales(spec.qtype))
         return "blocks of " + std::to_string(qtypeInfo(spec.qtype).blockSize) + " along the last axis";
     return layoutFor(shape, spec).describe();
 }

@@ -88,7 +88,7 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
 {
     cancel.check();
     const QuantTypeInfo& info = qtypeInfo(spec.qtype);
-    if (info.kind == QKind::Microscaling) {
+    if (hasOwnBlockScales(spec.qtype)) {
         QuantizationSpec mx = spec;
         mx.method = CalibrationMethod::parse("absmax");
         return {measure(x, mx, std::string(info.name) + " block scales", tensorName)};
@@ -143,7 +143,7 @@ MethodComparisonData compareActivationMethods(const Observer& observer, const Ca
 {
     if (observer.groupCount() < 1 || observer.config().histogramBinsPerSide <= 0 || observer.histogram(0).empty())
         throw Error("method comparison of activation '" + observer.name() + "': the observer kept no histogram");
-    if (isMicroscaling(target.qtype))
+    if (hasOwnBlockScales(target.qtype))
         throw Error("method comparison of activation '" + observer.name() +
                     "': " + std::string(qtypeName(target.qtype)) + " computes its own block scales");
     MethodComparisonData d;

@@ -79,7 +79,7 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
                                    const CalibrationTarget& target, std::string_view tensorName,
                                    CalibrationReport* report)
 {
-    if (isMicroscaling(target.qtype))
+    if (hasOwnBlockScales(target.qtype))
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(target.qtype)) +
                     " computes its own block scales from the data; calibration method '" + m.toString() +
                     "' does not apply to it");

@@ -197,6 +197,8 @@ int entropyLevels(QType t, bool symmetric, bool narrowRange)
         }
         return int(values.size());
     }
+    case QKind::GgufBlock:
+        break; // its own block scales: never calibrated (calib/compatibility.h)
     }
     return 1;
 }

@@ -11,6 +11,17 @@ MethodCompatibility methodCompatibility(QType qtype, const CalibrationMethod& me
         (qtypeField.empty() ? "" : std::string(qtypeField) + " ") + std::string(qtypeName(qtype));
     MethodCompatibility c;
     const QuantTypeInfo& info = qtypeInfo(qtype);
+    if (info.kind == QKind::GgufBlock) {
+        // Its reference quantizer picks every scale (and min) itself: an explicit
+        // `symmetric` does not apply (the plan notes it), any method but absmax is refused.
+        if (method.kind != CalibrationKind::AbsMax || method.factor != 1.0) {
+            c.problem = MethodCompatibility::Problem::BlockScalesNeedAbsmax;
+            c.reason = typeText + " computes its own block scales as llama.cpp's reference quantizer does; " +
+                       (methodField.empty() ? std::string("the method") : std::string(methodField)) +
+                       " must be absmax (or left unset), not '" + method.toString() + "'";
+        }
+        return c;
+    }
     try {
         c.symmetric = method.resolveSymmetric(symmetric);
     } catch (const Error& e) {

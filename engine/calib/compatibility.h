@@ -10,6 +10,9 @@
 // - an asymmetric method needs a zero point, which only integer grids have;
 // - the microscaling types (mxfp8, mxfp4, nvfp4) compute each block's scale
 //   from its absmax, so their method must be plain absmax.
+// The GGUF block formats (q8_0 ... q6_k) pick their own scales and mins as
+// llama.cpp's reference quantizers do: only plain absmax (the default) is
+// accepted, and an explicit symmetry is not checked (it does not apply to them).
 
 #include <cstdint>
 #include <optional>
@@ -26,7 +29,7 @@ struct MethodCompatibility {
         None,
         Symmetry,              // the method refuses the requested symmetry: the `symmetric` field is at fault
         NoZeroPoint,           // an asymmetric method on a type without zero points: the method is at fault
-        BlockScalesNeedAbsmax, // a microscaling type with another method than absmax: the method is at fault
+        BlockScalesNeedAbsmax, // a microscaling or GGUF type with another method than absmax: the method is at fault
     };
     Problem problem = Problem::None;
     bool symmetric = true; // the symmetry the method takes (meaningful when there is no problem)

@@ -138,7 +138,7 @@ std::vector<Range> Observer::ranges(const CalibrationMethod& m, const Calibratio
 {
     if (batches_ == 0)
         throw Error("observer '" + name_ + "' has seen no batch; run calibration data through the model first");
-    if (isMicroscaling(target.qtype))
+    if (hasOwnBlockScales(target.qtype))
         throw Error("activation '" + name_ + "': " + std::string(qtypeName(target.qtype)) +
                     " computes its own block scales from the data; calibration method '" + m.toString() +
                     "' does not apply to it");

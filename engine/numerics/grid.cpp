@@ -110,7 +110,8 @@ float nearestGridValue(QType t, IntegerGrid grid, float v)
     case QKind::Codebook:
         return decodeNf4(encodeNf4(v));
     case QKind::Microscaling:
-        break; // an element type is never microscaling
+    case QKind::GgufBlock:
+        break; // an element type is never microscaling; GGUF blocks have no element grid
     }
     throw Error(std::string(qtypeName(t)) + " has no element grid");
 }
@@ -142,6 +143,7 @@ float stochasticGridValue(QType t, IntegerGrid grid, float v, float u)
     case QKind::Codebook:
         return stochasticNf4(v, u);
     case QKind::Microscaling:
+    case QKind::GgufBlock:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element grid");
@@ -168,6 +170,7 @@ uint32_t codeOfGridValue(QType t, float g)
     case QKind::Codebook:
         return encodeNf4(g);
     case QKind::Microscaling:
+    case QKind::GgufBlock:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element codes");
@@ -195,6 +198,7 @@ float gridValueOfCode(QType t, uint32_t code)
     case QKind::Codebook:
         return decodeNf4(uint8_t(code));
     case QKind::Microscaling:
+    case QKind::GgufBlock:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element codes");

@@ -3,6 +3,7 @@
 #include <array>
 
 #include "core/error.h"
+#include "numerics/gguf_blocks.h"
 
 namespace qs {
 namespace {
@@ -18,7 +19,12 @@ constexpr QuantTypeInfo uintType(QType t, std::string_view name, int bits, std::
             summary};
 }
 
-constexpr std::array<QuantTypeInfo, 26> kQTypes{{
+constexpr QuantTypeInfo ggufType(QType t, std::string_view name, int bits, int blockSize, std::string_view summary)
+{
+    return {t, name, QKind::GgufBlock, bits, true, 0, 0, 0.f, blockSize, t, summary};
+}
+
+constexpr std::array<QuantTypeInfo, 34> kQTypes{{
     intType(QType::Int1, "int1", 1, "signed 1-bit integer, codes -1..0"),
     intType(QType::Int2, "int2", 2, "signed 2-bit integer, codes -2..1"),
     intType(QType::Int3, "int3", 3, "signed 3-bit integer, codes -4..3"),
@@ -51,6 +57,22 @@ constexpr std::array<QuantTypeInfo, 26> kQTypes{{
      "OCP MX: 32 e2m1 values sharing an E8M0 scale"},
     {QType::NvFp4, "nvfp4", QKind::Microscaling, 4, true, 0, 0, 6.f, 16, QType::Fp4E2M1,
      "16 e2m1 values sharing an e4m3 scale"},
+    ggufType(QType::Q8_0, "q8_0", 8, 32,
+             "GGUF q8_0 (weights only): blocks of 32 int8 codes, fp16 scale; 8.5 bits/weight"),
+    ggufType(QType::Q4_0, "q4_0", 4, 32,
+             "GGUF q4_0 (weights only): blocks of 32 4-bit codes, fp16 scale; 4.5 bits/weight"),
+    ggufType(QType::Q4_1, "q4_1", 4, 32,
+             "GGUF q4_1 (weights only): blocks of 32 4-bit codes, fp16 scale and min; 5 bits/weight"),
+    ggufType(QType::Q5_0, "q5_0", 5, 32,
+             "GGUF q5_0 (weights only): blocks of 32 5-bit codes, fp16 scale; 5.5 bits/weight"),
+    ggufType(QType::Q5_1, "q5_1", 5, 32,
+             "GGUF q5_1 (weights only): blocks of 32 5-bit codes, fp16 scale and min; 6 bits/weight"),
+    ggufType(QType::Q4K, "q4_k", 4, 256,
+             "GGUF q4_K (weights only): super-blocks of 256, 6-bit sub-block scales and mins; 4.5 bits/weight"),
+    ggufType(QType::Q5K, "q5_k", 5, 256,
+             "GGUF q5_K (weights only): super-blocks of 256, 6-bit sub-block scales and mins; 5.5 bits/weight"),
+    ggufType(QType::Q6K, "q6_k", 6, 256,
+             "GGUF q6_K (weights only): super-blocks of 256, int8 sub-block scales; 6.5625 bits/weight"),
 }};
 
 constexpr bool tableFollowsEnum()
@@ -58,7 +80,7 @@ constexpr bool tableFollowsEnum()
     for (size_t i = 0; i < kQTypes.size(); ++i)
         if (static_cast<size_t>(kQTypes[i].type) != i)
             return false;
-    return kQTypes.size() == static_cast<size_t>(QType::NvFp4) + 1;
+    return kQTypes.size() == static_cast<size_t>(QType::Q6K) + 1;
 }
 static_assert(tableFollowsEnum(), "kQTypes must list every QType in enum order");
 
@@ -66,11 +88,13 @@ struct Alias {
     std::string_view alias;
     QType type;
 };
-constexpr std::array<Alias, 12> kAliases{{
+// Common spellings, and ggml's for the k types (q4_K ...).
+constexpr std::array<Alias, 15> kAliases{{
     {"float8_e4m3fn", QType::Fp8E4M3}, {"float8_e4m3", QType::Fp8E4M3}, {"e4m3", QType::Fp8E4M3},
     {"fp8", QType::Fp8E4M3},           {"float8_e5m2", QType::Fp8E5M2}, {"e5m2", QType::Fp8E5M2},
     {"float4_e2m1fn", QType::Fp4E2M1}, {"float4_e2m1", QType::Fp4E2M1}, {"fp4", QType::Fp4E2M1},
     {"e2m1", QType::Fp4E2M1},          {"mxfp8_e4m3", QType::MxFp8},    {"mxfp4_e2m1", QType::MxFp4},
+    {"q4_K", QType::Q4K},              {"q5_K", QType::Q5K},            {"q6_K", QType::Q6K},
 }};
 
 } // namespace
@@ -118,5 +142,26 @@ bool isIntegerLike(QType t)
 }
 
 bool isMicroscaling(QType t) { return qtypeInfo(t).kind == QKind::Microscaling; }
+
+bool isGgufBlock(QType t) { return qtypeInfo(t).kind == QKind::GgufBlock; }
+
+bool hasOwnBlockScales(QType t) { return isMicroscaling(t) || isGgufBlock(t); }
+
+double bitsPerWeight(QType t)
+{
+    const QuantTypeInfo& q = qtypeInfo(t);
+    if (q.kind == QKind::GgufBlock) {
+        const GgufBlockFormat f = ggufBlockFormat(t);
+        return f.blockBytes * 8.0 / f.blockSize;
+    }
+    switch (t) {
+    case QType::MxFp8:
+    case QType::MxFp4:
+    case QType::NvFp4:
+        return q.bits + 8.0 / q.blockSize; // an E8M0 or e4m3 scale per block
+    default:
+        return q.bits;
+    }
+}
 
 } // namespace qs

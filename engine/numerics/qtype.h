@@ -24,6 +24,16 @@ enum class QType : uint8_t {
     MxFp8,   // OCP MX: blocks of 32 e4m3 elements sharing an E8M0 scale
     MxFp4,   // OCP MX: blocks of 32 e2m1 elements sharing an E8M0 scale
     NvFp4,   // blocks of 16 e2m1 elements sharing an e4m3 scale
+    // GGUF (llama.cpp) block formats, weight-only, encoded as ggml's reference
+    // quantizers do (numerics/gguf_blocks.h):
+    Q8_0, // blocks of 32: int8 codes, fp16 scale
+    Q4_0, // blocks of 32: 4-bit codes − 8, fp16 scale
+    Q4_1, // blocks of 32: 4-bit codes, fp16 scale and min
+    Q5_0, // blocks of 32: 5-bit codes − 16, fp16 scale
+    Q5_1, // blocks of 32: 5-bit codes, fp16 scale and min
+    Q4K,  // super-blocks of 256: 8 × 32 4-bit codes, 6-bit scales and mins, fp16 d and dmin
+    Q5K,  // super-blocks of 256: 8 × 32 5-bit codes, 6-bit scales and mins, fp16 d and dmin
+    Q6K,  // super-blocks of 256: 16 × 16 6-bit codes, int8 scales, fp16 d
 };
 
 enum class QKind : uint8_t {
@@ -33,6 +43,7 @@ enum class QKind : uint8_t {
     Float,        // a small float format, cast with saturation and RNE
     Codebook,     // a fixed table of values (nf4)
     Microscaling, // element format + per-block shared scale computed by the type itself
+    GgufBlock,    // a GGUF block format: block bytes as llama.cpp's reference quantizer writes them
 };
 
 struct QuantTypeInfo {
@@ -44,7 +55,8 @@ struct QuantTypeInfo {
     int32_t qmin, qmax;     // Integer/Binary/Ternary: the full code grid; others: 0
     float maxFinite;        // largest representable magnitude in code units (the symmetric bound for
                             // Float/Codebook/Microscaling elements; qmax for Integer)
-    int blockSize;          // Microscaling: elements sharing one scale; otherwise 0
+    int blockSize;          // Microscaling: elements sharing one scale; GgufBlock: elements per
+                            // (super-)block (32, or 256 for the k types); otherwise 0
     QType element;          // Microscaling: element format; otherwise the type itself
     std::string_view summary; // one line for tooltips and docs
 };
@@ -67,5 +79,15 @@ IntegerGrid integerGrid(QType t, bool narrowRange);
 
 bool isIntegerLike(QType t); // Integer, Binary, Ternary
 bool isMicroscaling(QType t);
+bool isGgufBlock(QType t);
+// Whether the type computes its own scales from the data (microscaling and GGUF
+// block formats): no calibration method but absmax, no tile size.
+bool hasOwnBlockScales(QType t);
+
+// Storage bits per weight, scales included: the type's bits for per-tensor and
+// per-channel types (their scales are negligible); mxfp8/mxfp4 add 8/32, nvfp4
+// 8/16; a GGUF block format is its block bytes · 8 / block size (q4_0 4.5,
+// q4_k 4.5, q6_k 6.5625).
+double bitsPerWeight(QType t);
 
 } // namespace qs

@@ -1,5 +1,7 @@
 #include "quant/kernels.h"
 
+#include "quant/gguf_quantization.h"
+
 #include <atomic>
 #include <bit>
 #include <cfloat>
@@ -113,6 +115,8 @@ template <class Fn> void withFastGrid(const QuantParams& p, Fn&& fn)
     case QKind::Codebook:
         fn(Nf4FastGrid::instance());
         return;
+    case QKind::GgufBlock:
+        throw Error(std::string(q.name) + " has no element grid (GGUF block format)");
     }
 }
 
@@ -268,6 +272,10 @@ DType codeDType(QType t)
 void checkQuantParams(const QuantParams& params, const Shape& shape, std::string_view tensorName)
 {
     const std::string name = "tensor '" + std::string(tensorName) + "'";
+    if (isGgufBlock(params.qtype))
+        throw Error(name + ": " + std::string(qtypeName(params.qtype)) +
+                    " is a GGUF block format: llama.cpp's blocks, not one code per element, which only a GGUF "
+                    "file holds; use int4/int8 (with tile_size) for this export");
     if (params.layout.shape != shape || params.layout.block.size() != shape.size())
         throw Error(name + " has shape " + shapeToString(shape) + " but its quantization parameters are for " +
                     shapeToString(params.layout.shape));
@@ -299,6 +307,16 @@ void checkQuantParams(const QuantParams& params, const Shape& shape, std::string
 void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<float> out, Rounding rounding,
                       uint64_t seed, std::string_view tensorName)
 {
+    if (isGgufBlock(params.qtype)) {
+        if (rounding != Rounding::Nearest)
+            throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(params.qtype)) +
+                        " rounds as llama.cpp's reference quantizer does; stochastic rounding does not apply");
+        if (params.layout.shape != input.shape())
+            throw Error("tensor '" + std::string(tensorName) + "' has shape " + shapeToString(input.shape()) +
+                        " but its quantization parameters are for " + shapeToString(params.layout.shape));
+        ggufFakeQuantizeInto(input, params.qtype, out, tensorName);
+        return;
+    }
     checkQuantParams(params, input.shape(), tensorName);
     if (int64_t(out.size()) != input.numel())
         throw Error("tensor '" + std::string(tensorName) + "': output buffer holds " + std::to_string(out.size()) +

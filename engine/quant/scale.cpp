@@ -84,8 +84,10 @@ float symmetricBound(QType t, bool narrowRange)
         return q.maxFinite;
     case QKind::Codebook:
         return 1.0f;
+    case QKind::GgufBlock:
+        break;
     }
-    return 1.0f;
+    throw Error(std::string(q.name) + " computes its own block scales (GGUF block format); it has no symmetric bound");
 }
 
 float restrictScale(float scale, ScaleRestriction r)
@@ -111,7 +113,7 @@ QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<
                                   const ScaleOptions& options, std::string_view tensorName)
 {
     const QuantTypeInfo& q = qtypeInfo(t);
-    if (q.kind == QKind::Microscaling)
+    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(q.name) +
                     " computes its own block scales from the data; ranges do not apply");
     if (!symmetric && q.kind != QKind::Integer)
@@ -163,7 +165,7 @@ QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<
 std::vector<Range> saturationRanges(const QuantParams& p)
 {
     const QuantTypeInfo& q = qtypeInfo(p.qtype);
-    if (q.kind == QKind::Microscaling)
+    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock)
         throw Error(std::string(q.name) + ": saturation ranges come from its block scales, not from QuantParams");
     double lo = 0, hi = 0; // the grid's ends in code units, beyond which a value saturates
     switch (q.kind) {
@@ -187,6 +189,8 @@ std::vector<Range> saturationRanges(const QuantParams& p)
         lo = -1;
         hi = 1;
         break;
+    case QKind::GgufBlock:
+        break; // refused above
     }
     std::vector<Range> out(p.scales.size());
     for (size_t g = 0; g < out.size(); ++g) {

@@ -54,6 +54,42 @@ std::vector<int> quantizationAxes(const QuantizableLayer& layer, bool alongContr
     return axes;
 }
 
+// A GGUF block format is encoded exactly as llama.cpp's reference quantizer
+// does: the rule's fields that would change that do not apply to the weight.
+// Each one the rule sets is named in the layer's note, and the spec is reset
+// to the defaults so that equal encodings compare (and cache) equal.
+void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQuantization& lq)
+{
+    std::vector<std::string> ignored;
+    if (rule.granularity != QuantizationSpec{}.granularity)
+        ignored.push_back("granularity");
+    if (rule.symmetric)
+        ignored.push_back("symmetric");
+    if (rule.narrowRange)
+        ignored.push_back("narrow_range");
+    if (rule.scaleRestriction != ScaleRestriction::Float)
+        ignored.push_back("scale_restriction");
+    if (rule.rounding != Rounding::Nearest)
+        ignored.push_back("rounding");
+    if (!ignored.empty()) {
+        std::string fields;
+        for (size_t i = 0; i < ignored.size(); ++i)
+            fields += (i == 0 ? "" : i + 1 == ignored.size() ? " and " : ", ") + ignored[i];
+        lq.note += (lq.note.empty() ? "" : "; ") + fields + (ignored.size() == 1 ? " does" : " do") +
+                   " not apply to the weight's " + std::string(qtypeName(spec.qtype)) +
+                   ", whose blocks are encoded as llama.cpp's reference quantizer does";
+    }
+    const QType t = spec.qtype;
+    const CalibrationMethod method = spec.method;
+    const int axis = spec.axis;
+    spec = QuantizationSpec{};
+    spec.qtype = t;
+    spec.method = method; // checked below: only absmax is accepted
+    spec.axis = axis;
+    lq.weightRounding = Rounding::Nearest;
+    lq.weightSeed = 0;
+}
+
 // The weight half of a layer's quantization; sets `problem` when the rule cannot apply.
 void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, LayerQuantization& lq)
 {
@@ -65,16 +101,18 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
     spec.tileSize = rule.tileSize;
     spec.symmetric = rule.symmetric;
     spec.options = {rule.narrowRange, rule.scaleRestriction};
-    const bool microscaling = isMicroscaling(spec.qtype);
+    const bool microscaling = hasOwnBlockScales(spec.qtype); // microscaling or GGUF blocks
     if (microscaling && spec.tileSize) {
         lq.note = "tile_size does not apply to " + std::string(qtypeName(spec.qtype)) +
                   ", which has its own blocks of " + std::to_string(qtypeInfo(spec.qtype).blockSize) +
                   " along the contraction axis";
         spec.tileSize.reset();
     }
-    lq.weight = spec;
     lq.weightRounding = rule.rounding;
     lq.weightSeed = rule.roundingSeed;
+    if (isGgufBlock(spec.qtype))
+        ggufWeightSpec(rule, spec, lq);
+    lq.weight = spec;
 
     const std::string what = "weight '" + layer.weightName + "' " + shapeToString(layer.weightShape);
     try {
@@ -85,6 +123,21 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
                 methodCompatibility(spec.qtype, spec.method, spec.symmetric, "weight_calibration");
             !c)
             throw Error(c.reason);
+        if (isGgufBlock(spec.qtype)) {
+            // ggml's rows are the contraction axis (the weight's input features), moved last.
+            const int rank = int(layer.weightShape.size());
+            const int contraction = normalizeAxis(layer.contractionAxes.front(), rank, "contraction axis");
+            const int64_t rowLength = layer.weightShape[size_t(contraction)];
+            const int blockSize = qtypeInfo(spec.qtype).blockSize;
+            if (rowLength % blockSize != 0)
+                throw Error("layer '" + layer.modulePath + "': " + std::string(qtypeName(spec.qtype)) +
+                            " encodes rows along the contraction axis (axis " + std::to_string(contraction) + ", " +
+                            std::to_string(rowLength) + " input features) in blocks of " + std::to_string(blockSize) +
+                            ", and " + std::to_string(rowLength) + " is not a multiple of " +
+                            std::to_string(blockSize) +
+                            (blockSize == 256 ? "; use q8_0, q4_0, q4_1, q5_0 or q5_1 (blocks of 32) for this layer"
+                                              : "; leave this layer float or use another type"));
+        }
         if (microscaling)
             return;
         Shape shape = layer.weightShape;

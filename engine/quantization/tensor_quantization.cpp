@@ -1,9 +1,12 @@
 #include "quantization/tensor_quantization.h"
 
+#include <algorithm>
+
 #include "calib/calibrate.h"
 #include "calib/compatibility.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
+#include "quant/gguf_quantization.h"
 #include "quant/microscaling.h"
 
 namespace qs {
@@ -19,6 +22,26 @@ TensorQuantization microscalingQuantization(const Tensor& x, const QuantizationS
     q.ranges.reserve(q.params.scales.size());
     for (float s : q.params.scales)
         q.ranges.push_back({-s * elementMax, s * elementMax});
+    q.saturation = q.ranges;
+    return q;
+}
+
+// The GGUF block formats: params from the block encoder itself; per block the
+// data's own range (its reference quantizer fits every block to it, so no value
+// is counted as saturating).
+TensorQuantization ggufQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName)
+{
+    TensorQuantization q;
+    q.params = ggufBlockParams(x, spec.qtype, tensorName);
+    const Tensor xf = x.toFloat32();
+    const auto v = xf.values<float>();
+    const size_t block = size_t(qtypeInfo(spec.qtype).blockSize);
+    q.ranges.reserve(q.params.scales.size());
+    for (size_t g = 0; g < q.params.scales.size(); ++g) {
+        const auto [lo, hi] =
+            std::minmax_element(v.begin() + ptrdiff_t(g * block), v.begin() + ptrdiff_t((g + 1) * block));
+        q.ranges.push_back({std::min(*lo, 0.f), std::max(*hi, 0.f)});
+    }
     q.saturation = q.ranges;
     return q;
 }
@@ -53,6 +76,8 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
         throw Error("tensor '" + std::string(tensorName) + "': " + compatibility.reason);
     if (isMicroscaling(spec.qtype))
         return microscalingQuantization(x, spec, tensorName);
+    if (isGgufBlock(spec.qtype))
+        return ggufQuantization(x, spec, tensorName);
 
     const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
     const bool symmetric = compatibility.symmetric;

@@ -2,7 +2,10 @@
 // Quantizing one tensor the way a rule would, end to end: a qtype, a
 // calibration method string, a granularity and scale options give the groups'
 // calibrated ranges (calib) and from them the QuantParams (quant); the
-// microscaling types compute their own block scales from the data instead.
+// microscaling types compute their own block scales from the data instead, and
+// the GGUF block formats are encoded as llama.cpp's reference quantizers do
+// (blocks along the last axis; granularity, axis, tile size, symmetry and the
+// scale options do not apply to them).
 // What `quantscope-cli fake-quant` and `compare-methods` run on an .npy.
 // Granularity and tile size mean what a rule's `granularity` and `tile_size` mean.
 
@@ -44,7 +47,9 @@ struct TensorQuantization {
     QuantParams params;
     // Per group, the calibrated range as the scale reads it (symmetric methods:
     // ±absmax; unsigned types with a symmetric method: [0, absmax]; asymmetric: widened
-    // to include 0); microscaling blocks: ±scale · the element format's largest value.
+    // to include 0); microscaling blocks: ±scale · the element format's largest value;
+    // GGUF blocks: the block's own [min, max] widened to include 0 (also `saturation`:
+    // their reference quantizers fit every block to its data, so nothing counts as clipped).
     std::vector<Range> ranges;
     // Per group, the range outside of which values saturate under the scale actually
     // used (saturationRanges in quant/scale.h: pow2/fp16 restrictions, narrow range and

@@ -39,6 +39,8 @@ std::string_view kindName(QKind k)
         return "codebook";
     case QKind::Microscaling:
         return "microscaling";
+    case QKind::GgufBlock:
+        return "gguf block";
     }
     return "";
 }
@@ -176,8 +178,18 @@ std::string renderRulesReference()
             md += (i ? ", `" : "`") + values[i] + "`";
         md += "\n";
     }
-    md += "\nQuantized type names also accept common aliases (`fp8`, `e4m3`, `float8_e4m3fn`, `fp4` ...); a\n"
-          "saved file uses the names above.\n\n";
+    md += "\nQuantized type names also accept common aliases (`fp8`, `e4m3`, `float8_e4m3fn`, `fp4` ...,\n"
+          "and ggml's spelling `q4_K`, `q5_K`, `q6_K`); a saved file uses the names above.\n\n";
+
+    md += "### GGUF block formats\n\n"
+          "`q8_0`, `q4_0`, `q4_1`, `q5_0`, `q5_1`, `q4_k`, `q5_k` and `q6_k` are llama.cpp's block formats,\n"
+          "encoded exactly as its reference quantizers do (docs/formats.md). They are for weights only.\n"
+          "Their blocks run along the layer's contraction axis (the input features), whose length must be\n"
+          "a multiple of 32 (256 for the k types): a layer where it is not keeps its float weight and\n"
+          "shows why. The quantizer picks every scale and min itself, so `weight_calibration` must be\n"
+          "`absmax` (the default), and `granularity`, `tile_size`, `symmetric`, `narrow_range`,\n"
+          "`scale_restriction` and `rounding` do not apply to the weight: a rule that sets them still\n"
+          "applies, with a note on the layer naming the fields left out (they still apply to `act_qtype`).\n\n";
 
     md += "## Combinations that are refused\n\n"
           "A rule is checked once, when it is read; these combinations are errors:\n\n"
@@ -190,7 +202,8 @@ std::string renderRulesReference()
           "  one of its choices (absmax, minmax) always refuses the request.\n"
           "- `tile_size` not above 0, a tile length that is not a whole number, or a value below 1 that is\n"
           "  not 1/n.\n"
-          "- `rounding_seed` without `\"rounding\": \"stochastic\"`; an axis listed twice in `act_batch_axes`.\n\n";
+          "- `rounding_seed` without `\"rounding\": \"stochastic\"`; an axis listed twice in `act_batch_axes`.\n"
+          "- A GGUF block format (`q8_0` ... `q6_k`) as `act_qtype`: they are weight-only.\n\n";
 
     md += "## Errors\n\n"
           "An error names the file, the rule and the field, and says what to set. Regex errors give the\n"

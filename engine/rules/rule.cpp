@@ -129,6 +129,11 @@ void QuantizationRule::validate(size_t index) const
 
     if (weightQType)
         checkMethod(index, "weight_calibration", weightCalibration, symmetric, *weightQType, "weight_qtype");
+    if (actQType && isGgufBlock(*actQType))
+        throwRuleError(index, "act_qtype",
+                       std::string(qtypeName(*actQType)) +
+                           " is a GGUF block format for weights only (llama.cpp quantizes activations itself); "
+                           "use it as weight_qtype, and int8 or fp8_e4m3 (or none) as act_qtype");
     if (actQType) {
         if (actCalibration) {
             checkMethod(index, "act_calibration", *actCalibration, symmetric, *actQType, "act_qtype");

@@ -65,6 +65,16 @@ std::vector<std::string> qtypeNames()
     return names;
 }
 
+// The GGUF block formats are weight-only (rule validation refuses them as act_qtype).
+std::vector<std::string> activationQTypeNames()
+{
+    std::vector<std::string> names;
+    for (const auto& q : allQTypes())
+        if (q.kind != QKind::GgufBlock)
+            names.emplace_back(q.name);
+    return names;
+}
+
 std::vector<std::string> calibrationSyntaxes()
 {
     std::vector<std::string> names;
@@ -324,7 +334,8 @@ const std::array<RuleField, 15> kFields{{
     {"weight_qtype", RuleFieldKind::QType, true, "float", 0, "string or null", "`null` (weights stay float)",
      "quantized type of the layer's weights", qtypeNames, readWeightQType, writeWeightQType},
     {"act_qtype", RuleFieldKind::QType, true, "float", 0, "string or null", "`null` (activations stay float)",
-     "quantized type of the layer's input activations", qtypeNames, readActQType, writeActQType},
+     "quantized type of the layer's input activations (not the weight-only GGUF block formats)", activationQTypeNames,
+     readActQType, writeActQType},
     {"weight_calibration", RuleFieldKind::Method, false, "absmax", 0, "string", "`absmax`",
      "calibration method that finds the weight range", calibrationSyntaxes, readWeightCalibration,
      writeWeightCalibration},

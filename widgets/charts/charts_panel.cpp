@@ -259,7 +259,7 @@ void ChartsPanel::showWeight(size_t layer)
         distribution_->showWeight(x, fake, q, channelAxis, name, describe(qw->spec));
         methods_->showWeight(x, spec, name);
     }
-    if (isMicroscaling(spec.qtype))
+    if (hasOwnBlockScales(spec.qtype))
         scales_->clear(tr("%1 computes its own block scales.").arg(QString::fromUtf8(qtypeName(spec.qtype).data())));
     else
         scales_->showWeight(x, q, channelAxis, name);
