@@ -12,6 +12,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/checkpoint.h"
+#include "export/gguf.h"
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
 #include "session/evaluation.h"
@@ -37,6 +38,15 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
                                  {"quantized_bytes", s.quantizedBytes},
                                  {"ratio", s.quantizedBytes ? double(s.floatBytes) / double(s.quantizedBytes) : 0.0},
                                  {"notes", s.notes}};
+    }
+    if (const auto out = args.value("--export-gguf")) {
+        const ExportSummary s = exportGguf(model, *q.plan(), *out, {}, terminalProgress());
+        exports["gguf"] = {{"path", s.path.string()},
+                           {"tensors", s.tensors},
+                           {"quantized_weights", s.quantizedWeights},
+                           {"float_bytes", s.floatBytes},
+                           {"quantized_bytes", s.quantizedBytes},
+                           {"ratio", s.quantizedBytes ? double(s.floatBytes) / double(s.quantizedBytes) : 0.0}};
     }
     if (const auto out = args.value("--export-onnx")) {
         if (model.format != "onnx")
@@ -176,7 +186,7 @@ Command quantizeCommand()
     spec.synopsis = "quantize MODEL --rules R.json [--mode ptq|odml] [--calib DATA] [--eval DATA]\n"
                     "                      [--batch-size B] [--max-batches N] [--sensitivity one|all-but-one]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
-                    "                      [--export-onnx F.onnx] [--export-odml F.json]";
+                    "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file", {}, true},
@@ -193,6 +203,11 @@ Command quantizeCommand()
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
         {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
         {"--export-onnx", "F", "write an ONNX QDQ model (ONNX models only)", {}, false},
+        {"--export-gguf",
+         "F",
+         "write a GGUF model for llama.cpp (Llama-family folders; weight qtypes q8_0 ... q6_k, or float)",
+         {},
+         false},
         {"--onnx-eight-bit",
          "FORM",
          "how --export-onnx writes 8-bit integers: unsigned (default; uint8, exact in ONNX Runtime on every "
@@ -204,7 +219,8 @@ Command quantizeCommand()
          {},
          false},
     };
-    spec.notes = "MODEL: ONNX for --calib and --eval (they run the model); any model format otherwise.\n"
+    spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"
+                 "format otherwise.\n"
                  "DATA: arrays named after the model's inputs (a model with one input also takes an .npy or any\n"
                  "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy.\n"
                  "Batches: a model whose inputs fix axis 0 (torch.onnx exports batch 1 by default) reads DATA\n"
@@ -225,7 +241,8 @@ Command quantizeCommand()
                  "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
                  "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
                  "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
-                 "(docs/formats.md, docs/export.md). Files are written atomically.\n"
+                 "(docs/formats.md, docs/export.md); the GGUF model has each layer in its rule's block format and\n"
+                 "the folder's tokenizer (docs/formats.md). Files are written atomically.\n"
                  "REPORT.json is described in docs/cli.md. Progress goes to stderr when it is a terminal.";
     return {spec, runQuantize};
 }

@@ -21,3 +21,4 @@ set_tests_properties(ggml_install PROPERTIES
 quantscope_add_test(tst_gguf_blocks conformance quantscope_quantization quantscope_graph ${CMAKE_DL_LIBS})
 target_compile_definitions(tst_gguf_blocks PRIVATE QUANTSCOPE_GGML_LIBRARY="${QUANTSCOPE_GGML_LIBRARY}")
 set_tests_properties(tst_gguf_blocks PROPERTIES FIXTURES_REQUIRED ggml TIMEOUT 600)
+

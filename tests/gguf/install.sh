@@ -1,8 +1,9 @@
 #!/bin/sh
-# Installs @node-llama-cpp/linux-x64 (the version pinned in tests/gguf/package.json)
-# into DEST/node_modules, for the tests that compare our GGUF block encoders with
-# llama.cpp's own ggml (bins/linux-x64/libggml-base.so, which exports ggml's
-# reference quantizers). Run by the CTest fixture `ggml_install`; does nothing
+# Installs @node-llama-cpp/linux-x64 and node-llama-cpp (the versions pinned in
+# tests/gguf/package.json) into DEST/node_modules, for the tests that compare our
+# GGUF block encoders with llama.cpp's own ggml (bins/linux-x64/libggml-base.so,
+# which exports ggml's reference quantizers and GGUF reader) and run our GGUF
+# exports in llama.cpp (tests/gguf/perplexity.js). Run by the CTest fixture `ggml_install`; does nothing
 # when DEST already holds that version. --omit=optional skips node-llama-cpp's
 # GPU builds, --ignore-scripts its post-install download: the CPU library ships
 # inside the package.
@@ -15,7 +16,7 @@ pkg="$dest/node_modules/@node-llama-cpp/linux-x64"
 lib="$pkg/bins/linux-x64/libggml-base.so"
 
 installed() {
-    [ -f "$pkg/package.json" ] && [ -f "$lib" ] &&
+    [ -f "$pkg/package.json" ] && [ -f "$lib" ] && [ -f "$dest/node_modules/node-llama-cpp/dist/index.js" ] &&
         [ "$(sed -n 's/^ *"version": *"\([^"]*\)".*/\1/p' "$pkg/package.json" | head -n 1)" = "$want" ]
 }
 

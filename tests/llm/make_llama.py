@@ -13,6 +13,8 @@ tokenizer.json, tokenizer_config.json, safetensors) plus `reference/`:
   llama_bf16/             the same weights rounded to bfloat16, two shards + model.safetensors.index.json
   llama_tied_ropescaled/  tie_word_embeddings (no lm_head.weight), rope_scaling of type llama3
   qwen2_f32/              Qwen2ForCausalLM: q/k/v biases, rope_theta 1e6, no head_dim in config.json
+  llama_k256/             LlamaForCausalLM with hidden 256, intermediate 512, head_dim 64: every weight row
+                          a multiple of 256, as GGUF's k-quant super-blocks need (trained K256_STEPS steps)
 
 reference/ holds eval.txt (held-out text), eval_ids.npy (int64 [N, T]: the first N*T tokens of
 eval.txt's encoding without special tokens, row after row), logits.npy (float32 [N, T, vocab]: the
@@ -74,6 +76,8 @@ BASE = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_atte
             bos_token_id=256 + MERGES, eos_token_id=256 + MERGES + 1, attention_bias=False)
 TRAIN_STEPS, TRAIN_BATCH, TRAIN_LEN, TRAIN_LR = 450, 8, 64, 4e-3
 TUNE_STEPS = 40
+K256 = dict(hidden_size=256, intermediate_size=512, head_dim=64)
+K256_STEPS = 120
 LLAMA3_SCALING = {"factor": 8.0, "high_freq_factor": 4.0, "low_freq_factor": 1.0,
                   "original_max_position_embeddings": 64, "rope_type": "llama3"}
 TRANSFORMERS_LAYOUT = "4.46.0"   # the transformers release whose config.json layout is written
@@ -275,7 +279,7 @@ def write_folder(out_dir, name, cfg, w, tok, tok_json, eval_text, eval_ids, dtyp
 
 # ---------------------------------------------------------------------------------------------------
 
-FOLDERS = ["llama_f32", "llama_bf16", "llama_tied_ropescaled", "qwen2_f32"]
+FOLDERS = ["llama_f32", "llama_bf16", "llama_tied_ropescaled", "qwen2_f32", "llama_k256"]
 
 
 def settings_stamp():
@@ -368,6 +372,10 @@ def main():
             qwen_w[name] = torch.randn(shape, generator=gen) * 0.5
     qwen_w = train(qwen_w, qwen_cfg, stream, TUNE_STEPS, TRAIN_LR / 4, gen, "qwen2")
     results["qwen2_f32"] = write_folder(out, "qwen2_f32", qwen_cfg, qwen_w, tok, tok_json, eval_text, eval_ids)
+
+    k_cfg = dict(cfg, **K256)
+    k_w = train(init_weights(k_cfg, gen), k_cfg, stream, K256_STEPS, TRAIN_LR / 2, gen, "llama k256")
+    results["llama_k256"] = write_folder(out, "llama_k256", k_cfg, k_w, tok, tok_json, eval_text, eval_ids)
 
     write_json(record_path, {"stamp": stamp, "perplexity": {k: v["perplexity"] for k, v in results.items()},
                              "vocab_size": VOCAB, "seconds": round(time.time() - begin, 1)})
