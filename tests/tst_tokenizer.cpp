@@ -283,6 +283,11 @@ private slots:
                    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
                    "special_tokens": {"<s>": {"id": "<s>", "ids": [5], "tokens": ["<s>"]}}})"))
                                          << "special token id 5 is not in the vocabulary";
+        std::string nested = R"({"type": "NFC"})";
+        for (int i = 0; i < 12; ++i)
+            nested = R"({"type": "Sequence", "normalizers": [)" + nested + "]}";
+        QTest::newRow("nested sequences") << QString::fromStdString(smallByteLevel("", "\"normalizer\": " + nested))
+                                          << "Sequences nested more than 8 deep";
         QTest::newRow("wordpiece decoder")
             << QString::fromStdString(smallByteLevel("", R"("decoder": {"type": "WordPiece"})"))
             << "decoder.type: decoder \"WordPiece\" is not supported";
@@ -299,6 +304,15 @@ private slots:
         }
         QVERIFY2(error.startsWith("bad.json"), qPrintable(error));
         QVERIFY2(error.contains(expected), qPrintable(error));
+    }
+
+    // The fuzz target's valid seeds load and encode (they must reach deep).
+    void fuzzSeedsLoad()
+    {
+        for (const char* seed : {"byte_level", "gpt2", "sentencepiece", "metaspace"}) {
+            const Tokenizer t = Tokenizer::load(std::string(QUANTSCOPE_FUZZ_CORPUS) + "/seed_" + seed + ".json");
+            QVERIFY2(!t.encode("abc hi \xC3\xA9").empty(), seed);
+        }
     }
 
     // A real file cut short, and a real file's merges pointing at a token it

@@ -86,8 +86,19 @@ private:
     size_t fileBytes_;
 };
 
+// Sequences inside Sequences: real files nest one deep; the limit keeps a
+// hostile file from recursing through the stack.
+constexpr size_t maxSequenceDepth = 8;
+
+void checkDepth(const Reader& r, const std::string& field)
+{
+    if (size_t(std::count(field.begin(), field.end(), '[')) > maxSequenceDepth)
+        r.fail(field, "Sequences nested more than " + std::to_string(maxSequenceDepth) + " deep");
+}
+
 std::string typeOf(const Reader& r, const Json& v, const std::string& field)
 {
+    checkDepth(r, field);
     if (!v.is_object())
         r.fail(field, "expected an object, got " + Reader::shown(v));
     return r.string(r.member(v, field + ".type", "type"), field + ".type");

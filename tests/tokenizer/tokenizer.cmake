@@ -30,4 +30,5 @@ add_custom_target(tokenizer_reference DEPENDS ${QUANTSCOPE_TOKENIZER_DIR}/refere
 
 quantscope_add_test(tst_tokenizer conformance quantscope_text)
 add_dependencies(tst_tokenizer tokenizer_reference)
-target_compile_definitions(tst_tokenizer PRIVATE QUANTSCOPE_TOKENIZER_REFERENCE="${QUANTSCOPE_TOKENIZER_DIR}")
+target_compile_definitions(tst_tokenizer PRIVATE QUANTSCOPE_TOKENIZER_REFERENCE="${QUANTSCOPE_TOKENIZER_DIR}"
+                                                 QUANTSCOPE_FUZZ_CORPUS="${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/tokenizer")
