@@ -19,12 +19,9 @@ uint64_t pairKey(int32_t left, int32_t right)
 
 } // namespace
 
-BpeModel::BpeModel(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, BpeOptions options)
-    : options_(options)
+BpeModel::BpeModel(Vocab vocab, const std::vector<Merge>& merges, BpeOptions options)
+    : vocab_(std::move(vocab)), options_(options)
 {
-    vocab_.reserve(vocab.size());
-    for (auto& [token, id] : vocab)
-        vocab_.emplace(token, id);
     merges_.reserve(merges.size());
     for (size_t rank = 0; rank < merges.size(); ++rank) {
         const Merge& m = merges[rank];

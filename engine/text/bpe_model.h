@@ -19,6 +19,15 @@ struct BpeOptions {
     int32_t unknownId = -1;    // the unknown token's id, -1 when the model has none
 };
 
+// Hashes strings and string_views alike, so lookups need no temporary string.
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
+};
+
+// Token text -> id.
+using Vocab = std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>>;
+
 class BpeModel {
 public:
     BpeModel() = default;
@@ -30,7 +39,7 @@ public:
         int32_t right;
         int32_t merged;
     };
-    BpeModel(std::unordered_map<std::string, int32_t> vocab, const std::vector<Merge>& merges, BpeOptions options);
+    BpeModel(Vocab vocab, const std::vector<Merge>& merges, BpeOptions options);
 
     BpeModel(BpeModel&& other) noexcept;
     BpeModel& operator=(BpeModel&& other) noexcept;
@@ -54,16 +63,12 @@ private:
     struct PairHash {
         size_t operator()(uint64_t key) const { return std::hash<uint64_t>()(key * 0x9E3779B97F4A7C15ull); }
     };
-    struct StringHash {
-        using is_transparent = void;
-        size_t operator()(std::string_view s) const { return std::hash<std::string_view>()(s); }
-    };
     struct MergeValue {
         int32_t rank;
         int32_t merged;
     };
 
-    std::unordered_map<std::string, int32_t, StringHash, std::equal_to<>> vocab_;
+    Vocab vocab_;
     std::unordered_map<uint64_t, MergeValue, PairHash> merges_;
     int32_t byteIds_[256] = {};
     BpeOptions options_;

@@ -323,7 +323,7 @@ void readPostProcessor(const Reader& r, const Json& v, const std::string& field,
         r.fail(field + ".single", "the template has no {\"Sequence\": {\"id\": \"A\"}}");
 }
 
-void readModel(const Reader& r, const Json& model, Pipeline& p, std::unordered_map<std::string, int32_t>& vocab)
+void readModel(const Reader& r, const Json& model, Pipeline& p, Vocab& vocab)
 {
     const std::string type = typeOf(r, model, "model");
     if (type != "BPE")
@@ -360,8 +360,7 @@ void readModel(const Reader& r, const Json& model, Pipeline& p, std::unordered_m
     }
 }
 
-std::vector<BpeModel::Merge> readMerges(const Reader& r, const Json& model,
-                                        const std::unordered_map<std::string, int32_t>& vocab)
+std::vector<BpeModel::Merge> readMerges(const Reader& r, const Json& model, const Vocab& vocab)
 {
     const Json& merges = r.member(model, "model", "merges");
     if (!merges.is_array())
@@ -372,36 +371,37 @@ std::vector<BpeModel::Merge> readMerges(const Reader& r, const Json& model,
     for (size_t i = 0; i < merges.size(); ++i) {
         const std::string field = "model.merges[" + std::to_string(i) + "]";
         const Json& m = merges[i];
-        std::string left, right;
+        std::string_view left, right;
         if (m.is_string()) {
             const std::string& s = m.get_ref<const std::string&>();
             const size_t space = s.find(' ');
             if (space == std::string::npos || space == 0 || space + 1 == s.size() ||
                 s.find(' ', space + 1) != std::string::npos)
                 r.fail(field, "expected \"left right\", got " + Reader::shown(m));
-            left = s.substr(0, space);
-            right = s.substr(space + 1);
+            left = std::string_view(s).substr(0, space);
+            right = std::string_view(s).substr(space + 1);
         } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {
-            left = m[0].get<std::string>();
-            right = m[1].get<std::string>();
+            left = m[0].get_ref<const std::string&>();
+            right = m[1].get_ref<const std::string&>();
         } else {
             r.fail(field, "expected \"left right\" or [\"left\", \"right\"], got " + Reader::shown(m));
         }
-        const auto find = [&](const std::string& token) {
+        const auto find = [&](std::string_view token) {
             const auto it = vocab.find(token);
             if (it == vocab.end())
-                r.fail(field, "merges \"" + token.substr(0, 40) + "\", which is not in model.vocab");
+                r.fail(field, "merges \"" + std::string(token.substr(0, 40)) + "\", which is not in model.vocab");
             return it->second;
         };
         const int32_t a = find(left);
         const int32_t b = find(right);
-        joined = left + right;
+        joined.assign(left);
+        joined.append(right);
         out.push_back({a, b, find(joined)});
     }
     return out;
 }
 
-void readAddedTokens(const Reader& r, const Json& list, Pipeline& p, std::unordered_map<std::string, int32_t>& vocab)
+void readAddedTokens(const Reader& r, const Json& list, Pipeline& p, Vocab& vocab)
 {
     if (list.is_null())
         return;
@@ -437,7 +437,7 @@ void readAddedTokens(const Reader& r, const Json& list, Pipeline& p, std::unorde
 // tokenizer_config.json's bos_token / eos_token: a string, an object with
 // "content", or null.
 std::optional<int32_t> configToken(const Reader& r, const Json& config, const char* key, const Pipeline& p,
-                                   const std::unordered_map<std::string, int32_t>& vocab)
+                                   const Vocab& vocab)
 {
     const Json& v = r.member(config, key, key);
     if (v.is_null())
@@ -468,7 +468,7 @@ std::unique_ptr<Pipeline> readPipeline(std::string_view json, const std::string&
     p->name = name;
 
     const Json& model = r.member(root, "model", "model");
-    std::unordered_map<std::string, int32_t> vocab;
+    Vocab vocab;
     readModel(r, model, *p, vocab);
     const std::vector<BpeModel::Merge> merges = readMerges(r, model, vocab);
     readAddedTokens(r, r.member(root, "added_tokens", "added_tokens"), *p, vocab);
