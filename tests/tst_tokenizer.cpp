@@ -89,7 +89,8 @@ private slots:
     void matchesReference_data()
     {
         QTest::addColumn<QString>("name");
-        for (const char* name : {"llama3", "llama2", "qwen3", "llama3-gpt2-split", "llama2-metaspace"})
+        for (const char* name :
+             {"llama3", "llama2", "qwen3", "llama3-gpt2-split", "qwen3-added-options", "llama2-metaspace"})
             QTest::newRow(name) << QString(name);
     }
 
@@ -130,9 +131,13 @@ private slots:
             if (want["ids"] != want["rust_ids"] || want["plain"] != want["rust_plain"] ||
                 want["decoded"] != want["rust_decoded"]) {
                 ++jsDiffers;
-                const bool jsSpaceDiffers = text.find("\xEF\xBB\xBF") != std::string::npos || // U+FEFF
-                                            text.find("\xC2\x85") != std::string::npos;       // U+0085
-                QVERIFY2(jsSpaceDiffers, qPrintable(QString("line %1").arg(i)));
+                // Why tokenizers.js may differ: its GPT-2 regex's \s is JavaScript's
+                // (U+FEFF is a space, U+0085 is not), its trim for lstrip/rstrip
+                // too, and it ignores single_word.
+                const bool jsSpace = text.find("\xEF\xBB\xBF") != std::string::npos || // U+FEFF
+                                     text.find("\xC2\x85") != std::string::npos;       // U+0085
+                const bool singleWord = name == "qwen3-added-options" && text.find("think>") != std::string::npos;
+                QVERIFY2(jsSpace || singleWord, qPrintable(QString("line %1").arg(i)));
             }
         }
         qInfo().noquote() << name << ":" << corpus.size() << "lines," << tokens << "tokens," << roundTrips
@@ -140,10 +145,8 @@ private slots:
         QCOMPARE(mismatches[0], 0);
         QCOMPARE(mismatches[1], 0);
         QCOMPARE(mismatches[2], 0);
-        // tokenizers.js agrees everywhere except, with the GPT-2 pattern, on
-        // lines holding U+FEFF or U+0085 (its \s is JavaScript's, not White_Space;
-        // checked above).
-        if (name == "llama3-gpt2-split")
+        // tokenizers.js agrees everywhere except where the reasons above apply.
+        if (name == "llama3-gpt2-split" || name == "qwen3-added-options")
             QVERIFY(jsDiffers > 0);
         else
             QCOMPARE(jsDiffers, 0);

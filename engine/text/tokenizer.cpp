@@ -118,16 +118,23 @@ std::vector<std::string> preTokenize(const Pipeline& p, std::string_view text, s
     return words;
 }
 
-// Removes whitespace (as JavaScript's trim counts it) from the end or the
-// start of a part, for added tokens with lstrip or rstrip.
+// The code point that ends `s` (valid UTF-8, not empty).
+char32_t lastCodePoint(std::string_view s, size_t& start)
+{
+    start = s.size() - 1;
+    while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
+        --start;
+    size_t pos = start;
+    return nextCodePoint(s, pos, "text");
+}
+
+// Removes whitespace (White_Space) from the end or the start of a part, for
+// added tokens with lstrip or rstrip.
 std::string_view trimmedEnd(std::string_view s)
 {
     while (!s.empty()) {
-        size_t start = s.size() - 1;
-        while (start > 0 && (static_cast<unsigned char>(s[start]) & 0xC0) == 0x80)
-            --start;
-        size_t pos = start;
-        if (!isTrimmedSpace(nextCodePoint(s, pos, "text")))
+        size_t start = 0;
+        if (!isWhiteSpace(lastCodePoint(s, start)))
             break;
         s = s.substr(0, start);
     }
@@ -138,7 +145,7 @@ std::string_view trimmedStart(std::string_view s)
 {
     while (!s.empty()) {
         size_t pos = 0;
-        if (!isTrimmedSpace(nextCodePoint(s, pos, "text")))
+        if (!isWhiteSpace(nextCodePoint(s, pos, "text")))
             break;
         s = s.substr(pos);
     }
@@ -160,11 +167,11 @@ void applyStrips(const Pipeline& p, std::vector<AddedTokenMatcher::Part>& parts)
 
 } // namespace
 
-void AddedTokenMatcher::add(const std::string& content, int32_t addedIndex)
+void AddedTokenMatcher::add(const std::string& content, int32_t addedIndex, bool singleWord)
 {
     if (content.empty())
         return;
-    byContent_.emplace(content, addedIndex);
+    byContent_.emplace(content, Entry{addedIndex, singleWord});
     if (std::find(lengths_.begin(), lengths_.end(), content.size()) == lengths_.end()) {
         lengths_.push_back(content.size());
         std::sort(lengths_.begin(), lengths_.end(), std::greater<>());
@@ -177,7 +184,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Part>& parts) c
     size_t start = 0;
     size_t i = 0;
     while (i < text.size()) {
-        int32_t found = -1;
+        const Entry* found = nullptr;
         size_t foundLength = 0;
         if (firstBytes_[static_cast<unsigned char>(text[i])]) {
             for (size_t length : lengths_) {
@@ -185,19 +192,29 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Part>& parts) c
                     continue;
                 const auto it = byContent_.find(std::string(text.substr(i, length)));
                 if (it != byContent_.end()) {
-                    found = it->second;
+                    found = &it->second;
                     foundLength = length;
                     break;
                 }
             }
         }
-        if (found < 0) {
+        if (!found) {
             ++i;
             continue;
         }
+        if (found->singleWord) {
+            size_t ignored = 0;
+            const bool wordBefore = i > 0 && isWordCharacter(lastCodePoint(text.substr(0, i), ignored));
+            size_t after = i + foundLength;
+            const bool wordAfter = after < text.size() && isWordCharacter(nextCodePoint(text, after, "text"));
+            if (wordBefore || wordAfter) {
+                i += foundLength; // stays text; the search resumes after it
+                continue;
+            }
+        }
         if (i > start)
             parts.push_back({text.substr(start, i - start), -1});
-        parts.push_back({text.substr(i, foundLength), found});
+        parts.push_back({text.substr(i, foundLength), found->added});
         i += foundLength;
         start = i;
     }

