@@ -256,8 +256,10 @@ std::string readWholeFile(const std::filesystem::path& path, uintmax_t limit)
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path)
 {
-    // The largest published tokenizer.json files are a few tens of MB.
-    constexpr uintmax_t maxTokenizerBytes = uintmax_t(1) << 30;
+    // The largest published tokenizer.json files are a few tens of MB (Gemma's,
+    // about 33 MB). Parsing takes about ten times the file in memory, so the
+    // limit keeps a hostile file under about 1.5 GB.
+    constexpr uintmax_t maxTokenizerBytes = uintmax_t(128) << 20;
     const std::string json = readWholeFile(path, maxTokenizerBytes);
     const std::filesystem::path configPath = path.parent_path() / "tokenizer_config.json";
     std::string config;
