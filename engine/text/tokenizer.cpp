@@ -190,7 +190,7 @@ void AddedTokenMatcher::split(std::string_view text, std::vector<Part>& parts) c
             for (size_t length : lengths_) {
                 if (length > text.size() - i)
                     continue;
-                const auto it = byContent_.find(std::string(text.substr(i, length)));
+                const auto it = byContent_.find(text.substr(i, length));
                 if (it != byContent_.end()) {
                     found = &it->second;
                     foundLength = length;

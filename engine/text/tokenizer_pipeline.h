@@ -68,7 +68,7 @@ private:
         int32_t added;
         bool singleWord;
     };
-    std::unordered_map<std::string, Entry> byContent_;
+    std::unordered_map<std::string, Entry, StringHash, std::equal_to<>> byContent_;
     std::vector<size_t> lengths_; // distinct content lengths, longest first
     bool firstBytes_[256] = {};
 };
