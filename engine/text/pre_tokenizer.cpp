@@ -159,6 +159,37 @@ private:
 
 } // namespace
 
+ByteAlphabet::ByteAlphabet()
+{
+    char32_t next = 256;
+    for (int b = 0; b < 256; ++b) {
+        const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+        const char32_t cp = printable ? char32_t(b) : next++;
+        appendUtf8(utf8[b], cp);
+        byteOf[cp] = static_cast<unsigned char>(b);
+    }
+}
+
+const ByteAlphabet& byteAlphabet()
+{
+    static const ByteAlphabet alphabet;
+    return alphabet;
+}
+
+void replaceAll(std::string& s, std::string_view from, std::string_view to)
+{
+    if (from.empty())
+        return;
+    std::string out;
+    size_t pos = 0;
+    for (size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+        out.append(s, pos, hit - pos);
+        out.append(to);
+    }
+    out.append(s, pos);
+    s = std::move(out);
+}
+
 std::optional<SplitPattern> recognizedSplitPattern(std::string_view regex)
 {
     if (regex == gpt2Regex)

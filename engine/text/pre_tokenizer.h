@@ -6,7 +6,9 @@
 // are the pattern's matches.
 
 #include <optional>
+#include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 namespace qs::text {
@@ -31,5 +33,18 @@ std::optional<SplitPattern> recognizedSplitPattern(std::string_view regex);
 // whatever no alternative matched (a Split with behavior Isolated). `text` is
 // valid UTF-8; pieces point into it.
 void splitIsolated(std::string_view text, SplitPattern pattern, std::vector<std::string_view>& pieces);
+
+// GPT-2's reversible map of bytes to printable characters (the ByteLevel
+// pre-tokenizer and decoder): printable Latin-1 bytes stand for themselves,
+// the others for U+0100 onwards in byte order.
+struct ByteAlphabet {
+    ByteAlphabet();
+    std::string utf8[256];                              // byte -> its character, UTF-8
+    std::unordered_map<char32_t, unsigned char> byteOf; // character -> byte
+};
+const ByteAlphabet& byteAlphabet();
+
+// Replaces every `from` in s by `to` (a String pattern of Replace).
+void replaceAll(std::string& s, std::string_view from, std::string_view to);
 
 } // namespace qs::text

@@ -92,6 +92,9 @@ struct Pipeline {
     std::optional<int32_t> eos;
 };
 
+// Runs the file's decoders on the tokens of some ids and joins the result.
+std::string runDecoders(const Pipeline& p, std::vector<std::string> tokens);
+
 // Reads a tokenizer.json (and, if not empty, a tokenizer_config.json).
 std::unique_ptr<Pipeline> readPipeline(std::string_view json, const std::string& name, std::string_view configJson);
 
