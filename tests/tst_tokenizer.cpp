@@ -11,6 +11,7 @@
 // tokenizer.json files, each refused with the file and the field named.
 #include <QtTest>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -348,6 +349,18 @@ private slots:
         QVERIFY2(loadError(renamed).contains("model.merges[0]: merges \"\xEE\x80\x80\""),
                  qPrintable(loadError(renamed)));
         QVERIFY_THROWS_EXCEPTION(Error, Tokenizer::load("/nonexistent/tokenizer.json"));
+        // A file above the size limit is refused before it is read (a sparse
+        // file: no disk is used).
+        QTemporaryDir dir;
+        const std::string huge = (dir.path() + "/tokenizer.json").toStdString();
+        std::ofstream(huge).put('{');
+        std::filesystem::resize_file(huge, (uintmax_t(128) << 20) + 1);
+        try {
+            Tokenizer::load(huge);
+            QFAIL("a 128 MiB + 1 byte tokenizer.json was read");
+        } catch (const Error& e) {
+            QVERIFY2(QString(e.what()).contains("more than a tokenizer file may hold"), e.what());
+        }
         // Invalid UTF-8 in a token (QString would have repaired it above).
         QVERIFY(loadError("{\"model\": {\"type\": \"BPE\", \"vocab\": {\"\xC3\x28\": 0}, \"merges\": []}}")
                     .startsWith("bad.json: not valid JSON"));
