@@ -90,8 +90,8 @@ private slots:
     void matchesReference_data()
     {
         QTest::addColumn<QString>("name");
-        for (const char* name :
-             {"llama3", "llama2", "qwen3", "llama3-gpt2-split", "qwen3-added-options", "llama2-metaspace"})
+        for (const char* name : {"llama3", "llama2", "qwen3", "llama3-gpt2-split", "qwen3-added-options",
+                                 "llama2-bos-eos", "llama2-metaspace"})
             QTest::newRow(name) << QString(name);
     }
 
@@ -162,6 +162,8 @@ private slots:
         QCOMPARE(llama2.tokenText(*llama2.eosId()), std::string_view("</s>"));
         QCOMPARE(llama2.encode("").size(), size_t(1)); // the template's <s> alone
         QVERIFY(llama2.encode("", {.addSpecialTokens = false}).empty());
+        const Tokenizer bosEos = Tokenizer::load((kReferenceDir + "/llama2-bos-eos/tokenizer.json").toStdString());
+        QCOMPARE(bosEos.encode("hi").back(), *bosEos.eosId()); // the template's </s> closes the text
 
         const Tokenizer llama3 = Tokenizer::load((kReferenceDir + "/llama3/tokenizer.json").toStdString());
         QCOMPARE(llama3.tokenText(*llama3.bosId()), std::string_view("<|begin_of_text|>"));

