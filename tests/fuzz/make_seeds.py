@@ -124,6 +124,57 @@ def hdf5_seeds():
         f.create_dataset("gzip", data=np.ones(8, np.float16), compression="gzip", chunks=(4,))
 
 
+def tokenizer_seeds():
+    """Small tokenizer.json files of each supported kind, and a few refused ones."""
+    byte_level = {
+        "model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4, "\u0120": 5, "\u0120a": 6},
+                  "merges": ["a b", "ab c", "\u0120 a"], "ignore_merges": True},
+        "added_tokens": [{"id": 7, "content": "<|end|>", "special": True, "normalized": False,
+                          "lstrip": True, "rstrip": False}],
+        "normalizer": {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "behavior": "Isolated", "invert": False, "pattern": {"Regex":
+             "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+             "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"}},
+            {"type": "ByteLevel", "add_prefix_space": False, "use_regex": False}]},
+        "post_processor": {"type": "Sequence", "processors": [
+            {"type": "ByteLevel"},
+            {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<|end|>", "type_id": 0}},
+                                                      {"Sequence": {"id": "A", "type_id": 0}}],
+             "special_tokens": {"<|end|>": {"id": "<|end|>", "ids": [7], "tokens": ["<|end|>"]}}}]},
+        "decoder": {"type": "ByteLevel"},
+    }
+    put("tokenizer", "byte_level.json", json.dumps(byte_level))
+    gpt2 = dict(byte_level, pre_tokenizer={"type": "ByteLevel", "add_prefix_space": True, "use_regex": True})
+    put("tokenizer", "gpt2.json", json.dumps(gpt2))
+    vocab = {"<unk>": 0, "<s>": 1, "\u2581": 2, "h": 3, "i": 4, "\u2581h": 5, "\u2581hi": 6}
+    vocab.update({"<0x%02X>" % b: 7 + b for b in range(256)})
+    sentencepiece = {
+        "model": {"type": "BPE", "vocab": vocab, "merges": [["\u2581", "h"], ["\u2581h", "i"]],
+                  "unk_token": "<unk>", "byte_fallback": True, "fuse_unk": True},
+        "added_tokens": [{"id": 0, "content": "<unk>", "special": True}, {"id": 1, "content": "<s>", "special": True}],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                           {"type": "Replace", "pattern": {"String": " "},
+                                                            "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                    {"Sequence": {"id": "A", "type_id": 0}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [
+            {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "}, {"type": "ByteFallback"},
+            {"type": "Fuse"}, {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+    }
+    put("tokenizer", "sentencepiece.json", json.dumps(sentencepiece))
+    metaspace = dict(sentencepiece, normalizer=None,
+                     pre_tokenizer={"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first",
+                                    "split": False},
+                     decoder={"type": "Metaspace", "replacement": "\u2581"})
+    put("tokenizer", "metaspace.json", json.dumps(metaspace))
+    put("tokenizer", "wordpiece.json", '{"model": {"type": "WordPiece", "vocab": {"a": 0}}}')
+    put("tokenizer", "bad_merge.json", '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a z"]}}')
+    put("tokenizer", "truncated.json", json.dumps(sentencepiece)[:200])
+
+
 def regression_inputs():
     """Small files reproducing what libhdf5 and libonnx do on hostile input
     (docs/robustness.md): each must become an error or a warning, never an
@@ -164,4 +215,5 @@ if sys.argv[1:] != ["regressions"]:
     npy_seeds()
     npz_seeds()
     rules_seeds()
+    tokenizer_seeds()
 regression_inputs()
