@@ -82,7 +82,8 @@ ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& pat
                 continue;
             const Tensor restored = checkpoint.dequantized(name);
             const auto a = restored.values<float>();
-            const auto b = weight->fakeQuant.values<float>();
+            const Tensor fake = WeightQuantizer::fakeQuantOf(*in.model, *weight);
+            const auto b = fake.values<float>();
             if (a.size() != b.size()) {
                 worst = std::numeric_limits<double>::infinity();
                 break;

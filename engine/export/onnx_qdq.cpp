@@ -635,7 +635,8 @@ QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& 
                 throw Error("ONNX export: " + who +
                             " has no quantized weight (weight quantization failed or did not run)");
             const QuantizedWeight& qw = *it->second;
-            request.weights.push_back({lq.layer, qw.quantization.params, qw.transposedAxes, qw.fakeQuant});
+            request.weights.push_back(
+                {lq.layer, qw.quantization.params, qw.transposedAxes, WeightQuantizer::fakeQuantOf(model, qw)});
         }
         if (!lq.activation)
             continue;

@@ -63,6 +63,23 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     return q;
 }
 
+Tensor WeightQuantizer::fakeQuantOf(const Model& model, const QuantizedWeight& w)
+{
+    if (w.fakeQuant.rawData())
+        return w.fakeQuant;
+    const QuantizableLayer& layer = model.layers.at(w.layer);
+    const Tensor* weight = model.initializer(layer.weightName);
+    if (!weight)
+        throw Error("layer '" + layer.modulePath + "': weight '" + layer.weightName + "' is not in the model");
+    // As quantize() computes it: in the quantized axis order, from the same parameters.
+    const bool halfFloat = weight->dtype() == DType::F16 || weight->dtype() == DType::BF16;
+    Tensor x = halfFloat && w.transposedAxes.empty() ? *weight : weight->toFloat32();
+    if (!w.transposedAxes.empty())
+        x = x.permuted(w.transposedAxes);
+    Tensor fake = fakeQuantize(x, w.quantization.params, w.rounding, w.seed, layer.weightName);
+    return w.transposedAxes.empty() ? fake : fake.permuted(inversePermutation(w.transposedAxes));
+}
+
 std::vector<size_t> WeightQuantizer::update(const Model& model, const QuantizationPlan& plan,
                                             const CancellationToken& cancel, const ProgressCallback& progress)
 {
@@ -108,7 +125,10 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
         if (cancel.isCancelled())
             return;
         try {
-            outcomes[i].weight = std::make_shared<const QuantizedWeight>(quantize(model, *todo[i].first));
+            QuantizedWeight w = quantize(model, *todo[i].first);
+            if (!retainFakeQuant_)
+                w.fakeQuant = Tensor();
+            outcomes[i].weight = std::make_shared<const QuantizedWeight>(std::move(w));
         } catch (const Error& e) {
             outcomes[i].problem = e.what();
         }

@@ -29,7 +29,10 @@ struct QuantizedWeight {
     // as LayerQuantization::weightAxes); empty transposedAxes = the weight's own axes.
     TensorQuantization quantization;
     std::vector<int> transposedAxes;
-    Tensor fakeQuant;     // float32, the weight's own shape and axis order
+    // float32, the weight's own shape and axis order; empty when the quantizer
+    // does not retain it (WeightQuantizer::setRetainFakeQuant): fakeQuantOf()
+    // gives it either way.
+    Tensor fakeQuant;
     ErrorMetrics metrics; // against the float weight, fractionClipped included
 };
 
@@ -58,6 +61,17 @@ public:
     // caches). Throws Error naming the weight.
     static QuantizedWeight quantize(const Model& model, const LayerQuantization& layer);
 
+    // Whether update() keeps each weight's fake-quantized tensor (default) or
+    // only its parameters and metrics. A model that is never run (a weights-only
+    // or too-large checkpoint, a CLI command with no data) needs no float32 copy
+    // of every weight: without them the cache costs kilobytes, and exports and
+    // charts recompute a weight's tensor when they need it (fakeQuantOf).
+    void setRetainFakeQuant(bool retain) { retainFakeQuant_ = retain; }
+    bool retainsFakeQuant() const { return retainFakeQuant_; }
+    // `w`'s fake-quantized tensor: the cached one, or recomputed from its
+    // parameters (the same values, bit for bit) when it was not retained.
+    static Tensor fakeQuantOf(const Model& model, const QuantizedWeight& w);
+
 private:
     // What a cached result was computed from: the spec, rounding and seed, and
     // which tensor (name, storage, shape and dtype: a reloaded model is new data).
@@ -76,6 +90,7 @@ private:
     std::map<size_t, std::shared_ptr<const QuantizedWeight>> weights_;
     std::map<size_t, std::string> problems_;
     std::map<size_t, Key> keys_; // for cached weights and for problems alike
+    bool retainFakeQuant_ = true;
 };
 
 } // namespace qs

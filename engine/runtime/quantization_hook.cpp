@@ -74,11 +74,14 @@ void QuantizationHook::beforeNode(NodeEvent& event)
             *layer.weightInput < event.inputs.size()) {
             Tensor& slot = event.inputs[*layer.weightInput];
             if (const auto cached = weightCache_.find(lq->layer)) {
-                if (cached->fakeQuant.shape() != slot.shape())
+                // Recomputed per run when the quantizer does not retain it (the session retains it
+                // whenever the model runs, so this is the exception).
+                const Tensor fake = WeightQuantizer::fakeQuantOf(model_, *cached);
+                if (fake.shape() != slot.shape())
                     throw Error("layer '" + layer.modulePath + "': the cached weight has shape " +
-                                shapeToString(cached->fakeQuant.shape()) + " but the node reads " +
-                                shapeToString(slot.shape()) + "; update the weight quantizer for this model");
-                slot = castTensor(cached->fakeQuant, slot.dtype());
+                                shapeToString(fake.shape()) + " but the node reads " + shapeToString(slot.shape()) +
+                                "; update the weight quantizer for this model");
+                slot = castTensor(fake, slot.dtype());
             } else if (!weightCache_.problems().count(lq->layer)) {
                 throw Error("layer '" + layer.modulePath + "': weight '" + layer.weightName +
                             "' has not been quantized; update the weight quantizer with this plan first");

@@ -241,7 +241,11 @@ void Exploration::setModel(LoadedModel loaded)
     model_ = loaded_.model;
     mode_ = loaded_.mode;
     ++generation_;
-    weights_ = std::make_shared<const WeightQuantizer>();
+    // The fake-quantized weights are kept only for a model that runs (the hook
+    // reads them on every run); otherwise the cache holds parameters and metrics.
+    auto weights = std::make_shared<WeightQuantizer>();
+    weights->setRetainFakeQuant(loaded_.interpreter != nullptr);
+    weights_ = std::move(weights);
     weightsGeneration_ = 0;
     statistics_.reset();
     evaluationResult_.reset();

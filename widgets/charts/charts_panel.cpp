@@ -238,7 +238,7 @@ void ChartsPanel::showWeight(size_t layer)
         return;
     }
     Tensor x = tensor->toFloat32();
-    Tensor fake = qw->fakeQuant;
+    Tensor fake = WeightQuantizer::fakeQuantOf(*model_, *qw);
     QuantizationSpec spec = qw->spec;
     int axis = spec.axis < 0 ? spec.axis + x.rank() : spec.axis;
     if (!qw->transposedAxes.empty()) {
