@@ -22,6 +22,7 @@
 #include "io/hf_folder.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
+#include "io/text_data_source.h"
 #include "io/safetensors.h"
 #include "runtime/interpreter.h"
 #include "session/evaluation.h"
@@ -215,6 +216,53 @@ private slots:
         QVERIFY(std::abs(p["float"].toDouble() / ref - 1.0) < 5e-5);
         QVERIFY(p["quantized"].toDouble() > p["float"].toDouble());
         QCOMPARE(p["tokens"].toInt(), 252);
+    }
+
+    // Text through the folder's tokenizer.json: rows of BOS + sequence - 1 tokens. eval_ids are the first N * T
+    // tokens of eval.txt's encoding, so rows of T + 1 hold exactly them after BOS.
+    void textDataIsTokenizedIntoRows()
+    {
+        const fs::path dir = kDir / "llama_f32";
+        const Model model = loadModel(dir);
+        const Tensor ids = readNpy(dir / "reference" / "eval_ids.npy");
+        const int64_t T = ids.dim(1);
+        DataSourceOptions options;
+        options.sequenceLength = T + 1;
+        options.batchSize = 2;
+        const std::unique_ptr<DataSource> data = openDataSource(dir / "reference" / "eval.txt", options, &model);
+        QVERIFY(data->rowCount() >= ids.dim(0));
+        const QJsonObject config = readJson(dir / "config.json");
+        int64_t row = 0;
+        while (std::optional<Batch> batch = data->next()) {
+            const Tensor& t = batch->inputs.at("input_ids");
+            QCOMPARE(t.shape(), Shape({batch->rows, T + 1}));
+            for (int64_t r = 0; r < batch->rows && row < ids.dim(0); ++r, ++row) {
+                QCOMPARE(t.values<int64_t>()[size_t(r * (T + 1))], int64_t(config["bos_token_id"].toInteger()));
+                for (int64_t i = 0; i < T; ++i)
+                    QCOMPARE(t.values<int64_t>()[size_t(r * (T + 1) + 1 + i)], ids.values<int64_t>()[size_t(row * T + i)]);
+            }
+        }
+        QCOMPARE(row, ids.dim(0));
+
+        // Errors name the file: a sequence longer than the text, a model that is no language model, a folder
+        // without tokenizer.json.
+        auto errorOf = [](const fs::path& file, const DataSourceOptions& o, const Model* m) {
+            try {
+                openDataSource(file, o, m);
+            } catch (const Error& e) {
+                return QString::fromStdString(e.what());
+            }
+            return QString();
+        };
+        options.sequenceLength = 100000;
+        QVERIFY(errorOf(dir / "reference" / "eval.txt", options, &model).contains("fewer than one sequence"));
+        options.sequenceLength = 0;
+        const Model digits = loadModel(QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx");
+        QVERIFY(errorOf(dir / "reference" / "eval.txt", options, &digits).contains("is not one"));
+        QTemporaryDir tmp;
+        const fs::path bare = editedFolder(tmp, [](QJsonObject&) {});
+        const Model noTokenizer = loadModel(bare);
+        QVERIFY(errorOf(dir / "reference" / "eval.txt", options, &noTokenizer).contains("has none"));
     }
 
     void otherArchitecturesOpenAsWeights()

@@ -39,12 +39,13 @@ void printWarnings(const std::vector<ExplorationWarning>& warnings)
         std::fprintf(stderr, "warning: %s\n", w.text.c_str());
 }
 
-DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches)
+DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches, int64_t sequenceLength)
 {
     DataConfig config;
     config.kind = DataConfig::Kind::File;
     config.path = file;
     config.maxBatches = maxBatches;
+    config.sequenceLength = sequenceLength;
     return config;
 }
 
@@ -68,7 +69,7 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
     cliBatchSizing(exploration.model(), options.batchSize);
     exploration.setRequestedBatchSize(options.batchSize);
     if (options.calibFile)
-        exploration.setCalibrationData(fileData(*options.calibFile, options.maxBatches));
+        exploration.setCalibrationData(fileData(*options.calibFile, options.maxBatches, options.sequenceLength));
     if (!rules) {
         printWarnings(exploration.warnings());
         return exploration;

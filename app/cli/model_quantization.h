@@ -23,6 +23,7 @@ struct ModelQuantizationOptions {
     std::optional<std::filesystem::path> calibFile;
     std::optional<int64_t> batchSize; // --batch-size; default the model's fixed batch dim, else 32
     std::optional<int64_t> maxBatches;
+    int64_t sequenceLength = 0; // --seq-len: tokens per row of text data (0: the default)
     bool needsInterpreter = true; // the model will be run (calibration, evaluation, run)
 };
 
@@ -38,7 +39,7 @@ struct StageTimes {
 Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times = nullptr);
 
 // --calib or --eval DATA as the exploration reads it: a file, at most `maxBatches` batches.
-DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches);
+DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches, int64_t sequenceLength = 0);
 
 // "warning: <text>" on stderr for each.
 void printWarnings(const std::vector<ExplorationWarning>& warnings);

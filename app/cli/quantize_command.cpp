@@ -82,7 +82,7 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
             throw UsageError("--export-odml needs --calib DATA");
         std::vector<ExplorationWarning> dataWarnings;
         const std::unique_ptr<DataSource> calib =
-            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches), &dataWarnings);
+            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
         printWarnings(dataWarnings);
         OdmlOptions odml;
         odml.maxBatches = options.maxBatches;
@@ -126,6 +126,7 @@ int runQuantize(const Arguments& args)
         options.calibFile = *calib;
     options.batchSize = batchSizeArgument(args);
     options.maxBatches = args.integer("--max-batches", 1, int64_t(1) << 40);
+    options.sequenceLength = args.integer("--seq-len", 2, int64_t(1) << 20).value_or(0);
     options.needsInterpreter = args.value("--eval") || args.value("--calib") || args.value("--export-odml");
     if (args.value("--export-odml") && (options.mode != QuantizationMode::Odml || !options.calibFile))
         throw UsageError("--export-odml needs --mode odml and --calib DATA");
@@ -151,7 +152,7 @@ int runQuantize(const Arguments& args)
 
     if (const auto evalFile = args.value("--eval")) {
         report.evalFile = *evalFile;
-        exploration.setEvaluationData(fileData(*evalFile, options.maxBatches));
+        exploration.setEvaluationData(fileData(*evalFile, options.maxBatches, options.sequenceLength));
         const EvaluationRun evaluation = exploration.evaluate({}, terminalProgress());
         printWarnings(evaluation.warnings);
         report.evaluation = evaluation.result;
@@ -184,7 +185,8 @@ Command quantizeCommand()
     spec.name = "quantize";
     spec.summary = "Quantize a model by a rule file; evaluate it against float; report per layer";
     spec.synopsis = "quantize MODEL --rules R.json [--mode ptq|odml] [--calib DATA] [--eval DATA]\n"
-                    "                      [--batch-size B] [--max-batches N] [--sensitivity one|all-but-one]\n"
+                    "                      [--batch-size B] [--max-batches N] [--seq-len T]\n"
+                    "                      [--sensitivity one|all-but-one]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]";
     spec.positionalName = "MODEL";
@@ -199,6 +201,7 @@ Command quantizeCommand()
          {},
          false},
         {"--max-batches", "N", "use at most N batches of --calib and of --eval (default all)", {}, false},
+        {"--seq-len", "T", "tokens per row when --calib or --eval is a .txt file (default 512)", {}, false},
         {"--sensitivity", "S", "rank layers by output error, needs --eval:", {"one", "all-but-one"}},
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
         {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
@@ -222,7 +225,9 @@ Command quantizeCommand()
     spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"
                  "format otherwise.\n"
                  "DATA: arrays named after the model's inputs (a model with one input also takes an .npy or any\n"
-                 "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy.\n"
+                 "single array), plus `labels` ([N] or [N, 1] class indices) for accuracy. A language model\n"
+                 "(a Hugging Face folder) also takes token ids (int64 [N, T]) or a .txt file, tokenized by the\n"
+                 "folder's tokenizer.json and cut into rows of --seq-len tokens; it reports perplexity.\n"
                  "Batches: a model whose inputs fix axis 0 (torch.onnx exports batch 1 by default) reads DATA\n"
                  "in batches of exactly that size, and --batch-size must equal it (else exit 1 naming the\n"
                  "input); rows after the last whole batch are left out, with a warning. A dynamic batch\n"

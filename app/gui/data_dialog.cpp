@@ -145,7 +145,7 @@ void DataDialog::browse()
         chosen = QFileDialog::getExistingDirectory(this, tr("Folder of images"), start);
     else
         chosen = QFileDialog::getOpenFileName(this, tr("Data file"), start,
-                                              tr("Data (*.npz *.npy *.h5 *.hdf5);;All files (*)"));
+                                              tr("Data (*.npz *.npy *.h5 *.hdf5 *.txt);;All files (*)"));
     if (!chosen.isEmpty())
         path_->setText(chosen);
 }

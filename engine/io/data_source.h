@@ -63,6 +63,7 @@ struct DataSourceOptions {
     bool exactBatches = false;
     std::string labelsName = "labels"; // the array holding labels (npz member, HDF5 dataset)
     std::string hdf5Group = "/";       // HDF5: the group holding the datasets
+    int64_t sequenceLength = 0;        // text data: tokens per row (0: kDefaultSequenceLength, io/text_data_source.h)
 };
 
 class DataSource {

@@ -1,4 +1,5 @@
 // The file-backed data sources: .npz, .npy and HDF5 (io/data_source.h).
+#include <cctype>
 #include <cstring>
 #include <fstream>
 
@@ -9,6 +10,7 @@
 #include "io/npy.h"
 #include "io/npy_header.h"
 #include "io/npz.h"
+#include "io/text_data_source.h"
 
 namespace qs {
 
@@ -190,6 +192,11 @@ std::unique_ptr<DataSource> openDataSource(const std::filesystem::path& path, co
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec))
         throw Error(path.string() + ": no such data file");
+    std::string extension = path.extension().string();
+    for (char& c : extension)
+        c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (extension == ".txt")
+        return openTextDataSource(path, options, model);
     const std::string head = firstBytes(path, 8);
     if (head.starts_with("PK\x03\x04") || head.starts_with("PK\x05\x06"))
         return std::make_unique<NpzDataSource>(path, options, model);
@@ -197,8 +204,8 @@ std::unique_ptr<DataSource> openDataSource(const std::filesystem::path& path, co
         return std::make_unique<NpyDataSource>(path, options, model);
     if (head == std::string_view("\x89HDF\r\n\x1a\n", 8))
         return std::make_unique<Hdf5DataSource>(path, options, model);
-    throw Error(path.string() + ": not a data file this build reads (expected .npz, .npy or HDF5; a folder of "
-                                "images is opened as an image folder)");
+    throw Error(path.string() + ": not a data file this build reads (expected .npz, .npy, HDF5, or .txt for a "
+                                "language model; a folder of images is opened as an image folder)");
 }
 
 } // namespace qs

@@ -21,6 +21,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "graph/language_model.h"
 #include "quant/metrics.h"
 #include "core/cancellation.h"
 #include "io/data_source.h"
@@ -77,17 +78,6 @@ struct ClassificationHits {
 ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels, const std::string& outputName,
                                       const std::string& labelsName = "labels");
 
-// A causal language model, as evaluation recognises one: a graph input of
-// int64 token ids [batch, sequence] and a float graph output of logits
-// [batch, sequence, vocab] whose position t predicts token t + 1. A Hugging
-// Face folder's graph (io/hf_folder.h) is one; so is an ONNX model whose only
-// inputs are `input_ids` (int64, rank 2) and, optionally, none else, with an
-// output named `logits` of rank 3.
-struct CausalLanguageModel {
-    std::string tokens; // the input holding the ids
-    std::string logits; // the output holding the logits
-};
-std::optional<CausalLanguageModel> causalLanguageModel(const Model& model);
 
 // Next-token negative log-likelihood summed over batches: for each row and
 // each position t < T - 1, log-sum-exp(logits[t]) - logits[t][ids[t + 1]], in

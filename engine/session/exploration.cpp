@@ -134,7 +134,8 @@ std::unique_ptr<DataSource> ExplorationSnapshot::openData(const DataConfig& conf
     sizing.batchSize = config.batchSize;
     if (model)
         sizing = batchSizingFor(*model, batchSize, config.batchSize);
-    const DataSourceOptions options = sizing.apply();
+    DataSourceOptions options = sizing.apply();
+    options.sequenceLength = config.sequenceLength;
     std::unique_ptr<DataSource> data;
     switch (config.kind) {
     case DataConfig::Kind::File:

@@ -98,6 +98,8 @@ Json DataConfig::toJson() const
 {
     Json j{{"kind", dataKindName(kind)}, {"path", path.string()}, {"batch_size", batchSize}};
     j["max_batches"] = maxBatches ? Json(*maxBatches) : Json();
+    if (sequenceLength > 0)
+        j["sequence_length"] = sequenceLength;
     if (kind == Kind::ImageFolder)
         j["recipe"] = recipeJson(recipe);
     if (kind == Kind::Synthetic) {
@@ -125,6 +127,8 @@ DataConfig DataConfig::fromJson(const Json& j, const std::string& field)
     c.batchSize = positiveInteger(member(j, "batch_size", field), field + ".batch_size");
     if (const auto it = j.find("max_batches"); it != j.end() && !it->is_null())
         c.maxBatches = positiveInteger(*it, field + ".max_batches");
+    if (const auto it = j.find("sequence_length"); it != j.end() && !it->is_null())
+        c.sequenceLength = positiveInteger(*it, field + ".sequence_length");
     if (c.kind == Kind::ImageFolder)
         c.recipe = recipeFromJson(member(j, "recipe", field), field + ".recipe");
     if (c.kind == Kind::Synthetic) {

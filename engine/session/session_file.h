@@ -27,7 +27,7 @@ namespace qs {
 // Where calibration or evaluation batches come from.
 struct DataConfig {
     enum class Kind : uint8_t {
-        File,        // .npz / .npy / HDF5 (io/data_source.h)
+        File,        // .npz / .npy / HDF5 (io/data_source.h), or .txt for a language model
         ImageFolder, // a folder of images with `recipe` (io/image_folder.h)
         Synthetic,   // random normal inputs: not representative, shown with a warning
     };
@@ -35,6 +35,7 @@ struct DataConfig {
     std::filesystem::path path; // the file or folder (unused for Synthetic)
     int64_t batchSize = 32;     // rows per batch, >= 1
     std::optional<int64_t> maxBatches; // none: every batch
+    int64_t sequenceLength = 0;        // text files: tokens per row (0: io/text_data_source.h's default)
     ImageRecipe recipe;         // ImageFolder only
     int64_t syntheticSamples = 64; // Synthetic only: rows in all
     uint64_t syntheticSeed = 0;    // Synthetic only
