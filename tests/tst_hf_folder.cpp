@@ -19,6 +19,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "core/sha256.h"
 #include "io/hf_folder.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
@@ -263,6 +264,20 @@ private slots:
         const fs::path bare = editedFolder(tmp, [](QJsonObject&) {});
         const Model noTokenizer = loadModel(bare);
         QVERIFY(errorOf(dir / "reference" / "eval.txt", options, &noTokenizer).contains("has none"));
+    }
+
+    // A folder's digest: its json files and each shard's header and size; the same for a copy, different when
+    // the config changes.
+    void folderDigestCoversConfigAndLayout()
+    {
+        QTemporaryDir a, b;
+        const fs::path one = editedFolder(a, [](QJsonObject&) {});
+        const fs::path two = editedFolder(b, [](QJsonObject&) {});
+        const std::string digest = sha256OfModel(one);
+        QCOMPARE(digest.size(), size_t(64));
+        QCOMPARE(sha256OfModel(two), digest);
+        writeJson(two / "config.json", readJson(kDir / "llama_tied_ropescaled" / "config.json"));
+        QVERIFY(sha256OfModel(two) != digest);
     }
 
     void otherArchitecturesOpenAsWeights()

@@ -130,7 +130,25 @@ std::string sha256OfModel(const std::filesystem::path& path)
     std::sort(files.begin(), files.end());
     Sha256 h;
     for (const auto& file : files) {
-        const std::string line = file.filename().string() + " " + sha256OfFile(file) + "\n";
+        std::string digest;
+        if (file.extension() == ".safetensors") {
+            // The header (every tensor's name, dtype, shape and byte range) and the size, not the
+            // gigabytes of weights: opening a checkpoint must not read it whole.
+            std::ifstream in(file, std::ios::binary);
+            uint64_t headerBytes = 0;
+            if (!in.read(reinterpret_cast<char*>(&headerBytes), 8))
+                throw Error(file.string() + ": cannot read the header to hash it");
+            const uint64_t size = std::filesystem::file_size(file, ec);
+            headerBytes = std::min<uint64_t>(headerBytes, size > 8 ? size - 8 : 0);
+            std::string header(size_t(std::min<uint64_t>(headerBytes, uint64_t(256) << 20)), '\0');
+            if (!in.read(header.data(), std::streamsize(header.size())))
+                throw Error(file.string() + ": read error while hashing");
+            header += " " + std::to_string(size);
+            digest = sha256Hex({reinterpret_cast<const uint8_t*>(header.data()), header.size()});
+        } else {
+            digest = sha256OfFile(file);
+        }
+        const std::string line = file.filename().string() + " " + digest + "\n";
         h.add({reinterpret_cast<const uint8_t*>(line.data()), line.size()});
     }
     return h.hex();

@@ -33,9 +33,12 @@ private:
 std::string sha256Hex(std::span<const uint8_t> bytes);
 std::string sha256OfFile(const std::filesystem::path& file);
 // A model's digest: a file's sha256OfFile(); for a folder (a Hugging Face
-// checkpoint) the SHA-256 of the lines "<name> <sha256 of the file>\n" of its
-// `*.json` and `*.safetensors` files in name order, so any change to the
-// config, the tokenizer, the index or a shard changes it.
+// checkpoint) the SHA-256 of the lines "<name> <digest>\n" of its `*.json`
+// and `*.safetensors` files in name order, where a json file's digest is its
+// content's and a safetensors file's is that of its header and size: a
+// changed config, tokenizer, index, tensor name, shape, dtype or layout
+// changes it, new values in the same layout do not (hashing every weight
+// would read gigabytes each time a checkpoint is opened).
 std::string sha256OfModel(const std::filesystem::path& path);
 
 } // namespace qs
