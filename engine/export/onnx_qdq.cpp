@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/passes/canonicalize_zero_points.h"
+#include "export/passes/matmul_nbits.h"
 #include "export/passes/pipeline.h"
 #include "export/passes/raise_opset.h"
 #include "numerics/float_formats.h"
@@ -682,6 +683,62 @@ std::string eightBitFormReason(EightBitForm form)
            "simulation";
 }
 
+std::optional<Int4Form> parseInt4Form(std::string_view name)
+{
+    if (name == "dequantize")
+        return Int4Form::Dequantize;
+    if (name == "matmulnbits")
+        return Int4Form::MatMulNBits;
+    return std::nullopt;
+}
+
+const char* int4FormName(Int4Form form)
+{
+    return form == Int4Form::Dequantize ? "dequantize" : "matmulnbits";
+}
+
+namespace {
+
+// Blocked int4 MatMul/Gemm weights of the main graph as com.microsoft.MatMulNBits;
+// every int4/uint4 weight left as DequantizeLinear gets a warning naming its layer.
+void writeMatMulNBits(const Model& model, const QdqExportRequest& request, onnx::ModelProto& proto, QdqGraph& graph,
+                      OnnxExportSummary& summary)
+{
+    MatMulNBitsResult r = useMatMulNBits(graph);
+    std::map<std::string, std::string> layerOfWeight;
+    for (const QdqWeight& w : request.weights) {
+        const QuantizableLayer& layer = model.layers.at(w.layer);
+        if (w.params.qtype != QType::Int4 && w.params.qtype != QType::UInt4)
+            continue;
+        if (layer.scope != 0)
+            summary.warnings.push_back("MatMulNBits: " + layerLabel(model, w.layer) +
+                                       " is inside a subgraph and keeps its DequantizeLinear");
+        else
+            layerOfWeight.emplace(layer.weightName, layerLabel(model, w.layer));
+    }
+    for (const MatMulNBitsFallback& f : r.fallbacks) {
+        const auto it = layerOfWeight.find(f.weight);
+        summary.warnings.push_back(
+            "MatMulNBits: " + (it != layerOfWeight.end() ? it->second : "weight '" + f.weight + "'") +
+            " keeps its DequantizeLinear: " + f.reason);
+    }
+    summary.matMulNBits = r.report.changes;
+    summary.quantizedBytes += r.bytesAfter - r.bytesBefore;
+    if (r.report.changes > 0) {
+        bool imported = false;
+        for (const auto& o : proto.opset_import())
+            imported |= o.domain() == kMicrosoftDomain;
+        if (!imported) {
+            onnx::OperatorSetIdProto& o = *proto.add_opset_import();
+            o.set_domain(kMicrosoftDomain);
+            o.set_version(1);
+        }
+    }
+    summary.passes.push_back(std::move(r.report));
+}
+
+} // namespace
+
 std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
                          OnnxExportSummary& summary)
 {
@@ -738,6 +795,9 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     if (options.runPasses)
         for (PassReport& r : runQdqPasses(graph))
             summary.passes.push_back(std::move(r));
+    summary.int4Form = options.int4Form;
+    if (options.int4Form == Int4Form::MatMulNBits)
+        writeMatMulNBits(model, request, proto, graph, summary);
     graph.sortTopologically();
     summary.signedEightBit = countSignedEightBit(graph);
     if (summary.signedEightBit > 0)
