@@ -298,6 +298,119 @@ private slots:
         QCOMPARE(countOps(m, "Conv"), 3);
     }
 
+    // The MatMulNBits form, decoded by hand from ONNX Runtime's documented
+    // layout (B [N, blocks, block / 2] low nibble first, scales [N * blocks],
+    // zero points packed two a byte per row, int4 codes + 8), holds exactly the
+    // simulated weights; our interpreter runs the file to the simulation.
+    void matMulNBitsHoldsTheSimulatedWeights_data()
+    {
+        QTest::addColumn<QString>("rule");
+        QTest::addColumn<bool>("zeroPoints");
+        QTest::newRow("int4 symmetric, tile 32") << R"({"weight_qtype": "int4", "tile_size": 32})" << false;
+        QTest::newRow("int4 asymmetric, tile 128")
+            << R"({"weight_qtype": "int4", "weight_calibration": "minmax", "symmetric": false, "tile_size": 128})"
+            << true;
+        QTest::newRow("uint4 asymmetric, tile 64")
+            << R"({"weight_qtype": "uint4", "weight_calibration": "minmax", "symmetric": false, "tile_size": 64})"
+            << true;
+    }
+    void matMulNBitsHoldsTheSimulatedWeights()
+    {
+        QFETCH(QString, rule);
+        QFETCH(bool, zeroPoints);
+        const std::filesystem::path dir = dir_.path().toStdString();
+        const ExportCase c{"llm_block_nbits", dir / "llm_block.onnx", "[" + rule.toStdString() + "]",
+                           dir / "llm_block_inputs.npz", 16};
+        OnnxExportOptions options;
+        options.int4Form = Int4Form::MatMulNBits;
+        const ExportedCase e = exportCase(c, dir, options);
+        QCOMPARE(e.summary.matMulNBits, int64_t(3));
+        for (const std::string& w : e.summary.warnings)
+            QFAIL(w.c_str());
+        // No int4 DequantizeLinear left: the source's opset 13 is kept, and both checkers know it.
+        QCOMPARE(e.summary.opset, int64_t(13));
+        QVERIFY(e.summary.checked);
+        QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(countOps(m, "DequantizeLinear"), 0);
+        QCOMPARE(countOps(m, "MatMulNBits"), 3);
+        bool imported = false;
+        for (const auto& o : m.opset_import())
+            imported |= o.domain() == "com.microsoft" && o.version() == 1;
+        QVERIFY(imported);
+        struct Layer {
+            const char* node;
+            const char* weight;
+            int kAxis; // of the source weight: MatMul [K, N], Gemm transB [N, K]
+            const char* bias;
+        };
+        for (const Layer& l :
+             {Layer{"/up/MatMul", "up.weight", 0, ""}, Layer{"/down/Gemm", "down.weight", 1, "down.bias"},
+              Layer{"/head/MatMul", "head.weight", 0, ""}}) {
+            const onnx::NodeProto* node = nullptr;
+            for (const auto& n : m.graph().node())
+                if (n.name() == l.node)
+                    node = &n;
+            QVERIFY(node);
+            QCOMPARE(node->op_type(), std::string("MatMulNBits"));
+            QCOMPARE(node->domain(), std::string("com.microsoft"));
+            const Tensor* fq = nullptr;
+            for (size_t i = 0; i < e.model.layers.size(); ++i)
+                if (e.model.layers[i].weightName == l.weight)
+                    fq = &e.weights.find(i)->fakeQuant;
+            QVERIFY(fq);
+            const int64_t K = fq->dim(l.kAxis), N = fq->dim(1 - l.kAxis);
+            const int64_t block = intAttribute(*node, "block_size", 0), blocks = (K + block - 1) / block;
+            QCOMPARE(intAttribute(*node, "K", 0), K);
+            QCOMPARE(intAttribute(*node, "N", 0), N);
+            QCOMPARE(intAttribute(*node, "bits", 0), int64_t(4));
+            QCOMPARE(intAttribute(*node, "accuracy_level", -1), int64_t(0));
+            const onnx::TensorProto& b = initializerOf(m, node->input(1));
+            QCOMPARE(b.data_type(), int32_t(onnx::TensorProto::UINT8));
+            QCOMPARE(tensorDims(b), (Shape{N, blocks, block / 2}));
+            const auto scales = readFloatTensor(initializerOf(m, node->input(2)));
+            QCOMPARE(int64_t(scales->size()), N * blocks);
+            const bool hasZeros = node->input_size() > 3 && !node->input(3).empty();
+            QCOMPARE(hasZeros, zeroPoints);
+            const std::string zp = hasZeros ? initializerOf(m, node->input(3)).raw_data() : std::string();
+            QCOMPARE(zp.size(), hasZeros ? size_t(N * ((blocks + 1) / 2)) : size_t(0));
+            QCOMPARE(node->input_size() == 6 ? node->input(5) : std::string(), std::string(l.bias));
+            const std::string& packed = b.raw_data();
+            const auto w = fq->values<float>();
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < K; ++k) {
+                    const int64_t blk = k / block, at = (n * blocks + blk) * (block / 2) + (k % block) / 2;
+                    const int code = (uint8_t(packed[size_t(at)]) >> (k % 2 * 4)) & 15;
+                    const int zero =
+                        hasZeros ? (uint8_t(zp[size_t(n * ((blocks + 1) / 2) + blk / 2)]) >> (blk % 2 * 4)) & 15 : 8;
+                    const float expected = w[size_t(l.kAxis == 0 ? k * N + n : n * K + k)];
+                    QCOMPARE(float(code - zero) * (*scales)[size_t(n * blocks + blk)], expected);
+                }
+        }
+        const auto outputs = Interpreter(loadOnnx(e.out)).run(e.inputs);
+        QCOMPARE(relativeMaxError(outputs.at("y"), e.simulated.at("y")), 0.0);
+    }
+
+    // Layers MatMulNBits cannot take keep their DequantizeLinear, each named in a warning.
+    void matMulNBitsLeavesConvAndPerChannelWeightsWithAWarning()
+    {
+        ExportCase c = cases_[1];
+        c.name = "demo_int4_per_channel_nbits";
+        c.rules = "[{\"weight_qtype\": \"int4\"}]";
+        OnnxExportOptions options;
+        options.int4Form = Int4Form::MatMulNBits;
+        const ExportedCase e = exportCase(c, dir_.path().toStdString(), options);
+        QCOMPARE(e.summary.matMulNBits, int64_t(0));
+        QCOMPARE(e.summary.opset, int64_t(21)); // int4 DequantizeLinear needs it
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(countOps(m, "DequantizeLinear"), 5);
+        QCOMPARE(countOps(m, "MatMulNBits"), 0);
+        int named = 0;
+        for (const std::string& w : e.summary.warnings)
+            named += w.starts_with("MatMulNBits: layer '") && w.find("keeps its DequantizeLinear") != std::string::npos;
+        QCOMPARE(named, 5);
+    }
+
     void raisingTheOpsetAdaptsReduceAxes()
     {
         // ReduceMean's axes attribute (opset 13) is an input from opset 18 on.

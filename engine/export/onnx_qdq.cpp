@@ -739,8 +739,38 @@ void writeMatMulNBits(const Model& model, const QdqExportRequest& request, onnx:
 
 } // namespace
 
-std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
-                         OnnxExportSummary& summary)
+namespace {
+
+// Thrown when a build that expected every blocked int4 MatMul/Gemm weight to
+// become MatMulNBits (and so kept an opset below 21) left one as DequantizeLinear.
+struct NewTypesOpsetNeeded {};
+
+bool takesMatMulNBits(const Model& model, const QdqWeight& w, const WeightGrouping& g)
+{
+    const QuantizableLayer& layer = model.layers.at(w.layer);
+    return layer.scope == 0 && (w.params.qtype == QType::Int4 || w.params.qtype == QType::UInt4) && g.blockSize >= 16 &&
+           (g.blockSize & (g.blockSize - 1)) == 0 && (layer.opType == "MatMul" || layer.opType == "Gemm");
+}
+
+// DequantizeLinear nodes of the default domain that need opset 21 (int4, uint4, int16 or block_size).
+bool needsNewTypesOpset(QdqGraph& graph)
+{
+    for (const onnx::NodeProto& node : graph.proto().node()) {
+        if (!node.domain().empty() || node.op_type() != "DequantizeLinear")
+            continue;
+        const auto type = quantizedElementType(graph, node);
+        if (intAttribute(node, "block_size", 0) > 0 || type == kOnnxInt4 || type == kOnnxUInt4 ||
+            type == onnx::TensorProto::INT16)
+            return true;
+    }
+    return false;
+}
+
+// expectMatMulNBits: the opset is chosen as if the weights takesMatMulNBits()
+// accepts were not DequantizeLinear (so an LLM's file keeps the source's opset);
+// throws NewTypesOpsetNeeded when one of them stays one.
+std::string buildQdqModel(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                          OnnxExportSummary& summary, bool expectMatMulNBits)
 {
     summary = {};
     if (request.weights.empty() && request.activations.empty())
@@ -754,8 +784,12 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
 
     int64_t needed = 0;
     for (const QdqWeight& w : request.weights) {
-        needed = std::max(needed, onnxCodeType(w.params.qtype, layerLabel(model, w.layer)).second);
-        if (groupingOf(model, w).blockSize > 0)
+        const auto opset = onnxCodeType(w.params.qtype, layerLabel(model, w.layer)).second;
+        const WeightGrouping g = groupingOf(model, w);
+        if (expectMatMulNBits && takesMatMulNBits(model, w, g))
+            continue;
+        needed = std::max(needed, opset);
+        if (g.blockSize > 0)
             needed = std::max(needed, kNewTypesOpset);
     }
     for (const QdqActivation& a : request.activations)
@@ -796,8 +830,11 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
         for (PassReport& r : runQdqPasses(graph))
             summary.passes.push_back(std::move(r));
     summary.int4Form = options.int4Form;
-    if (options.int4Form == Int4Form::MatMulNBits)
+    if (options.int4Form == Int4Form::MatMulNBits) {
         writeMatMulNBits(model, request, proto, graph, summary);
+        if (expectMatMulNBits && target < kNewTypesOpset && needsNewTypesOpset(graph))
+            throw NewTypesOpsetNeeded{};
+    }
     graph.sortTopologically();
     summary.signedEightBit = countSignedEightBit(graph);
     if (summary.signedEightBit > 0)
@@ -820,6 +857,21 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     if (proto.ByteSizeLong() > kMaxProtobufBytes || !proto.SerializeToString(&bytes))
         throw Error("ONNX export: the QDQ model is larger than protobuf's 2 GiB; it cannot be written as one file");
     return bytes;
+}
+
+} // namespace
+
+std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                         OnnxExportSummary& summary)
+{
+    if (options.int4Form == Int4Form::MatMulNBits) {
+        try {
+            return buildQdqModel(model, request, options, summary, true);
+        } catch (const NewTypesOpsetNeeded&) {
+            // a layer kept its int4 DequantizeLinear: build again at the opset the types need
+        }
+    }
+    return buildQdqModel(model, request, options, summary, false);
 }
 
 OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request, const std::filesystem::path& out,
