@@ -98,7 +98,7 @@ private slots:
     // accuracy_level 4, int8 activations) and as our com.microsoft.MatMulNBits
     // (accuracy_level 0, float activations). ONNX Runtime's SQNR against the
     // float model must be the simulation's within 0.5 dB, the MatMulNBits form
-    // closer still, and its file no larger.
+    // closer still, and its file no larger but for the padding of a short last block.
     void matMulNBitsAgreesWithTheSimulation_data()
     {
         QTest::addColumn<QString>("rule");
@@ -155,8 +155,9 @@ private slots:
             }
         }
         qInfo("llm_block, %s: SQNR vs float: simulation %.2f dB | ORT DequantizeLinear %.2f dB (vs simulation %.1f "
-              "dB), %ju bytes | ORT MatMulNBits %.2f dB (vs simulation %.1f dB), %ju bytes",
-              label.c_str(), simulated, sqnr[0], vsSimulation[0], bytes[0], sqnr[1], vsSimulation[1], bytes[1]);
+              "dB), %llu bytes | ORT MatMulNBits %.2f dB (vs simulation %.1f dB), %llu bytes",
+              label.c_str(), simulated, sqnr[0], vsSimulation[0], (unsigned long long)bytes[0], sqnr[1],
+              vsSimulation[1], (unsigned long long)bytes[1]);
         qInfo("llm_block, %s: MatMulNBits at accuracy_level 4: SQNR vs float %.2f dB, vs simulation %.1f dB",
               label.c_str(), level4Sqnr, level4VsSimulation);
         for (int f = 0; f < 2; ++f)
@@ -165,7 +166,14 @@ private slots:
                 (label + ": ORT " + std::to_string(sqnr[f]) + " dB, simulation " + std::to_string(simulated)).c_str());
         // Float activations: the simulation to float rounding, far closer than int8 activations get.
         QVERIFY2(vsSimulation[1] >= 80, std::to_string(vsSimulation[1]).c_str());
-        QVERIFY(bytes[1] <= bytes[0]);
+        // No larger, but for the codes MatMulNBits pads a short last block with (down's K = 320 in tiles of 128).
+        int64_t padding = 0;
+        const int64_t tile = rule.section(QStringLiteral("\"tile_size\": "), 1).chopped(1).toLongLong();
+        for (const auto& [K, N] : {std::pair<int64_t, int64_t>{256, 320}, {320, 256}, {256, 64}})
+            padding += N * ((K + tile - 1) / tile * tile - K) / 2;
+        QVERIFY2(
+            int64_t(bytes[1]) <= int64_t(bytes[0]) + padding,
+            (std::to_string(bytes[1]) + " > " + std::to_string(bytes[0]) + " + " + std::to_string(padding)).c_str());
     }
 
     // ONNX Runtime fuses QDQ groups into integer kernels chosen by the CPU. On
