@@ -8,6 +8,7 @@
 #include <onnx/onnx_pb.h>
 
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "export/passes/raise_opset.h"
@@ -296,6 +297,220 @@ private slots:
         QCOMPARE(opsetOf(m), int64_t(21));
         QCOMPARE(countOps(m, "DequantizeLinear"), 5);
         QCOMPARE(countOps(m, "Conv"), 3);
+    }
+
+    // The MatMulNBits form, decoded by hand from ONNX Runtime's documented
+    // layout (B [N, blocks, block / 2] low nibble first, scales [N * blocks],
+    // zero points packed two a byte per row, int4 codes + 8), holds exactly the
+    // simulated weights; our interpreter runs the file to the simulation.
+    void matMulNBitsHoldsTheSimulatedWeights_data()
+    {
+        QTest::addColumn<QString>("rule");
+        QTest::addColumn<bool>("zeroPoints");
+        QTest::newRow("int4 symmetric, tile 32") << R"({"weight_qtype": "int4", "tile_size": 32})" << false;
+        QTest::newRow("int4 asymmetric, tile 128")
+            << R"({"weight_qtype": "int4", "weight_calibration": "minmax", "symmetric": false, "tile_size": 128})"
+            << true;
+        QTest::newRow("uint4 asymmetric, tile 64")
+            << R"({"weight_qtype": "uint4", "weight_calibration": "minmax", "symmetric": false, "tile_size": 64})"
+            << true;
+    }
+    void matMulNBitsHoldsTheSimulatedWeights()
+    {
+        QFETCH(QString, rule);
+        QFETCH(bool, zeroPoints);
+        const std::filesystem::path dir = dir_.path().toStdString();
+        const ExportCase c{"llm_block_nbits", dir / "llm_block.onnx", "[" + rule.toStdString() + "]",
+                           dir / "llm_block_inputs.npz", 16};
+        OnnxExportOptions options;
+        options.int4Form = Int4Form::MatMulNBits;
+        const ExportedCase e = exportCase(c, dir, options);
+        QCOMPARE(e.summary.matMulNBits, int64_t(3));
+        for (const std::string& w : e.summary.warnings)
+            QFAIL(w.c_str());
+        // No int4 DequantizeLinear left: the source's opset 13 is kept, and both checkers know it.
+        QCOMPARE(e.summary.opset, int64_t(13));
+        QVERIFY(e.summary.checked);
+        QVERIFY(runPython(kExportScripts + "check_model.py", {QString::fromStdString(e.out.string())}));
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(countOps(m, "DequantizeLinear"), 0);
+        QCOMPARE(countOps(m, "MatMulNBits"), 3);
+        bool imported = false;
+        for (const auto& o : m.opset_import())
+            imported |= o.domain() == "com.microsoft" && o.version() == 1;
+        QVERIFY(imported);
+        struct Layer {
+            const char* node;
+            const char* weight;
+            int kAxis; // of the source weight: MatMul [K, N], Gemm transB [N, K]
+            const char* bias;
+        };
+        for (const Layer& l :
+             {Layer{"/up/MatMul", "up.weight", 0, ""}, Layer{"/down/Gemm", "down.weight", 1, "down.bias"},
+              Layer{"/head/MatMul", "head.weight", 0, ""}}) {
+            const onnx::NodeProto* node = nullptr;
+            for (const auto& n : m.graph().node())
+                if (n.name() == l.node)
+                    node = &n;
+            QVERIFY(node);
+            QCOMPARE(node->op_type(), std::string("MatMulNBits"));
+            QCOMPARE(node->domain(), std::string("com.microsoft"));
+            const Tensor* fq = nullptr;
+            for (size_t i = 0; i < e.model.layers.size(); ++i)
+                if (e.model.layers[i].weightName == l.weight)
+                    fq = &e.weights.find(i)->fakeQuant;
+            QVERIFY(fq);
+            const int64_t K = fq->dim(l.kAxis), N = fq->dim(1 - l.kAxis);
+            const int64_t block = intAttribute(*node, "block_size", 0), blocks = (K + block - 1) / block;
+            QCOMPARE(intAttribute(*node, "K", 0), K);
+            QCOMPARE(intAttribute(*node, "N", 0), N);
+            QCOMPARE(intAttribute(*node, "bits", 0), int64_t(4));
+            QCOMPARE(intAttribute(*node, "accuracy_level", -1), int64_t(0));
+            const onnx::TensorProto& b = initializerOf(m, node->input(1));
+            QCOMPARE(b.data_type(), int32_t(onnx::TensorProto::UINT8));
+            QCOMPARE(tensorDims(b), (Shape{N, blocks, block / 2}));
+            const auto scales = readFloatTensor(initializerOf(m, node->input(2)));
+            QCOMPARE(int64_t(scales->size()), N * blocks);
+            const bool hasZeros = node->input_size() > 3 && !node->input(3).empty();
+            QCOMPARE(hasZeros, zeroPoints);
+            const std::string zp = hasZeros ? initializerOf(m, node->input(3)).raw_data() : std::string();
+            QCOMPARE(zp.size(), hasZeros ? size_t(N * ((blocks + 1) / 2)) : size_t(0));
+            QCOMPARE(node->input_size() == 6 ? node->input(5) : std::string(), std::string(l.bias));
+            const std::string& packed = b.raw_data();
+            const auto w = fq->values<float>();
+            for (int64_t n = 0; n < N; ++n)
+                for (int64_t k = 0; k < K; ++k) {
+                    const int64_t blk = k / block, at = (n * blocks + blk) * (block / 2) + (k % block) / 2;
+                    const int code = (uint8_t(packed[size_t(at)]) >> (k % 2 * 4)) & 15;
+                    const int zero =
+                        hasZeros ? (uint8_t(zp[size_t(n * ((blocks + 1) / 2) + blk / 2)]) >> (blk % 2 * 4)) & 15 : 8;
+                    const float expected = w[size_t(l.kAxis == 0 ? k * N + n : n * K + k)];
+                    QCOMPARE(float(code - zero) * (*scales)[size_t(n * blocks + blk)], expected);
+                }
+        }
+        const auto outputs = Interpreter(loadOnnx(e.out)).run(e.inputs);
+        QCOMPARE(relativeMaxError(outputs.at("y"), e.simulated.at("y")), 0.0);
+    }
+
+    // Layers MatMulNBits cannot take keep their DequantizeLinear, each named in a warning.
+    void matMulNBitsLeavesConvAndPerChannelWeightsWithAWarning()
+    {
+        ExportCase c = cases_[1];
+        c.name = "demo_int4_per_channel_nbits";
+        c.rules = "[{\"weight_qtype\": \"int4\"}]";
+        OnnxExportOptions options;
+        options.int4Form = Int4Form::MatMulNBits;
+        const ExportedCase e = exportCase(c, dir_.path().toStdString(), options);
+        QCOMPARE(e.summary.matMulNBits, int64_t(0));
+        QCOMPARE(e.summary.opset, int64_t(21)); // int4 DequantizeLinear needs it
+        const onnx::ModelProto m = readProto(e.out);
+        QCOMPARE(countOps(m, "DequantizeLinear"), 5);
+        QCOMPARE(countOps(m, "MatMulNBits"), 0);
+        int named = 0;
+        for (const std::string& w : e.summary.warnings)
+            named += w.starts_with("MatMulNBits: layer '") && w.find("keeps its DequantizeLinear") != std::string::npos;
+        QCOMPARE(named, 5);
+    }
+
+    // Our MatMulNBits kernel on a hand-built node against the op's formula in
+    // double: bits 2, 4 and 8, packed uint8 or float zero points or none, a short last block, a bias.
+    void ourMatMulNBitsKernelComputesTheOpsFormula_data()
+    {
+        QTest::addColumn<int>("bits");
+        QTest::addColumn<QString>("zeros"); // none, packed, float
+        QTest::newRow("2 bits, packed zero points") << 2 << "packed";
+        QTest::newRow("4 bits, no zero points") << 4 << "none";
+        QTest::newRow("8 bits, float zero points") << 8 << "float";
+    }
+    void ourMatMulNBitsKernelComputesTheOpsFormula()
+    {
+        QFETCH(int, bits);
+        QFETCH(QString, zeros);
+        const int64_t M = 5, K = 40, N = 3, block = 16, blocks = 3, blob = block * bits / 8, perByte = 8 / bits;
+        std::mt19937 rng(11);
+        std::vector<int32_t> q(size_t(N * blocks * block)), z(size_t(N * blocks));
+        for (auto& v : q)
+            v = int32_t(rng() % (1u << bits));
+        for (auto& v : z)
+            v = int32_t(rng() % (1u << bits));
+        std::vector<float> scales(static_cast<size_t>(N * blocks)), bias(static_cast<size_t>(N)),
+            a(static_cast<size_t>(M * K));
+        std::uniform_real_distribution<float> u(-1, 1);
+        for (auto* v : {&scales, &bias, &a})
+            for (float& x : *v)
+                x = u(rng);
+        // B [N, blocks, blob]: code j of a block in byte j / perByte at bit (j % perByte) * bits.
+        std::string packed(size_t(N * blocks * blob), '\0'), zeroBytes;
+        for (size_t i = 0; i < q.size(); ++i)
+            packed[i / size_t(perByte)] = char(uint8_t(packed[i / size_t(perByte)]) | q[i] << (i % perByte * bits));
+        const int64_t zeroRow = (blocks * bits + 7) / 8;
+        zeroBytes.assign(size_t(N * zeroRow), '\0');
+        for (int64_t n = 0; n < N; ++n)
+            for (int64_t b = 0; b < blocks; ++b) {
+                char& byte = zeroBytes[size_t(n * zeroRow + b / perByte)];
+                byte = char(uint8_t(byte) | z[size_t(n * blocks + b)] << (b % perByte * bits));
+            }
+        onnx::ModelProto m;
+        m.set_ir_version(8);
+        m.add_opset_import()->set_version(17);
+        auto* ms = m.add_opset_import();
+        ms->set_domain("com.microsoft");
+        ms->set_version(1);
+        onnx::GraphProto& g = *m.mutable_graph();
+        g.set_name("nbits");
+        auto declare = [](onnx::ValueInfoProto* v, const std::string& name, Shape dims) {
+            v->set_name(name);
+            auto* t = v->mutable_type()->mutable_tensor_type();
+            t->set_elem_type(onnx::TensorProto::FLOAT);
+            for (int64_t d : dims)
+                t->mutable_shape()->add_dim()->set_dim_value(d);
+        };
+        declare(g.add_input(), "a", {M, K});
+        declare(g.add_output(), "y", {M, N});
+        auto bytes = [&](const std::string& name, Shape dims, const std::string& raw) {
+            onnx::TensorProto& t = *g.add_initializer();
+            t.set_name(name);
+            t.set_data_type(onnx::TensorProto::UINT8);
+            for (int64_t d : dims)
+                t.add_dims(d);
+            t.set_raw_data(raw);
+        };
+        bytes("b", {N, blocks, blob}, packed);
+        *g.add_initializer() = floatTensorProto("scales", {N * blocks}, scales);
+        *g.add_initializer() = floatTensorProto("bias", {N}, bias);
+        std::string zeroInput;
+        if (zeros == "packed")
+            bytes(zeroInput = "zeros", {N * zeroRow}, zeroBytes);
+        if (zeros == "float")
+            *g.add_initializer() =
+                floatTensorProto(zeroInput = "zeros", {N * blocks}, std::vector<float>(z.begin(), z.end()));
+        onnx::NodeProto& node = *g.add_node();
+        node.set_op_type("MatMulNBits");
+        node.set_domain("com.microsoft");
+        node.set_name("nbits");
+        for (const std::string& in :
+             {std::string("a"), std::string("b"), std::string("scales"), zeroInput, std::string(), std::string("bias")})
+            node.add_input(in);
+        node.add_output("y");
+        setIntAttribute(node, "K", K);
+        setIntAttribute(node, "N", N);
+        setIntAttribute(node, "bits", bits);
+        setIntAttribute(node, "block_size", block);
+        const std::filesystem::path file = dir_.filePath(QStringLiteral("nbits_%1.onnx").arg(bits)).toStdString();
+        std::ofstream(file, std::ios::binary) << m.SerializeAsString();
+        const auto y = Interpreter(loadOnnx(file)).run({{"a", Tensor::fromVector(DType::F32, {M, K}, a)}}).at("y");
+        QCOMPARE(y.shape(), (Shape{M, N}));
+        for (int64_t r = 0; r < M; ++r)
+            for (int64_t n = 0; n < N; ++n) {
+                double sum = bias[size_t(n)];
+                for (int64_t k = 0; k < K; ++k) {
+                    const size_t group = size_t(n * blocks + k / block);
+                    const double zero = zeros == "none" ? double(1 << (bits - 1)) : double(z[group]);
+                    sum += double(a[size_t(r * K + k)]) * (q[size_t(n * blocks * block + k)] - zero) * scales[group];
+                }
+                QVERIFY2(std::abs(y.values<float>()[size_t(r * N + n)] - sum) <= 1e-4 * (1 + std::abs(sum)),
+                         (std::to_string(y.values<float>()[size_t(r * N + n)]) + " vs " + std::to_string(sum)).c_str());
+            }
     }
 
     void raisingTheOpsetAdaptsReduceAxes()

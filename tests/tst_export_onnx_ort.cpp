@@ -14,6 +14,10 @@
 
 #include <QtTest>
 
+#include <onnx/onnx_pb.h>
+
+#include <fstream>
+
 #include "export_onnx/export_cases.h"
 #include "ort_support.h"
 
@@ -87,6 +91,89 @@ private slots:
                 QVERIFY(argmaxAgreement(ort, simulated) >= 0.95);
             }
         }
+    }
+
+    // int4 weights in tiles along K, written both ways: as DequantizeLinear
+    // (which ONNX Runtime's own optimizer fuses into MatMulNBits with
+    // accuracy_level 4, int8 activations) and as our com.microsoft.MatMulNBits
+    // (accuracy_level 0, float activations). ONNX Runtime's SQNR against the
+    // float model must be the simulation's within 0.5 dB, the MatMulNBits form
+    // closer still, and its file no larger but for the padding of a short last block.
+    void matMulNBitsAgreesWithTheSimulation_data()
+    {
+        QTest::addColumn<QString>("rule");
+        for (const int tile : {32, 128}) {
+            const QString t = QString::number(tile);
+            QTest::addRow("int4 symmetric, tile %d", tile) << "{\"weight_qtype\": \"int4\", \"tile_size\": " + t + "}";
+            QTest::addRow("int4 asymmetric, tile %d", tile) << "{\"weight_qtype\": \"int4\", \"weight_calibration\": "
+                                                               "\"minmax\", \"symmetric\": false, \"tile_size\": " +
+                                                                   t + "}";
+            QTest::addRow("uint4 asymmetric, tile %d", tile) << "{\"weight_qtype\": \"uint4\", \"weight_calibration\": "
+                                                                "\"minmax\", \"symmetric\": false, \"tile_size\": " +
+                                                                    t + "}";
+        }
+    }
+    void matMulNBitsAgreesWithTheSimulation()
+    {
+        QFETCH(QString, rule);
+        const std::filesystem::path dir = dir_.path().toStdString();
+        const ExportCase c{"llm_block", dir / "llm_block.onnx", "[" + rule.toStdString() + "]",
+                           dir / "llm_block_inputs.npz", 16};
+        const std::string label = QTest::currentDataTag();
+        double sqnr[2] = {}, vsSimulation[2] = {};
+        uintmax_t bytes[2] = {};
+        double simulated = 0, level4Sqnr = 0, level4VsSimulation = 0;
+        for (const Int4Form form : {Int4Form::Dequantize, Int4Form::MatMulNBits}) {
+            OnnxExportOptions options;
+            options.int4Form = form;
+            const std::filesystem::path formDir = dir / (std::string(int4FormName(form)) + "_" + label);
+            std::filesystem::create_directories(formDir);
+            const ExportedCase e = exportCase(c, formDir, options);
+            const bool nbits = form == Int4Form::MatMulNBits;
+            QCOMPARE(e.summary.matMulNBits, nbits ? int64_t(3) : int64_t(0)); // up (MatMul), down (Gemm), head (MatMul)
+            if (nbits && !e.summary.warnings.empty())
+                QFAIL(e.summary.warnings.front().c_str());
+            const Tensor ort = runOnnxRuntime(e.out, e.inputs).at("y");
+            const Tensor& sim = e.simulated.at("y");
+            QCOMPARE(ort.shape(), sim.shape());
+            sqnr[nbits] = sqnrDb(ort, e.floatRun.at("y"));
+            vsSimulation[nbits] = sqnrDb(ort, sim);
+            simulated = sqnrDb(sim, e.floatRun.at("y"));
+            bytes[nbits] = std::filesystem::file_size(e.out);
+            if (nbits) { // the same file at accuracy_level 4: ONNX Runtime quantizes A to int8 per block
+                onnx::ModelProto m;
+                std::ifstream in(e.out, std::ios::binary);
+                QVERIFY(m.ParseFromIstream(&in));
+                for (onnx::NodeProto& node : *m.mutable_graph()->mutable_node())
+                    if (node.op_type() == "MatMulNBits")
+                        setIntAttribute(node, "accuracy_level", 4);
+                const std::filesystem::path level4 = formDir / "accuracy_level_4.onnx";
+                std::ofstream(level4, std::ios::binary) << m.SerializeAsString();
+                const Tensor ort4 = runOnnxRuntime(level4, e.inputs).at("y");
+                level4Sqnr = sqnrDb(ort4, e.floatRun.at("y"));
+                level4VsSimulation = sqnrDb(ort4, sim);
+            }
+        }
+        qInfo("llm_block, %s: SQNR vs float: simulation %.2f dB | ORT DequantizeLinear %.2f dB (vs simulation %.1f "
+              "dB), %llu bytes | ORT MatMulNBits %.2f dB (vs simulation %.1f dB), %llu bytes",
+              label.c_str(), simulated, sqnr[0], vsSimulation[0], (unsigned long long)bytes[0], sqnr[1],
+              vsSimulation[1], (unsigned long long)bytes[1]);
+        qInfo("llm_block, %s: MatMulNBits at accuracy_level 4: SQNR vs float %.2f dB, vs simulation %.1f dB",
+              label.c_str(), level4Sqnr, level4VsSimulation);
+        for (int f = 0; f < 2; ++f)
+            QVERIFY2(
+                std::abs(sqnr[f] - simulated) <= 0.5,
+                (label + ": ORT " + std::to_string(sqnr[f]) + " dB, simulation " + std::to_string(simulated)).c_str());
+        // Float activations: the simulation to float rounding, far closer than int8 activations get.
+        QVERIFY2(vsSimulation[1] >= 80, std::to_string(vsSimulation[1]).c_str());
+        // No larger, but for the codes MatMulNBits pads a short last block with (down's K = 320 in tiles of 128).
+        int64_t padding = 0;
+        const int64_t tile = rule.section(QStringLiteral("\"tile_size\": "), 1).chopped(1).toLongLong();
+        for (const auto& [K, N] : {std::pair<int64_t, int64_t>{256, 320}, {320, 256}, {256, 64}})
+            padding += N * ((K + tile - 1) / tile * tile - K) / 2;
+        QVERIFY2(
+            int64_t(bytes[1]) <= int64_t(bytes[0]) + padding,
+            (std::to_string(bytes[1]) + " > " + std::to_string(bytes[0]) + " + " + std::to_string(padding)).c_str());
     }
 
     // ONNX Runtime fuses QDQ groups into integer kernels chosen by the CPU. On

@@ -57,6 +57,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         OnnxExportOptions onnxOptions;
         if (const auto form = args.value("--onnx-eight-bit"))
             onnxOptions.eightBitForm = *parseEightBitForm(*form); // the parser checked the name
+        if (const auto form = args.value("--onnx-int4"))
+            onnxOptions.int4Form = *parseInt4Form(*form);
         const OnnxExportSummary s = exportOnnxQdq(model, *q.plan(), *q.weights(), statics, *out, onnxOptions);
         nlohmann::json passes = nlohmann::json::array();
         for (const PassReport& p : s.passes)
@@ -73,6 +75,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
                            {"eight_bit_form", eightBitFormName(s.eightBitForm)},
                            {"eight_bit_reason", eightBitFormReason(s.eightBitForm)},
                            {"signed_eight_bit", s.signedEightBit},
+                           {"int4_form", int4FormName(s.int4Form)},
+                           {"matmul_nbits", s.matMulNBits},
                            {"warnings", s.warnings}};
     }
     if (const auto out = args.value("--export-odml")) {
@@ -216,6 +220,12 @@ Command quantizeCommand()
          "how --export-onnx writes 8-bit integers: unsigned (default; uint8, exact in ONNX Runtime on every "
          "x86 CPU) or as-rules (the rules' int8: faster with VNNI, saturates on AVX2 CPUs without it):",
          {"unsigned", "as-rules"}},
+        {"--onnx-int4",
+         "FORM",
+         "how --export-onnx writes MatMul/Gemm weights of int4/uint4 in tiles along K: dequantize (default; "
+         "opset-21 DequantizeLinear) or matmulnbits (ONNX Runtime's com.microsoft.MatMulNBits; other layers keep "
+         "DequantizeLinear, with a warning):",
+         {"dequantize", "matmulnbits"}},
         {"--export-odml",
          "F",
          "write the ODML full-integer annotations (JSON); needs --mode odml and --calib",

@@ -18,6 +18,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/passes/canonicalize_zero_points.h"
+#include "export/passes/matmul_nbits.h"
 #include "export/passes/pipeline.h"
 #include "export/passes/raise_opset.h"
 #include "numerics/float_formats.h"
@@ -683,8 +684,94 @@ std::string eightBitFormReason(EightBitForm form)
            "simulation";
 }
 
-std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
-                         OnnxExportSummary& summary)
+std::optional<Int4Form> parseInt4Form(std::string_view name)
+{
+    if (name == "dequantize")
+        return Int4Form::Dequantize;
+    if (name == "matmulnbits")
+        return Int4Form::MatMulNBits;
+    return std::nullopt;
+}
+
+const char* int4FormName(Int4Form form)
+{
+    return form == Int4Form::Dequantize ? "dequantize" : "matmulnbits";
+}
+
+namespace {
+
+// Blocked int4 MatMul/Gemm weights of the main graph as com.microsoft.MatMulNBits;
+// every int4/uint4 weight left as DequantizeLinear gets a warning naming its layer.
+void writeMatMulNBits(const Model& model, const QdqExportRequest& request, onnx::ModelProto& proto, QdqGraph& graph,
+                      OnnxExportSummary& summary)
+{
+    MatMulNBitsResult r = useMatMulNBits(graph);
+    std::map<std::string, std::string> layerOfWeight;
+    for (const QdqWeight& w : request.weights) {
+        const QuantizableLayer& layer = model.layers.at(w.layer);
+        if (w.params.qtype != QType::Int4 && w.params.qtype != QType::UInt4)
+            continue;
+        if (layer.scope != 0)
+            summary.warnings.push_back("MatMulNBits: " + layerLabel(model, w.layer) +
+                                       " is inside a subgraph and keeps its DequantizeLinear");
+        else
+            layerOfWeight.emplace(layer.weightName, layerLabel(model, w.layer));
+    }
+    for (const MatMulNBitsFallback& f : r.fallbacks) {
+        const auto it = layerOfWeight.find(f.weight);
+        summary.warnings.push_back(
+            "MatMulNBits: " + (it != layerOfWeight.end() ? it->second : "weight '" + f.weight + "'") +
+            " keeps its DequantizeLinear: " + f.reason);
+    }
+    summary.matMulNBits = r.report.changes;
+    summary.quantizedBytes += r.bytesAfter - r.bytesBefore;
+    if (r.report.changes > 0) {
+        bool imported = false;
+        for (const auto& o : proto.opset_import())
+            imported |= o.domain() == kMicrosoftDomain;
+        if (!imported) {
+            onnx::OperatorSetIdProto& o = *proto.add_opset_import();
+            o.set_domain(kMicrosoftDomain);
+            o.set_version(1);
+        }
+    }
+    summary.passes.push_back(std::move(r.report));
+}
+
+} // namespace
+
+namespace {
+
+// Thrown when a build that expected every blocked int4 MatMul/Gemm weight to
+// become MatMulNBits (and so kept an opset below 21) left one as DequantizeLinear.
+struct NewTypesOpsetNeeded {};
+
+bool takesMatMulNBits(const Model& model, const QdqWeight& w, const WeightGrouping& g)
+{
+    const QuantizableLayer& layer = model.layers.at(w.layer);
+    return layer.scope == 0 && (w.params.qtype == QType::Int4 || w.params.qtype == QType::UInt4) && g.blockSize >= 16 &&
+           (g.blockSize & (g.blockSize - 1)) == 0 && (layer.opType == "MatMul" || layer.opType == "Gemm");
+}
+
+// DequantizeLinear nodes of the default domain that need opset 21 (int4, uint4, int16 or block_size).
+bool needsNewTypesOpset(QdqGraph& graph)
+{
+    for (const onnx::NodeProto& node : graph.proto().node()) {
+        if (!node.domain().empty() || node.op_type() != "DequantizeLinear")
+            continue;
+        const auto type = quantizedElementType(graph, node);
+        if (intAttribute(node, "block_size", 0) > 0 || type == kOnnxInt4 || type == kOnnxUInt4 ||
+            type == onnx::TensorProto::INT16)
+            return true;
+    }
+    return false;
+}
+
+// expectMatMulNBits: the opset is chosen as if the weights takesMatMulNBits()
+// accepts were not DequantizeLinear (so an LLM's file keeps the source's opset);
+// throws NewTypesOpsetNeeded when one of them stays one.
+std::string buildQdqModel(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                          OnnxExportSummary& summary, bool expectMatMulNBits)
 {
     summary = {};
     if (request.weights.empty() && request.activations.empty())
@@ -698,8 +785,12 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
 
     int64_t needed = 0;
     for (const QdqWeight& w : request.weights) {
-        needed = std::max(needed, onnxCodeType(w.params.qtype, layerLabel(model, w.layer)).second);
-        if (groupingOf(model, w).blockSize > 0)
+        const auto opset = onnxCodeType(w.params.qtype, layerLabel(model, w.layer)).second;
+        const WeightGrouping g = groupingOf(model, w);
+        if (expectMatMulNBits && takesMatMulNBits(model, w, g))
+            continue;
+        needed = std::max(needed, opset);
+        if (g.blockSize > 0)
             needed = std::max(needed, kNewTypesOpset);
     }
     for (const QdqActivation& a : request.activations)
@@ -739,6 +830,12 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     if (options.runPasses)
         for (PassReport& r : runQdqPasses(graph))
             summary.passes.push_back(std::move(r));
+    summary.int4Form = options.int4Form;
+    if (options.int4Form == Int4Form::MatMulNBits) {
+        writeMatMulNBits(model, request, proto, graph, summary);
+        if (expectMatMulNBits && target < kNewTypesOpset && needsNewTypesOpset(graph))
+            throw NewTypesOpsetNeeded{};
+    }
     graph.sortTopologically();
     summary.signedEightBit = countSignedEightBit(graph);
     if (summary.signedEightBit > 0)
@@ -761,6 +858,21 @@ std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, co
     if (proto.ByteSizeLong() > kMaxProtobufBytes || !proto.SerializeToString(&bytes))
         throw Error("ONNX export: the QDQ model is larger than protobuf's 2 GiB; it cannot be written as one file");
     return bytes;
+}
+
+} // namespace
+
+std::string buildOnnxQdq(const Model& model, const QdqExportRequest& request, const OnnxExportOptions& options,
+                         OnnxExportSummary& summary)
+{
+    if (options.int4Form == Int4Form::MatMulNBits) {
+        try {
+            return buildQdqModel(model, request, options, summary, true);
+        } catch (const NewTypesOpsetNeeded&) {
+            // a layer kept its int4 DequantizeLinear: build again at the opset the types need
+        }
+    }
+    return buildQdqModel(model, request, options, summary, false);
 }
 
 OnnxExportSummary exportOnnxQdq(const Model& model, const QdqExportRequest& request, const std::filesystem::path& out,

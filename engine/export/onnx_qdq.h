@@ -23,6 +23,9 @@
 // - 8-bit integers are written as uint8 by default (int8 codes and zero points
 //   + 128, the same values), so that ONNX Runtime runs its u8u8 kernels, exact
 //   on every x86 CPU (EightBitForm below).
+// - Optionally (Int4Form::MatMulNBits) MatMul and Gemm with int4/uint4 weights
+//   in blocks along K become com.microsoft.MatMulNBits; the others keep their
+//   DequantizeLinear with a warning naming the layer.
 
 #include <cstddef>
 #include <cstdint>
@@ -59,8 +62,19 @@ const char* eightBitFormName(EightBitForm form);
 // One sentence for reports and dialogs: what the form does and why.
 std::string eightBitFormReason(EightBitForm form);
 
+// How blocked int4/uint4 weights of MatMul and Gemm are written
+// (export/passes/matmul_nbits.h).
+enum class Int4Form {
+    Dequantize,  // opset-21 DequantizeLinear (block_size) in front of the float op: standard ONNX; the default
+    MatMulNBits, // one com.microsoft.MatMulNBits node (ONNX Runtime's int4 kernel, float activations)
+};
+// "dequantize" / "matmulnbits"; none for another name.
+std::optional<Int4Form> parseInt4Form(std::string_view name);
+const char* int4FormName(Int4Form form);
+
 struct OnnxExportOptions {
     EightBitForm eightBitForm = EightBitForm::Unsigned;
+    Int4Form int4Form = Int4Form::Dequantize;
     bool runPasses = true;        // run the clean-up passes (export/passes/pipeline.h) on the QDQ graph
     std::optional<int64_t> opset; // default-domain opset to write; default: the source's, raised as the types need
     bool runChecker = true;       // run onnx::checker (full: with strict shape inference) where libonnx knows the opset
@@ -71,6 +85,8 @@ struct OnnxExportSummary {
     int64_t opset = 0;                                  // default-domain opset written
     int64_t irVersion = 0;                              // IR version written
     EightBitForm eightBitForm = EightBitForm::Unsigned; // as asked (OnnxExportOptions)
+    Int4Form int4Form = Int4Form::Dequantize;           // as asked
+    int64_t matMulNBits = 0;                            // MatMul/Gemm nodes written as com.microsoft.MatMulNBits
     int64_t signedEightBit = 0;     // int8 quantizations left in the file (ONNX Runtime's u8s8/s8s8 kernels)
     std::vector<PassReport> passes; // the rewrite ("quantize_weights", "quantize_activations") then each pass
     std::vector<std::string> dynamicActivations; // values left float for the runtime's dynamic quantization

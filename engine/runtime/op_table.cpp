@@ -17,6 +17,7 @@
 #include "runtime/ops/indexing.h"
 #include "runtime/ops/linalg.h"
 #include "runtime/ops/loss.h"
+#include "runtime/ops/matmul_nbits.h"
 #include "runtime/ops/normalization.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/quantize_linear.h"
@@ -166,6 +167,8 @@ constexpr OpKernelEntry kTable[] = {
     {"", "MatMul", 1, L, ops::matMul},
     {"", "MatMulInteger", 10, L, ops::matMulInteger},
     {"", "QLinearMatMul", 10, L, ops::qLinearMatMul},
+    // ops/matmul_nbits.cpp
+    {"com.microsoft", "MatMulNBits", 1, 1, ops::matMulNBits},
     // ops/pooling.cpp
     {"", "MaxPool", 1, L, ops::maxPool},
     {"", "AveragePool", 1, L, ops::averagePool},

@@ -11,8 +11,12 @@ folder given as the first argument (generated at test time, not committed):
       range: adjacent products summed in 16 bits overflow, which is how ONNX Runtime's u8s8 kernels of AVX2
       CPUs without VNNI lose values. The second Conv quantizes the first one's output, so ONNX Runtime runs
       the first as one integer kernel (QLinearConv).
-  matmul_mlp_inputs.npz, resnet_like_inputs.npz, saturating_conv_inputs.npz: a batch of 16 inputs (`x`)
-      for each, used both to calibrate and to compare runs.
+  llm_block.onnx: input x [N, 8, 256] (a batch of token sequences) -> MatMul 256x320 + Add -> Relu
+      -> Gemm (transB, weight [256, 320], bias) needs 2-D: Reshape [-1, 320] -> Gemm -> Reshape [N, 8, 256]
+      -> MatMul 256x64 -> y. Contractions of 256 and 320 (320 is not a multiple of 128: a short last
+      block), the shapes of a transformer's linear layers, for the int4 MatMulNBits export.
+  matmul_mlp_inputs.npz, resnet_like_inputs.npz, saturating_conv_inputs.npz, llm_block_inputs.npz: a batch
+      of 16 inputs (`x`) for each, used both to calibrate and to compare runs.
 """
 import os
 import sys
@@ -86,3 +90,21 @@ sat = model(
     "saturating_conv")
 onnx.save_model(sat, os.path.join(out, "saturating_conv.onnx"))
 np.savez(os.path.join(out, "saturating_conv_inputs.npz"), x=rng.uniform(0.5, 1.0, (16, 16, 4, 4)).astype(np.float32))
+
+llm = model(
+    [helper.make_node("MatMul", ["x", "up.weight"], ["u0"], name="/up/MatMul"),
+     helper.make_node("Add", ["u0", "up.bias"], ["u1"], name="/up/Add"),
+     helper.make_node("Relu", ["u1"], ["u2"], name="/act/Relu"),
+     helper.make_node("Reshape", ["u2", "rows"], ["u3"], name="/down/Reshape"),
+     helper.make_node("Gemm", ["u3", "down.weight", "down.bias"], ["d0"], name="/down/Gemm", transB=1),
+     helper.make_node("Shape", ["x"], ["xs"], name="/shape/Shape"),
+     helper.make_node("Reshape", ["d0", "xs"], ["d1"], name="/down/Reshape_1"),
+     helper.make_node("MatMul", ["d1", "head.weight"], ["y"], name="/head/MatMul")],
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 256])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8, 64])],
+    [init("up.weight", (256, 320), 0.06), init("up.bias", (320,), 0.1), init("down.weight", (256, 320), 0.06),
+     init("down.bias", (256,), 0.1), init("head.weight", (256, 64), 0.06),
+     numpy_helper.from_array(np.array([-1, 320], dtype=np.int64), "rows")],
+    "llm_block")
+onnx.save_model(llm, os.path.join(out, "llm_block.onnx"))
+np.savez(os.path.join(out, "llm_block_inputs.npz"), x=rng.standard_normal((16, 8, 256)).astype(np.float32))
