@@ -143,7 +143,8 @@ std::string sha256OfModel(const std::filesystem::path& path)
             std::string header(size_t(std::min<uint64_t>(headerBytes, uint64_t(256) << 20)), '\0');
             if (!in.read(header.data(), std::streamsize(header.size())))
                 throw Error(file.string() + ": read error while hashing");
-            header += " " + std::to_string(size);
+            header.push_back(' ');
+            header.append(std::to_string(size));
             digest = sha256Hex({reinterpret_cast<const uint8_t*>(header.data()), header.size()});
         } else {
             digest = sha256OfFile(file);
