@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "export/checkpoint.h"
+#include "export/gguf.h"
 #include "export/checkpoint_reader.h"
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
@@ -142,6 +143,35 @@ ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, con
         out.checks << passed(QObject::tr("the runtime can run it (every op has a kernel)"));
     } catch (const Error& e) {
         out.checks << failed(QObject::tr("reload failed: %1").arg(QString::fromUtf8(e.what())));
+    }
+    return out;
+}
+
+ExportOutcome exportGgufChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                const ProgressCallback& progress)
+{
+    ExportOutcome out;
+    out.title = QObject::tr("GGUF model (llama.cpp)");
+    out.path = path;
+    const ExportSummary summary = exportGguf(*in.model, *in.plan, path.toStdString(), cancel, progress);
+    out.floatBytes = summary.floatBytes;
+    out.quantizedBytes = summary.quantizedBytes;
+    out.notes << QObject::tr("%1 tensors, %2 of them in GGUF block formats; layers left float keep their stored dtype")
+                     .arg(summary.tensors)
+                     .arg(summary.quantizedWeights);
+    try {
+        const GgufHeader header = readGgufHeader(path.toStdString());
+        const bool matches = header.version == 3 && int64_t(header.tensors) == summary.tensors;
+        out.checks << (matches ? passed(QObject::tr("reread: GGUF version %1, %2 tensors, %3 metadata keys")
+                                            .arg(header.version)
+                                            .arg(header.tensors)
+                                            .arg(header.metadata))
+                               : failed(QObject::tr("reread: GGUF version %1 with %2 tensors, %3 were written")
+                                            .arg(header.version)
+                                            .arg(header.tensors)
+                                            .arg(summary.tensors)));
+    } catch (const Error& e) {
+        out.checks << failed(QObject::tr("rereading failed: %1").arg(QString::fromUtf8(e.what())));
     }
     return out;
 }

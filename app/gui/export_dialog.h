@@ -1,6 +1,7 @@
 #pragma once
-// The three exports of the engine (export/): a quantized checkpoint
-// (safetensors or HDF5), an ONNX QDQ model and ODML full-integer annotations.
+// The exports of the engine (export/): a quantized checkpoint (safetensors or
+// HDF5), an ONNX QDQ model, a GGUF model for llama.cpp and ODML full-integer
+// annotations.
 // Each runs as a background job that writes the file and then checks it the
 // way a user would: the checkpoint is reopened and its dequantized weights are
 // compared with the simulation's; the QDQ model is checked by onnx::checker
@@ -36,6 +37,9 @@ using ExportInputs = ExplorationSnapshot;
 ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                       const ProgressCallback& progress);
 ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                const ProgressCallback& progress);
+// GGUF for llama.cpp (Llama-family Hugging Face folders): written, then its header reread.
+ExportOutcome exportGgufChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                 const ProgressCallback& progress);
 ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                 const ProgressCallback& progress);

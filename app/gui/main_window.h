@@ -89,7 +89,7 @@ private:
     void offerRecovery();
     void editData(bool calibration);
     void maybeRunPending();
-    enum class ExportKind { Checkpoint, Onnx, Odml };
+    enum class ExportKind { Checkpoint, Onnx, Odml, Gguf };
     void startExport(ExportKind kind);
     std::optional<size_t> selectedLayer() const;
 
@@ -125,6 +125,7 @@ private:
     QAction* exportCheckpoint_ = nullptr;
     QAction* exportOnnx_ = nullptr;
     QAction* exportOdml_ = nullptr;
+    QAction* exportGguf_ = nullptr;
 
     bool pendingCalibrate_ = false;
     bool pendingEvaluate_ = false;

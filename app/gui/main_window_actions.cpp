@@ -93,6 +93,7 @@ void MainWindow::createActions()
     exportCheckpoint_ = exportMenu->addAction(tr("Quantized &Checkpoint…"), this, [this] { startExport(ExportKind::Checkpoint); });
     exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportKind::Onnx); });
     exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportKind::Odml); });
+    exportGguf_ = exportMenu->addAction(tr("&GGUF for llama.cpp…"), this, [this] { startExport(ExportKind::Gguf); });
     file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -250,6 +251,7 @@ void MainWindow::updateActions()
     exportCheckpoint_->setEnabled(weightsCurrent && idle);
     exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
     exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
+    exportGguf_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "huggingface");
     const QString exportWhy = !model ? tr("Open a model first")
                               : !workspace_->rules()->allValid() ? tr("Fix the rule errors first")
                               : !weightsCurrent ? tr("The weights of the current rules are being computed")
@@ -260,12 +262,15 @@ void MainWindow::updateActions()
                                 : exportWhy);
     exportOdml_->setToolTip(exportWhy.isEmpty() && !workspace_->calibrationData() ? tr("Set the calibration data first")
                                                                                   : exportWhy);
+    exportGguf_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "huggingface"
+                                ? tr("GGUF is written from a Llama-family Hugging Face folder")
+                                : exportWhy);
 }
 
 void MainWindow::startExport(ExportKind kind)
 {
     static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
-                                          "ODML annotations (*.json)"};
+                                          "ODML annotations (*.json)", "GGUF models (*.gguf)"};
     QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
                                                 tr(filters[int(kind)]));
     if (path.isEmpty())
@@ -279,6 +284,8 @@ void MainWindow::startExport(ExportKind kind)
                 return exportCheckpointChecked(in, path, cancel, progress);
             case ExportKind::Onnx:
                 return exportOnnxChecked(in, path, cancel, progress);
+            case ExportKind::Gguf:
+                return exportGgufChecked(in, path, cancel, progress);
             case ExportKind::Odml:
                 break;
             }

@@ -365,6 +365,19 @@ std::vector<float> ropeFrequencyFactors(const LlamaConfig& config)
 
 } // namespace
 
+GgufHeader readGgufHeader(const fs::path& file)
+{
+    std::ifstream in(file, std::ios::binary);
+    char magic[4] = {};
+    GgufHeader h;
+    if (!in.read(magic, 4) || std::string_view(magic, 4) != "GGUF")
+        throw Error(file.string() + ": not a GGUF file (no GGUF magic)");
+    if (!in.read(reinterpret_cast<char*>(&h.version), 4) || !in.read(reinterpret_cast<char*>(&h.tensors), 8) ||
+        !in.read(reinterpret_cast<char*>(&h.metadata), 8))
+        throw Error(file.string() + ": the GGUF header is cut short");
+    return h;
+}
+
 ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const fs::path& out,
                          const CancellationToken& cancel, const ProgressCallback& progress)
 {

@@ -55,6 +55,16 @@ enum class GgmlType : uint32_t {
     Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
 };
 
+// What a GGUF file's header says, read back to check a written file: its
+// version, tensor and metadata counts. Throws Error naming the file when it
+// is not a GGUF file or is cut short.
+struct GgufHeader {
+    uint32_t version = 0;
+    uint64_t tensors = 0;
+    uint64_t metadata = 0;
+};
+GgufHeader readGgufHeader(const std::filesystem::path& file);
+
 ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const std::filesystem::path& out,
                          const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
