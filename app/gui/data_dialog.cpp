@@ -67,6 +67,9 @@ DataDialog::DataDialog(const QString& title, const std::optional<DataConfig>& co
     batchSize_ = spin(1, 1 << 20, int(c.batchSize), this);
     maxBatches_ = spin(0, 1 << 20, int(c.maxBatches.value_or(0)), this);
     maxBatches_->setSpecialValueText(tr("all"));
+    sequenceLength_ = spin(0, 1 << 20, int(c.sequenceLength), this);
+    sequenceLength_->setSpecialValueText(tr("default (512)"));
+    sequenceLength_->setToolTip(tr("Tokens per row when the file is text (.txt) for a language model"));
 
     // Page 0: nothing more for files; page 1: the image recipe; page 2: synthetic.
     pages_ = new QStackedWidget(this);
@@ -115,6 +118,7 @@ DataDialog::DataDialog(const QString& title, const std::optional<DataConfig>& co
     form->addRow(tr("Path"), pathRow);
     form->addRow(tr("Batch size"), batchSize_);
     form->addRow(tr("Batches to use"), maxBatches_);
+    form->addRow(tr("Sequence length (text)"), sequenceLength_);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Ok | QDialogButtonBox::Cancel, this);
     auto* layout = new QVBoxLayout(this);
     layout->addLayout(form);
@@ -158,6 +162,7 @@ DataConfig DataDialog::config() const
     c.batchSize = batchSize_->value();
     if (maxBatches_->value() > 0)
         c.maxBatches = maxBatches_->value();
+    c.sequenceLength = sequenceLength_->value();
     c.recipe.resizeShorter = resize_->value();
     c.recipe.cropHeight = cropH_->value();
     c.recipe.cropWidth = cropW_->value();

@@ -37,6 +37,7 @@ private:
     QLineEdit* path_;
     QSpinBox* batchSize_;
     QSpinBox* maxBatches_;
+    QSpinBox* sequenceLength_;
     QSpinBox* resize_;
     QSpinBox* cropH_;
     QSpinBox* cropW_;
