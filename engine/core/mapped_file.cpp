@@ -62,4 +62,18 @@ MappedFile::~MappedFile()
         ::munmap(const_cast<std::byte*>(data_), size_);
 }
 
+void releaseResidentPages(const void* data, size_t size)
+{
+#ifndef MADV_PAGEOUT
+    constexpr int MADV_PAGEOUT = 21; // Linux 5.4's value; older kernels answer EINVAL, which is ignored
+#endif
+    const long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || !data || size == 0)
+        return;
+    const auto begin = (reinterpret_cast<uintptr_t>(data) + uintptr_t(page) - 1) / uintptr_t(page) * uintptr_t(page);
+    const auto end = (reinterpret_cast<uintptr_t>(data) + size) / uintptr_t(page) * uintptr_t(page);
+    if (end > begin)
+        (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+}
+
 } // namespace qs

@@ -41,4 +41,14 @@ private:
     size_t size_ = 0;
 };
 
+// Tells the kernel that the whole pages inside [data, data + size) are not
+// needed for now (madvise MADV_PAGEOUT): pages of a file mapping leave the
+// process's resident set and are read again from the page cache or the file
+// when next touched; anonymous pages go to swap where there is one, else
+// stay. Nothing is lost either way. For passes that read a large mapped
+// checkpoint once, tensor by tensor (weight-only quantization, exports), so
+// the resident set does not grow to the whole file. A kernel without
+// MADV_PAGEOUT (before Linux 5.4) ignores it.
+void releaseResidentPages(const void* data, size_t size);
+
 } // namespace qs

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/sha256.h"
 #include "export/checkpoint_sinks.h"
 #include "io/safetensors.h"
@@ -59,6 +60,14 @@ public:
             if (const SafetensorsEntry* e = file_->find(name))
                 return e->sourceDtype;
         return std::string(safetensorsDTypeName(t.dtype()));
+    }
+
+    // A tensor read from the model's own storage (a mapped checkpoint) is not
+    // needed again by this export: its pages may leave the resident set.
+    void release(const std::string& name) const
+    {
+        if (const Tensor* t = model_.initializer(name); t && !file_)
+            releaseResidentPages(t->rawData(), size_t(t->numel()) * dtypeSize(t->dtype()));
     }
 
     // The tensor, in memory owned by the caller when streaming.
@@ -211,6 +220,7 @@ Tensor qvalueOf(WeightJob& job, const WeightSource& source)
     const Tensor w = source.read(job.info->weightName).permuted(job.perm);
     const Tensor codes = quantize(w, params, job.plan->weightRounding, job.plan->weightSeed, job.info->weightName)
                              .permuted(inversePermutation(job.perm));
+    source.release(job.info->weightName);
     const QType t = params.qtype;
     if (storedCodesPerByte(t) == 1)
         return codes;

@@ -10,6 +10,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "io/hf_folder.h"
 #include "numerics/gguf_blocks.h"
 
@@ -311,6 +312,7 @@ public:
                     ggufEncodeRow(q, {values + from * rowLength, size_t(rowLength)},
                                   {reinterpret_cast<uint8_t*>(bytes.data()) + size_t(r) * rowBytes, rowBytes});
                 }
+                releaseResidentPages(source->rawData(), size_t(source->numel()) * dtypeSize(source->dtype()));
                 return bytes;
             };
         } else {
@@ -326,6 +328,7 @@ public:
                     const int64_t from = order.empty() ? r : order[size_t(r)];
                     std::memcpy(bytes.data() + size_t(r) * rowBytes, base + size_t(from) * rowBytes, rowBytes);
                 }
+                releaseResidentPages(source->rawData(), size_t(source->numel()) * dtypeSize(source->dtype()));
                 return bytes;
             };
         }

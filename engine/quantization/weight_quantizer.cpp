@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 
 #include "core/block_layout.h"
+#include "core/mapped_file.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
 
@@ -126,8 +127,13 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
             return;
         try {
             QuantizedWeight w = quantize(model, *todo[i].first);
-            if (!retainFakeQuant_)
+            if (!retainFakeQuant_) {
+                // A pass over weights that are not run: neither the tensor nor the pages it was read from
+                // (a mapped checkpoint's) are needed again.
                 w.fakeQuant = Tensor();
+                if (const Tensor* t = model.initializer(model.layers.at(w.layer).weightName))
+                    releaseResidentPages(t->rawData(), size_t(t->numel()) * dtypeSize(t->dtype()));
+            }
             outcomes[i].weight = std::make_shared<const QuantizedWeight>(std::move(w));
         } catch (const Error& e) {
             outcomes[i].problem = e.what();

@@ -22,7 +22,7 @@ void writeTinyWeights(const std::filesystem::path& file)
         int64_t n = 1;
         for (int64_t d : shape)
             n *= d;
-        std::vector<float> values(size_t(n));
+        std::vector<float> values(static_cast<size_t>(n));
         for (size_t i = 0; i < values.size(); ++i)
             values[i] = 0.01f * float(int(i % 13) - 6);
         tensors.push_back({name, qs::Tensor::fromVector(qs::DType::F32, std::move(shape), values), {}});
