@@ -18,9 +18,10 @@ public:
         const std::string name = path.string();
         const std::optional<CausalLanguageModel> lm = model ? causalLanguageModel(*model) : std::nullopt;
         if (!lm)
-            throw Error(name + ": text data feeds a causal language model (an input_ids input and logits output, "
-                               "as a Hugging Face folder's model has)" +
-                        (model ? "; " + model->sourcePath.string() + " is not one" : std::string()));
+            throw Error(name + ": text is data only for a causal language model (an input_ids input and a logits "
+                               "output, as a Hugging Face folder's model has)" +
+                        (model ? "; " + model->sourcePath.string() + " is not one" : std::string()) +
+                        "; other models read .npz, .npy or HDF5 arrays");
         const std::filesystem::path tokenizerFile = model->sourcePath / "tokenizer.json";
         std::error_code ec;
         if (!std::filesystem::is_regular_file(tokenizerFile, ec))
