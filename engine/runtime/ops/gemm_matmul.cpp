@@ -68,40 +68,11 @@ void gemm(KernelContext& ctx)
                 y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
     };
     const gemm::SimdLevel level = gemm::simdLevel();
-    if (M <= kFewRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
-        // A few rows (a small batch through a classifier layer): Y^T = B^T A^T
-        // with B^T packed (once per weight tensor, kept in the node's memo) as
-        // the rows of the product, each strip read once for all of A's rows.
-        auto pack = [&] {
-            return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
-                                                              transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
-        };
-        const std::shared_ptr<const gemm::PackedMatrix> packed =
-            ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Bt, pack) : pack();
-        // Tasks of whole strips and at least 2^17 multiply-adds (fewer cost more
-        // to hand out than to run), about eight per thread.
-        const int64_t strips = (N + packed->mr() - 1) / packed->mr();
-        const int64_t tasks =
-            std::clamp<int64_t>(M * K * N >> 17, 1, 8 * int64_t(std::max(1, tbb::this_task_arena::max_concurrency())));
-        const int64_t perTask = (strips + tasks - 1) / tasks;
-        float* yp = Y.mutableValues<float>().data();
-        tbb::parallel_for(int64_t(0), (strips + perTask - 1) / perTask, [&](int64_t task) {
-            const int64_t r0 = task * perTask * packed->mr(), r1 = std::min(N, r0 + perTask * packed->mr());
-            packed->multiplyFewColumns(0, A.values<float>().data(), 1, K, M, yp + r0, 1, N, r0, r1);
-            if (alpha != 1.0f)
-                for (int64_t i = 0; i < M; ++i)
-                    for (int64_t j = r0; j < r1; ++j)
-                        yp[i * N + j] *= alpha;
-            addC(0, M, r0, r1 - r0);
-        });
-        ctx.setOutput(0, std::move(Y));
-        return;
-    }
     if (M <= kPackedWeightRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
-        // More rows (a batch through a linear layer): the same packed B^T as the
-        // product's rows, A^T as its columns, into Y^T, then transposed; the
-        // weights are packed once instead of on every call (gemm::sgemm packs
-        // B each time). Each element is the same k-ordered sum as sgemm's.
+        // B^T packed once per weight tensor (kept in the node's memo) as the rows
+        // of the product Y^T = B^T A^T, instead of gemm::sgemm packing B on every
+        // call. Tasks of whole strips and at least 2^17 multiply-adds (fewer cost
+        // more to hand out than to run), about eight per thread.
         auto pack = [&] {
             return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
                                                               transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
@@ -112,8 +83,26 @@ void gemm(KernelContext& ctx)
         const int64_t tasks =
             std::clamp<int64_t>(M * K * N >> 17, 1, 8 * int64_t(std::max(1, tbb::this_task_arena::max_concurrency())));
         const int64_t perTask = (strips + tasks - 1) / tasks;
-        std::vector<float> transposed(size_t(N * M)); // Y^T
         float* yp = Y.mutableValues<float>().data();
+        if (M <= kFewRows) {
+            // A few rows (a small batch through a classifier layer): each strip
+            // of B^T read once for all of A's rows, written straight into Y.
+            tbb::parallel_for(int64_t(0), (strips + perTask - 1) / perTask, [&](int64_t task) {
+                const int64_t r0 = task * perTask * packed->mr(), r1 = std::min(N, r0 + perTask * packed->mr());
+                packed->multiplyFewColumns(0, A.values<float>().data(), 1, K, M, yp + r0, 1, N, r0, r1);
+                if (alpha != 1.0f)
+                    for (int64_t i = 0; i < M; ++i)
+                        for (int64_t j = r0; j < r1; ++j)
+                            yp[i * N + j] *= alpha;
+                addC(0, M, r0, r1 - r0);
+            });
+            ctx.setOutput(0, std::move(Y));
+            return;
+        }
+        // More rows (a batch through a linear layer): A^T as the product's
+        // columns, into Y^T, then transposed. Each element is the same k-ordered
+        // sum as sgemm's.
+        std::vector<float> transposed(size_t(N * M)); // Y^T
         tbb::parallel_for(int64_t(0), (strips + perTask - 1) / perTask, [&](int64_t task) {
             ctx.checkCancelled();
             const int64_t r0 = task * perTask * packed->mr(), r1 = std::min(N, r0 + perTask * packed->mr());
