@@ -76,4 +76,9 @@ void releaseResidentPages(const void* data, size_t size)
         (void)madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
 }
 
+void releaseResidentPages(const Tensor& t)
+{
+    releaseResidentPages(t.rawData(), size_t(t.numel()) * dtypeSize(t.dtype()));
+}
+
 } // namespace qs

@@ -12,6 +12,8 @@
 #include <memory>
 #include <span>
 
+#include "core/tensor.h"
+
 namespace qs {
 
 class MappedFile {
@@ -50,5 +52,7 @@ private:
 // the resident set does not grow to the whole file. A kernel without
 // MADV_PAGEOUT (before Linux 5.4) ignores it.
 void releaseResidentPages(const void* data, size_t size);
+// The same for a tensor's storage.
+void releaseResidentPages(const Tensor& t);
 
 } // namespace qs

@@ -67,7 +67,7 @@ public:
     void release(const std::string& name) const
     {
         if (const Tensor* t = model_.initializer(name); t && !file_)
-            releaseResidentPages(t->rawData(), size_t(t->numel()) * dtypeSize(t->dtype()));
+            releaseResidentPages(*t);
     }
 
     // The tensor, in memory owned by the caller when streaming.

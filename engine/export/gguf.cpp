@@ -312,7 +312,7 @@ public:
                     ggufEncodeRow(q, {values + from * rowLength, size_t(rowLength)},
                                   {reinterpret_cast<uint8_t*>(bytes.data()) + size_t(r) * rowBytes, rowBytes});
                 }
-                releaseResidentPages(source->rawData(), size_t(source->numel()) * dtypeSize(source->dtype()));
+                releaseResidentPages(*source);
                 return bytes;
             };
         } else {
@@ -328,7 +328,7 @@ public:
                     const int64_t from = order.empty() ? r : order[size_t(r)];
                     std::memcpy(bytes.data() + size_t(r) * rowBytes, base + size_t(from) * rowBytes, rowBytes);
                 }
-                releaseResidentPages(source->rawData(), size_t(source->numel()) * dtypeSize(source->dtype()));
+                releaseResidentPages(*source);
                 return bytes;
             };
         }

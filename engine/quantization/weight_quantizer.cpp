@@ -132,7 +132,7 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
                 // (a mapped checkpoint's) are needed again.
                 w.fakeQuant = Tensor();
                 if (const Tensor* t = model.initializer(model.layers.at(w.layer).weightName))
-                    releaseResidentPages(t->rawData(), size_t(t->numel()) * dtypeSize(t->dtype()));
+                    releaseResidentPages(*t);
             }
             outcomes[i].weight = std::make_shared<const QuantizedWeight>(std::move(w));
         } catch (const Error& e) {
