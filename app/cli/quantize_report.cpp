@@ -208,10 +208,12 @@ std::string quantizeReportText(const QuantizeReport& r)
         if (summary.contains("float_bytes") && summary.contains("quantized_bytes")) {
             const auto floatBytes = summary["float_bytes"].get<int64_t>();
             const auto quantizedBytes = summary["quantized_bytes"].get<int64_t>();
-            s += " (weights " + std::to_string(floatBytes) + " bytes float, " + std::to_string(quantizedBytes) +
-                 " quantized" +
-                 (quantizedBytes > 0 ? ", " + fixed(double(floatBytes) / double(quantizedBytes)) + "x smaller" : "") +
-                 ")";
+            if (quantizedBytes == 0)
+                s += " (no weight quantized)";
+            else
+                s += " (quantized weights " + std::to_string(floatBytes) + " bytes in the model, " +
+                     std::to_string(quantizedBytes) + " in the file, " +
+                     fixed(double(floatBytes) / double(quantizedBytes)) + "x smaller)";
         }
         s += "\n";
         if (summary.contains("eight_bit_form"))

@@ -1,10 +1,12 @@
 #include "export/gguf.h"
 
 #include <array>
+#include <cctype>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -26,7 +28,7 @@ constexpr uint64_t kAlignment = 32;
 constexpr uint64_t kMaxTokenizerBytes = 256ull << 20;
 
 enum class ValueType : uint32_t { U32 = 4, I32 = 5, F32 = 6, Bool = 7, String = 8, Array = 9 };
-enum TokenType : int32_t { Normal = 1, Control = 3, UserDefined = 4, Unused = 5 };
+enum TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
 // The metadata and tensor-info section, built in memory (it is small).
 class Header {
@@ -58,6 +60,14 @@ public:
         for (const std::string& v : values)
             string(v);
     }
+    void keyF32s(std::string_view key, const std::vector<float>& values)
+    {
+        key_(key, ValueType::Array);
+        u32(uint32_t(ValueType::F32));
+        u64(values.size());
+        for (float v : values)
+            f32(v);
+    }
     void keyI32s(std::string_view key, const std::vector<int32_t>& values)
     {
         key_(key, ValueType::Array);
@@ -85,12 +95,18 @@ private:
 
 // ---- vocabulary
 
+// llama.cpp's two BPE tokenizers: "gpt2" (byte-level, merges by rank) and
+// "llama" (SentencePiece: the pair whose joined text is the token of highest
+// score merges first, bytes <0xXX> for what no token covers).
 struct Vocabulary {
     std::string model = "gpt2";
-    std::string pre = "default";
+    std::string pre = "default";        // gpt2 only: the pre-tokenizer llama.cpp applies
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
-    std::vector<std::string> merges;
+    std::vector<std::string> merges;    // gpt2 only
+    std::vector<float> scores;          // llama only
+    std::optional<int32_t> unknownId;   // llama only
+    bool addSpacePrefix = false;        // llama only: "▁" before the text
     bool addBos = false;
 };
 
@@ -141,6 +157,35 @@ std::string preTokenizerName(const Json& pre)
     return "default";
 }
 
+// SentencePiece's byte pieces, "<0x00>" … "<0xFF>".
+bool isByteToken(std::string_view token)
+{
+    return token.size() == 6 && token.starts_with("<0x") && token.back() == '>' &&
+           std::isxdigit(static_cast<unsigned char>(token[3])) && std::isxdigit(static_cast<unsigned char>(token[4]));
+}
+
+// Whether the text gets a leading "▁" before it is split: a Prepend("▁")
+// normalizer (Llama 2's file) or a Metaspace pre-tokenizer that prepends.
+bool prependsSpace(const Json& json)
+{
+    const std::string metaspace = "\xE2\x96\x81";
+    std::function<bool(const Json&, const char*)> has = [&](const Json& node, const char* list) {
+        if (!node.is_object())
+            return false;
+        const std::string type = node.value("type", "");
+        if (type == "Sequence" && node.contains(list) && node[list].is_array())
+            for (const Json& child : node[list])
+                if (has(child, list))
+                    return true;
+        if (type == "Prepend")
+            return node.value("prepend", "") == metaspace;
+        if (type == "Metaspace")
+            return node.value("prepend_scheme", node.value("add_prefix_space", true) ? "always" : "never") != "never";
+        return false;
+    };
+    return has(json.value("normalizer", Json()), "normalizers") || has(json.value("pre_tokenizer", Json()), "pretokenizers");
+}
+
 Vocabulary readVocabulary(const fs::path& folder, int64_t vocabSize)
 {
     Vocabulary v;
@@ -176,9 +221,11 @@ Vocabulary readVocabulary(const fs::path& folder, int64_t vocabSize)
     if (!model || !model->is_object() || model->value("type", "") != "BPE" || !model->contains("vocab") ||
         !(*model)["vocab"].is_object())
         throw Error(where + ": field \"model\" must be a BPE model with a \"vocab\" object for the GGUF export");
-    if (model->value("byte_fallback", false))
-        throw Error(where + ": a SentencePiece-style BPE vocabulary (byte_fallback) is not exported to GGUF yet; "
-                            "byte-level BPE vocabularies (GPT-2, Llama 3, Qwen2) are");
+    const bool sentencePiece = model->value("byte_fallback", false);
+    if (sentencePiece) {
+        v.model = "llama";
+        v.scores.assign(size_t(vocabSize), 0.0f);
+    }
     auto setToken = [&](const std::string& token, const Json& id, int32_t type, const std::string& field) {
         if (!id.is_number_integer() || id.get<int64_t>() < 0)
             throw Error(where + ": " + field + ": token \"" + token + "\" has no valid id");
@@ -190,7 +237,15 @@ Vocabulary readVocabulary(const fs::path& folder, int64_t vocabSize)
         v.types[size_t(i)] = type;
     };
     for (const auto& [token, id] : (*model)["vocab"].items())
-        setToken(token, id, Normal, "model.vocab");
+        setToken(token, id, sentencePiece && isByteToken(token) ? Byte : Normal, "model.vocab");
+    if (sentencePiece && model->contains("unk_token") && (*model)["unk_token"].is_string()) {
+        const std::string unk = (*model)["unk_token"].get<std::string>();
+        const Json& vocab = (*model)["vocab"];
+        if (vocab.contains(unk) && vocab[unk].is_number_integer()) {
+            v.unknownId = vocab[unk].get<int32_t>();
+            v.types[size_t(*v.unknownId)] = Unknown;
+        }
+    }
     if (json.contains("added_tokens") && json["added_tokens"].is_array())
         for (const Json& t : json["added_tokens"])
             if (t.is_object() && t.contains("content") && t["content"].is_string() && t.contains("id"))
@@ -205,7 +260,31 @@ Vocabulary readVocabulary(const fs::path& folder, int64_t vocabSize)
             else
                 throw Error(where + ": model.merges: an entry is neither \"a b\" nor [\"a\", \"b\"]");
         }
-    v.pre = preTokenizerName(json.value("pre_tokenizer", Json()));
+    if (sentencePiece) {
+        // The token a merge of rank r makes scores -r: llama.cpp's highest
+        // score first is then the reference's lowest rank first. Tokens no
+        // merge makes (characters, bytes, specials) are never a pair's result.
+        std::vector<bool> scored(size_t(vocabSize), false);
+        const Json& vocab = (*model)["vocab"];
+        for (size_t rank = 0; rank < v.merges.size(); ++rank) {
+            const std::string& merge = v.merges[rank];
+            const size_t space = merge.find(' ');
+            if (space == std::string::npos)
+                throw Error(where + ": model.merges: entry " + std::to_string(rank) + " is not a pair");
+            const std::string joined = merge.substr(0, space) + merge.substr(space + 1);
+            if (!vocab.contains(joined) || !vocab[joined].is_number_integer())
+                continue; // the reference skips a merge whose result is not a token, and so does llama.cpp
+            const int64_t id = vocab[joined].get<int64_t>();
+            if (id >= 0 && id < vocabSize && !scored[size_t(id)]) {
+                scored[size_t(id)] = true;
+                v.scores[size_t(id)] = -float(rank);
+            }
+        }
+        v.merges.clear();
+        v.addSpacePrefix = prependsSpace(json);
+    } else {
+        v.pre = preTokenizerName(json.value("pre_tokenizer", Json()));
+    }
     // BOS added when the post-processor's single-sequence template starts with a special token.
     if (json.contains("post_processor") && json["post_processor"].is_object()) {
         const Json& p = json["post_processor"];
@@ -417,11 +496,18 @@ ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const
         h.keyF32(arch + ".rope.scaling.factor", float(config.ropeFactor));
     }
     h.keyString("tokenizer.ggml.model", vocab.model);
-    h.keyString("tokenizer.ggml.pre", vocab.pre);
+    if (vocab.model == "gpt2")
+        h.keyString("tokenizer.ggml.pre", vocab.pre);
     h.keyStrings("tokenizer.ggml.tokens", vocab.tokens);
     h.keyI32s("tokenizer.ggml.token_type", vocab.types);
     if (!vocab.merges.empty())
         h.keyStrings("tokenizer.ggml.merges", vocab.merges);
+    if (!vocab.scores.empty())
+        h.keyF32s("tokenizer.ggml.scores", vocab.scores);
+    if (vocab.unknownId)
+        h.keyU32("tokenizer.ggml.unknown_token_id", uint32_t(*vocab.unknownId));
+    if (vocab.model == "llama")
+        h.keyBool("tokenizer.ggml.add_space_prefix", vocab.addSpacePrefix);
     if (config.bosTokenId)
         h.keyU32("tokenizer.ggml.bos_token_id", uint32_t(*config.bosTokenId));
     if (config.eosTokenId)

@@ -30,12 +30,12 @@
 //   Each row is encoded on its own, so the permutation moves blocks, never
 //   changes them: the simulation's errors are the file's.
 //
-// Vocabulary: tokenizer.json of the byte-level BPE kind (GPT-2, Llama 3,
-// Qwen2: "gpt2", with its merges and pre-tokenizer name) when the folder has
-// one; without tokenizer.json, a byte-level vocabulary of the 256 byte tokens
-// (for test models). SentencePiece vocabularies (Llama 2, Mistral) are refused
-// with a message that says so. Ids past the tokenizer's up to vocab_size are
-// written as unused `[PAD<id>]` tokens.
+// Vocabulary from the folder's tokenizer.json: byte-level BPE (GPT-2, Llama 3,
+// Qwen2) as llama.cpp's "gpt2" model, with its merges and pre-tokenizer name;
+// SentencePiece-style BPE with byte fallback (Llama 2, Mistral) as its "llama"
+// model, each merge's rank becoming its token's score. Without tokenizer.json,
+// a byte-level vocabulary of the 256 byte tokens (for test models). Ids past
+// the tokenizer's up to vocab_size are written as unused `[PAD<id>]` tokens.
 //
 // The file is written atomically, one tensor at a time (each weight widened,
 // encoded, written and released), so memory stays near the largest tensor.
