@@ -6,6 +6,8 @@
 // with the instruction sets capped (tst_runtime_kernels_avx2, _baseline).
 #include <QtTest>
 
+#include "core/half.h"
+
 #include <array>
 #include <cmath>
 #include <functional>
@@ -606,6 +608,44 @@ private slots:
         const Tensor A0(DType::F32, {2, 0}), B0(DType::F32, {0, 5});
         auto y0 = runKernel(ops::gemm, "Gemm", {&A0, &B0}, {});
         EXPECT_CLOSE(y0[0], std::vector<float>(10, 0.0f), 0.0);
+    }
+
+    // A language model's weights stay bf16/fp16 (the interpreter does not widen a
+    // Gemm's B): the Gemm widens strips of about 4 Mi elements. Against the float
+    // Gemm on the widened copy, over strip boundaries (K 4096: 1024 columns a
+    // strip, N 2500: three strips), both transposes, few rows and a batch.
+    void gemmWithHalfWeightsEqualsGemmOnTheirWidenedCopy()
+    {
+        for (const DType dtype : {DType::BF16, DType::F16})
+            for (const bool tB : {true, false})
+                for (const int64_t M : {int64_t(3), int64_t(300)}) {
+                    const int64_t K = 4096, N = 2500;
+                    const Tensor A = randomTensor({M, K});
+                    const Tensor wide = randomTensor(tB ? Shape{N, K} : Shape{K, N}, 0.05f);
+                    Tensor half(dtype, wide.shape());
+                    auto* bits = static_cast<uint16_t*>(half.mutableRawData());
+                    for (int64_t i = 0; i < wide.numel(); ++i)
+                        bits[i] = dtype == DType::BF16 ? floatToBf16(wide.values<float>()[size_t(i)])
+                                                       : floatToFp16(wide.values<float>()[size_t(i)]);
+                    const Tensor widened = half.toFloat32();
+                    const Tensor C = randomTensor({N});
+                    const std::vector<Attribute> attributes = {intAttr("transB", tB), floatAttr("alpha", 0.5f),
+                                                               floatAttr("beta", 2.0f)};
+                    auto fromHalf = runKernel(ops::gemm, "Gemm", {&A, &half, &C}, attributes);
+                    auto fromFloat = runKernel(ops::gemm, "Gemm", {&A, &widened, &C}, attributes);
+                    EXPECT_CLOSE(fromHalf[0], std::vector<float>(fromFloat[0].values<float>().begin(),
+                                                                 fromFloat[0].values<float>().end()),
+                                 1e-5);
+                }
+        // Any other dtype of B is refused by name.
+        const Tensor A = randomTensor({2, 3}), B(DType::I32, {3, 4});
+        try {
+            runKernel(ops::gemm, "Gemm", {&A, &B}, {});
+            QFAIL("an int32 B was accepted");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("input 1 must be float32, bfloat16 or float16") != std::string::npos,
+                     e.what());
+        }
     }
 };
 

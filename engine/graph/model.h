@@ -127,9 +127,10 @@ public:
     std::vector<std::string> warnings;           // things the user should know (e.g. shape inference failed)
     bool weightsOnly = false;                    // a checkpoint: no nodes, layers inferred from tensor names
     // The graph computes in float32 over weights stored as float16/bfloat16 (a
-    // Hugging Face folder): the runtime widens those initializers once when it
-    // is built, as the reference implementation upcasts them. Off for ONNX,
-    // whose fp16 graphs compute in fp16.
+    // Hugging Face folder), as the reference implementation upcasts them: a
+    // Gemm widens its B a strip at a time, and the runtime widens the other
+    // half-precision initializers (embeddings, norms, biases) once when it is
+    // built. Off for ONNX, whose fp16 graphs compute in fp16.
     bool widenHalfInitializers = false;
     std::vector<QuantizableLayer> layers;        // what rules match, in node (or tensor) order; subgraphs' last
     // Scopes 1, 2, ... (If/Loop/Scan bodies, nested ones included): subgraphs[scope - 1].

@@ -21,8 +21,9 @@
 //
 // Weights stay borrowed from the memory-mapped files in their stored dtype
 // (float32, float16 or bfloat16); the graph computes in float32 as the
-// reference implementation does, so the runtime widens half-precision weights
-// once when it is built (Model::widenHalfInitializers).
+// reference implementation does: each projection's Gemm widens its weight a
+// strip of columns at a time, the runtime the small rest once when it is built
+// (Model::widenHalfInitializers).
 //
 // A folder whose config names another architecture opens as weights only, with
 // a warning that says so. config.json is checked field by field: a missing or

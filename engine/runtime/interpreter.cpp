@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "runtime/ops/control_flow.h"
 
@@ -31,6 +32,24 @@ void checkInputAgainstDeclaration(const ValueInfo& info, const Tensor& t)
     if (!ok)
         throw Error("input '" + info.name + "': expected shape " + info.toString() + ", got " +
                     shapeToString(t.shape()));
+}
+
+// The bf16/fp16 initializers a model that asks for it (Model::widenHalfInitializers)
+// gets widened to float32 when the interpreter is built: those some node reads
+// other than as a Gemm's B. A Gemm widens its B a strip of columns at a time
+// (ops::gemm), so a language model's projections stay as mapped.
+std::unordered_set<std::string> halfInitializersToWiden(const Model& model)
+{
+    std::unordered_set<std::string> half;
+    for (const NamedTensor& init : model.initializers())
+        if (init.tensor.dtype() == DType::F16 || init.tensor.dtype() == DType::BF16)
+            half.insert(init.name);
+    std::unordered_set<std::string> widened;
+    for (const Node& node : model.nodes)
+        for (size_t i = 0; i < node.inputs.size(); ++i)
+            if (half.contains(node.inputs[i]) && !(node.opType == "Gemm" && node.domain.empty() && i == 1))
+                widened.insert(node.inputs[i]);
+    return widened;
 }
 
 } // namespace
@@ -68,11 +87,12 @@ void Interpreter::build(size_t& nextScope)
             defined.resize(size_t(id) + 1, false);
         defined[size_t(id)] = true;
     };
+    const std::unordered_set<std::string> widened = model_.widenHalfInitializers ? halfInitializersToWiden(model_)
+                                                                                 : std::unordered_set<std::string>{};
     for (const NamedTensor& init : model_.initializers()) {
         initializerIds_.push_back(idOf(init.name));
         define(initializerIds_.back());
-        const bool half = init.tensor.dtype() == DType::F16 || init.tensor.dtype() == DType::BF16;
-        initializerValues_.push_back(model_.widenHalfInitializers && half ? init.tensor.toFloat32() : init.tensor);
+        initializerValues_.push_back(widened.contains(init.name) ? init.tensor.toFloat32() : init.tensor);
     }
     for (const ValueInfo& in : model_.inputs) {
         graphInputIds_.push_back(idOf(in.name));

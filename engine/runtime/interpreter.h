@@ -129,8 +129,9 @@ private:
     std::vector<PlannedNode> plan_;
     std::vector<int> initializerIds_;
     // The initializers as the nodes read them: the model's tensors (sharing
-    // their storage), half-precision ones widened to float32 when the model
-    // asks for it (Model::widenHalfInitializers).
+    // their storage), half-precision ones that a node reads other than as a
+    // Gemm's B widened to float32 when the model asks for it
+    // (Model::widenHalfInitializers).
     std::vector<Tensor> initializerValues_;
     std::vector<int> graphInputIds_;
     std::vector<int> graphOutputIds_;

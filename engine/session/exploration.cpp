@@ -17,10 +17,12 @@ namespace qs {
 
 namespace {
 
-// Why a model whose half-precision weights the runtime would widen cannot run
-// here, or "": the float32 copy must fit in half the machine's memory (a
-// 7B-parameter bf16 checkpoint needs 28 GB to run, nothing to be explored
-// weight by weight).
+// Why a model of half-precision weights cannot run here, or "": a quantized
+// run holds each quantized weight fake-quantized in float32, so the float32
+// size of those weights must fit in half the machine's memory (a 7B-parameter
+// bf16 checkpoint needs 28 GB to run quantized, nothing to be explored weight
+// by weight). The float model itself runs on the mapped weights (a Gemm widens
+// a strip at a time).
 std::string widenedWeightsTooLarge(const Model& model)
 {
     if (!model.widenHalfInitializers)
@@ -37,7 +39,7 @@ std::string widenedWeightsTooLarge(const Model& model)
         return {};
     char text[200];
     std::snprintf(text, sizeof text,
-                  ": running it needs %.1f GiB of float32 weights, more than half of this machine's %.1f GiB; "
+                  ": running it quantized needs %.1f GiB of float32 weights, more than half of this machine's %.1f GiB; "
                   "its weights can still be quantized and exported",
                   double(widened) / double(1ull << 30), double(memory) / double(1ull << 30));
     return model.sourcePath.string() + text;

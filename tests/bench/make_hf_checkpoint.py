@@ -4,7 +4,7 @@ benchmarks of large checkpoints (docs/benchmarks.md). Nothing is downloaded; the
 Gaussian noise scaled like an initialised model, so the folder opens, runs and quantizes like a real
 checkpoint of that shape (its outputs mean nothing).
 
-    /usr/bin/python3 tests/bench/make_hf_checkpoint.py OUT_DIR [--preset 1b|3b|7b] [--shard-gb G]
+    /usr/bin/python3 tests/bench/make_hf_checkpoint.py OUT_DIR [--preset 1b|3b|7b] [--layers N] [--shard-gb G]
 
 Presets (bf16 sizes): 1b ~ 2.2 GB (hidden 2048, 16 layers), 3b ~ 6.4 GB (hidden 3072, 26 layers),
 7b ~ 13.5 GB (Llama-2-7B's shapes: hidden 4096, 32 layers, intermediate 11008, vocab 32000).
@@ -76,10 +76,13 @@ def main():
     ap.add_argument("out_dir")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="1b")
     ap.add_argument("--shard-gb", type=float, default=2.0)
+    ap.add_argument("--layers", type=int, help="the preset's layer count otherwise (3b with 28 layers: 6.03 GB)")
     args = ap.parse_args()
     c = dict(PRESETS[args.preset], architectures=["LlamaForCausalLM"], model_type="llama", hidden_act="silu",
              rms_norm_eps=1e-5, rope_theta=10000.0, max_position_embeddings=4096, tie_word_embeddings=False,
              torch_dtype="bfloat16", bos_token_id=1, eos_token_id=2)
+    if args.layers:
+        c["num_hidden_layers"] = args.layers
     os.makedirs(args.out_dir, exist_ok=True)
     rng = np.random.default_rng(20261127)
     shards, current, size = [], [], 0

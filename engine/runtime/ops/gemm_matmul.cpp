@@ -7,6 +7,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include "core/half.h"
 #include "gemm/sgemm.h"
 #include "runtime/ops/quantize_linear.h"
 
@@ -25,10 +26,47 @@ constexpr int64_t kPackedWeightRows = 256;
 
 } // namespace
 
+namespace {
+
+// Y[:, j0, j0 + cols) = alpha * op(A) * op(B)[:, j0, j0 + cols) for a B kept in
+// bf16 or fp16 (a language model's mapped weights): the columns widened into
+// `strip` (as [cols, K] when transB, else [K, cols]), then the float product.
+void multiplyHalfStrip(const KernelContext& ctx, const Tensor& A, bool transA, const Tensor& B, bool transB, int64_t M,
+                       int64_t K, int64_t N, float alpha, int64_t j0, int64_t cols, std::vector<float>& strip, float* y)
+{
+    strip.resize(size_t(cols * K));
+    const auto* bits = static_cast<const uint16_t*>(B.rawData());
+    const bool bf16 = B.dtype() == DType::BF16;
+    tbb::parallel_for(int64_t(0), transB ? cols : K, [&](int64_t r) {
+        const uint16_t* from = transB ? bits + (j0 + r) * K : bits + r * N + j0;
+        float* to = strip.data() + r * (transB ? K : cols);
+        const int64_t n = transB ? K : cols;
+        if (bf16)
+            for (int64_t i = 0; i < n; ++i)
+                to[i] = bf16ToFloat(from[i]);
+        else
+            for (int64_t i = 0; i < n; ++i)
+                to[i] = fp16ToFloat(from[i]);
+    });
+    gemm::sgemm(transA, transB, M, cols, K, alpha, A.values<float>().data(), A.dim(1), strip.data(), transB ? K : cols,
+                y + j0, N, ctx.cancellation());
+}
+
+// Columns of Y per widened strip of B: about 16 MiB of float32 at a time.
+int64_t halfStripColumns(int64_t K, int64_t N)
+{
+    return std::clamp<int64_t>((int64_t(4) << 20) / std::max<int64_t>(K, 1) / 16 * 16, 16, std::max<int64_t>(N, 16));
+}
+
+} // namespace
+
 void gemm(KernelContext& ctx)
 {
     const Tensor& A = ctx.floatInput(0);
-    const Tensor& Bt = ctx.floatInput(1);
+    const Tensor& Bt = ctx.input(1);
+    const bool halfB = Bt.dtype() == DType::BF16 || Bt.dtype() == DType::F16;
+    if (!halfB && Bt.dtype() != DType::F32)
+        ctx.fail("input 1 must be float32, bfloat16 or float16, not " + std::string(dtypeName(Bt.dtype())));
     const Tensor* C = ctx.optionalInput(2);
     if (A.rank() != 2 || Bt.rank() != 2)
         ctx.fail("A " + shapeToString(A.shape()) + " and B " + shapeToString(Bt.shape()) + " must be matrices");
@@ -43,7 +81,6 @@ void gemm(KernelContext& ctx)
     Tensor Y = Tensor::uninitialized(DType::F32, {M, N}); // every element is written below
     MatrixMap y(Y.mutableValues<float>().data(), M, N);
     ConstMatrixMap a(A.values<float>().data(), A.dim(0), A.dim(1));
-    ConstMatrixMap b(Bt.values<float>().data(), Bt.dim(0), Bt.dim(1));
 
     // C broadcasts unidirectionally to [M, N]: [], [1], [N], [1, N], [M, 1], [M, N].
     int64_t cRows = 1, cCols = 1;
@@ -67,6 +104,20 @@ void gemm(KernelContext& ctx)
             for (int64_t j = c0; j < c0 + cols; ++j)
                 y(i, j) += beta * c[(cRows == 1 ? 0 : i * cCols) + (cCols == 1 ? 0 : j)];
     };
+    if (halfB) {
+        // Never the whole weight in float32: a strip of columns at a time.
+        std::vector<float> strip;
+        const int64_t width = halfStripColumns(K, N);
+        for (int64_t j0 = 0; j0 < N; j0 += width) {
+            ctx.checkCancelled();
+            multiplyHalfStrip(ctx, A, transA, Bt, transB, M, K, N, alpha, j0, std::min(width, N - j0), strip,
+                              Y.mutableValues<float>().data());
+        }
+        addC(0, M, 0, N);
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
+    ConstMatrixMap b(Bt.values<float>().data(), Bt.dim(0), Bt.dim(1));
     const gemm::SimdLevel level = gemm::simdLevel();
     if (M <= kPackedWeightRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
         // B^T packed once per weight tensor (kept in the node's memo) as the rows
