@@ -160,14 +160,16 @@ Command compareRulesCommand()
          {"order", "path", "weight", "isolated", "accumulated", "bytes"}},
         {"--json", "", "print JSON: the comparison and both sides' quantize reports", {}, false},
     };
-    spec.notes = "Each side is what `quantize MODEL --rules A.json` (B.json) with the same options reports; the\n"
-                 "model is loaded once. Layers are matched by module path. d = B - A: a delta is shown only when\n"
-                 "both sides have a finite figure; a layer float in one side (or both), exact (inf dB) or not\n"
-                 "evaluated shows '-' and the note says which. Sorting by a delta puts the most negative first\n"
-                 "(B worse, or for bytes B smaller) and rows without it last. Weight bytes: codes at the qtype's\n"
-                 "bits, float32 scales, one byte per zero point (docs/cli.md, \"Weight bytes\").\n"
-                 "JSON: {\"layers\": [...], \"outputs\": [...], \"top1_agreement\": {a, b, delta}, ..., \"a\": REPORT,\n"
-                 "\"b\": REPORT} (docs/cli.md, \"compare-rules\").";
+    spec.notes =
+        "Each side is what `quantize MODEL --rules A.json` (B.json) with the same options reports; the\n"
+        "model is loaded once. Layers are matched by module path. d = B - A: a delta is shown only when\n"
+        "both sides have a finite figure, else '-': a layer float in a side has no weight or isolated\n"
+        "SQNR there (the note says which side; its accumulated SQNR, the error reaching it, is still\n"
+        "measured), exact is inf dB. Sorting by a delta puts the most negative first\n"
+        "(B worse, or for bytes B smaller) and rows without it last. Weight bytes: codes at the qtype's\n"
+        "bits, float32 scales, one byte per zero point (docs/cli.md, \"Weight bytes\").\n"
+        "JSON: {\"layers\": [...], \"outputs\": [...], \"top1_agreement\": {a, b, delta}, ..., \"a\": REPORT,\n"
+        "\"b\": REPORT} (docs/cli.md, \"compare-rules\").";
     return {spec, runCompareRules};
 }
 

@@ -179,32 +179,30 @@ nlohmann::json RuleComparison::toJson() const
     nlohmann::json j;
     j["layers"] = nlohmann::json::array();
     for (const LayerComparison& row : layers) {
-        j["layers"].push_back({{"module_path", row.modulePath},
-                               {"op_type", row.opType},
-                               {"a", sideJson(row.a)},
-                               {"b", sideJson(row.b)},
-                               {"note", row.note.empty() ? nlohmann::json() : nlohmann::json(row.note)},
-                               {"weight_sqnr_db_a", number(row.a.weightSqnr)},
-                               {"weight_sqnr_db_b", number(row.b.weightSqnr)},
-                               {"act_sqnr_db_a", number(row.a.isolatedSqnr)},
-                               {"act_sqnr_db_b", number(row.b.isolatedSqnr)},
-                               {"accumulated_sqnr_db_a", number(row.a.accumulatedSqnr)},
-                               {"accumulated_sqnr_db_b", number(row.b.accumulatedSqnr)},
-                               {"weight_bytes_a", row.a.present ? nlohmann::json(row.a.weightBytes) : nlohmann::json()},
-                               {"weight_bytes_b", row.b.present ? nlohmann::json(row.b.weightBytes) : nlohmann::json()},
-                               {"delta_weight_sqnr_db", number(row.deltaWeightSqnr)},
-                               {"delta_act_sqnr_db", number(row.deltaIsolatedSqnr)},
-                               {"delta_accumulated_sqnr_db", number(row.deltaAccumulatedSqnr)},
-                               {"delta_weight_bytes",
-                                row.deltaWeightBytes ? nlohmann::json(*row.deltaWeightBytes) : nlohmann::json()}});
+        j["layers"].push_back(
+            {{"module_path", row.modulePath},
+             {"op_type", row.opType},
+             {"a", sideJson(row.a)},
+             {"b", sideJson(row.b)},
+             {"note", row.note.empty() ? nlohmann::json() : nlohmann::json(row.note)},
+             {"weight_sqnr_db_a", number(row.a.weightSqnr)},
+             {"weight_sqnr_db_b", number(row.b.weightSqnr)},
+             {"act_sqnr_db_a", number(row.a.isolatedSqnr)},
+             {"act_sqnr_db_b", number(row.b.isolatedSqnr)},
+             {"accumulated_sqnr_db_a", number(row.a.accumulatedSqnr)},
+             {"accumulated_sqnr_db_b", number(row.b.accumulatedSqnr)},
+             {"weight_bytes_a", row.a.present ? nlohmann::json(row.a.weightBytes) : nlohmann::json()},
+             {"weight_bytes_b", row.b.present ? nlohmann::json(row.b.weightBytes) : nlohmann::json()},
+             {"delta_weight_sqnr_db", number(row.deltaWeightSqnr)},
+             {"delta_act_sqnr_db", number(row.deltaIsolatedSqnr)},
+             {"delta_accumulated_sqnr_db", number(row.deltaAccumulatedSqnr)},
+             {"delta_weight_bytes", row.deltaWeightBytes ? nlohmann::json(*row.deltaWeightBytes) : nlohmann::json()}});
     }
     j["outputs"] = nlohmann::json::array();
     for (const OutputComparison& o : outputs) {
         nlohmann::json f = figureJson(o.sqnrDb);
-        j["outputs"].push_back({{"name", o.name},
-                                {"sqnr_db_a", f["a"]},
-                                {"sqnr_db_b", f["b"]},
-                                {"delta_sqnr_db", f["delta"]}});
+        j["outputs"].push_back(
+            {{"name", o.name}, {"sqnr_db_a", f["a"]}, {"sqnr_db_b", f["b"]}, {"delta_sqnr_db", f["delta"]}});
     }
     j["float_top1"] = figureJson(floatTop1);
     j["quantized_top1"] = figureJson(quantizedTop1);

@@ -27,13 +27,13 @@ namespace qs {
 class Exploration;
 
 struct ComparedLayerSide {
-    bool present = false;        // the layer is in this side's model
-    std::optional<size_t> rule;  // the rule that applies; none: no rule matches (float)
-    std::string weightQType;     // empty: the weight stays float
-    std::string actQType;        // empty: the input activation stays float; "int8 (dynamic)" for dynamic scales
-    std::string problem;         // why the rule cannot apply (the layer then stays float)
+    bool present = false;       // the layer is in this side's model
+    std::optional<size_t> rule; // the rule that applies; none: no rule matches (float)
+    std::string weightQType;    // empty: the weight stays float
+    std::string actQType;       // empty: the input activation stays float; "int8 (dynamic)" for dynamic scales
+    std::string problem;        // why the rule cannot apply (the layer then stays float)
     std::optional<double> weightSqnr, isolatedSqnr, accumulatedSqnr; // dB, +inf when exact; none when not measured
-    int64_t weightBytes = 0;     // as quantized (its float bytes when float)
+    int64_t weightBytes = 0;                                         // as quantized (its float bytes when float)
     bool quantized() const { return !weightQType.empty() || !actQType.empty(); }
     // "int4 / float" (weight / activation), "float", or "-" when absent.
     std::string summary() const;
@@ -65,9 +65,9 @@ struct OutputComparison {
 
 struct RuleComparison {
     std::vector<LayerComparison> layers;
-    std::vector<OutputComparison> outputs; // A's outputs; an output only B has is left out
-    ComparedFigure floatTop1, quantizedTop1; // with labels
-    ComparedFigure top1Agreement;            // quantized top-1 = float top-1, fraction
+    std::vector<OutputComparison> outputs;               // A's outputs; an output only B has is left out
+    ComparedFigure floatTop1, quantizedTop1;             // with labels
+    ComparedFigure top1Agreement;                        // quantized top-1 = float top-1, fraction
     ComparedFigure floatPerplexity, quantizedPerplexity; // causal language models
     WeightBytes totalA, totalB;
     bool evaluatedA = false, evaluatedB = false;
@@ -82,12 +82,12 @@ RuleComparison compareRules(const Exploration& a, const Exploration& b);
 
 // How the layer rows can be ordered (CLI --sort, the app's header clicks).
 enum class ComparisonColumn : uint8_t {
-    Order,            // model order (the default)
-    Path,             // module path
-    WeightSqnr,       // Δ weight SQNR, most negative first
-    IsolatedSqnr,     // Δ isolated SQNR, most negative first
-    AccumulatedSqnr,  // Δ accumulated SQNR, most negative first
-    WeightBytes,      // Δ weight bytes, largest saving (most negative) first
+    Order,           // model order (the default)
+    Path,            // module path
+    WeightSqnr,      // Δ weight SQNR, most negative first
+    IsolatedSqnr,    // Δ isolated SQNR, most negative first
+    AccumulatedSqnr, // Δ accumulated SQNR, most negative first
+    WeightBytes,     // Δ weight bytes, largest saving (most negative) first
 };
 // "order", "path", "weight", "isolated", "accumulated", "bytes"; none for another name.
 std::optional<ComparisonColumn> parseComparisonColumn(std::string_view name);

@@ -234,8 +234,7 @@ RuleSearchResult Searcher::run()
             result_.met = false;
             result_.message = "the target " + target_.text() + " cannot be met with these candidates: with every " +
                               "layer at its last candidate " + std::string(target_.metricName()) + " is " +
-                              std::to_string(largest.value) + " (at its first, " + std::to_string(smallest.value) +
-                              ")";
+                              std::to_string(largest.value) + " (at its first, " + std::to_string(smallest.value) + ")";
             if (progress_)
                 progress_(1.0, "search: target not met");
             return result_;
@@ -276,13 +275,13 @@ RuleSearchResult Searcher::run()
     result_.chosen = final;
     result_.rules = std::move(rules);
     result_.met = final.meets;
-    result_.message =
-        final.meets ? "target " + target_.text() + " met: " + std::string(target_.metricName()) + " " +
-                          std::to_string(final.value) + " with " + std::to_string(final.weightBytes) +
-                          " weight bytes (float " + std::to_string(bytes.floatBytes) + "), " +
-                          std::to_string(result_.points.size()) + " evaluations"
-                    : "the chosen rules met " + target_.text() + " in the search but not when evaluated again (" +
-                          std::string(target_.metricName()) + " " + std::to_string(final.value) + ")";
+    result_.message = final.meets
+                          ? "target " + target_.text() + " met: " + std::string(target_.metricName()) + " " +
+                                std::to_string(final.value) + " with " + std::to_string(final.weightBytes) +
+                                " weight bytes (float " + std::to_string(bytes.floatBytes) + "), " +
+                                std::to_string(result_.points.size()) + " evaluations"
+                          : "the chosen rules met " + target_.text() + " in the search but not when evaluated again (" +
+                                std::string(target_.metricName()) + " " + std::to_string(final.value) + ")";
     if (progress_)
         progress_(1.0, "search done");
     return result_;
@@ -315,7 +314,8 @@ SearchCandidates SearchCandidates::fromJson(std::string_view text, std::string_v
         throw Error(source + ": expected an object {\"version\": 1, \"candidates\": [...]}");
     for (const auto& [key, value] : doc.items())
         if (key != "version" && key != "candidates")
-            throw Error(source + ": unknown field \"" + key + "\"; a candidate file has \"version\" and \"candidates\"");
+            throw Error(source + ": unknown field \"" + key +
+                        "\"; a candidate file has \"version\" and \"candidates\"");
     if (!doc.contains("version") || doc["version"] != 1)
         throw Error(source + ": \"version\" must be 1");
     const auto it = doc.find("candidates");
@@ -497,9 +497,8 @@ nlohmann::json RuleSearchResult::toJson(const Model& model, const SearchCandidat
     return j;
 }
 
-RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& candidates,
-                             const SearchTarget& target, const CancellationToken& cancel,
-                             const ProgressCallback& progress)
+RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& candidates, const SearchTarget& target,
+                             const CancellationToken& cancel, const ProgressCallback& progress)
 {
     if (!exploration.hasModel())
         throw Error("no model is open");

@@ -83,7 +83,7 @@ struct SearchPoint {
     std::string step;               // "smallest", "largest", "bisect", "trim", "final"
     std::vector<int64_t> candidate; // per model layer: the candidate index, -1 = not searched (float)
     int64_t weightBytes = 0;
-    double value = 0;               // the target's metric
+    double value = 0; // the target's metric
     bool meets = false;
 };
 
@@ -106,9 +106,8 @@ struct RuleSearchResult {
 // set), which ends holding the chosen rules, their weights and their full
 // evaluation. In line: a GUI runs it on an Exploration of its own made from
 // the same LoadedModel. Progress per evaluation; Cancelled on cancellation.
-RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& candidates,
-                             const SearchTarget& target, const CancellationToken& cancel = {},
-                             const ProgressCallback& progress = {});
+RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& candidates, const SearchTarget& target,
+                             const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
 // `path` as a regex matching exactly it (RE2 and ECMAScript alike).
 std::string escapedModulePath(std::string_view path);
