@@ -377,6 +377,55 @@ private slots:
         QVERIFY_THROWS_EXCEPTION(Cancelled, searchRules(y, candidates, target, cancel));
     }
 
+    // Rows are matched by module path: layers of two different models show as only in
+    // one side, with no difference; the layer both have is compared.
+    void compareRulesMatchesLayersByPath()
+    {
+        QTemporaryDir dir;
+        // A weights-only checkpoint: conv1 of the demo model's shape and a layer it lacks.
+        const std::string header =
+            R"({"features.conv1.weight": {"dtype": "F32", "shape": [16, 1, 3, 3], "data_offsets": [0, 576]},)"
+            R"( "extra.fc.weight": {"dtype": "F32", "shape": [4, 8], "data_offsets": [576, 704]}})";
+        std::string bytes(8, '\0');
+        for (int i = 0; i < 8; ++i)
+            bytes[size_t(i)] = char((header.size() >> (8 * i)) & 0xff);
+        bytes += header;
+        for (int i = 0; i < 144 + 32; ++i) {
+            const float v = std::sin(0.37f * float(i)) * (1.0f + float(i % 7));
+            bytes.append(reinterpret_cast<const char*>(&v), sizeof v);
+        }
+        const QString checkpoint = writeText(dir, "other.safetensors", bytes);
+
+        Exploration a;
+        a.setModel(loadExplorationModel(kModel.toStdString()));
+        a.setRules(RuleSet::fromJson(R"({"version": 1, "rules": [{"weight_qtype": "int8"}]})"));
+        a.updateWeights();
+        Exploration b;
+        b.setModel(loadExplorationModel(checkpoint.toStdString()));
+        b.setRules(RuleSet::fromJson(R"({"version": 1, "rules": [{"weight_qtype": "int4"}]})"));
+        b.updateWeights();
+        const RuleComparison c = compareRules(a, b);
+        QCOMPARE(c.layers.size(), size_t(6));
+        for (const LayerComparison& row : c.layers) {
+            if (row.modulePath == "features/conv1") {
+                QVERIFY(row.note.empty());
+                QVERIFY(row.deltaWeightSqnr && *row.deltaWeightSqnr < 0); // int4 against int8
+                QCOMPARE(*row.deltaWeightBytes, int64_t((144 + 1) / 2 + 16 * 4) - int64_t(144 + 16 * 4));
+            } else if (row.modulePath == "extra/fc") {
+                QCOMPARE(row.note, std::string("only in B"));
+                QCOMPARE(row.a.summary(), std::string("-"));
+                QVERIFY(!row.deltaWeightSqnr && !row.deltaWeightBytes);
+            } else {
+                QCOMPARE(row.note, std::string("only in A"));
+                QCOMPARE(row.b.summary(), std::string("-"));
+                QVERIFY(!row.deltaWeightSqnr && !row.deltaWeightBytes);
+            }
+        }
+        QVERIFY(!c.evaluatedA && !c.evaluatedB && c.outputs.empty());
+        const nlohmann::json j = c.toJson();
+        QVERIFY(j["layers"][5]["a"].is_null() && j["layers"][5]["delta_weight_bytes"].is_null());
+    }
+
     // Agreement counted on hand-made logits: ties take the first class, a NaN row never agrees.
     void topOneAgreementByHand()
     {
