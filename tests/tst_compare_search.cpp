@@ -325,6 +325,12 @@ private slots:
         expectUserError({"quantize", kModel, "--search", kCandidates, "--target", "perplexity_increase<=0.05", "--eval",
                          kEval, "--out-rules", out},
                         "perplexity is measured for causal language models only");
+        const QString statics = writeText(
+            dir, "s.json",
+            R"({"version": 1, "candidates": [{"weight_qtype": "int8", "act_qtype": "int8", "act_static_scale": true}, {}]})");
+        expectUserError({"quantize", kModel, "--search", statics, "--target", "output_sqnr_db>=20", "--eval", kEval,
+                         "--out-rules", out},
+                        statics + ": candidate 0 sets act_static_scale");
         QCOMPARE(runCli({"quantize", kModel, "--search", kCandidates, "--eval", kEval, "--out-rules", out}).exitCode,
                  2);
         QCOMPARE(runCli({"quantize", kModel, "--search", kCandidates, "--rules", kCandidates, "--target",

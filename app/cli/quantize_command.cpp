@@ -130,6 +130,12 @@ void runSearch(const Arguments& args, Exploration& exploration, const Model& mod
 {
     const SearchCandidates candidates = SearchCandidates::load(*args.value("--search"));
     const SearchTarget target = SearchTarget::parse(*args.value("--target"));
+    if (!exploration.calibrationData())
+        for (size_t i = 0; i < candidates.candidates.size(); ++i)
+            if (candidates.candidates[i].value("act_static_scale", false))
+                throw Error(*args.value("--search") + ": candidate " + std::to_string(i) +
+                            " sets act_static_scale; static activation scales need calibration data: give --calib "
+                            "DATA");
     const RuleSearchResult result = searchRules(exploration, candidates, target, {}, terminalProgress());
     const std::string points = result.toJson(model, candidates).dump(2) + "\n";
     const std::filesystem::path pointsFile = searchPointsPath(args);
