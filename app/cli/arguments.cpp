@@ -93,7 +93,7 @@ Arguments::Arguments(const CommandSpec& spec, std::span<const std::string> argv)
             repeated_[name].push_back(value);
             continue;
         }
-        if (spec.positionalName.empty() || !positionals_.empty())
+        if (spec.positionalName.empty() || positionals_.size() >= spec.positionalCount)
             throw UsageError("unexpected argument '" + arg + "'");
         positionals_.push_back(arg);
     }

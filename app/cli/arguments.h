@@ -36,6 +36,7 @@ struct CommandSpec {
     std::string synopsis; // "fake-quant --npy IN --qtype Q ..."
     std::vector<OptionSpec> options;
     std::string positionalName; // "MODEL"; empty when the command takes none
+    size_t positionalCount = 1; // how many positional arguments it takes at most
     std::string notes;          // paragraphs printed after the options in --help
 };
 

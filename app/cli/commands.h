@@ -24,6 +24,7 @@ Command runCommand();
 Command quantizeCommand();
 Command fakeQuantCommand();
 Command compareMethodsCommand();
+Command compareRulesCommand();
 Command benchCommand();
 Command benchModelCommand();
 

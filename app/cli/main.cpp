@@ -18,7 +18,7 @@ const std::vector<Command>& commands()
 {
     static const std::vector<Command> list{
         inspectCommand(),        runCommand(),   quantizeCommand(),  fakeQuantCommand(),
-        compareMethodsCommand(), benchCommand(), benchModelCommand()};
+        compareMethodsCommand(), compareRulesCommand(), benchCommand(), benchModelCommand()};
     return list;
 }
 

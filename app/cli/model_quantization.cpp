@@ -49,19 +49,25 @@ DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> ma
     return config;
 }
 
-Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times)
+LoadedModel loadModel(const ModelQuantizationOptions& options)
 {
-    StageTimes local;
-    StageTimes& t = times ? *times : local;
-    std::optional<RuleSet> rules;
-    if (options.rulesFile)
-        rules = RuleSet::load(*options.rulesFile);
     LoadOptions load;
     load.mode = options.mode;
     load.interpreter = options.needsInterpreter;
     LoadedModel loaded = loadExplorationModel(options.modelFile, load, {}, terminalProgress());
     if (options.needsInterpreter && !loaded.interpreter)
         throw Error(loaded.whyNotRunnable);
+    return loaded;
+}
+
+Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times, const LoadedModel* preloaded)
+{
+    StageTimes local;
+    StageTimes& t = times ? *times : local;
+    std::optional<RuleSet> rules;
+    if (options.rulesFile)
+        rules = RuleSet::load(*options.rulesFile);
+    LoadedModel loaded = preloaded ? *preloaded : loadModel(options);
     t.load = loaded.seconds;
     Exploration exploration;
     exploration.setModel(std::move(loaded));

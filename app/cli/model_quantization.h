@@ -36,7 +36,14 @@ struct StageTimes {
 // layers left float and why, rows a fixed batch leaves out) go to stderr.
 // Throws Error naming the rule whose static activation has no --calib, the
 // file at fault, or the layer whose weight cannot be quantized.
-Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times = nullptr);
+// With `preloaded`, that model is used instead of loading options.modelFile
+// again (compare-rules: one model, two rule sets).
+Exploration openExploration(const ModelQuantizationOptions& options, StageTimes* times = nullptr,
+                            const LoadedModel* preloaded = nullptr);
+
+// options.modelFile opened as openExploration would (its mode, an interpreter
+// when options.needsInterpreter; Error with why it cannot run otherwise).
+LoadedModel loadModel(const ModelQuantizationOptions& options);
 
 // --calib or --eval DATA as the exploration reads it: a file, at most `maxBatches` batches.
 DataConfig fileData(const std::filesystem::path& file, std::optional<int64_t> maxBatches, int64_t sequenceLength = 0);

@@ -16,6 +16,7 @@
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
 #include "session/evaluation.h"
+#include "session/rule_search.h"
 #include "session/session_file.h"
 
 namespace qs::cli {
@@ -114,17 +115,60 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
     return exports;
 }
 
+// --search: the rules are found, not given. Returns the search's points file.
+std::filesystem::path searchPointsPath(const Arguments& args)
+{
+    if (const auto f = args.value("--search-points"))
+        return *f;
+    std::filesystem::path p = *args.value("--out-rules");
+    return p.replace_extension(".search.json");
+}
+
+// Runs --search on `exploration` (model and data set, no rules); on success it
+// holds the chosen rules, evaluated. Writes R.json and the points file.
+void runSearch(const Arguments& args, Exploration& exploration, const Model& model)
+{
+    const SearchCandidates candidates = SearchCandidates::load(*args.value("--search"));
+    const SearchTarget target = SearchTarget::parse(*args.value("--target"));
+    if (!exploration.calibrationData())
+        for (size_t i = 0; i < candidates.candidates.size(); ++i)
+            if (candidates.candidates[i].value("act_static_scale", false))
+                throw Error(*args.value("--search") + ": candidate " + std::to_string(i) +
+                            " sets act_static_scale; static activation scales need calibration data: give --calib "
+                            "DATA");
+    const RuleSearchResult result = searchRules(exploration, candidates, target, {}, terminalProgress());
+    const std::string points = result.toJson(model, candidates).dump(2) + "\n";
+    const std::filesystem::path pointsFile = searchPointsPath(args);
+    writeFileAtomically(pointsFile, points.data(), points.size());
+    if (!result.met)
+        throw Error(*args.value("--search") + ": " + result.message + "; the " + std::to_string(result.points.size()) +
+                    " points tried are in " + pointsFile.string());
+    result.rules.save(*args.value("--out-rules"));
+    std::fprintf(stderr, "search: %s; %zu points in %s\n", result.message.c_str(), result.points.size(),
+                 pointsFile.string().c_str());
+}
+
 int runQuantize(const Arguments& args)
 {
     if (args.positionals().empty())
         throw UsageError("missing MODEL");
     if (args.value("--sensitivity") && !args.value("--eval"))
         throw UsageError("--sensitivity needs --eval DATA");
+    const bool search = args.value("--search").has_value();
+    if (search == args.value("--rules").has_value())
+        throw UsageError("give either --rules R.json or --search CANDIDATES.json");
+    if (search && (!args.value("--target") || !args.value("--out-rules") || !args.value("--eval")))
+        throw UsageError("--search needs --target EXPR, --out-rules R.json and --eval DATA");
+    if (!search && (args.value("--target") || args.value("--out-rules") || args.value("--search-points")))
+        throw UsageError("--target, --out-rules and --search-points go with --search");
     const double start = nowSeconds();
 
     ModelQuantizationOptions options;
     options.modelFile = args.positionals()[0];
-    options.rulesFile = *args.value("--rules");
+    if (!search)
+        options.rulesFile = *args.value("--rules");
+    else
+        SearchCandidates::load(*args.value("--search")); // a bad file is reported before the model loads
     options.mode = *parseQuantizationMode(args.valueOr("--mode", "ptq"));
     if (const auto calib = args.value("--calib"))
         options.calibFile = *calib;
@@ -148,6 +192,12 @@ int runQuantize(const Arguments& args)
                      batchNorms.folded.size(), into.empty() ? "" : ": ", into.c_str(), batchNorms.decomposed.size());
     }
 
+    if (search) {
+        exploration.setEvaluationData(
+            fileData(*args.value("--eval"), options.maxBatches, options.sequenceLength));
+        runSearch(args, exploration, exploration.model());
+        options.rulesFile = *args.value("--out-rules");
+    }
     report.exploration = &quantization;
     report.modelFile = options.modelFile.string();
     report.rulesFile = options.rulesFile->string();
@@ -156,11 +206,16 @@ int runQuantize(const Arguments& args)
 
     if (const auto evalFile = args.value("--eval")) {
         report.evalFile = *evalFile;
-        exploration.setEvaluationData(fileData(*evalFile, options.maxBatches, options.sequenceLength));
-        const EvaluationRun evaluation = exploration.evaluate({}, terminalProgress());
-        printWarnings(evaluation.warnings);
-        report.evaluation = evaluation.result;
-        report.evaluationSeconds = evaluation.seconds;
+        if (search) {
+            // The search's last step evaluated the chosen rules with every metric.
+            report.evaluation = quantization.evaluation();
+        } else {
+            exploration.setEvaluationData(fileData(*evalFile, options.maxBatches, options.sequenceLength));
+            const EvaluationRun evaluation = exploration.evaluate({}, terminalProgress());
+            printWarnings(evaluation.warnings);
+            report.evaluation = evaluation.result;
+            report.evaluationSeconds = evaluation.seconds;
+        }
         if (const auto kind = args.value("--sensitivity")) {
             const SensitivityRun ranking = exploration.runSensitivity(
                 *kind == "one" ? SensitivityKind::OneLayer : SensitivityKind::AllButOne, {}, terminalProgress());
@@ -190,12 +245,30 @@ Command quantizeCommand()
     spec.summary = "Quantize a model by a rule file; evaluate it against float; report per layer";
     spec.synopsis = "quantize MODEL --rules R.json [--mode ptq|odml] [--calib DATA] [--eval DATA]\n"
                     "                      [--batch-size B] [--max-batches N] [--seq-len T]\n"
+                    "                      [--search CANDIDATES.json --target EXPR --out-rules R.json\n"
+                    "                       [--search-points F.json]] (instead of --rules; needs --eval)\n"
                     "                      [--sensitivity one|all-but-one]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]";
     spec.positionalName = "MODEL";
     spec.options = {
-        {"--rules", "R.json", "the rule file", {}, true},
+        {"--rules", "R.json", "the rule file (or --search)", {}, false},
+        {"--search",
+         "CANDIDATES.json",
+         "find the smallest rules meeting --target from per-layer candidates, smallest first (docs/rules.md)",
+         {},
+         false},
+        {"--target",
+         "EXPR",
+         "with --search: output_sqnr_db>=DB, top1_agreement>=FRACTION or perplexity_increase<=FRACTION",
+         {},
+         false},
+        {"--out-rules", "R.json", "with --search: where the rules found are written (atomically)", {}, false},
+        {"--search-points",
+         "F.json",
+         "with --search: the size-vs-error points tried (default: R.json's name with .search.json)",
+         {},
+         false},
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
         {"--calib", "DATA", "calibration data (.npz, .npy, HDF5) for rules with act_static_scale", {}, false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
@@ -258,6 +331,11 @@ Command quantizeCommand()
                  "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
                  "(docs/formats.md, docs/export.md); the GGUF model has each layer in its rule's block format and\n"
                  "the folder's tokenizer (docs/formats.md). Files are written atomically.\n"
+                 "--search: each layer gets the first candidate that applies to it; layers are ranked by\n"
+                 "sensitivity and raised one candidate at a time along that order; a bisection finds the first\n"
+                 "choice that meets --target, a trimming pass lowers what it can; the choice is written as rules\n"
+                 "and evaluated again through them (the table and the report are of that run). A target that the\n"
+                 "last candidates everywhere miss is exit 1, saying so; the points file is written either way.\n"
                  "REPORT.json is described in docs/cli.md. Progress goes to stderr when it is a terminal.";
     return {spec, runQuantize};
 }

@@ -6,6 +6,7 @@
 
 #include "cli/text_table.h"
 #include "numerics/qtype.h"
+#include "quantization/weight_bytes.h"
 
 namespace qs::cli {
 namespace {
@@ -111,14 +112,22 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         row["weight_sqnr_db"] = row["weight"].is_null() ? nlohmann::json() : row["weight"]["sqnr_db"];
         row["act_sqnr_db"] = row["isolated"].is_null() ? nlohmann::json() : row["isolated"]["sqnr_db"];
         row["accumulated_sqnr_db"] = row["accumulated"].is_null() ? nlohmann::json() : row["accumulated"]["sqnr_db"];
+        const WeightBytes bytes = layerWeightBytes(model, *q.plan(), *q.weights(), i);
+        row["weight_bytes_float"] = bytes.floatBytes;
+        row["weight_bytes_quantized"] = bytes.quantizedBytes;
     }
+    const WeightBytes total = totalWeightBytes(model, *q.plan(), *q.weights());
+    j["weight_bytes_float"] = total.floatBytes;
+    j["weight_bytes_quantized"] = total.quantizedBytes;
     if (r.evaluation) {
         const nlohmann::json e = r.evaluation->toJson();
         j["evaluation"] = {{"file", r.evalFile}, {"batches", e["batches"]}, {"samples", e["samples"]}};
         j["outputs"] = e["outputs"];
         j["accuracy"] = e["accuracy"];
         j["perplexity"] = e["perplexity"];
+        j["top1_agreement"] = e["top1_agreement"];
     } else {
+        j["top1_agreement"] = nullptr;
         j["evaluation"] = nullptr;
         j["outputs"] = nlohmann::json::array();
         j["accuracy"] = nullptr;
@@ -180,10 +189,17 @@ std::string quantizeReportText(const QuantizeReport& r)
             if (a->floatTop5)
                 s += "top-5: float " + percent(*a->floatTop5) + ", quantized " + percent(*a->quantizedTop5) + "\n";
         }
+        if (const auto& a = r.evaluation->agreement)
+            s += "top-1 agreement with float: " + percent(a->fraction()) + " (" + std::to_string(a->rows) + " rows)\n";
         if (const auto& p = r.evaluation->perplexity)
             s += "perplexity: float " + fixed(p->floatValue, "%.4f") + ", quantized " +
                  fixed(p->quantizedValue, "%.4f") + " (" + fixed(100.0 * (p->quantizedValue / p->floatValue - 1.0), "%+.2f") +
                  "%, " + std::to_string(p->tokens) + " predicted tokens)\n";
+    }
+    {
+        const WeightBytes total = totalWeightBytes(model, *q.plan(), *q.weights());
+        s += "weights: " + std::to_string(total.floatBytes) + " bytes float, " + std::to_string(total.quantizedBytes) +
+             " quantized\n";
     }
     if (r.sensitivity) {
         const bool one = r.sensitivity->kind == SensitivityKind::OneLayer;

@@ -152,6 +152,37 @@ ClassificationHits classificationHits(const Tensor& logits, const Tensor& labels
     return hits;
 }
 
+void addTopOneAgreement(TopOneAgreement& agreement, const Tensor& floatOut, const Tensor& quantizedOut,
+                        int64_t classes, const std::string& outputName)
+{
+    if (floatOut.shape() != quantizedOut.shape())
+        throw Error("output '" + outputName + "': the quantized model's shape " +
+                    shapeToString(quantizedOut.shape()) + " differs from the float model's " +
+                    shapeToString(floatOut.shape()));
+    if (classes < 1 || floatOut.numel() % classes != 0)
+        throw Error("output '" + outputName + "': shape " + shapeToString(floatOut.shape()) +
+                    " does not split into rows of " + std::to_string(classes) + " classes");
+    const Tensor f = asFloat(floatOut), q = asFloat(quantizedOut);
+    const std::span<const float> fv = f.values<float>(), qv = q.values<float>();
+    // The first largest value; a row with a NaN has none (-1).
+    auto top1 = [classes](const float* r) {
+        int64_t best = 0;
+        for (int64_t c = 0; c < classes; ++c) {
+            if (std::isnan(r[c]))
+                return int64_t(-1);
+            if (r[c] > r[best])
+                best = c;
+        }
+        return best;
+    };
+    const int64_t rows = f.numel() / classes;
+    for (int64_t row = 0; row < rows; ++row) {
+        const int64_t a = top1(fv.data() + row * classes), b = top1(qv.data() + row * classes);
+        agreement.agreeing += a >= 0 && a == b;
+    }
+    agreement.rows += rows;
+}
+
 nlohmann::json errorMetricsJson(const ErrorMetrics& m)
 {
     return {{"mse", m.mse},
@@ -185,6 +216,11 @@ nlohmann::json EvaluationResult::toJson() const
     } else {
         j["accuracy"] = nullptr;
     }
+    if (agreement)
+        j["top1_agreement"] = {
+            {"rows", agreement->rows}, {"agreeing", agreement->agreeing}, {"fraction", agreement->fraction()}};
+    else
+        j["top1_agreement"] = nullptr;
     if (perplexity)
         j["perplexity"] = {{"float", perplexity->floatValue},
                            {"quantized", perplexity->quantizedValue},
@@ -285,6 +321,16 @@ EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
         acc.floatTop5 = optionalNumber(member(a, "float_top5", field), field + ".float_top5");
         acc.quantizedTop5 = optionalNumber(member(a, "quantized_top5", field), field + ".quantized_top5");
         r.accuracy = acc;
+    }
+    // Absent in session files written before top-1 agreement was reported.
+    if (auto a = j.find("top1_agreement"); a != j.end() && !a->is_null()) {
+        const std::string field = root + ".top1_agreement";
+        TopOneAgreement agreement;
+        agreement.rows = countOf(member(*a, "rows", field), field + ".rows");
+        agreement.agreeing = countOf(member(*a, "agreeing", field), field + ".agreeing");
+        if (agreement.agreeing > agreement.rows)
+            throw Error(field + ".agreeing: more than its rows");
+        r.agreement = agreement;
     }
     // Absent in session files written before perplexity was reported.
     if (auto p = j.find("perplexity"); p != j.end() && !p->is_null()) {
@@ -394,6 +440,8 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
     NextTokenLoss floatLoss, quantizedLoss;
     bool labelled = true, top5 = true;
     int64_t floatTop1 = 0, quantizedTop1 = 0, floatTop5 = 0, quantizedTop5 = 0, labelledSamples = 0;
+    TopOneAgreement agreement;
+    bool agreementMeasured = true;
     for (int64_t b = 0; b < total; ++b) {
         cancel.check();
         if (progress)
@@ -437,6 +485,18 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
             const Tensor& ids = batch->inputs.at(lm->tokens);
             floatLoss.add(floatOut.at(lm->logits), ids, lm->logits, idsName);
             quantizedLoss.add(quantizedOut.at(lm->logits), ids, lm->logits, idsName);
+        }
+        if (agreementMeasured) {
+            // The logits of a causal language model by token; any other output by sample.
+            const Tensor& f = floatOut.at(lm ? lm->logits : scored);
+            const int64_t rows = lm ? (f.rank() >= 1 ? f.numel() / std::max<int64_t>(f.dim(f.rank() - 1), 1) : 0)
+                                    : (f.rank() >= 2 ? f.dim(0) : 0);
+            const int64_t classes = rows > 0 ? f.numel() / rows : 0;
+            if (classes >= 2 && rows * classes == f.numel())
+                addTopOneAgreement(agreement, f, quantizedOut.at(lm ? lm->logits : scored), classes,
+                                   lm ? lm->logits : scored);
+            else
+                agreementMeasured = false;
         }
         if (batch->labels && labelled) {
             const std::string labelsName = data.path().string() + ": labels";
@@ -493,6 +553,8 @@ EvaluationResult evaluate(const Interpreter& interpreter, const QuantizationPlan
         }
         result.accuracy = a;
     }
+    if (agreementMeasured && agreement.rows > 0)
+        result.agreement = agreement;
     if (lm && floatLoss.tokens > 0)
         result.perplexity = Perplexity{floatLoss.perplexity(), quantizedLoss.perplexity(), floatLoss.tokens};
     return result;

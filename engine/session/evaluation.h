@@ -97,6 +97,23 @@ struct Perplexity {
     int64_t tokens = 0; // predicted tokens: rows × (sequence − 1)
 };
 
+// How often the quantized model's top-1 class is the float model's, label-free:
+// over the rows of the scored output ([N, C...]: one row per sample, its classes
+// all the other elements; a causal language model's logits [N, T, V]: one row
+// per token position). The top-1 of a row is its first largest value; a NaN row
+// of the quantized model never agrees.
+struct TopOneAgreement {
+    int64_t rows = 0;
+    int64_t agreeing = 0;
+    double fraction() const { return rows ? double(agreeing) / double(rows) : 0.0; }
+};
+
+// Adds one batch: `floatOut` and `quantizedOut` of one shape, rows of `classes`
+// elements (the caller says how the output is cut into rows). Throws Error naming
+// `outputName` when the shapes differ or do not split into rows of `classes`.
+void addTopOneAgreement(TopOneAgreement& agreement, const Tensor& floatOut, const Tensor& quantizedOut,
+                        int64_t classes, const std::string& outputName);
+
 struct Accuracy {
     int64_t samples = 0;
     double floatTop1 = 0, quantizedTop1 = 0; // fractions in [0, 1]
@@ -115,6 +132,9 @@ struct EvaluationResult {
     std::vector<OutputEvaluation> outputs;
     std::optional<Accuracy> accuracy; // when the data has labels
     std::optional<Perplexity> perplexity; // for a causal language model (causalLanguageModel())
+    // On the scored output (the logits of a causal language model) when its rows
+    // have at least 2 classes; none otherwise.
+    std::optional<TopOneAgreement> agreement;
     int64_t batches = 0;
     int64_t samples = 0;
     nlohmann::json toJson() const;
