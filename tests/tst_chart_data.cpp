@@ -81,6 +81,36 @@ private slots:
             }
     }
 
+    // The weight quantizer holds no ranges for a GGUF block type (a group per 32
+    // weights); the distribution then takes each block's data range with 0, and
+    // must equal the one drawn from the full quantization.
+    void distributionOfAGgufBlockWeightWithoutRanges()
+    {
+        const Tensor x = noisyTensor({12, 64}, 5);
+        QuantizationSpec spec = specOf("absmax");
+        spec.qtype = QType::Q4_0;
+        const TensorQuantization full = computeQuantization(x, spec, "w");
+        QCOMPARE(full.ranges.size(), size_t(24));
+        TensorQuantization held = full;
+        held.ranges = {};
+        held.saturation = {};
+        const Tensor fq = fakeQuantize(x, full.params);
+        for (const std::optional<int64_t> channel : {std::optional<int64_t>{}, std::optional<int64_t>{3}}) {
+            const DistributionData a = weightDistribution(x, fq, full, 0, channel, "w", 64);
+            const DistributionData b = weightDistribution(x, fq, held, 0, channel, "w", 64);
+            QCOMPARE(b.clipped, a.clipped);
+            QCOMPARE(b.clippedFraction, a.clippedFraction);
+            QCOMPARE(b.range.min, a.range.min);
+            QCOMPARE(b.range.max, a.range.max);
+            QCOMPARE(b.roundingCount, a.roundingCount);
+            QCOMPARE(b.channelRanges.size(), a.channelRanges.size());
+            for (size_t c = 0; c < a.channelRanges.size(); ++c) {
+                QCOMPARE(b.channelRanges[c].min, a.channelRanges[c].min);
+                QCOMPARE(b.channelRanges[c].max, a.channelRanges[c].max);
+            }
+        }
+    }
+
     void distributionOfOneChannel()
     {
         const Tensor x = noisyTensor({6, 40}, 3);

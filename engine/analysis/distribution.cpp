@@ -93,6 +93,19 @@ DistributionData weightDistribution(const Tensor& x, const Tensor& fakeQuant, co
     const std::span<const float> fq = fakeQuant.values<float>();
     const int64_t n = int64_t(xs.size());
     const auto selected = [&](int64_t i) { return !channel || groups.channelOf(i) == *channel; };
+    // A quantization that holds no ranges (a GGUF block type's, as the weight
+    // quantizer keeps it): each group's data range widened to include 0, which
+    // is what its ranges are.
+    std::vector<Range> dataRanges;
+    if (q.ranges.empty()) {
+        dataRanges.assign(size_t(q.params.layout.groupCount()), Range{0.0f, 0.0f});
+        for (int64_t i = 0; i < n; ++i) {
+            Range& r = dataRanges[size_t(groups.groupOf(i))];
+            r.min = std::min(r.min, xs[size_t(i)]);
+            r.max = std::max(r.max, xs[size_t(i)]);
+        }
+    }
+    const std::vector<Range>& ranges = q.ranges.empty() ? dataRanges : q.ranges;
 
     // Pass 1: extents, moments, ranges of the groups seen, clipping.
     double sum = 0, sumSq = 0;
@@ -108,7 +121,7 @@ DistributionData weightDistribution(const Tensor& x, const Tensor& fakeQuant, co
         if ((i & 0xfffff) == 0)
             cancel.check();
         const int64_t g = groups.groupOf(i);
-        const Range& r = q.ranges[size_t(g)];
+        const Range& r = ranges[size_t(g)];
         if (!d.channelRanges.empty()) {
             Range& cr = d.channelRanges[size_t(groups.channelOf(i))];
             cr.min = std::min(cr.min, r.min);
@@ -178,7 +191,7 @@ DistributionData weightDistribution(const Tensor& x, const Tensor& fakeQuant, co
         addTo(d.fakeQuant, valueBin, fq[size_t(i)]);
         if (d.stddev > 0 && std::abs(double(v) - d.mean) > outlierDistance)
             ++d.outliers;
-        const Range& r = q.ranges[size_t(groups.groupOf(i))];
+        const Range& r = ranges[size_t(groups.groupOf(i))];
         const float e = float(double(v) - double(fq[size_t(i)]));
         if (v < r.min || v > r.max) {
             addTo(d.clippingError, clippingBin, e);

@@ -60,6 +60,12 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
     q.metrics.fractionClipped = fractionClipped(original.values<float>(), q.quantization.params.layout,
                                                 q.quantization.saturation); // every saturating value
+    // Per-group ranges are held for the charts, for every layer of the model: a
+    // q4_0 model has a group per 32 weights. The saturation ranges served the
+    // figure above; a GGUF block's range is its own data's (TensorQuantization).
+    q.quantization.saturation = {};
+    if (isGgufBlock(q.spec.qtype))
+        q.quantization.ranges = {};
     q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : fake.permuted(inversePermutation(q.transposedAxes));
     return q;
 }

@@ -23,7 +23,9 @@ struct QuantizedWeight {
     QuantizationSpec spec; // as in the plan
     Rounding rounding = Rounding::Nearest;
     uint64_t seed = 0;
-    // Scales and clipping ranges. For a tiled or microscaling weight whose
+    // Scales and clipping ranges (no saturation ranges, which only the metrics
+    // need; no ranges for a GGUF block type, whose ranges are each block's data
+    // range with 0, as weightDistribution computes them). For a tiled or microscaling weight whose
     // contraction axis is not last, the layout is over the weight transposed so
     // that it is (axis i of that tensor = axis transposedAxes[i] of the weight,
     // as LayerQuantization::weightAxes); empty transposedAxes = the weight's own axes.
