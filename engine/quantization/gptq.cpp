@@ -72,36 +72,43 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
             for (int64_t c = 0; c < cols; ++c)
                 w(r, c) = double(v[size_t(r * cols + c)]);
     }
-    Eigen::MatrixXd h = hessian;
+    // A dead input (its feature is always 0, so its row and column of H are 0) gets H_ii = 1 and zero weights.
+    auto diagonal = [&](int64_t c) { return hessian(c, c) == 0 ? 1.0 : hessian(c, c); };
     for (int64_t c = 0; c < cols; ++c)
-        if (h(c, c) == 0) { // a dead input: its weights meet only zeros
-            h(c, c) = 1;
+        if (hessian(c, c) == 0)
             w.col(c).setZero();
-        }
     std::vector<int64_t> perm(static_cast<size_t>(cols));
     std::iota(perm.begin(), perm.end(), 0);
     if (algorithm.actOrder)
-        std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return h(a, a) > h(b, b); });
-    const double damp = algorithm.dampening * h.diagonal().mean();
-    Eigen::MatrixXd hp(cols, cols);
+        std::stable_sort(perm.begin(), perm.end(),
+                         [&](int64_t a, int64_t b) { return diagonal(a) > diagonal(b); });
+    double mean = 0;
+    for (int64_t c = 0; c < cols; ++c)
+        mean += diagonal(c);
+    const double damp = algorithm.dampening * mean / double(std::max<int64_t>(cols, 1));
     Eigen::MatrixXd wp(rows, cols);
-    for (int64_t j = 0; j < cols; ++j) {
+    for (int64_t j = 0; j < cols; ++j)
         wp.col(j) = w.col(perm[size_t(j)]);
-        for (int64_t i = 0; i < cols; ++i)
-            hp(i, j) = h(perm[size_t(i)], perm[size_t(j)]);
-        hp(j, j) += damp;
-    }
+    w.resize(0, 0);
 
-    // The upper Cholesky factor of H⁻¹.
-    const Eigen::LLT<Eigen::MatrixXd> lltH(hp);
-    if (lltH.info() != Eigen::Success)
-        throw Error(who(tensorName) + "the dampened Hessian is not positive definite; raise the dampening (gptq," +
-                    std::to_string(algorithm.dampening * 10) + ")");
-    const Eigen::MatrixXd hinv = lltH.solve(Eigen::MatrixXd::Identity(cols, cols));
-    const Eigen::LLT<Eigen::MatrixXd> lltInv(hinv);
+    // H⁻¹ = L·Lᵀ, factored in place: two C×C matrices besides the caller's H. U = Lᵀ is read
+    // from L's lower triangle (U(i, j) = L(j, i)), never copied.
+    Eigen::MatrixXd l = Eigen::MatrixXd::Identity(cols, cols);
+    {
+        Eigen::MatrixXd hp(cols, cols); // H in processing order, dampened
+        for (int64_t j = 0; j < cols; ++j)
+            for (int64_t i = 0; i < cols; ++i)
+                hp(i, j) = i == j ? diagonal(perm[size_t(j)]) + damp : hessian(perm[size_t(i)], perm[size_t(j)]);
+        const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltH(hp);
+        if (lltH.info() != Eigen::Success)
+            throw Error(who(tensorName) + "the dampened Hessian is not positive definite; raise the dampening "
+                                          "(the first option of gptq, e.g. gptq,0.1)");
+        lltH.solveInPlace(l);
+    }
+    const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltInv(l);
     if (lltInv.info() != Eigen::Success)
-        throw Error(who(tensorName) + "the inverse Hessian is not positive definite; raise the dampening");
-    const Eigen::MatrixXd u = lltInv.matrixU();
+        throw Error(who(tensorName) + "the inverse Hessian is not positive definite; raise the dampening "
+                                      "(the first option of gptq, e.g. gptq,0.1)");
 
     std::vector<char> tileReached(size_t(tilesPerRow), 0);
     std::vector<int64_t> position(static_cast<size_t>(cols)); // natural column -> processing position
@@ -139,17 +146,17 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
                 }
                 tileReached[size_t(t)] = 1;
             }
-            const double d = u(i1 + i, i1 + i);
+            const double d = l(i1 + i, i1 + i);
             for (int64_t r = 0; r < rows; ++r) {
                 const GroupQuant gq = groupQuant(params, groupOf(r, col));
                 const double value = double(referenceFakeQuantizeValue(gq, float(w1(r, i))));
                 q(r, i1 + i) = value;
                 err1(r, i) = (w1(r, i) - value) / d;
             }
-            w1.rightCols(count - i).noalias() -= err1.col(i) * u.row(i1 + i).segment(i1 + i, count - i);
+            w1.rightCols(count - i).noalias() -= err1.col(i) * l.col(i1 + i).segment(i1 + i, count - i).transpose();
         }
         if (i2 < cols)
-            wp.rightCols(cols - i2).noalias() -= err1 * u.block(i1, i2, count, cols - i2);
+            wp.rightCols(cols - i2).noalias() -= err1 * l.block(i2, i1, cols - i2, count).transpose();
     }
     if (tiled)
         result.quantization.saturation = saturationRanges(params);
