@@ -213,8 +213,8 @@ private slots:
         for (size_t g2 = 0; g2 < p.scales.size(); ++g2)
             scalesEqual += std::abs(p.scales[g2] - rs[g2]) <= 1e-6f * rs[g2];
         const double agreement = 100.0 * double(agree) / double(l.w.size());
-        qInfo("%s: %.3f%% of %lld codes and %lld of %zu scales equal to the NumPy reference",
-              QTest::currentDataTag(), agreement, (long long)l.w.size(), (long long)scalesEqual, p.scales.size());
+        qInfo("%s: %.3f%% of %lld codes and %lld of %zu scales equal to the NumPy reference", QTest::currentDataTag(),
+              agreement, (long long)l.w.size(), (long long)scalesEqual, p.scales.size());
         QVERIFY2(agreement >= 99.9, "GPTQ codes differ from the reference beyond rounding ties");
         QVERIFY(double(scalesEqual) >= 0.99 * double(p.scales.size()));
         if (deadFeature >= 0) // a dead input's weights are 0, as the reference's
@@ -271,8 +271,9 @@ private slots:
         const Layer l = randomLayer(4, 8, 16, 1);
         const Tensor w = tensorOf(l.w);
         WeightAlgorithm a = WeightAlgorithm::parse("gptq");
-        QVERIFY(errorOf([&] { gptqQuantize(w, int4Spec({}, true), a, Eigen::MatrixXd::Identity(7, 7), "fc.weight"); })
-                    .startsWith("tensor 'fc.weight': gptq: the Hessian is 7x7, the weight has 8 input features"));
+        QVERIFY(errorOf([&] {
+                    gptqQuantize(w, int4Spec({}, true), a, Eigen::MatrixXd::Identity(7, 7), "fc.weight");
+                }).startsWith("tensor 'fc.weight': gptq: the Hessian is 7x7, the weight has 8 input features"));
         Eigen::MatrixXd nan = Eigen::MatrixXd::Identity(8, 8);
         nan(2, 3) = std::nan("");
         QVERIFY(errorOf([&] { gptqQuantize(w, int4Spec({}, true), a, nan, "fc.weight"); }).contains("NaN or Inf"));

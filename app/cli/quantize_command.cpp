@@ -197,8 +197,11 @@ Command quantizeCommand()
     spec.options = {
         {"--rules", "R.json", "the rule file", {}, true},
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
-        {"--calib", "DATA", "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq",
-         {}, false},
+        {"--calib",
+         "DATA",
+         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq",
+         {},
+         false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
         {"--batch-size",
          "B",

@@ -164,8 +164,8 @@ std::string quantizeReportText(const QuantizeReport& r)
     if (r.evaluation)
         s += ", evaluated on " + std::to_string(r.evaluation->samples) + " samples of " + r.evalFile;
     s += "\n\n";
-    std::vector<std::vector<std::string>> rows{
-        {"#", "module path", "op", "rule", "weight", "algorithm", "act", "weight SQNR", "isolated SQNR", "accum. SQNR"}};
+    std::vector<std::vector<std::string>> rows{{"#", "module path", "op", "rule", "weight", "algorithm", "act",
+                                                "weight SQNR", "isolated SQNR", "accum. SQNR"}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const LayerQuantization* lq = q.plan()->forLayer(i);
         const LayerEvaluation* e = evaluationOf(r, i);

@@ -566,7 +566,8 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                             layer.weightName + "' is not a constant of the model");
             const Tensor& w = *weight;
             if (lq->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
-                throw Error("layer '" + layer.modulePath + "': the ODML export annotates the float weights with "
+                throw Error("layer '" + layer.modulePath +
+                            "': the ODML export annotates the float weights with "
                             "their scales, so it cannot carry the weights algorithm " +
                             lq->weightAlgorithm.toString() + " chose; use algorithm rtn for ODML");
             QuantizationSpec spec = *lq->weight;

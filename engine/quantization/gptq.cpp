@@ -80,8 +80,7 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
     std::vector<int64_t> perm(static_cast<size_t>(cols));
     std::iota(perm.begin(), perm.end(), 0);
     if (algorithm.actOrder)
-        std::stable_sort(perm.begin(), perm.end(),
-                         [&](int64_t a, int64_t b) { return diagonal(a) > diagonal(b); });
+        std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return diagonal(a) > diagonal(b); });
     double mean = 0;
     for (int64_t c = 0; c < cols; ++c)
         mean += diagonal(c);

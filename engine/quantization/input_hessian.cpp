@@ -84,8 +84,8 @@ InputHessian::InputHessian(int64_t features) : sum_(Eigen::MatrixXd::Zero(featur
 
 void InputHessian::addRows(const double* rows, int64_t count)
 {
-    const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(
-        rows, count, sum_.rows());
+    const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
+                                                                                                     sum_.rows());
     sum_.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
     rows_ += count;
 }
@@ -101,8 +101,8 @@ Eigen::MatrixXd InputHessian::hessian() const
 int64_t contractionFeatures(const QuantizableLayer& layer)
 {
     const int rank = int(layer.weightShape.size());
-    const int64_t channels = rank ? layer.weightShape[size_t(normalizeAxis(layer.channelAxis, rank, "channel axis"))]
-                                  : 1;
+    const int64_t channels =
+        rank ? layer.weightShape[size_t(normalizeAxis(layer.channelAxis, rank, "channel axis"))] : 1;
     return channels ? shapeElementCount(layer.weightShape) / channels : 0;
 }
 

@@ -34,8 +34,8 @@ WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuant
             std::move(hessian)};
 }
 
-QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq,
-                                          const InputHessian* hessian, const CancellationToken& cancel)
+QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq, const InputHessian* hessian,
+                                          const CancellationToken& cancel)
 {
     const QuantizableLayer& layer = model.layers.at(lq.layer);
     if (!lq.weight)

@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "quant/metrics.h"
 #include "core/cancellation.h"
 #include "graph/model.h"
+#include "quant/metrics.h"
 #include "quantization/input_hessian.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/tensor_quantization.h"

@@ -20,9 +20,9 @@
 #include "core/cancellation.h"
 #include "io/data_source.h"
 #include "quant/scale.h"
-#include "runtime/interpreter.h"
 #include "quantization/input_hessian.h"
 #include "quantization/quantization_plan.h"
+#include "runtime/interpreter.h"
 
 namespace qs {
 
