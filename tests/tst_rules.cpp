@@ -265,6 +265,18 @@ private slots:
             "has no zero point");
         row("symmetric without act method", oneRule(R"("act_qtype": "int8", "symmetric": true)"),
             "rule 1, field \"symmetric\": act_calibration is not set, so the mode picks it");
+        row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "awq")"),
+            "rule 1, field \"algorithm\": unknown algorithm 'awq'; expected rtn or gptq[,damp[,act_order]]");
+        row("gptq dampening", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq,0")"),
+            "rule 1, field \"algorithm\": algorithm 'gptq,0': the dampening is a fraction of mean diag(H) in (0, 1]");
+        row("gptq act order", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq,0.01,2")"),
+            "rule 1, field \"algorithm\": algorithm 'gptq,0.01,2': act_order is 1");
+        row("gptq on fp8", oneRule(R"("weight_qtype": "fp8_e4m3", "algorithm": "gptq")"),
+            "rule 1, field \"algorithm\": gptq rounds onto an integer grid; weight_qtype fp8_e4m3 is not an integer");
+        row("gptq without weights", oneRule(R"("act_qtype": "int8", "algorithm": "gptq")"),
+            "rule 1, field \"algorithm\": gptq rounds the weights, but weight_qtype is not set");
+        row("gptq stochastic", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq", "rounding": "stochastic")"),
+            "rule 1, field \"algorithm\": gptq rounds to nearest");
     }
 
     void parserErrors()
@@ -297,8 +309,8 @@ private slots:
         // The values the docs and the GUI offer are the ones the parser accepts.
         for (const auto& field : ruleFields())
             for (const auto& value : field.allowedValues()) {
-                if (field.name.find("calibration") != std::string_view::npos)
-                    continue; // method syntaxes ("absmax[,s]") are templates, checked below
+                if (field.name.find("calibration") != std::string_view::npos || field.name == "algorithm")
+                    continue; // method syntaxes ("absmax[,s]", "gptq[,damp[,act_order]]") are templates, checked below
                 std::string body = "\"";
                 body.append(field.name).append("\": \"").append(value).append("\"");
                 const std::string json = oneRule(body);
@@ -311,6 +323,16 @@ private slots:
             const std::string json =
                 oneRule("\"weight_qtype\": \"int8\", \"weight_calibration\": \"" + method.toStdString() + "\"");
             QVERIFY2(loadError(json) == "<no error>", qPrintable(loadError(json)));
+        }
+        for (const auto& a : allWeightAlgorithms()) {
+            for (const std::string& text : {std::string(a.name), std::string(a.name) + ",0.1,0"}) {
+                if (a.kind == WeightAlgorithmKind::Rtn && text != a.name)
+                    continue;
+                const std::string json = oneRule("\"weight_qtype\": \"int4\", \"algorithm\": \"" + text + "\"");
+                QVERIFY2(loadError(json) == "<no error>", qPrintable(loadError(json)));
+                QCOMPARE(WeightAlgorithm::parse(text).toString(), WeightAlgorithm::parse(text).toString());
+                QCOMPARE(WeightAlgorithm::parse(WeightAlgorithm::parse(text).toString()), WeightAlgorithm::parse(text));
+            }
         }
     }
 
@@ -558,11 +580,12 @@ private slots:
         std::string keys;
         for (int i = 0; i < 65; ++i)
             keys += (i ? ", " : "") + std::string("\"k") + std::to_string(i) + "\": 0";
+        const QString fields = QString::number(ruleFields().size()); // the schema's count
         QCOMPARE(loadError(oneRule(keys)),
-                 QStringLiteral("test.json: an object with more than 64 keys in rule 1; a rule has at most 15 fields"));
+                 "test.json: an object with more than 64 keys in rule 1; a rule has at most " + fields + " fields");
         QCOMPARE(loadError(oneRule("\"x\": {" + keys + "}")),
-                 QStringLiteral("test.json: an object with more than 64 keys in an object at depth 4; a rule has at "
-                                "most 15 fields"));
+                 "test.json: an object with more than 64 keys in an object at depth 4; a rule has at most " + fields +
+                     " fields");
         // A long act_batch_axes list is checked for repeats in linear time.
         std::string axes = "0";
         for (int i = 1; i < 200000; ++i)
@@ -582,7 +605,9 @@ private slots:
             {"tile_size": 64, "weight_qtype": "fp8", "act_calibration": "absmax", "act_batch_axes": []},
             {"module_path": ".*", "op_types": [], "weight_qtype": null, "weight_calibration": "absmax",
              "granularity": "per_channel", "act_batch_axes": [0], "narrow_range": false, "rounding": "nearest",
-             "rounding_seed": 0, "scale_restriction": "float", "act_static_scale": false}]})";
+             "rounding_seed": 0, "scale_restriction": "float", "act_static_scale": false, "algorithm": "rtn"},
+            {"weight_qtype": "int4", "algorithm": "gptq,0.050,0"},
+            {"weight_qtype": "int4", "algorithm": "gptq,0.01,1"}]})";
         const RuleSet set = RuleSet::fromJson(text);
         const QuantizationRule& r = set.rules()[0];
         QCOMPARE(r.modulePath.text(), std::string("layer[0-9]+/conv.*"));
@@ -604,7 +629,13 @@ private slots:
         QCOMPARE(RuleSet::fromJson(saved), set);
         QCOMPARE(RuleSet::fromJson(saved).toJson(), saved);
         const auto json = nlohmann::json::parse(saved);
-        QCOMPARE(json["rules"][0].size(), ruleFields().size()); // nothing at its default: every field written
+        // Nothing at its default: every field written but `algorithm`, whose gptq refuses stochastic rounding.
+        QCOMPARE(json["rules"][0].size(), ruleFields().size() - 1);
+        QCOMPARE(json["rules"][3].dump(), std::string(R"({"algorithm":"gptq,0.05,0","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][4].dump(), std::string(R"({"algorithm":"gptq","weight_qtype":"int4"})"));
+        QCOMPARE(set.rules()[3].algorithm.kind, WeightAlgorithmKind::Gptq);
+        QCOMPARE(set.rules()[3].algorithm.dampening, 0.05);
+        QVERIFY(!set.rules()[3].algorithm.actOrder);
         QCOMPARE(json["rules"][1].dump(),
                  std::string(
                      R"({"act_batch_axes":[],"act_calibration":"absmax","tile_size":64,"weight_qtype":"fp8_e4m3"})"));

@@ -85,25 +85,40 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
     exploration.setRules(std::move(*rules), rulesName);
     printWarnings(exploration.warnings());
     if (exploration.needsCalibration() && !options.calibFile)
-        for (const LayerQuantization& lq : exploration.plan()->layers())
-            if (lq.problem.empty() && lq.activation && lq.activation->staticScale)
+        for (const LayerQuantization& lq : exploration.plan()->layers()) {
+            if (!lq.problem.empty())
+                continue;
+            const std::string layer = exploration.model().layers[lq.layer].modulePath;
+            if (lq.activation && lq.activation->staticScale)
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
-                            exploration.model().layers[lq.layer].modulePath +
-                            "'); static activation scales need calibration data: give --calib DATA");
+                            layer + "'); static activation scales need calibration data: give --calib DATA");
+            if (lq.weight && lq.weightAlgorithm.needsCalibration())
+                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets algorithm " +
+                            lq.weightAlgorithm.toString() + " (layer '" + layer +
+                            "'), which reads the layer's calibration inputs: give --calib DATA");
+        }
+    const Model& m = exploration.model();
+    auto calibrate = [&] {
+        if (!exploration.interpreter())
+            throw Error(options.modelFile.string() + ": static activation scales and algorithm gptq need a model "
+                                                     "with a graph to run");
+        // One run of fixed rules: histograms only where a rule's method reads them.
+        const CalibrationResult calibration =
+            exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());
+        printWarnings(calibration.warnings);
+        t.calibration = calibration.seconds;
+    };
+    // An algorithm such as gptq rounds the weights from the calibration's Hessians: calibration first.
+    const bool calibrateFirst = exploration.weightsNeedCalibration();
+    if (calibrateFirst)
+        calibrate();
 
     t.weights = exploration.updateWeights({}, terminalProgress()).seconds;
-    const Model& m = exploration.model();
     for (const auto& [layer, why] : exploration.weights()->problems())
         throw Error("layer '" + m.layers[layer].modulePath + "' (weight '" + m.layers[layer].weightName + "'): " + why);
 
-    if (!exploration.needsCalibration())
-        return exploration;
-    if (!exploration.interpreter())
-        throw Error(options.modelFile.string() + ": static activation scales need a model with a graph to run");
-    // One run of fixed rules: histograms only where a rule's method reads them.
-    const CalibrationResult calibration = exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());
-    printWarnings(calibration.warnings);
-    t.calibration = calibration.seconds;
+    if (exploration.needsCalibration() && !calibrateFirst)
+        calibrate();
     return exploration;
 }
 

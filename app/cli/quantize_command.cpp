@@ -270,7 +270,11 @@ Command quantizeCommand()
          {},
          false},
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
-        {"--calib", "DATA", "calibration data (.npz, .npy, HDF5) for rules with act_static_scale", {}, false},
+        {"--calib",
+         "DATA",
+         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq",
+         {},
+         false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
         {"--batch-size",
          "B",
@@ -315,15 +319,17 @@ Command quantizeCommand()
                  "in batches of exactly that size, and --batch-size must equal it (else exit 1 naming the\n"
                  "input); rows after the last whole batch are left out, with a warning. A dynamic batch\n"
                  "dimension takes --batch-size (default 32) and a shorter last batch.\n"
-                 "A rule with act_static_scale needs --calib (else exit 1 naming the rule); dynamic activations\n"
-                 "are calibrated on each batch. Unused rules and layers a rule cannot apply to are warnings on\n"
-                 "stderr.\n"
-                 "The table has one row per layer: module path, op, rule (- = float), weight and activation\n"
-                 "qtypes, and SQNRs in dB: weight (the weight against its fake-quantized self), isolated (the\n"
-                 "layer's output with only this layer quantized, on the float model's inputs) and accumulated\n"
-                 "(the layer's output with every layer quantized), both against the float run over all --eval\n"
-                 "batches. Then each graph output's SQNR, cosine and max abs error, and top-1 (top-5 for more\n"
-                 "than 5 classes) of the float and the quantized model on the first output.\n"
+                 "A rule with act_static_scale or algorithm gptq needs --calib (else exit 1 naming the rule);\n"
+                 "dynamic activations are calibrated on each batch. gptq rounds the weights from the\n"
+                 "calibration run's layer inputs (docs/algorithms.md). Unused rules and layers a rule cannot\n"
+                 "apply to are warnings on stderr.\n"
+                 "The table has one row per layer: module path, op, rule (- = float), weight qtype, the\n"
+                 "algorithm that rounded it (rtn, gptq; - = float), activation qtype, and SQNRs in dB: weight\n"
+                 "(the weight against its fake-quantized self), isolated (the layer's output with only this\n"
+                 "layer quantized, on the float model's inputs) and accumulated (the layer's output with every\n"
+                 "layer quantized), both against the float run over all --eval batches. Then each graph\n"
+                 "output's SQNR, cosine and max abs error, and top-1 (top-5 for more than 5 classes) of the\n"
+                 "float and the quantized model on the first output.\n"
                  "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"
                  "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
                  "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"

@@ -53,6 +53,12 @@ nlohmann::json optionalMetrics(const std::optional<ErrorMetrics>& m)
     return m ? errorMetricsJson(*m) : nlohmann::json();
 }
 
+// The algorithm that rounded the layer's weight ("rtn", "gptq", ...), "" when it stays float.
+std::string weightAlgorithm(const LayerQuantization* lq)
+{
+    return lq && lq->weight && lq->problem.empty() ? lq->weightAlgorithm.toString() : "";
+}
+
 std::string weightQType(const LayerQuantization* lq)
 {
     return lq && lq->problem.empty() && lq->weight ? std::string(qtypeName(lq->weight->qtype)) : "";
@@ -100,6 +106,7 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
               layer.sharesWeightOf ? nlohmann::json(model.layers[*layer.sharesWeightOf].modulePath) : nlohmann::json()},
              {"rule", lq ? nlohmann::json(lq->rule) : nlohmann::json()},
              {"weight_qtype", wq.empty() ? nlohmann::json() : nlohmann::json(wq)},
+             {"algorithm", weightAlgorithm(lq).empty() ? nlohmann::json() : nlohmann::json(weightAlgorithm(lq))},
              {"act_qtype", aq.empty() ? nlohmann::json() : nlohmann::json(aq)},
              {"act_static", lq && lq->activation ? nlohmann::json(lq->activation->staticScale) : nlohmann::json()},
              {"problem", lq && !lq->problem.empty() ? nlohmann::json(lq->problem) : nlohmann::json()},
@@ -166,18 +173,19 @@ std::string quantizeReportText(const QuantizeReport& r)
     if (r.evaluation)
         s += ", evaluated on " + std::to_string(r.evaluation->samples) + " samples of " + r.evalFile;
     s += "\n\n";
-    std::vector<std::vector<std::string>> rows{
-        {"#", "module path", "op", "rule", "weight", "act", "weight SQNR", "isolated SQNR", "accum. SQNR"}};
+    std::vector<std::vector<std::string>> rows{{"#", "module path", "op", "rule", "weight", "algorithm", "act",
+                                                "weight SQNR", "isolated SQNR", "accum. SQNR"}};
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const LayerQuantization* lq = q.plan()->forLayer(i);
         const LayerEvaluation* e = evaluationOf(r, i);
         const std::string wq = weightQType(lq), aq = actQType(lq);
         rows.push_back({std::to_string(i), model.layers[i].modulePath, model.layers[i].opType,
-                        lq ? std::to_string(lq->rule) : "-", wq.empty() ? "float" : wq, aq.empty() ? "float" : aq,
+                        lq ? std::to_string(lq->rule) : "-", wq.empty() ? "float" : wq,
+                        weightAlgorithm(lq).empty() ? "-" : weightAlgorithm(lq), aq.empty() ? "float" : aq,
                         sqnrText(weightMetrics(r, i)), sqnrText(e ? e->isolated : std::nullopt),
                         sqnrText(e ? e->accumulated : std::nullopt)});
     }
-    s += alignedTable(rows, {true, false, false, true, false, false, true, true, true});
+    s += alignedTable(rows, {true, false, false, true, false, false, false, true, true, true});
     if (r.evaluation) {
         s += "\n";
         for (const OutputEvaluation& o : r.evaluation->outputs)

@@ -144,8 +144,12 @@ void Workspace::showPlan(const Staleness& stale)
         assignments[i].rule = ruleOfLayer[i];
     for (const LayerQuantization& lq : plan->layers()) {
         auto& a = assignments[lq.layer];
-        if (lq.weight)
+        if (lq.weight) {
+            // The algorithm that rounds the weight is part of what the layer gets ("int4 · gptq").
             a.weightQType = std::string(qtypeName(lq.weight->qtype));
+            if (lq.weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
+                a.weightQType += " · " + lq.weightAlgorithm.toString();
+        }
         if (lq.activation)
             a.actQType = std::string(qtypeName(lq.activation->target.qtype));
         a.problem = lq.problem;
@@ -290,6 +294,9 @@ void Workspace::calibrate()
                             false);
             markChanged();
             emit statisticsChanged();
+            // An algorithm such as gptq rounds the weights from this calibration: they follow it.
+            if (!exploration_.weightsCurrent())
+                startWeightJob();
         });
 }
 

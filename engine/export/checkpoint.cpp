@@ -159,6 +159,9 @@ const QuantParams& paramsOf(WeightJob& job, const WeightSource& source)
             job.perm = job.cached->transposedAxes;
         job.params = job.cached->quantization.params;
     } else {
+        if (job.plan->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
+            throw Error("tensor '" + name + "': its weight is rounded by algorithm " +
+                        job.plan->weightAlgorithm.toString() + ", which the weight quantizer computes; it has none");
         if (!job.plan->weightAxes.empty())
             job.perm = job.plan->weightAxes;
         QuantizationSpec spec = *job.plan->weight;
@@ -217,7 +220,10 @@ Shape qvalueShape(const WeightJob& job)
 Tensor qvalueOf(WeightJob& job, const WeightSource& source)
 {
     const QuantParams& params = paramsOf(job, source);
-    const Tensor w = source.read(job.info->weightName).permuted(job.perm);
+    // An algorithm other than rtn chose grid values that are not the float
+    // weight's nearest ones: its fake-quantized weight quantizes back to exactly them.
+    const bool chosen = job.cached && job.cached->algorithm.kind != WeightAlgorithmKind::Rtn;
+    const Tensor w = (chosen ? job.cached->fakeQuant : source.read(job.info->weightName)).permuted(job.perm);
     const Tensor codes = quantize(w, params, job.plan->weightRounding, job.plan->weightSeed, job.info->weightName)
                              .permuted(inversePermutation(job.perm));
     source.release(job.info->weightName);
@@ -269,6 +275,7 @@ nlohmann::ordered_json manifestEntry(const WeightJob& job, const std::string& so
     e["method"] = spec.method.toString();
     e["rounding"] = std::string(roundingName(job.plan->weightRounding));
     e["seed"] = job.plan->weightSeed;
+    e["algorithm"] = job.plan->weightAlgorithm.toString();
     e["module_path"] = job.info->modulePath;
     e["op_type"] = job.info->opType;
     e["qvalue"] = w + ".qvalue";

@@ -565,6 +565,11 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': its weight '" +
                             layer.weightName + "' is not a constant of the model");
             const Tensor& w = *weight;
+            if (lq->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
+                throw Error("layer '" + layer.modulePath +
+                            "': the ODML export annotates the float weights with "
+                            "their scales, so it cannot carry the weights algorithm " +
+                            lq->weightAlgorithm.toString() + " chose; use algorithm rtn for ODML");
             QuantizationSpec spec = *lq->weight;
             spec.options.narrowRange = true;
             if (!spec.method.resolveSymmetric(spec.symmetric))

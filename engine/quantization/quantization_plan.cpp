@@ -90,8 +90,44 @@ void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQ
     lq.weightSeed = 0;
 }
 
+// Why GPTQ cannot run on this layer as written, or "": it needs the layer's
+// calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
+// with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads).
+std::string gptqProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
+                        LayerQuantization& lq)
+{
+    if (!layer.node || !layer.weightInput)
+        return "algorithm gptq needs the layer's calibration inputs, and a weights-only model has none to run";
+    const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
+    const std::optional<size_t> input = dataInputOf(layer, node);
+    if (!input)
+        return "algorithm gptq needs a float data input, and a " + layer.opType + " layer has none";
+    lq.weightAlgorithmInput = *input;
+    const size_t rank = layer.weightShape.size();
+    if (layer.opType == "MatMul" || layer.opType == "Gemm") {
+        if (rank != 2)
+            return "algorithm gptq takes a 2-D " + layer.opType + " weight, this one is " +
+                   shapeToString(layer.weightShape);
+        if (layer.opType == "MatMul" && *input != 0)
+            return "algorithm gptq takes MatMul x·W (the weight on the right)";
+        return {};
+    }
+    if (layer.opType == "Conv") {
+        if (layer.groups != 1)
+            return "algorithm gptq takes Conv with one group (this one has " + std::to_string(layer.groups) + ")";
+        if (rank != 3 && rank != 4)
+            return "algorithm gptq takes 1-D and 2-D Conv";
+        if (spec.tileSize)
+            return "algorithm gptq cuts tiles only on Gemm and MatMul weights; remove tile_size for Conv";
+        if (const Attribute* pad = node.attribute("auto_pad"); pad && pad->s != "NOTSET" && pad->s != "VALID")
+            return "algorithm gptq takes Conv with explicit pads (auto_pad " + pad->s + ")";
+        return {};
+    }
+    return "algorithm gptq takes Conv, Gemm and MatMul layers, not " + layer.opType;
+}
+
 // The weight half of a layer's quantization; sets `problem` when the rule cannot apply.
-void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, LayerQuantization& lq)
+void planWeight(const Model& model, const QuantizableLayer& layer, const QuantizationRule& rule, LayerQuantization& lq)
 {
     QuantizationSpec spec;
     spec.qtype = *rule.weightQType;
@@ -110,6 +146,7 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
     }
     lq.weightRounding = rule.rounding;
     lq.weightSeed = rule.roundingSeed;
+    lq.weightAlgorithm = rule.algorithm;
     if (isGgufBlock(spec.qtype))
         ggufWeightSpec(rule, spec, lq);
     lq.weight = spec;
@@ -138,6 +175,9 @@ void planWeight(const QuantizableLayer& layer, const QuantizationRule& rule, Lay
                             (blockSize == 256 ? "; use q8_0, q4_0, q4_1, q5_0 or q5_1 (blocks of 32) for this layer"
                                               : "; leave this layer float or use another type"));
         }
+        if (rule.algorithm.kind == WeightAlgorithmKind::Gptq)
+            if (const std::string why = gptqProblem(model, layer, spec, lq); !why.empty())
+                throw Error(why);
         if (microscaling)
             return;
         Shape shape = layer.weightShape;
@@ -224,6 +264,8 @@ std::string describeWeightQuantization(const LayerQuantization* lq)
     if (lq->weightRounding != Rounding::Nearest)
         text += ", " + std::string(roundingName(lq->weightRounding)) + " rounding (seed " +
                 std::to_string(lq->weightSeed) + ")";
+    if (lq->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
+        text += ", algorithm " + lq->weightAlgorithm.toString();
     return text + " (" + rule + ")";
 }
 
@@ -233,6 +275,7 @@ bool sameWeightQuantization(const LayerQuantization* a, const LayerQuantization*
     if (aQuantized != bQuantized)
         return false;
     return !aQuantized || (*a->weight == *b->weight && a->weightRounding == b->weightRounding &&
+                           a->weightAlgorithm == b->weightAlgorithm &&
                            (a->weightRounding == Rounding::Nearest || a->weightSeed == b->weightSeed));
 }
 
@@ -271,7 +314,7 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         lq.layer = l;
         lq.rule = *rule;
         if (r.weightQType)
-            planWeight(layer, r, lq);
+            planWeight(model, layer, r, lq);
         if (r.actQType)
             planActivation(model, layer, r, mode, lq);
         plan.byLayer_[l] = plan.layers_.size();

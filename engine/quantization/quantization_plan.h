@@ -61,6 +61,10 @@ struct LayerQuantization {
     std::optional<QuantizationSpec> weight;
     Rounding weightRounding = Rounding::Nearest;
     uint64_t weightSeed = 0;
+    // How the weight is rounded (the rule's algorithm). An algorithm other than
+    // rtn reads the layer's data input (weightAlgorithmInput) during calibration.
+    WeightAlgorithm weightAlgorithm;
+    size_t weightAlgorithmInput = 0;
     // act_qtype set and the layer has a node: its input activation.
     std::optional<ActivationQuantization> activation;
     // Non-empty: why the rule cannot apply to this layer as written (e.g. a

@@ -10,23 +10,32 @@
 #include "core/mapped_file.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
+#include "quantization/gptq.h"
 
 namespace qs {
 
-WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuantization& lq)
+WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuantization& lq,
+                                            const LayerHessians* hessians)
 {
     const QuantizableLayer& layer = model.layers.at(lq.layer);
     const Tensor* w = model.initializer(layer.weightName);
+    std::shared_ptr<const InputHessian> hessian;
+    if (lq.weightAlgorithm.needsCalibration() && hessians)
+        if (const auto it = hessians->find(lq.layer); it != hessians->end())
+            hessian = it->second;
     return {*lq.weight,
             lq.weightRounding,
             lq.weightSeed,
             layer.weightName,
             w ? w->rawData() : nullptr,
             w ? w->shape() : Shape{},
-            w ? w->dtype() : DType::F32};
+            w ? w->dtype() : DType::F32,
+            lq.weightAlgorithm,
+            std::move(hessian)};
 }
 
-QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq)
+QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq, const InputHessian* hessian,
+                                          const CancellationToken& cancel)
 {
     const QuantizableLayer& layer = model.layers.at(lq.layer);
     if (!lq.weight)
@@ -41,6 +50,7 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     q.rounding = lq.weightRounding;
     q.seed = lq.weightSeed;
     q.transposedAxes = lq.weightAxes;
+    q.algorithm = lq.weightAlgorithm;
 
     // Tiles and microscaling blocks run along the last axis: quantize the
     // weight with its contraction axis moved there, and move it back after.
@@ -53,8 +63,18 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         spec.axis =
             int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) - q.transposedAxes.begin());
     }
-    q.quantization = computeQuantization(x, spec, layer.weightName);
-    Tensor fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);
+    Tensor fake;
+    if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
+        if (!hessian || hessian->rows() == 0)
+            throw Error("algorithm " + q.algorithm.toString() +
+                        " needs the layer's calibration inputs: run calibration (quantscope-cli: --calib DATA)");
+        GptqResult g = gptqQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
+        q.quantization = std::move(g.quantization);
+        fake = std::move(g.rounded);
+    } else {
+        q.quantization = computeQuantization(x, spec, layer.weightName);
+        fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);
+    }
 
     const Tensor original = x.toFloat32();
     q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
@@ -75,6 +95,9 @@ Tensor WeightQuantizer::fakeQuantOf(const Model& model, const QuantizedWeight& w
     if (w.fakeQuant.rawData())
         return w.fakeQuant;
     const QuantizableLayer& layer = model.layers.at(w.layer);
+    if (w.algorithm.kind != WeightAlgorithmKind::Rtn)
+        throw Error("layer '" + layer.modulePath + "': the " + w.algorithm.toString() +
+                    " weight was not kept, and only its algorithm can recompute it");
     const Tensor* weight = model.initializer(layer.weightName);
     if (!weight)
         throw Error("layer '" + layer.modulePath + "': weight '" + layer.weightName + "' is not in the model");
@@ -88,7 +111,8 @@ Tensor WeightQuantizer::fakeQuantOf(const Model& model, const QuantizedWeight& w
 }
 
 std::vector<size_t> WeightQuantizer::update(const Model& model, const QuantizationPlan& plan,
-                                            const CancellationToken& cancel, const ProgressCallback& progress)
+                                            const CancellationToken& cancel, const ProgressCallback& progress,
+                                            const LayerHessians* hessians)
 {
     // What the plan wants, and which of it must be computed.
     std::map<size_t, const LayerQuantization*> wanted;
@@ -114,7 +138,7 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
     for (const auto& [layer, lq] : wanted) {
         if (ownerOf(layer))
             continue;
-        Key key = keyOf(model, *lq);
+        Key key = keyOf(model, *lq, hessians);
         auto it = keys_.find(layer);
         if (it == keys_.end() || !(it->second == key))
             todo.emplace_back(lq, std::move(key));
@@ -132,8 +156,8 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
         if (cancel.isCancelled())
             return;
         try {
-            QuantizedWeight w = quantize(model, *todo[i].first);
-            if (!retainFakeQuant_) {
+            QuantizedWeight w = quantize(model, *todo[i].first, todo[i].second.hessian.get(), cancel);
+            if (!retainFakeQuant_ && w.algorithm.kind == WeightAlgorithmKind::Rtn) {
                 // A pass over weights that are not run: neither the tensor nor the pages it was read from
                 // (a mapped checkpoint's) are needed again.
                 w.fakeQuant = Tensor();
@@ -141,6 +165,8 @@ std::vector<size_t> WeightQuantizer::update(const Model& model, const Quantizati
                     releaseResidentPages(*t);
             }
             outcomes[i].weight = std::make_shared<const QuantizedWeight>(std::move(w));
+        } catch (const Cancelled&) {
+            return; // nothing valid is cached for it
         } catch (const Error& e) {
             outcomes[i].problem = e.what();
         }

@@ -10,9 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "quant/metrics.h"
 #include "core/cancellation.h"
 #include "graph/model.h"
+#include "quant/metrics.h"
+#include "quantization/input_hessian.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/tensor_quantization.h"
 
@@ -23,6 +24,11 @@ struct QuantizedWeight {
     QuantizationSpec spec; // as in the plan
     Rounding rounding = Rounding::Nearest;
     uint64_t seed = 0;
+    // How the weight was rounded (the plan's weightAlgorithm). Rtn: fakeQuant is
+    // the float weight through the parameters. Any other: fakeQuant is the
+    // algorithm's choice, always retained (it cannot be recomputed from the
+    // parameters), and the codes every export writes are quantize(fakeQuant).
+    WeightAlgorithm algorithm;
     // Scales and clipping ranges (no saturation ranges, which only the metrics
     // need; no ranges for a GGUF block type, whose ranges are each block's data
     // range with 0, as weightDistribution computes them). For a tiled or microscaling weight whose
@@ -32,7 +38,7 @@ struct QuantizedWeight {
     TensorQuantization quantization;
     std::vector<int> transposedAxes;
     // float32, the weight's own shape and axis order; empty when the quantizer
-    // does not retain it (WeightQuantizer::setRetainFakeQuant): fakeQuantOf()
+    // does not retain it (rtn only) (WeightQuantizer::setRetainFakeQuant): fakeQuantOf()
     // gives it either way.
     Tensor fakeQuant;
     ErrorMetrics metrics; // against the float weight, fractionClipped included
@@ -49,9 +55,12 @@ public:
     // layer, from worker threads, one call at a time. A layer whose weight cannot be quantized
     // (NaN/Inf, a spec the weight cannot take) is not cached: problems() says
     // why. Checks `cancel` between layers; on Cancelled the cache keeps what
-    // was complete.
+    // was complete. A layer whose algorithm reads calibration inputs (gptq)
+    // takes its Hessian from `hessians` (the calibration's): without one it is a
+    // problem saying to calibrate; a new calibration (another Hessian object)
+    // recomputes it.
     std::vector<size_t> update(const Model& model, const QuantizationPlan& plan, const CancellationToken& cancel = {},
-                               const ProgressCallback& progress = {});
+                               const ProgressCallback& progress = {}, const LayerHessians* hessians = nullptr);
 
     // The cached weight of a model layer, or null (float, or a problem).
     std::shared_ptr<const QuantizedWeight> find(size_t layer) const;
@@ -60,8 +69,9 @@ public:
     const std::map<size_t, std::string>& problems() const { return problems_; }
 
     // The fake-quantized weight of one plan layer, computed now (what update()
-    // caches). Throws Error naming the weight.
-    static QuantizedWeight quantize(const Model& model, const LayerQuantization& layer);
+    // caches). `hessian` is the layer's, for gptq. Throws Error naming the weight.
+    static QuantizedWeight quantize(const Model& model, const LayerQuantization& layer,
+                                    const InputHessian* hessian = nullptr, const CancellationToken& cancel = {});
 
     // Whether update() keeps each weight's fake-quantized tensor (default) or
     // only its parameters and metrics. A model that is never run (a weights-only
@@ -85,9 +95,11 @@ private:
         const void* data = nullptr;
         Shape shape;
         DType dtype = DType::F32;
+        WeightAlgorithm algorithm;
+        std::shared_ptr<const InputHessian> hessian; // the calibration it was computed from (gptq)
         bool operator==(const Key&) const = default; // every field: a new one cannot be forgotten
     };
-    static Key keyOf(const Model& model, const LayerQuantization& layer);
+    static Key keyOf(const Model& model, const LayerQuantization& layer, const LayerHessians* hessians);
 
     std::map<size_t, std::shared_ptr<const QuantizedWeight>> weights_;
     std::map<size_t, std::string> problems_;

@@ -203,7 +203,8 @@ std::string renderRulesReference()
           "- `tile_size` not above 0, a tile length that is not a whole number, or a value below 1 that is\n"
           "  not 1/n.\n"
           "- `rounding_seed` without `\"rounding\": \"stochastic\"`; an axis listed twice in `act_batch_axes`.\n"
-          "- A GGUF block format (`q8_0` ... `q6_k`) as `act_qtype`: they are weight-only.\n\n";
+          "- A GGUF block format (`q8_0` ... `q6_k`) as `act_qtype`: they are weight-only.\n"
+          "- `algorithm: gptq` without an integer `weight_qtype`, or with `\"rounding\": \"stochastic\"`.\n\n";
 
     md += "## Errors\n\n"
           "An error names the file, the rule and the field, and says what to set. Regex errors give the\n"
@@ -231,6 +232,14 @@ std::string renderRulesReference()
           "|---|---|\n";
     for (const auto& k : allCalibrationKinds())
         md += "| `" + std::string(k.syntax) + "` | " + cell(k.summary) + " |\n";
+
+    md += "\n## Algorithms\n\n"
+          "The `algorithm` field says how a layer's weights are rounded onto the grid their scales define,\n"
+          "written like a method string (docs/algorithms.md has what each does, its costs and measurements).\n\n"
+          "| Syntax | Description |\n"
+          "|---|---|\n";
+    for (const auto& a : allWeightAlgorithms())
+        md += "| `" + std::string(a.syntax) + "` | " + cell(a.summary) + " |\n";
 
     // The thresholds below come from the engine's constants, so the text follows them.
     const int64_t perBin = kEntropyValuesPerBin;

@@ -18,6 +18,7 @@
 #include "numerics/qtype.h"
 #include "numerics/rounding.h"
 #include "quant/scale.h"
+#include "rules/weight_algorithm.h"
 
 namespace re2 {
 class RE2;
@@ -85,6 +86,9 @@ struct QuantizationRule {
     Rounding rounding = Rounding::Nearest;
     // Seed of stochastic rounding, so a run can be repeated (only with stochastic). Default 0.
     uint64_t roundingSeed = 0;
+    // How the weights are rounded onto their grid: rtn, or gptq[,damp[,act_order]]
+    // from the layer's calibration inputs (docs/algorithms.md). Default rtn.
+    WeightAlgorithm algorithm;
 
     // Checks the combinations the fields cannot check alone (a symmetric override
     // the method refuses, an asymmetric method on a type without zero points, a

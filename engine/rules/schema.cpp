@@ -319,12 +319,30 @@ void writeRoundingSeed(const QuantizationRule& r, Json& o)
         o["rounding_seed"] = r.roundingSeed;
 }
 
+void readAlgorithm(QuantizationRule& r, const Json& v)
+{
+    r.algorithm = WeightAlgorithm::parse(stringValue(v));
+}
+void writeAlgorithm(const QuantizationRule& r, Json& o)
+{
+    if (!(r.algorithm == WeightAlgorithm{}))
+        o["algorithm"] = r.algorithm.toString();
+}
+
+std::vector<std::string> algorithmSyntaxes()
+{
+    std::vector<std::string> names;
+    for (const auto& a : allWeightAlgorithms())
+        names.emplace_back(a.syntax);
+    return names;
+}
+
 std::vector<std::string> none()
 {
     return {};
 }
 
-const std::array<RuleField, 15> kFields{{
+const std::array<RuleField, 16> kFields{{
     {"module_path", RuleFieldKind::Regex, false, ".*", 0, "string (regex)", "`.*`",
      "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
      "(`conv1` does not match `layer1/conv1`)",
@@ -368,6 +386,11 @@ const std::array<RuleField, 15> kFields{{
     {"rounding_seed", RuleFieldKind::Integer, false, "0", 0, "non-negative integer", "`0`",
      "seed of stochastic rounding; the same seed gives the same codes (only with `rounding: stochastic`)", none,
      readRoundingSeed, writeRoundingSeed},
+    {"algorithm", RuleFieldKind::Method, false, "rtn", 0, "string", "`rtn`",
+     "how the weights are rounded onto their grid: `rtn` (round to nearest) or `gptq[,damp[,act_order]]` (GPTQ from "
+     "the layer's calibration inputs; damp default 0.01, act_order default 1; needs calibration data; "
+     "docs/algorithms.md)",
+     algorithmSyntaxes, readAlgorithm, writeAlgorithm},
 }};
 
 size_t editDistance(std::string_view a, std::string_view b)

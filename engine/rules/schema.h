@@ -22,7 +22,7 @@ enum class RuleFieldKind : uint8_t {
     Regex,        // an RE2 pattern matched against the whole module path (module_path)
     OpTypeList,   // a list of op type names (op_types)
     QType,        // a qtype name from allowedValues, or null: float (weight_qtype, act_qtype)
-    Method,       // a calibration method string, which may carry arguments ("percentile,99.9")
+    Method,       // a method string, which may carry arguments ("percentile,99.9", "gptq,0.01")
     Choice,       // one of allowedValues (granularity, scale_restriction, rounding)
     Bool,         // true or false
     OptionalBool, // true, false, or null: the method decides (symmetric)

@@ -26,11 +26,20 @@ public:
     bool needsEveryNode() const override { return false; }
     bool seesSubgraphs() const override { return true; }
 
+    // The data input of a layer whose algorithm needs its Hessian.
+    void watchHessian(const QuantizableLayer& layer, const Node& node, size_t input, InputHessian* hessian)
+    {
+        hessianWatches_.push_back({&layer, &node, input, hessian});
+    }
+
     void beforeNode(NodeEvent& event) override
     {
         for (const Watch& w : watches_)
             if (w.node == event.nodeIndex && w.scope == event.scope && w.input < event.inputs.size())
                 w.observer->observe(event.inputs[w.input]);
+        for (const HessianWatch& w : hessianWatches_)
+            if (*w.layer->node == event.nodeIndex && w.layer->scope == event.scope && w.input < event.inputs.size())
+                accumulateLayerInput(*w.layer, *w.node, event.inputs[w.input], *w.hessian);
     }
 
 private:
@@ -40,7 +49,14 @@ private:
         size_t input;
         Observer* observer;
     };
+    struct HessianWatch {
+        const QuantizableLayer* layer;
+        const Node* node;
+        size_t input;
+        InputHessian* hessian;
+    };
     std::vector<Watch> watches_;
+    std::vector<HessianWatch> hessianWatches_;
 };
 
 const Observer* ActivationStatistics::find(const std::string& value) const
@@ -66,6 +82,12 @@ bool ActivationStatistics::covers(const QuantizationPlan& plan) const
             (needsHistogram && observer->config().histogramBinsPerSide == 0))
             return false;
     }
+    for (const LayerQuantization& lq : plan.layers())
+        if (lq.problem.empty() && lq.weight && lq.weightAlgorithm.needsCalibration()) {
+            const auto it = hessians_.find(lq.layer);
+            if (it == hessians_.end() || it->second->rows() == 0)
+                return false;
+        }
     return true;
 }
 
@@ -166,6 +188,15 @@ ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const
         const QuantizableLayer& layer = model.layers.at(lq->layer);
         feeder_->watch(layer.scope, *layer.node, lq->activation->input, &observers_.at(o.value));
     }
+    for (const LayerQuantization& lq : plan.layers()) {
+        if (!lq.problem.empty() || !lq.weight || !lq.weightAlgorithm.needsCalibration())
+            continue;
+        const QuantizableLayer& layer = model.layers.at(lq.layer);
+        auto hessian = std::make_shared<InputHessian>(contractionFeatures(layer));
+        feeder_->watchHessian(layer, model.scopeGraph(layer.scope).nodes.at(*layer.node), lq.weightAlgorithmInput,
+                              hessian.get());
+        hessians_.emplace(lq.layer, std::move(hessian));
+    }
 }
 
 ActivationCalibrator::~ActivationCalibrator() = default;
@@ -187,6 +218,11 @@ ActivationStatistics ActivationCalibrator::finish()
     for (auto& [name, observer] : observers_)
         statistics.add(std::move(observer));
     observers_.clear();
+    LayerHessians hessians;
+    for (auto& [layer, hessian] : hessians_)
+        hessians.emplace(layer, std::move(hessian));
+    hessians_.clear();
+    statistics.setHessians(std::move(hessians));
     statistics.setBatches(batches_);
     return statistics;
 }

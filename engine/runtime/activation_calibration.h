@@ -20,8 +20,9 @@
 #include "core/cancellation.h"
 #include "io/data_source.h"
 #include "quant/scale.h"
-#include "runtime/interpreter.h"
+#include "quantization/input_hessian.h"
 #include "quantization/quantization_plan.h"
+#include "runtime/interpreter.h"
 
 namespace qs {
 
@@ -32,11 +33,18 @@ public:
     const std::map<std::string, Observer>& observers() const { return observers_; }
     int64_t batches() const { return batches_; }
     // Whether every activation `plan` quantizes statically was observed with
-    // the batch axes it asks for (if not, calibration must run again).
+    // the batch axes it asks for, and every layer whose algorithm reads
+    // calibration inputs has its Hessian (if not, calibration must run again).
     bool covers(const QuantizationPlan& plan) const;
 
     void add(Observer observer);
     void setBatches(int64_t batches) { batches_ = batches; }
+
+    // Per plan layer whose algorithm reads calibration inputs (gptq), the
+    // Hessian of its inputs (quantization/input_hessian.h). Not written to JSON
+    // (a session file restores the observers only: such layers calibrate again).
+    const LayerHessians& hessians() const { return hessians_; }
+    void setHessians(LayerHessians hessians) { hessians_ = std::move(hessians); }
 
     nlohmann::json toJson() const;
     // Throws Error naming the field for a malformed document.
@@ -46,6 +54,7 @@ public:
 
 private:
     std::map<std::string, Observer> observers_;
+    LayerHessians hessians_;
     int64_t batches_ = 0;
 };
 
@@ -72,7 +81,8 @@ struct CalibrationOptions {
 class ActivationCalibrator {
 public:
     // Observers for every activation of plan.observedActivations(), with
-    // histograms of `histogramBinsPerSide` bins per side where `kept` says. The
+    // histograms of `histogramBinsPerSide` bins per side where `kept` says, and
+    // a Hessian for every layer whose algorithm reads calibration inputs. The
     // interpreter and the plan must outlive the calibrator.
     ActivationCalibrator(const Interpreter& interpreter, const QuantizationPlan& plan, int histogramBinsPerSide = 2048,
                          KeptHistograms kept = KeptHistograms::All);
@@ -91,6 +101,7 @@ private:
     class Feeder;
     const Interpreter& interpreter_;
     std::map<std::string, Observer> observers_;
+    std::map<size_t, std::shared_ptr<InputHessian>> hessians_; // plan layer -> its Hessian, accumulating
     std::unique_ptr<Feeder> feeder_;
     int64_t batches_ = 0;
 };

@@ -65,7 +65,8 @@ bool sameWeights(const QuantizationPlan& a, const QuantizationPlan& b)
     for (size_t i = 0; i < a.layers().size(); ++i) {
         const LayerQuantization &x = a.layers()[i], &y = b.layers()[i];
         if (x.layer != y.layer || x.weight != y.weight || x.weightRounding != y.weightRounding ||
-            x.weightSeed != y.weightSeed || x.weightAxes != y.weightAxes || x.problem.empty() != y.problem.empty())
+            x.weightSeed != y.weightSeed || x.weightAxes != y.weightAxes || x.weightAlgorithm != y.weightAlgorithm ||
+            x.problem.empty() != y.problem.empty())
             return false;
     }
     return true;
@@ -182,7 +183,9 @@ WeightResult WeightJob::run(const CancellationToken& cancel, const ProgressCallb
                            : std::make_shared<WeightQuantizer>();
     WeightResult r;
     r.generation = in.generation;
-    r.recomputed = next->update(*in.model, *in.plan, cancel, progress);
+    r.statistics = in.statistics;
+    r.recomputed =
+        next->update(*in.model, *in.plan, cancel, progress, in.statistics ? &in.statistics->hessians() : nullptr);
     r.weights = std::move(next);
     r.seconds = secondsSince(start);
     return r;
@@ -418,16 +421,33 @@ bool Exploration::apply(WeightResult result)
         return false;
     weights_ = std::move(result.weights);
     weightsGeneration_ = result.generation;
+    weightsStatistics_ = std::move(result.statistics);
     return true;
+}
+
+bool Exploration::weightsNeedCalibration() const
+{
+    if (!plan_)
+        return false;
+    return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
+        return lq.problem.empty() && lq.weight && lq.weightAlgorithm.needsCalibration();
+    });
+}
+
+bool Exploration::weightsCurrent() const
+{
+    return weights_ && weightsGeneration_ == generation_ &&
+           (!weightsNeedCalibration() || weightsStatistics_ == statistics_);
 }
 
 bool Exploration::needsCalibration() const
 {
     if (!plan_)
         return false;
-    return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
-        return lq.problem.empty() && lq.activation && lq.activation->staticScale;
-    });
+    return weightsNeedCalibration() ||
+           std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
+               return lq.problem.empty() && lq.activation && lq.activation->staticScale;
+           });
 }
 
 CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
@@ -502,7 +522,7 @@ bool Exploration::apply(SensitivityRun run)
 WeightResult Exploration::updateWeights(const CancellationToken& cancel, const ProgressCallback& progress)
 {
     WeightResult r = weightJob().run(cancel, progress);
-    WeightResult copy{r.generation, r.weights, r.recomputed, r.seconds};
+    WeightResult copy{r.generation, r.weights, r.statistics, r.recomputed, r.seconds};
     apply(std::move(r));
     return copy;
 }

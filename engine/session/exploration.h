@@ -121,6 +121,7 @@ struct ExplorationSnapshot {
 struct WeightResult {
     uint64_t generation = 0;
     std::shared_ptr<const WeightQuantizer> weights;
+    std::shared_ptr<const ActivationStatistics> statistics; // whose Hessians the gptq layers used
     std::vector<size_t> recomputed; // layers recomputed, model order
     double seconds = 0;
 };
@@ -224,9 +225,15 @@ public:
     bool apply(WeightResult result);
     std::shared_ptr<const WeightQuantizer> weights() const { return weights_; }
     uint64_t weightsGeneration() const { return weightsGeneration_; }
-    bool weightsCurrent() const { return weights_ && weightsGeneration_ == generation_; }
+    // Current: of the current rules and, when a layer's algorithm reads
+    // calibration inputs (gptq), of the current calibration.
+    bool weightsCurrent() const;
+    // Whether a layer's weight algorithm reads calibration inputs (gptq): then
+    // calibration comes before the weights, and a new calibration makes them stale.
+    bool weightsNeedCalibration() const;
 
-    // Whether the plan quantizes an activation with a static scale (calibration needed).
+    // Whether the plan quantizes an activation with a static scale, or a layer's
+    // weight algorithm reads calibration inputs (calibration needed).
     bool needsCalibration() const;
     // Throws Error when there is no runnable model or no calibration data.
     CalibrationJob calibrationJob(KeptHistograms histograms = KeptHistograms::All) const;
@@ -287,6 +294,7 @@ private:
 
     std::shared_ptr<const WeightQuantizer> weights_;
     uint64_t weightsGeneration_ = 0;
+    std::shared_ptr<const ActivationStatistics> weightsStatistics_; // the calibration the weights used
     std::shared_ptr<const ActivationStatistics> statistics_;
     std::shared_ptr<const EvaluationResult> evaluationResult_;
     uint64_t evaluationGeneration_ = 0;

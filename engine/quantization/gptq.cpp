@@ -1,0 +1,174 @@
+#include "quantization/gptq.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include <Eigen/Cholesky>
+#include <Eigen/Dense>
+
+#include "core/block_layout.h"
+#include "core/error.h"
+#include "numerics/qtype.h"
+#include "quant/kernels.h"
+#include "quant/reference.h"
+
+namespace qs {
+
+namespace {
+
+std::string who(std::string_view tensorName)
+{
+    return "tensor '" + std::string(tensorName) + "': gptq: ";
+}
+
+} // namespace
+
+GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
+                        const Eigen::MatrixXd& hessian, std::string_view tensorName, const CancellationToken& cancel)
+{
+    if (qtypeInfo(spec.qtype).kind != QKind::Integer)
+        throw Error(who(tensorName) + "rounds onto integer grids only, not " + std::string(qtypeName(spec.qtype)));
+    const Tensor x = input.toFloat32();
+    const int rank = x.rank();
+    if (rank < 1)
+        throw Error(who(tensorName) + "a scalar has no input columns");
+    const int channelAxis = normalizeAxis(spec.axis, rank, "channel axis");
+    const bool tiled = spec.granularity == Granularity::PerChannel && spec.tileSize.has_value();
+    if (tiled && (rank != 2 || channelAxis != 0))
+        throw Error(who(tensorName) + "tiles need a 2-D weight [out, in] (got " + shapeToString(x.shape()) + ")");
+
+    // M = x with the channel axis first, as rows; the other axes, in order, are the columns.
+    std::vector<int> order{channelAxis};
+    for (int a = 0; a < rank; ++a)
+        if (a != channelAxis)
+            order.push_back(a);
+    const Tensor m = x.permuted(order);
+    const int64_t rows = x.shape()[size_t(channelAxis)];
+    const int64_t cols = rows ? x.numel() / rows : 0;
+    if (hessian.rows() != cols || hessian.cols() != cols)
+        throw Error(who(tensorName) + "the Hessian is " + std::to_string(hessian.rows()) + "x" +
+                    std::to_string(hessian.cols()) + ", the weight has " + std::to_string(cols) + " input features");
+    if (!hessian.allFinite())
+        throw Error(who(tensorName) + "the Hessian of the calibration inputs holds NaN or Inf");
+
+    // Scales: per-tensor and per-channel from the float weight; tiles are replaced as they are reached.
+    GptqResult result;
+    result.quantization = computeQuantization(x, spec, tensorName);
+    QuantParams& params = result.quantization.params;
+    const int64_t tile = tiled ? resolveTileSize(*spec.tileSize, cols) : cols;
+    const int64_t tilesPerRow = tiled ? (cols + tile - 1) / tile : 1;
+    const bool perTensor = spec.granularity == Granularity::PerTensor;
+    auto groupOf = [&](int64_t row, int64_t col) -> int64_t {
+        if (perTensor)
+            return 0;
+        return tiled ? row * tilesPerRow + col / tile : row;
+    };
+
+    Eigen::MatrixXd w(rows, cols);
+    {
+        const auto v = m.values<float>();
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < cols; ++c)
+                w(r, c) = double(v[size_t(r * cols + c)]);
+    }
+    // A dead input (its feature is always 0, so its row and column of H are 0) gets H_ii = 1 and zero weights.
+    auto diagonal = [&](int64_t c) { return hessian(c, c) == 0 ? 1.0 : hessian(c, c); };
+    for (int64_t c = 0; c < cols; ++c)
+        if (hessian(c, c) == 0)
+            w.col(c).setZero();
+    std::vector<int64_t> perm(static_cast<size_t>(cols));
+    std::iota(perm.begin(), perm.end(), 0);
+    if (algorithm.actOrder)
+        std::stable_sort(perm.begin(), perm.end(), [&](int64_t a, int64_t b) { return diagonal(a) > diagonal(b); });
+    double mean = 0;
+    for (int64_t c = 0; c < cols; ++c)
+        mean += diagonal(c);
+    const double damp = algorithm.dampening * mean / double(std::max<int64_t>(cols, 1));
+    Eigen::MatrixXd wp(rows, cols);
+    for (int64_t j = 0; j < cols; ++j)
+        wp.col(j) = w.col(perm[size_t(j)]);
+    w.resize(0, 0);
+
+    // H⁻¹ = L·Lᵀ, factored in place: two C×C matrices besides the caller's H. U = Lᵀ is read
+    // from L's lower triangle (U(i, j) = L(j, i)), never copied.
+    Eigen::MatrixXd l = Eigen::MatrixXd::Identity(cols, cols);
+    {
+        Eigen::MatrixXd hp(cols, cols); // H in processing order, dampened
+        for (int64_t j = 0; j < cols; ++j)
+            for (int64_t i = 0; i < cols; ++i)
+                hp(i, j) = i == j ? diagonal(perm[size_t(j)]) + damp : hessian(perm[size_t(i)], perm[size_t(j)]);
+        const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltH(hp);
+        if (lltH.info() != Eigen::Success)
+            throw Error(who(tensorName) + "the dampened Hessian is not positive definite; raise the dampening "
+                                          "(the first option of gptq, e.g. gptq,0.1)");
+        lltH.solveInPlace(l);
+    }
+    const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltInv(l);
+    if (lltInv.info() != Eigen::Success)
+        throw Error(who(tensorName) + "the inverse Hessian is not positive definite; raise the dampening "
+                                      "(the first option of gptq, e.g. gptq,0.1)");
+
+    std::vector<char> tileReached(size_t(tilesPerRow), 0);
+    std::vector<int64_t> position(static_cast<size_t>(cols)); // natural column -> processing position
+    for (int64_t j = 0; j < cols; ++j)
+        position[size_t(perm[size_t(j)])] = j;
+    QuantizationSpec rowSpec = spec;
+    rowSpec.granularity = Granularity::PerChannel;
+    rowSpec.axis = 0;
+    rowSpec.tileSize.reset();
+    const bool asymmetric = !params.zeroPoints.empty();
+
+    Eigen::MatrixXd q(rows, cols); // the fake-quantized values, processing order
+    for (int64_t i1 = 0; i1 < cols; i1 += kGptqBlockSize) {
+        cancel.check();
+        const int64_t i2 = std::min(cols, i1 + kGptqBlockSize), count = i2 - i1;
+        Eigen::MatrixXd w1 = wp.middleCols(i1, count);
+        Eigen::MatrixXd err1(rows, count);
+        for (int64_t i = 0; i < count; ++i) {
+            const int64_t col = perm[size_t(i1 + i)];
+            if (tiled && !tileReached[size_t(col / tile)]) {
+                // The tile's scales from its columns as the blocks before left them.
+                const int64_t t = col / tile, begin = t * tile, len = std::min(tile, cols - begin);
+                Tensor part(DType::F32, {rows, len});
+                auto pv = part.mutableValues<float>();
+                for (int64_t r = 0; r < rows; ++r)
+                    for (int64_t c = 0; c < len; ++c)
+                        pv[size_t(r * len + c)] = float(wp(r, position[size_t(begin + c)]));
+                const TensorQuantization tq = computeQuantization(part, rowSpec, tensorName);
+                for (int64_t r = 0; r < rows; ++r) {
+                    const size_t g = size_t(r * tilesPerRow + t);
+                    params.scales[g] = tq.params.scales[size_t(r)];
+                    if (asymmetric)
+                        params.zeroPoints[g] = tq.params.zeroPoints[size_t(r)];
+                    result.quantization.ranges[g] = tq.ranges[size_t(r)];
+                }
+                tileReached[size_t(t)] = 1;
+            }
+            const double d = l(i1 + i, i1 + i);
+            for (int64_t r = 0; r < rows; ++r) {
+                const GroupQuant gq = groupQuant(params, groupOf(r, col));
+                const double value = double(referenceFakeQuantizeValue(gq, float(w1(r, i))));
+                q(r, i1 + i) = value;
+                err1(r, i) = (w1(r, i) - value) / d;
+            }
+            w1.rightCols(count - i).noalias() -= err1.col(i) * l.col(i1 + i).segment(i1 + i, count - i).transpose();
+        }
+        if (i2 < cols)
+            wp.rightCols(cols - i2).noalias() -= err1 * l.block(i2, i1, cols - i2, count).transpose();
+    }
+    if (tiled)
+        result.quantization.saturation = saturationRanges(params);
+
+    // Back to x's layout, then through the kernel: the tensor the exports quantize again.
+    Tensor rounded(DType::F32, m.shape());
+    auto rv = rounded.mutableValues<float>();
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+            rv[size_t(r * cols + perm[size_t(j)])] = float(q(r, j));
+    const Tensor back = rounded.permuted(inversePermutation(order));
+    result.rounded = fakeQuantize(back, params, Rounding::Nearest, 0, tensorName);
+    return result;
+}
+
+} // namespace qs

@@ -1,0 +1,135 @@
+#include "quantization/input_hessian.h"
+
+#include <algorithm>
+#include <vector>
+
+#include <Eigen/Dense>
+
+#include "core/block_layout.h"
+#include "core/error.h"
+
+namespace qs {
+
+namespace {
+
+// Rows are added in chunks of this many, so a large batch costs a bounded buffer.
+constexpr int64_t kChunkRows = 1024;
+
+std::vector<int64_t> intsOr(const Node& node, std::string_view name, std::vector<int64_t> fallback)
+{
+    const Attribute* a = node.attribute(name);
+    return a && !a->ints.empty() ? a->ints : fallback;
+}
+
+[[noreturn]] void badInput(const QuantizableLayer& layer, const Tensor& input, const std::string& what)
+{
+    throw Error("layer '" + layer.modulePath + "': input " + shapeToString(input.shape()) + " " + what);
+}
+
+// im2col of a 1-D or 2-D Conv input [N, C, (H,) W]: one row per output position,
+// features ordered (c, kh, kw) as the weight [O, C, (kh,) kw].
+void addConvRows(const QuantizableLayer& layer, const Node& node, const Tensor& x, InputHessian& h)
+{
+    const Shape& w = layer.weightShape;
+    const size_t spatial = w.size() - 2;
+    if (x.rank() != int(w.size()) || x.shape()[1] != w[1])
+        badInput(layer, x, "does not match the Conv weight " + shapeToString(w));
+    // 1-D is 2-D with a height of 1.
+    const int64_t n = x.shape()[0], c = x.shape()[1];
+    const int64_t ih = spatial == 2 ? x.shape()[2] : 1, iw = x.shape().back();
+    const int64_t kh = spatial == 2 ? w[2] : 1, kw = w.back();
+    const std::vector<int64_t> strides = intsOr(node, "strides", std::vector<int64_t>(spatial, 1));
+    const std::vector<int64_t> dilations = intsOr(node, "dilations", std::vector<int64_t>(spatial, 1));
+    const std::vector<int64_t> pads = intsOr(node, "pads", std::vector<int64_t>(2 * spatial, 0));
+    if (strides.size() != spatial || dilations.size() != spatial || pads.size() != 2 * spatial)
+        badInput(layer, x, "comes with strides, dilations or pads of the wrong length");
+    const int64_t sh = spatial == 2 ? strides[0] : 1, sw = strides.back();
+    const int64_t dh = spatial == 2 ? dilations[0] : 1, dw = dilations.back();
+    const int64_t pt = spatial == 2 ? pads[0] : 0, pl = spatial == 2 ? pads[1] : pads[0];
+    const int64_t pb = spatial == 2 ? pads[2] : 0, pr = spatial == 2 ? pads[3] : pads[1];
+    const int64_t oh = (ih + pt + pb - dh * (kh - 1) - 1) / sh + 1;
+    const int64_t ow = (iw + pl + pr - dw * (kw - 1) - 1) / sw + 1;
+    if (oh <= 0 || ow <= 0)
+        badInput(layer, x, "is smaller than the Conv kernel");
+    const Tensor xf = x.toFloat32();
+    const auto v = xf.values<float>();
+    const int64_t features = c * kh * kw;
+    std::vector<double> chunk(size_t(kChunkRows * features));
+    int64_t filled = 0;
+    for (int64_t b = 0; b < n; ++b)
+        for (int64_t y = 0; y < oh; ++y)
+            for (int64_t xo = 0; xo < ow; ++xo) {
+                double* row = chunk.data() + filled * features;
+                for (int64_t ch = 0; ch < c; ++ch)
+                    for (int64_t i = 0; i < kh; ++i) {
+                        const int64_t yy = y * sh - pt + i * dh;
+                        for (int64_t j = 0; j < kw; ++j) {
+                            const int64_t xx = xo * sw - pl + j * dw;
+                            const bool inside = yy >= 0 && yy < ih && xx >= 0 && xx < iw;
+                            *row++ = inside ? double(v[size_t(((b * c + ch) * ih + yy) * iw + xx)]) : 0.0;
+                        }
+                    }
+                if (++filled == kChunkRows) {
+                    h.addRows(chunk.data(), filled);
+                    filled = 0;
+                }
+            }
+    if (filled)
+        h.addRows(chunk.data(), filled);
+}
+
+} // namespace
+
+InputHessian::InputHessian(int64_t features) : sum_(Eigen::MatrixXd::Zero(features, features)) {}
+
+void InputHessian::addRows(const double* rows, int64_t count)
+{
+    const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
+                                                                                                     sum_.rows());
+    sum_.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+    rows_ += count;
+}
+
+Eigen::MatrixXd InputHessian::hessian() const
+{
+    Eigen::MatrixXd h = sum_.selfadjointView<Eigen::Lower>();
+    if (rows_ > 0)
+        h *= 2.0 / double(rows_);
+    return h;
+}
+
+int64_t contractionFeatures(const QuantizableLayer& layer)
+{
+    const int rank = int(layer.weightShape.size());
+    const int64_t channels =
+        rank ? layer.weightShape[size_t(normalizeAxis(layer.channelAxis, rank, "channel axis"))] : 1;
+    return channels ? shapeElementCount(layer.weightShape) / channels : 0;
+}
+
+void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const Tensor& input, InputHessian& hessian)
+{
+    if (layer.opType == "Conv") {
+        addConvRows(layer, node, input, hessian);
+        return;
+    }
+    const int64_t features = hessian.features();
+    Tensor x = input.toFloat32();
+    if (layer.opType == "Gemm" && node.intAttribute("transA", 0) != 0) {
+        if (x.rank() != 2)
+            badInput(layer, x, "is not a matrix");
+        x = x.permuted({1, 0});
+    }
+    if (x.rank() < 1 || x.shape().back() != features)
+        badInput(layer, x, "does not end in the weight's " + std::to_string(features) + " input features");
+    const auto v = x.values<float>();
+    const int64_t rows = features ? int64_t(v.size()) / features : 0;
+    std::vector<double> chunk(size_t(std::min(rows, kChunkRows) * features));
+    for (int64_t start = 0; start < rows; start += kChunkRows) {
+        const int64_t count = std::min(kChunkRows, rows - start);
+        std::copy(v.begin() + ptrdiff_t(start * features), v.begin() + ptrdiff_t((start + count) * features),
+                  chunk.begin());
+        hessian.addRows(chunk.data(), count);
+    }
+}
+
+} // namespace qs

@@ -1,0 +1,48 @@
+#pragma once
+// The Hessian GPTQ needs of one layer, H = 2·XᵀX / n, accumulated while the
+// calibration run streams the layer's inputs (runtime/activation_calibration.h):
+// X holds one row per input vector the weight contracts with — MatMul and Gemm:
+// the rows of the data input; Conv: the im2col patches (input channel major,
+// then kernel rows and columns, the order of the weight's [O, I, k...] axes).
+// Memory: features² doubles per layer (in × in), whatever the data size.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+
+#include <Eigen/Core>
+
+#include "core/tensor.h"
+#include "graph/layer.h"
+#include "graph/model.h"
+
+namespace qs {
+
+class InputHessian {
+public:
+    explicit InputHessian(int64_t features);
+    int64_t features() const { return int64_t(sum_.rows()); }
+    int64_t rows() const { return rows_; }
+    // Adds `count` rows of features() doubles each, row-major.
+    void addRows(const double* rows, int64_t count);
+    // 2·XᵀX / n over every row added (zero when none was).
+    Eigen::MatrixXd hessian() const;
+
+private:
+    Eigen::MatrixXd sum_; // XᵀX, lower triangle kept current
+    int64_t rows_ = 0;
+};
+
+// Per plan layer, its Hessian (layers whose algorithm reads calibration inputs).
+using LayerHessians = std::map<size_t, std::shared_ptr<const InputHessian>>;
+
+// The number of input features the weight of `layer` contracts: its element
+// count over its output channels.
+int64_t contractionFeatures(const QuantizableLayer& layer);
+
+// Adds the rows of `input` (the node's data input, any float dtype) as layer
+// `layer` at node `node` contracts them. Throws Error naming the layer for an
+// input whose shape the layer cannot contract.
+void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const Tensor& input, InputHessian& hessian);
+
+} // namespace qs

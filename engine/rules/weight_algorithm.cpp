@@ -1,0 +1,104 @@
+#include "rules/weight_algorithm.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "core/error.h"
+
+namespace qs {
+
+namespace {
+
+constexpr std::array<WeightAlgorithmInfo, 2> kAlgorithms{{
+    {WeightAlgorithmKind::Rtn, "rtn", "rtn", "round to nearest, each weight on its own (the default)"},
+    {WeightAlgorithmKind::Gptq, "gptq", "gptq[,damp[,act_order]]",
+     "GPTQ: columns rounded in turn, each rounding error compensated on the columns left through the inverse "
+     "Hessian of the layer's calibration inputs; damp = fraction of mean diag(H) added to its diagonal (default "
+     "0.01), act_order = 1 rounds columns by descending diag(H) (default), 0 in their own order"},
+}};
+
+std::vector<std::string_view> split(std::string_view text)
+{
+    std::vector<std::string_view> parts;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = text.find(',', start);
+        parts.push_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+        if (comma == std::string_view::npos)
+            return parts;
+        start = comma + 1;
+    }
+}
+
+double number(std::string_view text, std::string_view whole, std::string_view what)
+{
+    double v = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+    if (ec != std::errc() || end != text.data() + text.size() || !std::isfinite(v))
+        throw Error("algorithm '" + std::string(whole) + "': " + std::string(what) + " '" + std::string(text) +
+                    "' is not a number");
+    return v;
+}
+
+} // namespace
+
+std::span<const WeightAlgorithmInfo> allWeightAlgorithms()
+{
+    return kAlgorithms;
+}
+
+WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
+{
+    const std::vector<std::string_view> parts = split(text);
+    WeightAlgorithm a;
+    if (parts[0] == "rtn") {
+        if (parts.size() > 1)
+            throw Error("algorithm '" + std::string(text) + "': rtn takes no options; write \"rtn\"");
+        return a;
+    }
+    if (parts[0] != "gptq")
+        throw Error("unknown algorithm '" + std::string(text) + "'; expected rtn or gptq[,damp[,act_order]]");
+    a.kind = WeightAlgorithmKind::Gptq;
+    if (parts.size() > 3)
+        throw Error("algorithm '" + std::string(text) + "': gptq takes at most two options, gptq,damp,act_order");
+    if (parts.size() > 1) {
+        a.dampening = number(parts[1], text, "dampening");
+        if (!(a.dampening > 0 && a.dampening <= 1))
+            throw Error("algorithm '" + std::string(text) +
+                        "': the dampening is a fraction of mean diag(H) in (0, 1], such as 0.01");
+    }
+    if (parts.size() > 2) {
+        if (parts[2] != "0" && parts[2] != "1")
+            throw Error("algorithm '" + std::string(text) +
+                        "': act_order is 1 (columns by descending Hessian diagonal) or 0 (their own order)");
+        a.actOrder = parts[2] == "1";
+    }
+    return a;
+}
+
+std::string WeightAlgorithm::toString() const
+{
+    if (kind == WeightAlgorithmKind::Rtn)
+        return "rtn";
+    const WeightAlgorithm defaults{WeightAlgorithmKind::Gptq};
+    if (dampening == defaults.dampening && actOrder == defaults.actOrder)
+        return "gptq";
+    char damp[32];
+    std::snprintf(damp, sizeof damp, "%.17g", dampening);
+    // The shortest text that reads back to the same double.
+    for (int digits = 1; digits <= 17; ++digits) {
+        char shorter[32];
+        std::snprintf(shorter, sizeof shorter, "%.*g", digits, dampening);
+        if (std::strtod(shorter, nullptr) == dampening) {
+            std::snprintf(damp, sizeof damp, "%s", shorter);
+            break;
+        }
+    }
+    return "gptq," + std::string(damp) + (actOrder ? "" : ",0");
+}
+
+} // namespace qs

@@ -1,0 +1,47 @@
+#pragma once
+// A rule's `algorithm`: how a layer's weights are rounded onto the grid its
+// scales define (docs/algorithms.md). Written like a calibration method string:
+//   rtn                       round to nearest, each weight on its own (default)
+//   gptq[,damp[,act_order]]   GPTQ (Frantar et al. 2022): rounds the layer's input
+//                             columns one at a time and spreads each rounding error
+//                             over the columns not yet rounded, weighted by the
+//                             inverse Hessian 2·XᵀX of the layer's calibration inputs.
+//                             damp: fraction of mean(diag H) added to the diagonal
+//                             (default 0.01); act_order: 1 rounds the columns in
+//                             descending diag(H) (default), 0 in their own order.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+namespace qs {
+
+enum class WeightAlgorithmKind : uint8_t { Rtn, Gptq };
+
+struct WeightAlgorithmInfo {
+    WeightAlgorithmKind kind;
+    std::string_view name;    // "gptq"
+    std::string_view syntax;  // "gptq[,damp[,act_order]]"
+    std::string_view summary; // one line for docs and tooltips
+};
+// The single table of algorithms, in the order docs and the GUI list them.
+std::span<const WeightAlgorithmInfo> allWeightAlgorithms();
+
+struct WeightAlgorithm {
+    WeightAlgorithmKind kind = WeightAlgorithmKind::Rtn;
+    double dampening = 0.01; // gptq: fraction of mean(diag H) added to H's diagonal, in (0, 1]
+    bool actOrder = true;    // gptq: columns in descending diag(H) order
+
+    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0"; throws Error quoting the
+    // text and saying what to write.
+    static WeightAlgorithm parse(std::string_view text);
+    // Canonical text that parse() reads back to the same algorithm.
+    std::string toString() const;
+    // Whether the algorithm reads the layer's calibration inputs (everything but rtn).
+    bool needsCalibration() const { return kind != WeightAlgorithmKind::Rtn; }
+
+    bool operator==(const WeightAlgorithm&) const = default;
+};
+
+} // namespace qs

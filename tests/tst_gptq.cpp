@@ -1,0 +1,288 @@
+// GPTQ (quantization/gptq.h) checked against things other than itself:
+// - on random layers whose inputs are correlated, the layer's output error on
+//   the calibration inputs, ||W·X − Ŵ·X||², is clearly below round-to-nearest's;
+// - an independent NumPy GPTQ written from the paper (tests/gptq/gptq_reference.py)
+//   chooses the same integer codes and scales on fixed layers, per channel and
+//   group-wise, symmetric and asymmetric, with and without act-order;
+// - the Hessian accumulated from a Conv's inputs is the one of its im2col rows.
+
+#include <QtTest>
+
+#include <Eigen/Dense>
+
+#include <cmath>
+#include <random>
+
+#include "io/npy.h"
+#include "quant/kernels.h"
+#include "quantization/gptq.h"
+#include "quantization/input_hessian.h"
+#include "quantization/tensor_quantization.h"
+#include "test_support.h"
+
+using namespace qs;
+using namespace qs::test;
+
+namespace {
+
+const QString kReference = QStringLiteral(QUANTSCOPE_TEST_DATA "/../gptq/gptq_reference.py");
+
+// A layer W [rows, cols] and inputs X [n, cols] whose features are correlated
+// (a few latent factors mixed into every feature) and of unequal magnitude, as a
+// network's activations are; `deadFeature` >= 0 is always 0.
+struct Layer {
+    Eigen::MatrixXf w;
+    Eigen::MatrixXf x;
+};
+
+Layer randomLayer(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int64_t deadFeature = -1)
+{
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal;
+    Layer l{Eigen::MatrixXf(rows, cols), Eigen::MatrixXf(n, cols)};
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            l.w(r, c) = normal(rng) * 0.05f;
+    const int64_t factors = 8;
+    Eigen::MatrixXf mix(factors, cols), z(n, factors);
+    for (int64_t f = 0; f < factors; ++f)
+        for (int64_t c = 0; c < cols; ++c)
+            mix(f, c) = normal(rng);
+    for (int64_t i = 0; i < n; ++i)
+        for (int64_t f = 0; f < factors; ++f)
+            z(i, f) = normal(rng);
+    l.x = z * mix;
+    for (int64_t c = 0; c < cols; ++c) {
+        const float magnitude = std::exp(normal(rng) * 0.7f);
+        for (int64_t i = 0; i < n; ++i)
+            l.x(i, c) = (l.x(i, c) + 0.3f * normal(rng)) * magnitude;
+    }
+    if (deadFeature >= 0)
+        l.x.col(deadFeature).setZero();
+    return l;
+}
+
+Tensor tensorOf(const Eigen::MatrixXf& m)
+{
+    Tensor t(DType::F32, {m.rows(), m.cols()});
+    auto v = t.mutableValues<float>();
+    for (int64_t r = 0; r < m.rows(); ++r)
+        for (int64_t c = 0; c < m.cols(); ++c)
+            v[size_t(r * m.cols() + c)] = m(r, c);
+    return t;
+}
+
+Eigen::MatrixXf matrixOf(const Tensor& t)
+{
+    const auto v = t.values<float>();
+    Eigen::MatrixXf m(t.shape()[0], t.shape()[1]);
+    for (int64_t r = 0; r < m.rows(); ++r)
+        for (int64_t c = 0; c < m.cols(); ++c)
+            m(r, c) = v[size_t(r * m.cols() + c)];
+    return m;
+}
+
+Eigen::MatrixXd hessianOf(const Eigen::MatrixXf& x)
+{
+    InputHessian h(x.cols());
+    const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> rows = x.cast<double>();
+    h.addRows(rows.data(), rows.rows());
+    return h.hessian();
+}
+
+QuantizationSpec int4Spec(std::optional<double> tile, bool symmetric, int bits = 4)
+{
+    QuantizationSpec spec;
+    spec.qtype = bits == 4 ? QType::Int4 : QType::Int3;
+    spec.method = CalibrationMethod::parse(symmetric ? "absmax" : "minmax");
+    spec.granularity = Granularity::PerChannel;
+    spec.axis = 0;
+    spec.tileSize = tile;
+    return spec;
+}
+
+double outputError(const Layer& l, const Eigen::MatrixXf& rounded)
+{
+    return double(((l.w - rounded) * l.x.transpose()).squaredNorm());
+}
+
+double weightSqnrDb(const Eigen::MatrixXf& w, const Eigen::MatrixXf& rounded)
+{
+    return 10 * std::log10(double(w.squaredNorm()) / double((w - rounded).squaredNorm()));
+}
+
+} // namespace
+
+class TestGptq : public QObject {
+    Q_OBJECT
+
+private slots:
+    void lowersTheOutputErrorOnTheCalibrationInputs_data()
+    {
+        QTest::addColumn<int>("bits");
+        QTest::addColumn<double>("tile");
+        QTest::addColumn<bool>("symmetric");
+        QTest::addColumn<QString>("algorithm");
+        QTest::newRow("int4 per channel") << 4 << 0.0 << true << "gptq";
+        QTest::newRow("int4 per channel, no act-order") << 4 << 0.0 << true << "gptq,0.01,0";
+        QTest::newRow("int4 tiles of 32") << 4 << 32.0 << true << "gptq";
+        QTest::newRow("int4 asymmetric tiles of 64") << 4 << 64.0 << false << "gptq";
+        QTest::newRow("int3 per channel") << 3 << 0.0 << true << "gptq";
+    }
+
+    void lowersTheOutputErrorOnTheCalibrationInputs()
+    {
+        QFETCH(int, bits);
+        QFETCH(double, tile);
+        QFETCH(bool, symmetric);
+        QFETCH(QString, algorithm);
+        const Layer l = randomLayer(64, 256, 2048, 7);
+        const Tensor w = tensorOf(l.w);
+        const QuantizationSpec spec = int4Spec(tile > 0 ? std::optional(tile) : std::nullopt, symmetric, bits);
+        const Eigen::MatrixXf rtn =
+            matrixOf(fakeQuantize(w, computeQuantization(w, spec, "w").params, Rounding::Nearest, 0, "w"));
+        const GptqResult g =
+            gptqQuantize(w, spec, WeightAlgorithm::parse(algorithm.toStdString()), hessianOf(l.x), "w");
+        const Eigen::MatrixXf gptq = matrixOf(g.rounded);
+        const double rtnError = outputError(l, rtn), gptqError = outputError(l, gptq);
+        qInfo("%s: ||WX - W^X||^2 RTN %.4g, GPTQ %.4g (%.1f%% of RTN); weight SQNR RTN %.2f dB, GPTQ %.2f dB",
+              QTest::currentDataTag(), rtnError, gptqError, 100 * gptqError / rtnError, weightSqnrDb(l.w, rtn),
+              weightSqnrDb(l.w, gptq));
+        QVERIFY2(gptqError < 0.2 * rtnError, "GPTQ should remove at least 80% of RTN's output error");
+        // Every value is a point of the grid the parameters define: quantizing it again changes nothing.
+        const Tensor again = fakeQuantize(g.rounded, g.quantization.params, Rounding::Nearest, 0, "w");
+        QCOMPARE(bytesOf(again), bytesOf(g.rounded));
+    }
+
+    void matchesTheNumpyReferenceCodeForCode_data()
+    {
+        QTest::addColumn<int>("tile");
+        QTest::addColumn<bool>("symmetric");
+        QTest::addColumn<double>("damp");
+        QTest::addColumn<bool>("actOrder");
+        QTest::addColumn<int>("deadFeature");
+        QTest::newRow("per channel, act-order") << 0 << true << 0.01 << true << -1;
+        QTest::newRow("per channel, own order, dead input") << 0 << true << 0.01 << false << 17;
+        QTest::newRow("asymmetric per channel, damp 0.1") << 0 << false << 0.1 << true << -1;
+        QTest::newRow("tiles of 32, own order") << 32 << true << 0.01 << false << -1;
+        QTest::newRow("tiles of 32, act-order") << 32 << true << 0.01 << true << 5;
+        QTest::newRow("asymmetric tiles of 64, act-order") << 64 << false << 0.01 << true << -1;
+    }
+
+    void matchesTheNumpyReferenceCodeForCode()
+    {
+        QFETCH(int, tile);
+        QFETCH(bool, symmetric);
+        QFETCH(double, damp);
+        QFETCH(bool, actOrder);
+        QFETCH(int, deadFeature);
+        const Layer l = randomLayer(48, 320, 1024, 11, deadFeature); // 320 columns: three blocks of 128, the last short
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::filesystem::path folder = dir.path().toStdString();
+        writeNpy(folder / "W.npy", tensorOf(l.w));
+        writeNpy(folder / "X.npy", tensorOf(l.x));
+        QVERIFY(runPython(kReference, {dir.path(), "4", QString::number(tile), symmetric ? "sym" : "asym",
+                                       QString::number(damp, 'g', 17), actOrder ? "1" : "0"}));
+
+        WeightAlgorithm algorithm;
+        algorithm.kind = WeightAlgorithmKind::Gptq;
+        algorithm.dampening = damp;
+        algorithm.actOrder = actOrder;
+        const Tensor w = tensorOf(l.w);
+        const QuantizationSpec spec = int4Spec(tile ? std::optional(double(tile)) : std::nullopt, symmetric);
+        const GptqResult g = gptqQuantize(w, spec, algorithm, hessianOf(l.x), "w");
+        const QuantParams& p = g.quantization.params;
+
+        const Tensor refCodes = readNpy(folder / "ref_codes.npy").toFloat32();
+        const Tensor refScales = readNpy(folder / "ref_scales.npy");
+        const auto rc = refCodes.values<float>();
+        const auto rs = refScales.values<float>();
+        const int64_t groupsPerRow = refScales.shape()[1];
+        QCOMPARE(int64_t(p.scales.size()), l.w.rows() * groupsPerRow);
+        // Our codes: the grid values the fake-quantized weight holds, (v / s) + z exactly.
+        const auto ours = g.rounded.values<float>();
+        int64_t agree = 0, scalesEqual = 0;
+        for (int64_t r = 0; r < l.w.rows(); ++r)
+            for (int64_t c = 0; c < l.w.cols(); ++c) {
+                const size_t group = size_t(r * groupsPerRow + (tile ? c / tile : 0));
+                const float z = p.zeroPoints.empty() ? 0.f : float(p.zeroPoints[group]);
+                const float code = std::nearbyint(ours[size_t(r * l.w.cols() + c)] / p.scales[group] + z);
+                agree += code == rc[size_t(r * l.w.cols() + c)];
+            }
+        for (size_t g2 = 0; g2 < p.scales.size(); ++g2)
+            scalesEqual += std::abs(p.scales[g2] - rs[g2]) <= 1e-6f * rs[g2];
+        const double agreement = 100.0 * double(agree) / double(l.w.size());
+        qInfo("%s: %.3f%% of %lld codes and %lld of %zu scales equal to the NumPy reference", QTest::currentDataTag(),
+              agreement, (long long)l.w.size(), (long long)scalesEqual, p.scales.size());
+        QVERIFY2(agreement >= 99.9, "GPTQ codes differ from the reference beyond rounding ties");
+        QVERIFY(double(scalesEqual) >= 0.99 * double(p.scales.size()));
+        if (deadFeature >= 0) // a dead input's weights are 0, as the reference's
+            for (int64_t r = 0; r < l.w.rows(); ++r)
+                QCOMPARE(ours[size_t(r * l.w.cols() + deadFeature)], 0.f);
+    }
+
+    void convHessianIsTheOneOfItsIm2colRows()
+    {
+        // Conv [O=3, C=2, 3, 3], stride 2, pads 1, dilation 1 on a [2, 2, 5, 6] input.
+        QuantizableLayer layer;
+        layer.modulePath = "conv";
+        layer.opType = "Conv";
+        layer.weightShape = {3, 2, 3, 3};
+        Node node;
+        node.opType = "Conv";
+        Attribute strides, pads;
+        strides.name = "strides";
+        strides.kind = Attribute::Kind::Ints;
+        strides.ints = {2, 2};
+        pads.name = "pads";
+        pads.kind = Attribute::Kind::Ints;
+        pads.ints = {1, 1, 1, 1};
+        node.attributes = {strides, pads};
+        std::mt19937 rng(3);
+        std::normal_distribution<float> normal;
+        Tensor x(DType::F32, {2, 2, 5, 6});
+        for (float& v : x.mutableValues<float>())
+            v = normal(rng);
+        InputHessian h(contractionFeatures(layer));
+        QCOMPARE(h.features(), int64_t(18));
+        accumulateLayerInput(layer, node, x, h);
+        // The patches written out by hand: output 3x3 per image.
+        const auto v = x.values<float>();
+        Eigen::MatrixXd rows(2 * 3 * 3, 18);
+        int64_t row = 0;
+        for (int64_t b = 0; b < 2; ++b)
+            for (int64_t oy = 0; oy < 3; ++oy)
+                for (int64_t ox = 0; ox < 3; ++ox, ++row)
+                    for (int64_t c = 0; c < 2; ++c)
+                        for (int64_t i = 0; i < 3; ++i)
+                            for (int64_t j = 0; j < 3; ++j) {
+                                const int64_t y = oy * 2 - 1 + i, xx = ox * 2 - 1 + j;
+                                const bool in = y >= 0 && y < 5 && xx >= 0 && xx < 6;
+                                rows(row, c * 9 + i * 3 + j) = in ? v[size_t(((b * 2 + c) * 5 + y) * 6 + xx)] : 0.0;
+                            }
+        QCOMPARE(h.rows(), int64_t(18));
+        const Eigen::MatrixXd expected = 2.0 * rows.transpose() * rows / 18.0;
+        QVERIFY((h.hessian() - expected).cwiseAbs().maxCoeff() <= 1e-12 * expected.cwiseAbs().maxCoeff());
+    }
+
+    void badHessiansAreErrorsNamingTheTensor()
+    {
+        const Layer l = randomLayer(4, 8, 16, 1);
+        const Tensor w = tensorOf(l.w);
+        WeightAlgorithm a = WeightAlgorithm::parse("gptq");
+        QVERIFY(errorOf([&] {
+                    gptqQuantize(w, int4Spec({}, true), a, Eigen::MatrixXd::Identity(7, 7), "fc.weight");
+                }).startsWith("tensor 'fc.weight': gptq: the Hessian is 7x7, the weight has 8 input features"));
+        Eigen::MatrixXd nan = Eigen::MatrixXd::Identity(8, 8);
+        nan(2, 3) = std::nan("");
+        QVERIFY(errorOf([&] { gptqQuantize(w, int4Spec({}, true), a, nan, "fc.weight"); }).contains("NaN or Inf"));
+        // No calibration input at all: every input is dead, the weights are zero, nothing breaks.
+        const GptqResult zero = gptqQuantize(w, int4Spec({}, true), a, Eigen::MatrixXd::Zero(8, 8), "fc.weight");
+        for (float v : zero.rounded.values<float>())
+            QCOMPARE(v, 0.f);
+    }
+};
+
+QTEST_APPLESS_MAIN(TestGptq)
+#include "tst_gptq.moc"
