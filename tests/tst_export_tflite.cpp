@@ -167,7 +167,8 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         for (const char* name :
-             {"resnet18", "mobilenet_v2", "mnasnet", "efficientnet_b0", "squeezenet", "densenet_small"})
+             {"resnet18", "mobilenet_v2", "mobilenet_v3_small", "mnasnet", "efficientnet_b0", "squeezenet",
+              "densenet_small", "detection_head"})
             QTest::newRow(name) << QString(name);
     }
 
@@ -199,7 +200,8 @@ private slots:
         const TfliteContents contents = readTflite(out);
         QCOMPARE(contents.version, 3u);
         QCOMPARE(int64_t(contents.operatorCodes.size()), summary.operators);
-        QVERIFY(summary.operatorsByType.at("QUANTIZE") >= 1 && summary.operatorsByType.at("DEQUANTIZE") == 1);
+        QVERIFY(summary.operatorsByType.at("QUANTIZE") >= 1);
+        QCOMPARE(summary.operatorsByType.at("DEQUANTIZE"), int64_t(m.outputs.size()));
 
         // The simulation: the exploration's calibration of the same rows and its fake-quant run.
         auto calib = openDataSource(calibFile, {.batchSize = 1, .exactBatches = true}, &m);
@@ -237,15 +239,23 @@ private slots:
         auto tensorOf = [](const std::vector<float>& v) {
             return Tensor::fromVector(DType::F32, {int64_t(v.size())}, v);
         };
-        // Arm NN 20.08 (Debian 12) fills a quantized PAD with the code 0 instead of the zero point
-        // (fixed in later Arm NN): where a PAD's input has a zero point far from 0 (a padded MaxPool
-        // after a ReLU, zero point −128) its numbers are reported, not held to the bounds.
-        bool padOffZero = false;
-        for (size_t k = 0; k < contents.operatorCodes.size(); ++k)
-            if (contents.operatorCodes[k] == int32_t(tflite::BuiltinOperator::Pad)) {
-                const auto& t = contents.tensors.at(size_t(contents.operatorInputs[k].at(0)));
-                padOffZero = padOffZero || (!t.zeroPoints.empty() && std::abs(t.zeroPoints[0]) > 8);
-            }
+        // Arm NN 20.08 (Debian 12) computes a MAX_POOL_2D whose input is a PAD of a tensor with a zero
+        // point far from 0 (the padded MaxPool after a ReLU of ResNet and DenseNet, zero point −128)
+        // differently from LiteRT.js and from ONNX (docs/export.md: a one-layer model shows it); PADs
+        // before convolutions it runs as LiteRT.js does. There its numbers are reported, not held to
+        // the bounds.
+        bool paddedMaxPool = false;
+        for (size_t k = 0; k < contents.operatorCodes.size(); ++k) {
+            if (contents.operatorCodes[k] != int32_t(tflite::BuiltinOperator::Pad))
+                continue;
+            const auto& t = contents.tensors.at(size_t(contents.operatorInputs[k].at(0)));
+            const int32_t padded = contents.operatorOutputs[k].at(0);
+            for (size_t j = 0; j < contents.operatorCodes.size(); ++j)
+                paddedMaxPool = paddedMaxPool ||
+                                (contents.operatorCodes[j] == int32_t(tflite::BuiltinOperator::MaxPool2D) &&
+                                 contents.operatorInputs[j].at(0) == padded && !t.zeroPoints.empty() &&
+                                 std::abs(t.zeroPoints[0]) > 8);
+        }
         const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll);
         const double simVsFloat = sqnrDb(floatOut, simOut);
         qInfo("%s: %lld bytes (float weights %lld bytes), %lld operators; simulation vs float %.1f dB", name.c_str(),
@@ -256,11 +266,11 @@ private slots:
             const Tensor y = tensorOf(values);
             const double vsSim = sqnrDb(simOut, y), vsFloat = sqnrDb(floatOut, y);
             qInfo("%s: %s vs simulation %.1f dB, vs float %.1f dB%s", name.c_str(), qPrintable(consumer), vsSim,
-                  vsFloat, consumer == "Arm NN" && padOffZero ? " (Arm NN's PAD of a zero point -128)" : "");
+                  vsFloat, consumer == "Arm NN" && paddedMaxPool ? " (Arm NN 20.08: padded MAX_POOL_2D)" : "");
             results.push_back({consumer, {vsSim, vsFloat}});
         }
         for (const auto& [consumer, r] : results) {
-            if (consumer == "Arm NN" && padOffZero)
+            if (consumer == "Arm NN" && paddedMaxPool)
                 continue;
             // A layout, scale or weight-order mistake gives ~0 dB; what the integer kernels round
             // differently from the float fake-quant simulation stays well above these.
@@ -268,7 +278,7 @@ private slots:
             QVERIFY2(r.second >= 15.0, qPrintable(consumer + QString(" vs float %1 dB").arg(r.second)));
         }
         // int8 weights (a quarter of float) and int32 biases, plus the graph.
-        QVERIFY2(double(summary.bytes) < 0.3 * double(summary.floatWeightBytes) + 65536.0,
+        QVERIFY2(double(summary.bytes) < 0.35 * double(summary.floatWeightBytes) + 65536.0,
                  std::to_string(summary.bytes).c_str());
     }
 
@@ -276,7 +286,7 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("node");
-        QTest::newRow("mobilenet_v3_small") << "mobilenet_v3_small" << "(HardSigmoid)";
+        QTest::newRow("shufflenet_v2") << "shufflenet_v2" << "(Slice)";
         QTest::newRow("regnet_y_400mf") << "regnet_y_400mf" << "a grouped convolution";
     }
 

@@ -45,6 +45,7 @@ const char* opName(BuiltinOperator op)
     case BuiltinOperator::Pad: return "PAD";
     case BuiltinOperator::Transpose: return "TRANSPOSE";
     case BuiltinOperator::Mean: return "MEAN";
+    case BuiltinOperator::ResizeNearestNeighbor: return "RESIZE_NEAREST_NEIGHBOR";
     case BuiltinOperator::Quantize: return "QUANTIZE";
     case BuiltinOperator::HardSwish: return "HARD_SWISH";
     }
@@ -103,6 +104,7 @@ public:
         return tensor(std::move(t));
     }
     void op(OpDesc o) { ops_.push_back(std::move(o)); }
+    // Valid until the next tensor is added: callers that add tensors copy it.
     const TensorDesc& at(int32_t index) const { return tensors_.at(size_t(index)); }
     std::vector<int32_t> inputs, outputs;
 
@@ -375,7 +377,7 @@ private:
             b_.outputs.push_back(found->second.tensor);
             return;
         }
-        const TensorDesc& q = b_.at(found->second.tensor);
+        const TensorDesc q = b_.at(found->second.tensor);
         std::vector<int32_t> shape = q.shape;
         const int32_t f = b_.tensor({name + "/float", shape, tf::TensorType::Float32, 0, std::nullopt});
         b_.op({BuiltinOperator::Dequantize, {found->second.tensor}, {f}, BuiltinOptions::None, {}});
@@ -556,7 +558,7 @@ private:
             return tf::Padding::Same;
         if (sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right} && maxPool)
             return tf::Padding::Same; // MAX_POOL_2D's SAME ignores the padding, as ONNX's
-        const TensorDesc& src = b_.at(in.tensor);
+        const TensorDesc src = b_.at(in.tensor);
         if (maxPool && (!src.quant || src.quant->zeroPoints.at(0) != -128))
             throw Refused("its padding is not TensorFlow's SAME and its input can be negative, so a zero PAD "
                           "would change its maximum");
@@ -600,9 +602,13 @@ private:
             return pad(node);
         if (t == "Sigmoid" || t == "Softmax" || t == "HardSwish")
             return unary(node);
+        if (t == "HardSigmoid")
+            return hardSigmoid(node);
+        if (t == "Resize")
+            return resize(node);
         throw Refused("no LiteRT op is written for it (the export writes CONV_2D, DEPTHWISE_CONV_2D, "
                       "FULLY_CONNECTED, ADD, MUL, CONCATENATION, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D, PAD, RESHAPE, "
-                      "TRANSPOSE, LOGISTIC, SOFTMAX, HARD_SWISH)");
+                      "TRANSPOSE, LOGISTIC, SOFTMAX, HARD_SWISH, RESIZE_NEAREST_NEIGHBOR)");
     }
 
     void conv(const Node& node, size_t i)
@@ -770,7 +776,7 @@ private:
         for (const std::string& v : node.inputs) {
             const Placed p = input(v);
             nhwc = p.nhwc;
-            const TensorDesc& d = b_.at(p.tensor);
+            const TensorDesc d = b_.at(p.tensor);
             if (d.quant && d.quant->scales == outQuant.scales && d.quant->zeroPoints == outQuant.zeroPoints) {
                 ins.push_back(p.tensor);
                 continue;
@@ -865,7 +871,7 @@ private:
 
     int32_t transposeOp(int32_t in, const std::vector<int32_t>& perm, const std::string& name)
     {
-        const TensorDesc& src = b_.at(in);
+        const TensorDesc src = b_.at(in);
         std::vector<int32_t> shape(perm.size());
         for (size_t k = 0; k < perm.size(); ++k)
             shape[k] = src.shape.at(size_t(perm[k]));
@@ -972,6 +978,64 @@ private:
         }
     }
 
+    // LiteRT has no HARD_SIGMOID; PyTorch's (alpha 1/6, beta 1/2) is relu6(x + 3) / 6, written as an
+    // ADD of 3 with a fused RELU6 (its output on the fixed grid [0, 6]) and a MUL by 1/6. Both
+    // constants are exact on their int8 grids.
+    void hardSigmoid(const Node& node)
+    {
+        const Attribute* alpha = node.attribute("alpha");
+        const Attribute* beta = node.attribute("beta");
+        const float a = alpha ? alpha->f : 0.2f, b = beta ? beta->f : 0.5f;
+        if (std::fabs(a - 1.0f / 6.0f) > 1e-6f || b != 0.5f)
+            throw Refused("only HardSigmoid with alpha 1/6 and beta 1/2 (relu6(x + 3) / 6) is written");
+        const Placed in = input(node.inputs.at(0));
+        const std::string& out = node.outputs.at(0);
+        const TensorDesc src = b_.at(in.tensor);
+        const int32_t three = constantOperand(out + "/3", Tensor::fromVector(DType::F32, {1}, std::vector<float>{3.0f}),
+                                              in.nhwc, false);
+        const int32_t shifted = b_.tensor({out + "/relu6(x+3)", src.shape, tf::TensorType::Int8, 0,
+                                           TensorQuant{{6.0f / 255.0f}, {-128}, 0}});
+        fb::Table addOpt;
+        addOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, int8_t(tf::Activation::Relu6));
+        b_.op({BuiltinOperator::Add, {in.tensor, three}, {shifted}, BuiltinOptions::AddOptions, std::move(addOpt)});
+        const int32_t sixth = constantOperand(
+            out + "/1/6", Tensor::fromVector(DType::F32, {1}, std::vector<float>{1.0f / 6.0f}), in.nhwc, false);
+        const Placed result = newActivation(out, out);
+        fb::Table mulOpt;
+        mulOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, int8_t(tf::Activation::None));
+        b_.op({BuiltinOperator::Mul, {shifted, sixth}, {result.tensor}, BuiltinOptions::MulOptions, std::move(mulOpt)});
+    }
+
+    // Nearest-neighbour Resize as PyTorch exports nn.Upsample (asymmetric coordinates, floor):
+    // RESIZE_NEAREST_NEIGHBOR without align_corners or half-pixel centers; the output shares the
+    // input's scale.
+    void resize(const Node& node)
+    {
+        auto text = [&](const char* name, const char* fallback) {
+            const Attribute* a = node.attribute(name);
+            return a ? a->s : std::string(fallback);
+        };
+        if (text("mode", "nearest") != "nearest" ||
+            text("coordinate_transformation_mode", "half_pixel") != "asymmetric" ||
+            text("nearest_mode", "round_prefer_floor") != "floor")
+            throw Refused("only nearest Resize with asymmetric coordinates and floor rounding is written");
+        const Placed in = input(node.inputs.at(0));
+        if (!in.nhwc)
+            throw Refused("only a 4-D Resize is written");
+        const std::string& out = node.outputs.at(0);
+        const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (shape[0] != inShape[0] || shape[1] != inShape[1])
+            throw Refused("a Resize of the batch or channel axis");
+        const int32_t size = int32Constant(out + "/size", {shape[2], shape[3]});
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<bool>(tf::resize_nearest::align_corners, false);
+        opt.scalar<bool>(tf::resize_nearest::half_pixel_centers, false);
+        b_.op({BuiltinOperator::ResizeNearestNeighbor, {in.tensor, size}, {result.tensor},
+               BuiltinOptions::ResizeNearestNeighborOptions, std::move(opt)});
+    }
+
     const Model& model_;
     const QuantizationPlan& plan_;
     const WeightQuantizer& weights_;
@@ -1057,6 +1121,7 @@ TfliteContents readTflite(const std::filesystem::path& path)
                         std::to_string(index) + " of " + std::to_string(codes.size()));
         c.operatorCodes.push_back(codes[index]);
         c.operatorInputs.push_back(op.vector<int32_t>(tf::op::inputs));
+        c.operatorOutputs.push_back(op.vector<int32_t>(tf::op::outputs));
         for (int32_t t : c.operatorInputs.back())
             if (t < -1 || t >= int32_t(sg.vectorSize(tf::subgraph::tensors)))
                 throw Error(path.string() + ": operator " + std::to_string(k) + " reads tensor " + std::to_string(t) +

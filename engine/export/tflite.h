@@ -84,7 +84,8 @@ struct TfliteContents {
     uint32_t version = 0;
     std::vector<TensorInfo> tensors;
     std::vector<int32_t> operatorCodes; // builtin code of each operator, in order
-    std::vector<std::vector<int32_t>> operatorInputs; // tensor indices each operator reads
+    std::vector<std::vector<int32_t>> operatorInputs;  // tensor indices each operator reads
+    std::vector<std::vector<int32_t>> operatorOutputs; // and writes
     std::vector<int32_t> inputs, outputs;
     std::vector<size_t> bufferSizes;
 };

@@ -65,6 +65,9 @@ inline constexpr int new_shape = 0;
 namespace reducer { // ReducerOptions
 inline constexpr int keep_dims = 0;
 }
+namespace resize_nearest { // ResizeNearestNeighborOptions
+inline constexpr int align_corners = 0, half_pixel_centers = 1;
+}
 
 enum class TensorType : int8_t { Float32 = 0, Int32 = 2, Int8 = 9 };
 enum class Padding : int8_t { Same = 0, Valid = 1 };
@@ -86,6 +89,7 @@ enum class BuiltinOperator : int32_t {
     Pad = 34,
     Transpose = 39,
     Mean = 40,
+    ResizeNearestNeighbor = 97,
     Quantize = 114,
     HardSwish = 117,
 };
@@ -106,6 +110,7 @@ enum class BuiltinOptions : uint8_t {
     TransposeOptions = 26,
     ReducerOptions = 27,
     DequantizeOptions = 38,
+    ResizeNearestNeighborOptions = 74,
     QuantizeOptions = 89,
     HardSwishOptions = 91,
 };

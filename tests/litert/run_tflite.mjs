@@ -27,7 +27,17 @@ const wasmDir = path.join(path.resolve(dest), 'node_modules/@litertjs/core/wasm'
 globalThis.self = globalThis;
 globalThis.require = require;
 globalThis.importScripts = (url) => vm.runInThisContext(fs.readFileSync(url.toString(), 'utf8'), { filename: url.toString() });
-globalThis.Module = { locateFile: (file) => path.join(wasmDir, file) };
+// The runtime reports a model it cannot prepare ("Failed to allocate tensors") on stderr and
+// still returns outputs: its ERROR lines are collected and fail the run.
+const runtimeErrors = [];
+globalThis.Module = {
+    locateFile: (file) => path.join(wasmDir, file),
+    printErr: (text) => {
+        process.stderr.write(text + '\n');
+        if (/^ERROR/.test(text))
+            runtimeErrors.push(text);
+    },
+};
 globalThis.__dirname = wasmDir; // the loader's own directory, as Node would give a CommonJS script
 
 const litert = await import(path.join(path.resolve(dest), 'node_modules/@litertjs/core/dist/index.js'));
@@ -47,6 +57,8 @@ const inputs = inputFiles.map((file) => {
     return new litert.Tensor(t.data, t.dims);
 });
 const outputs = await model.run(inputs);
+if (runtimeErrors.length > 0)
+    fail(`${modelFile}: LiteRT.js reported errors: ${runtimeErrors.join(' | ')}`);
 fs.mkdirSync(outDir, { recursive: true });
 outputs.forEach((tensor, i) => {
     const data = tensor.toTypedArray();
