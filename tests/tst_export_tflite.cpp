@@ -269,6 +269,12 @@ private slots:
                   vsFloat, consumer == "Arm NN" && paddedMaxPool ? " (Arm NN 20.08: padded MAX_POOL_2D)" : "");
             results.push_back({consumer, {vsSim, vsFloat}});
         }
+        if (consumerAll.size() == 2) { // the two integer runtimes against each other
+            const double between = sqnrDb(tensorOf(consumerAll.at("LiteRT.js")), tensorOf(consumerAll.at("Arm NN")));
+            qInfo("%s: Arm NN vs LiteRT.js %.1f dB", name.c_str(), between);
+            if (!paddedMaxPool)
+                QVERIFY2(between >= 30.0, qPrintable(QString("Arm NN vs LiteRT.js %1 dB").arg(between)));
+        }
         for (const auto& [consumer, r] : results) {
             if (consumer == "Arm NN" && paddedMaxPool)
                 continue;

@@ -27,7 +27,11 @@
 // AveragePool → AVERAGE_POOL_2D, MaxPool → MAX_POOL_2D, Pad → PAD, Flatten and
 // Reshape → RESHAPE (with a TRANSPOSE back to NCHW order first when the spatial
 // dims are not 1), Transpose → TRANSPOSE, Sigmoid → LOGISTIC, Softmax (last
-// axis) → SOFTMAX, HardSwish → HARD_SWISH; Identity and Dropout are dropped.
+// axis) → SOFTMAX, HardSwish → HARD_SWISH, PyTorch's HardSigmoid → ADD 3 with
+// RELU6 and MUL 1/6, nearest Resize (asymmetric, floor) →
+// RESIZE_NEAREST_NEIGHBOR; Identity and Dropout are dropped. A CONCATENATION
+// input whose parameters differ from the output's is requantized to them by a
+// QUANTIZE (int8 → int8) first, as the converter does.
 // ONNX padding that is not TensorFlow's SAME becomes an explicit PAD (zero
 // point) and VALID; a MaxPool is padded so only when its input's zero point
 // is −128 (the padding value 0 is then the smallest value: exact).
