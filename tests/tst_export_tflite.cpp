@@ -14,6 +14,8 @@
 #include <cstring>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "export/flatbuffer.h"
 #include "export/tflite.h"
 #include "export/tflite_schema.h"
@@ -286,6 +288,60 @@ private slots:
         // int8 weights (a quarter of float) and int32 biases, plus the graph.
         QVERIFY2(double(summary.bytes) < 0.35 * double(summary.floatWeightBytes) + 65536.0,
                  std::to_string(summary.bytes).c_str());
+    }
+
+    // The CLI: --export-tflite writes the file and its report entry; without --mode odml it is a usage error.
+    void cliExports()
+    {
+        const QString model = QString::fromStdString((kZoo / "mnasnet.onnx").string());
+        const QString calib = QString::fromStdString((kZoo / "mnasnet_calib.npz").string());
+        const fs::path rules = path("rules.json"), out = path("cli.tflite"), report = path("report.json");
+        test::writeFile(rules.string(), kRules);
+        const test::CliRun run = test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()),
+                                               "--mode", "odml", "--calib", calib, "--max-batches", "2",
+                                               "--export-tflite", QString::fromStdString(out.string()), "--report",
+                                               QString::fromStdString(report.string())},
+                                              300000);
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const TfliteContents contents = readTflite(out);
+        const auto doc = nlohmann::json::parse(test::readFile(report.string()));
+        const auto& t = doc.at("exports").at("tflite");
+        QCOMPARE(t.at("bytes").get<int64_t>(), int64_t(fs::file_size(out)));
+        QCOMPARE(t.at("operators").get<size_t>(), contents.operatorCodes.size());
+        QCOMPARE(t.at("batches").get<int64_t>(), int64_t(2));
+        const test::CliRun ptq = test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()),
+                                               "--calib", calib, "--export-tflite",
+                                               QString::fromStdString(path("ptq.tflite").string())});
+        QVERIFY(ptq.exitCode != 0 && ptq.err.contains("--export-tflite needs --mode odml"));
+        QVERIFY(!fs::exists(path("ptq.tflite")));
+    }
+
+    // TfliteOptions::int8Io: the model's edges stay int8, with no QUANTIZE or DEQUANTIZE, on the
+    // input's and output's calibrated parameters.
+    void int8InputsAndOutputs()
+    {
+        const BatchNormFolding folding = foldBatchNorms(loadModel(kZoo / "mnasnet.onnx"));
+        const Model& m = folding.model;
+        const QuantizationPlan plan = QuantizationPlan::build(m, RuleSet::fromJson(kRules), QuantizationMode::Odml);
+        WeightQuantizer weights;
+        weights.update(m, plan);
+        const Interpreter interpreter(m);
+        auto calib = openDataSource(kZoo / "mnasnet_calib.npz", {.batchSize = 1, .exactBatches = true}, &m);
+        TfliteOptions options;
+        options.odml.maxBatches = 2;
+        options.int8Io = true;
+        const TfliteSummary summary = exportTflite(interpreter, plan, weights, *calib, options, path("int8io.tflite"));
+        QVERIFY(!summary.operatorsByType.contains("QUANTIZE") && !summary.operatorsByType.contains("DEQUANTIZE"));
+        const TfliteContents c = readTflite(path("int8io.tflite"));
+        QCOMPARE(c.inputs.size(), size_t(1));
+        QCOMPARE(c.outputs.size(), size_t(1));
+        const auto& in = c.tensors.at(size_t(c.inputs[0]));
+        const auto& out = c.tensors.at(size_t(c.outputs[0]));
+        QCOMPARE(in.type, int(tflite::TensorType::Int8));
+        QCOMPARE(out.type, int(tflite::TensorType::Int8));
+        QCOMPARE(in.shape, (std::vector<int32_t>{1, 96, 96, 3}));
+        QCOMPARE(in.scales.size(), size_t(1));
+        QVERIFY(in.scales[0] > 0 && out.scales.size() == 1);
     }
 
     void unsupportedModelsAreRefused_data()
