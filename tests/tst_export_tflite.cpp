@@ -168,9 +168,8 @@ private slots:
     void zooModels_data()
     {
         QTest::addColumn<QString>("model");
-        for (const char* name :
-             {"resnet18", "mobilenet_v2", "mobilenet_v3_small", "mnasnet", "efficientnet_b0", "squeezenet",
-              "densenet_small", "detection_head"})
+        for (const char* name : {"resnet18", "mobilenet_v2", "mobilenet_v3_small", "mnasnet", "efficientnet_b0",
+                                 "squeezenet", "densenet_small", "detection_head"})
             QTest::newRow(name) << QString(name);
     }
 
@@ -253,10 +252,10 @@ private slots:
             const auto& t = contents.tensors.at(size_t(contents.operatorInputs[k].at(0)));
             const int32_t padded = contents.operatorOutputs[k].at(0);
             for (size_t j = 0; j < contents.operatorCodes.size(); ++j)
-                paddedMaxPool = paddedMaxPool ||
-                                (contents.operatorCodes[j] == int32_t(tflite::BuiltinOperator::MaxPool2D) &&
-                                 contents.operatorInputs[j].at(0) == padded && !t.zeroPoints.empty() &&
-                                 std::abs(t.zeroPoints[0]) > 8);
+                paddedMaxPool =
+                    paddedMaxPool || (contents.operatorCodes[j] == int32_t(tflite::BuiltinOperator::MaxPool2D) &&
+                                      contents.operatorInputs[j].at(0) == padded && !t.zeroPoints.empty() &&
+                                      std::abs(t.zeroPoints[0]) > 8);
         }
         const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll);
         const double simVsFloat = sqnrDb(floatOut, simOut);
@@ -297,11 +296,11 @@ private slots:
         const QString calib = QString::fromStdString((kZoo / "mnasnet_calib.npz").string());
         const fs::path rules = path("rules.json"), out = path("cli.tflite"), report = path("report.json");
         test::writeFile(rules.string(), kRules);
-        const test::CliRun run = test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()),
-                                               "--mode", "odml", "--calib", calib, "--max-batches", "2",
-                                               "--export-tflite", QString::fromStdString(out.string()), "--report",
-                                               QString::fromStdString(report.string())},
-                                              300000);
+        const test::CliRun run =
+            test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()), "--mode", "odml",
+                          "--calib", calib, "--max-batches", "2", "--export-tflite",
+                          QString::fromStdString(out.string()), "--report", QString::fromStdString(report.string())},
+                         300000);
         QVERIFY2(run.exitCode == 0, run.err.constData());
         const TfliteContents contents = readTflite(out);
         const auto doc = nlohmann::json::parse(test::readFile(report.string()));
@@ -309,9 +308,9 @@ private slots:
         QCOMPARE(t.at("bytes").get<int64_t>(), int64_t(fs::file_size(out)));
         QCOMPARE(t.at("operators").get<size_t>(), contents.operatorCodes.size());
         QCOMPARE(t.at("batches").get<int64_t>(), int64_t(2));
-        const test::CliRun ptq = test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()),
-                                               "--calib", calib, "--export-tflite",
-                                               QString::fromStdString(path("ptq.tflite").string())});
+        const test::CliRun ptq =
+            test::runCli({"quantize", model, "--rules", QString::fromStdString(rules.string()), "--calib", calib,
+                          "--export-tflite", QString::fromStdString(path("ptq.tflite").string())});
         QVERIFY(ptq.exitCode != 0 && ptq.err.contains("--export-tflite needs --mode odml"));
         QVERIFY(!fs::exists(path("ptq.tflite")));
     }
@@ -348,8 +347,10 @@ private slots:
     {
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("node");
-        QTest::newRow("shufflenet_v2") << "shufflenet_v2" << "(Slice)";
-        QTest::newRow("regnet_y_400mf") << "regnet_y_400mf" << "a grouped convolution";
+        QTest::newRow("shufflenet_v2") << "shufflenet_v2"
+                                       << "(Slice)";
+        QTest::newRow("regnet_y_400mf") << "regnet_y_400mf"
+                                        << "a grouped convolution";
     }
 
     void unsupportedModelsAreRefused()

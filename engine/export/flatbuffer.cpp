@@ -51,9 +51,15 @@ public:
             pending_.pop_front();
             size_t at = 0;
             switch (p.kind) {
-            case Pending::Kind::Table: at = writeTable(*p.table); break;
-            case Pending::Kind::Tables: at = writeTableVector(p.field->children); break;
-            case Pending::Kind::Data: at = writeData(*p.field); break;
+            case Pending::Kind::Table:
+                at = writeTable(*p.table);
+                break;
+            case Pending::Kind::Tables:
+                at = writeTableVector(p.field->children);
+                break;
+            case Pending::Kind::Data:
+                at = writeData(*p.field);
+                break;
             }
             patch32(p.patch, at);
         }
@@ -122,11 +128,19 @@ private:
             const Table::Field& f = *fields[k];
             const size_t at = tablePos + fieldOffset[k];
             switch (f.kind) {
-            case Table::Field::Kind::Scalar: std::memcpy(out_.data() + at, f.inlineBytes, f.size); break;
-            case Table::Field::Kind::Table: pending_.push_back({at, Pending::Kind::Table, &f.children[0], nullptr}); break;
-            case Table::Field::Kind::Tables: pending_.push_back({at, Pending::Kind::Tables, nullptr, &f}); break;
+            case Table::Field::Kind::Scalar:
+                std::memcpy(out_.data() + at, f.inlineBytes, f.size);
+                break;
+            case Table::Field::Kind::Table:
+                pending_.push_back({at, Pending::Kind::Table, &f.children[0], nullptr});
+                break;
+            case Table::Field::Kind::Tables:
+                pending_.push_back({at, Pending::Kind::Tables, nullptr, &f});
+                break;
             case Table::Field::Kind::String:
-            case Table::Field::Kind::Vector: pending_.push_back({at, Pending::Kind::Data, nullptr, &f}); break;
+            case Table::Field::Kind::Vector:
+                pending_.push_back({at, Pending::Kind::Data, nullptr, &f});
+                break;
             }
         }
         return tablePos;
@@ -197,7 +211,10 @@ TableView Reader::root() const
     return TableView(this, root.follow(0));
 }
 
-const uint8_t* TableView::bytes(size_t at, size_t n) const { return reader_->bytes(at, n); }
+const uint8_t* TableView::bytes(size_t at, size_t n) const
+{
+    return reader_->bytes(at, n);
+}
 
 size_t TableView::follow(size_t at) const
 {
@@ -215,7 +232,8 @@ size_t TableView::fieldPosition(int field) const
     std::memcpy(&soffset, bytes(position_, 4), 4);
     const int64_t vtablePos = int64_t(position_) - soffset;
     if (vtablePos < 0)
-        throw Error(reader_->what_ + ": the table at byte " + std::to_string(position_) + " has its vtable before the file");
+        throw Error(reader_->what_ + ": the table at byte " + std::to_string(position_) +
+                    " has its vtable before the file");
     uint16_t header[2];
     std::memcpy(header, bytes(size_t(vtablePos), 4), 4);
     const size_t slot = 4 + 2 * size_t(field);

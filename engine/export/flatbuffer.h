@@ -67,8 +67,8 @@ private:
         int id = 0;
         uint8_t size = 0; // inline bytes: the scalar's size, 4 for an offset
         unsigned char inlineBytes[8] = {};
-        std::vector<Table> children;   // Table (one) and Tables
-        std::vector<uint8_t> data;     // String and Vector
+        std::vector<Table> children; // Table (one) and Tables
+        std::vector<uint8_t> data;   // String and Vector
         size_t elementSize = 1, alignment = 1;
     };
     Field& add(int field, Field::Kind kind);
@@ -93,10 +93,10 @@ public:
         std::memcpy(&value, bytes(at, sizeof(T)), sizeof(T));
         return value;
     }
-    TableView table(int field) const;        // Error when absent
-    size_t vectorSize(int field) const;      // 0 when absent
+    TableView table(int field) const;   // Error when absent
+    size_t vectorSize(int field) const; // 0 when absent
     TableView tableAt(int field, size_t index) const;
-    std::string string(int field) const;     // empty when absent
+    std::string string(int field) const; // empty when absent
     // A scalar vector's bytes (count × elementSize); empty when absent.
     std::span<const uint8_t> vectorBytes(int field, size_t elementSize) const;
     template <typename T> std::vector<T> vector(int field) const

@@ -30,24 +30,42 @@ constexpr int kToNhwc[4] = {0, 3, 1, 2};
 const char* opName(BuiltinOperator op)
 {
     switch (op) {
-    case BuiltinOperator::Add: return "ADD";
-    case BuiltinOperator::AveragePool2D: return "AVERAGE_POOL_2D";
-    case BuiltinOperator::Concatenation: return "CONCATENATION";
-    case BuiltinOperator::Conv2D: return "CONV_2D";
-    case BuiltinOperator::DepthwiseConv2D: return "DEPTHWISE_CONV_2D";
-    case BuiltinOperator::Dequantize: return "DEQUANTIZE";
-    case BuiltinOperator::FullyConnected: return "FULLY_CONNECTED";
-    case BuiltinOperator::Logistic: return "LOGISTIC";
-    case BuiltinOperator::MaxPool2D: return "MAX_POOL_2D";
-    case BuiltinOperator::Mul: return "MUL";
-    case BuiltinOperator::Reshape: return "RESHAPE";
-    case BuiltinOperator::Softmax: return "SOFTMAX";
-    case BuiltinOperator::Pad: return "PAD";
-    case BuiltinOperator::Transpose: return "TRANSPOSE";
-    case BuiltinOperator::Mean: return "MEAN";
-    case BuiltinOperator::ResizeNearestNeighbor: return "RESIZE_NEAREST_NEIGHBOR";
-    case BuiltinOperator::Quantize: return "QUANTIZE";
-    case BuiltinOperator::HardSwish: return "HARD_SWISH";
+    case BuiltinOperator::Add:
+        return "ADD";
+    case BuiltinOperator::AveragePool2D:
+        return "AVERAGE_POOL_2D";
+    case BuiltinOperator::Concatenation:
+        return "CONCATENATION";
+    case BuiltinOperator::Conv2D:
+        return "CONV_2D";
+    case BuiltinOperator::DepthwiseConv2D:
+        return "DEPTHWISE_CONV_2D";
+    case BuiltinOperator::Dequantize:
+        return "DEQUANTIZE";
+    case BuiltinOperator::FullyConnected:
+        return "FULLY_CONNECTED";
+    case BuiltinOperator::Logistic:
+        return "LOGISTIC";
+    case BuiltinOperator::MaxPool2D:
+        return "MAX_POOL_2D";
+    case BuiltinOperator::Mul:
+        return "MUL";
+    case BuiltinOperator::Reshape:
+        return "RESHAPE";
+    case BuiltinOperator::Softmax:
+        return "SOFTMAX";
+    case BuiltinOperator::Pad:
+        return "PAD";
+    case BuiltinOperator::Transpose:
+        return "TRANSPOSE";
+    case BuiltinOperator::Mean:
+        return "MEAN";
+    case BuiltinOperator::ResizeNearestNeighbor:
+        return "RESIZE_NEAREST_NEIGHBOR";
+    case BuiltinOperator::Quantize:
+        return "QUANTIZE";
+    case BuiltinOperator::HardSwish:
+        return "HARD_SWISH";
     }
     return "?";
 }
@@ -57,12 +75,16 @@ int32_t int8Version(BuiltinOperator op)
 {
     switch (op) {
     case BuiltinOperator::Conv2D:
-    case BuiltinOperator::DepthwiseConv2D: return 3; // per-channel int8
-    case BuiltinOperator::FullyConnected: return 4;
+    case BuiltinOperator::DepthwiseConv2D:
+        return 3; // per-channel int8
+    case BuiltinOperator::FullyConnected:
+        return 4;
     case BuiltinOperator::Reshape:
     case BuiltinOperator::HardSwish:
-    case BuiltinOperator::Quantize: return 1;
-    default: return 2;
+    case BuiltinOperator::Quantize:
+        return 1;
+    default:
+        return 2;
     }
 }
 
@@ -362,7 +384,8 @@ private:
             return;
         }
         const int32_t f = b_.tensor({name, stored(shape, nhwc), tf::TensorType::Float32, 0, std::nullopt});
-        const int32_t i8 = b_.tensor({name + "/int8", stored(shape, nhwc), tf::TensorType::Int8, 0, activationQuant(name)});
+        const int32_t i8 =
+            b_.tensor({name + "/int8", stored(shape, nhwc), tf::TensorType::Int8, 0, activationQuant(name)});
         b_.op({BuiltinOperator::Quantize, {f}, {i8}, BuiltinOptions::None, {}});
         b_.inputs.push_back(f);
         placed_[name] = {i8, nhwc};
@@ -384,8 +407,7 @@ private:
         b_.outputs.push_back(f);
     }
 
-    int32_t int32Constant(const std::string& name, const std::vector<int32_t>& values,
-                          std::vector<int32_t> shape = {})
+    int32_t int32Constant(const std::string& name, const std::vector<int32_t>& values, std::vector<int32_t> shape = {})
     {
         if (shape.empty())
             shape = {int32_t(values.size())};
@@ -412,9 +434,8 @@ private:
                 throw Refused("constant '" + name + "' holds a NaN or infinite value");
             range.min = std::min(range.min, v), range.max = std::max(range.max, v);
         }
-        const QuantParams p =
-            quantParamsFromRanges(QType::Int8, BlockLayout::perTensor(shape), std::span<const Range>(&range, 1),
-                                  false, {}, name);
+        const QuantParams p = quantParamsFromRanges(QType::Int8, BlockLayout::perTensor(shape),
+                                                    std::span<const Range>(&range, 1), false, {}, name);
         const Tensor codes = quantize(x, p, Rounding::Nearest, 0, name);
         std::vector<int8_t> values(codes.values<int8_t>().begin(), codes.values<int8_t>().end());
         std::vector<int32_t> tshape = int32Shape(shape, name);
@@ -435,9 +456,9 @@ private:
             throw Refused("constant '" + name + "' has more than 4 dimensions");
         }
         summary_.floatWeightBytes += int64_t(x.numel()) * 4;
-        return b_.constant({name, tshape, tf::TensorType::Int8, 0,
-                            TensorQuant{{p.scales[0]}, {int64_t(p.zeroPoints.at(0))}, 0}},
-                           bytesOf(values));
+        return b_.constant(
+            {name, tshape, tf::TensorType::Int8, 0, TensorQuant{{p.scales[0]}, {int64_t(p.zeroPoints.at(0))}, 0}},
+            bytesOf(values));
     }
 
     // ---- the layer weights
@@ -625,8 +646,8 @@ private:
         const int64_t group = node.intAttribute("group", 1), channels = inShape[1];
         const bool depthwise = group > 1 && group == channels && ipg == 1 && o % channels == 0;
         if (group != 1 && !depthwise)
-            throw Refused("a grouped convolution (group " + std::to_string(group) + " of " +
-                          std::to_string(channels) + " channels) is neither CONV_2D nor DEPTHWISE_CONV_2D");
+            throw Refused("a grouped convolution (group " + std::to_string(group) + " of " + std::to_string(channels) +
+                          " channels) is neither CONV_2D nor DEPTHWISE_CONV_2D");
         const QuantParams wp = weightParams(i, w, false);
         const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
         // ONNX [O, I, kh, kw] → CONV_2D [O, kh, kw, I]; DEPTHWISE_CONV_2D [1, kh, kw, O].
@@ -636,12 +657,14 @@ private:
                 for (int64_t y = 0; y < kh; ++y)
                     for (int64_t x = 0; x < kw; ++x) {
                         const size_t from = size_t(((a * ipg + b) * kh + y) * kw + x);
-                        const size_t to = depthwise ? size_t((y * kw + x) * o + a) : size_t(((a * kh + y) * kw + x) * ipg + b);
+                        const size_t to =
+                            depthwise ? size_t((y * kw + x) * o + a) : size_t(((a * kh + y) * kw + x) * ipg + b);
                         stored[to] = c[from];
                     }
         TensorQuant wq{wp.scales, std::vector<int64_t>(wp.scales.size(), 0), depthwise ? 3 : 0};
-        const std::vector<int32_t> wshape = depthwise ? std::vector<int32_t>{1, int32_t(kh), int32_t(kw), int32_t(o)}
-                                                      : std::vector<int32_t>{int32_t(o), int32_t(kh), int32_t(kw), int32_t(ipg)};
+        const std::vector<int32_t> wshape =
+            depthwise ? std::vector<int32_t>{1, int32_t(kh), int32_t(kw), int32_t(o)}
+                      : std::vector<int32_t>{int32_t(o), int32_t(kh), int32_t(kw), int32_t(ipg)};
         const int32_t wt = b_.constant({node.inputs[1], wshape, tf::TensorType::Int8, 0, wq}, bytesOf(stored));
         const float inputScale = b_.at(in.tensor).quant->scales[0];
         const std::string out = outputValue(i);
@@ -658,8 +681,11 @@ private:
             opt.scalar<int8_t>(tf::depthwise::fused_activation_function, fusedActivation(i));
             opt.scalar<int32_t>(tf::depthwise::dilation_w_factor, int32_t(win.dw));
             opt.scalar<int32_t>(tf::depthwise::dilation_h_factor, int32_t(win.dh));
-            b_.op({BuiltinOperator::DepthwiseConv2D, {in.tensor, wt, bt}, {result.tensor},
-                   BuiltinOptions::DepthwiseConv2DOptions, std::move(opt)});
+            b_.op({BuiltinOperator::DepthwiseConv2D,
+                   {in.tensor, wt, bt},
+                   {result.tensor},
+                   BuiltinOptions::DepthwiseConv2DOptions,
+                   std::move(opt)});
         } else {
             opt.scalar<int8_t>(tf::conv2d::padding, int8_t(padMode));
             opt.scalar<int32_t>(tf::conv2d::stride_w, int32_t(win.sw));
@@ -667,7 +693,10 @@ private:
             opt.scalar<int8_t>(tf::conv2d::fused_activation_function, fusedActivation(i));
             opt.scalar<int32_t>(tf::conv2d::dilation_w_factor, int32_t(win.dw));
             opt.scalar<int32_t>(tf::conv2d::dilation_h_factor, int32_t(win.dh));
-            b_.op({BuiltinOperator::Conv2D, {in.tensor, wt, bt}, {result.tensor}, BuiltinOptions::Conv2DOptions,
+            b_.op({BuiltinOperator::Conv2D,
+                   {in.tensor, wt, bt},
+                   {result.tensor},
+                   BuiltinOptions::Conv2DOptions,
                    std::move(opt)});
         }
     }
@@ -702,17 +731,20 @@ private:
         const QuantParams wp = weightParams(i, w, true);
         const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
         const int64_t o = w.dim(0);
-        const int32_t wt = b_.constant({node.inputs[1], {int32_t(o), int32_t(w.dim(1))}, tf::TensorType::Int8, 0,
-                                        TensorQuant{wp.scales, {0}, 0}},
-                                       bytesOf(c));
+        const int32_t wt = b_.constant(
+            {node.inputs[1], {int32_t(o), int32_t(w.dim(1))}, tf::TensorType::Int8, 0, TensorQuant{wp.scales, {0}, 0}},
+            bytesOf(c));
         const std::string out = outputValue(i);
         const int32_t bt = bias(node, node.opType == "Gemm" ? 2 : 99, (node.name.empty() ? out : node.name) + "/bias",
                                 o, b_.at(in.tensor).quant->scales[0], wp.scales);
         const Placed result = newActivation(out, out);
         fb::Table opt;
         opt.scalar<int8_t>(tf::fully_connected::fused_activation_function, fusedActivation(i));
-        b_.op({BuiltinOperator::FullyConnected, {in.tensor, wt, bt}, {result.tensor},
-               BuiltinOptions::FullyConnectedOptions, std::move(opt)});
+        b_.op({BuiltinOperator::FullyConnected,
+               {in.tensor, wt, bt},
+               {result.tensor},
+               BuiltinOptions::FullyConnectedOptions,
+               std::move(opt)});
     }
 
     void binary(const Node& node, size_t i)
@@ -751,8 +783,11 @@ private:
         fb::Table opt;
         opt.scalar<int8_t>(tf::add_mul::fused_activation_function, fusedActivation(i));
         const bool add = node.opType == "Add";
-        b_.op({add ? BuiltinOperator::Add : BuiltinOperator::Mul, {ta, tb}, {result.tensor},
-               add ? BuiltinOptions::AddOptions : BuiltinOptions::MulOptions, std::move(opt)});
+        b_.op({add ? BuiltinOperator::Add : BuiltinOperator::Mul,
+               {ta, tb},
+               {result.tensor},
+               add ? BuiltinOptions::AddOptions : BuiltinOptions::MulOptions,
+               std::move(opt)});
     }
 
     int storedAxis(int64_t axis, int rank, bool nhwc) const
@@ -781,8 +816,7 @@ private:
                 ins.push_back(p.tensor);
                 continue;
             }
-            const int32_t requantized =
-                b_.tensor({v + "/requantized", d.shape, tf::TensorType::Int8, 0, outQuant});
+            const int32_t requantized = b_.tensor({v + "/requantized", d.shape, tf::TensorType::Int8, 0, outQuant});
             b_.op({BuiltinOperator::Quantize, {p.tensor}, {requantized}, BuiltinOptions::None, {}});
             ins.push_back(requantized);
         }
@@ -792,7 +826,10 @@ private:
         fb::Table opt;
         opt.scalar<int32_t>(tf::concatenation::axis, axis);
         opt.scalar<int8_t>(tf::concatenation::fused_activation_function, fusedActivation(i));
-        b_.op({BuiltinOperator::Concatenation, ins, {result.tensor}, BuiltinOptions::ConcatenationOptions,
+        b_.op({BuiltinOperator::Concatenation,
+               ins,
+               {result.tensor},
+               BuiltinOptions::ConcatenationOptions,
                std::move(opt)});
     }
 
@@ -823,13 +860,15 @@ private:
         const std::string out = outputValue(i);
         const int32_t axes = int32Constant(out + "/axes", {1, 2});
         const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
-        const Placed result{b_.tensor({out, keep ? stored(shape, true) : shape, tf::TensorType::Int8, 0,
-                                       activationQuant(out)}),
-                            keep};
+        const Placed result{
+            b_.tensor({out, keep ? stored(shape, true) : shape, tf::TensorType::Int8, 0, activationQuant(out)}), keep};
         placed_[out] = result;
         fb::Table opt;
         opt.scalar<bool>(tf::reducer::keep_dims, keep);
-        b_.op({BuiltinOperator::Mean, {in.tensor, axes}, {result.tensor}, BuiltinOptions::ReducerOptions,
+        b_.op({BuiltinOperator::Mean,
+               {in.tensor, axes},
+               {result.tensor},
+               BuiltinOptions::ReducerOptions,
                std::move(opt)});
     }
 
@@ -865,8 +904,11 @@ private:
         opt.scalar<int32_t>(tf::pool2d::filter_width, int32_t(w.kw));
         opt.scalar<int32_t>(tf::pool2d::filter_height, int32_t(w.kh));
         opt.scalar<int8_t>(tf::pool2d::fused_activation_function, fusedActivation(i));
-        b_.op({maxPool ? BuiltinOperator::MaxPool2D : BuiltinOperator::AveragePool2D, {in.tensor}, {result.tensor},
-               BuiltinOptions::Pool2DOptions, std::move(opt)});
+        b_.op({maxPool ? BuiltinOperator::MaxPool2D : BuiltinOperator::AveragePool2D,
+               {in.tensor},
+               {result.tensor},
+               BuiltinOptions::Pool2DOptions,
+               std::move(opt)});
     }
 
     int32_t transposeOp(int32_t in, const std::vector<int32_t>& perm, const std::string& name)
@@ -893,10 +935,14 @@ private:
         const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
         const int32_t shapeTensor = int32Constant(out + "/shape", shape);
         const bool nhwc = shape.size() == 4;
-        const int32_t flat = b_.tensor({nhwc ? out + "/nchw" : out, shape, tf::TensorType::Int8, 0, activationQuant(out)});
+        const int32_t flat =
+            b_.tensor({nhwc ? out + "/nchw" : out, shape, tf::TensorType::Int8, 0, activationQuant(out)});
         fb::Table opt;
         opt.vector(tf::reshape::new_shape, shape);
-        b_.op({BuiltinOperator::Reshape, {in.tensor, shapeTensor}, {flat}, BuiltinOptions::ReshapeOptions,
+        b_.op({BuiltinOperator::Reshape,
+               {in.tensor, shapeTensor},
+               {flat},
+               BuiltinOptions::ReshapeOptions,
                std::move(opt)});
         placed_[out] = {nhwc ? transposeOp(flat, {0, 2, 3, 1}, out) : flat, nhwc};
     }
@@ -973,7 +1019,10 @@ private:
                 throw Refused("SOFTMAX is written over the last axis only");
             fb::Table opt;
             opt.scalar<float>(tf::softmax::beta, 1.0f);
-            b_.op({BuiltinOperator::Softmax, {in.tensor}, {result.tensor}, BuiltinOptions::SoftmaxOptions,
+            b_.op({BuiltinOperator::Softmax,
+                   {in.tensor},
+                   {result.tensor},
+                   BuiltinOptions::SoftmaxOptions,
                    std::move(opt)});
         }
     }
@@ -991,10 +1040,10 @@ private:
         const Placed in = input(node.inputs.at(0));
         const std::string& out = node.outputs.at(0);
         const TensorDesc src = b_.at(in.tensor);
-        const int32_t three = constantOperand(out + "/3", Tensor::fromVector(DType::F32, {1}, std::vector<float>{3.0f}),
-                                              in.nhwc, false);
-        const int32_t shifted = b_.tensor({out + "/relu6(x+3)", src.shape, tf::TensorType::Int8, 0,
-                                           TensorQuant{{6.0f / 255.0f}, {-128}, 0}});
+        const int32_t three =
+            constantOperand(out + "/3", Tensor::fromVector(DType::F32, {1}, std::vector<float>{3.0f}), in.nhwc, false);
+        const int32_t shifted = b_.tensor(
+            {out + "/relu6(x+3)", src.shape, tf::TensorType::Int8, 0, TensorQuant{{6.0f / 255.0f}, {-128}, 0}});
         fb::Table addOpt;
         addOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, int8_t(tf::Activation::Relu6));
         b_.op({BuiltinOperator::Add, {in.tensor, three}, {shifted}, BuiltinOptions::AddOptions, std::move(addOpt)});
@@ -1032,8 +1081,11 @@ private:
         fb::Table opt;
         opt.scalar<bool>(tf::resize_nearest::align_corners, false);
         opt.scalar<bool>(tf::resize_nearest::half_pixel_centers, false);
-        b_.op({BuiltinOperator::ResizeNearestNeighbor, {in.tensor, size}, {result.tensor},
-               BuiltinOptions::ResizeNearestNeighborOptions, std::move(opt)});
+        b_.op({BuiltinOperator::ResizeNearestNeighbor,
+               {in.tensor, size},
+               {result.tensor},
+               BuiltinOptions::ResizeNearestNeighborOptions,
+               std::move(opt)});
     }
 
     const Model& model_;
@@ -1097,7 +1149,8 @@ TfliteContents readTflite(const std::filesystem::path& path)
         throw Error(path.string() + ": expected one subgraph");
     std::vector<int32_t> codes;
     for (size_t k = 0; k < model.vectorSize(tf::model::operator_codes); ++k)
-        codes.push_back(model.tableAt(tf::model::operator_codes, k).scalar<int32_t>(tf::operator_code::builtin_code, 0));
+        codes.push_back(
+            model.tableAt(tf::model::operator_codes, k).scalar<int32_t>(tf::operator_code::builtin_code, 0));
     const fb::TableView sg = model.tableAt(tf::model::subgraphs, 0);
     for (size_t k = 0; k < sg.vectorSize(tf::subgraph::tensors); ++k) {
         const fb::TableView t = sg.tableAt(tf::subgraph::tensors, k);
@@ -1145,8 +1198,8 @@ TfliteSummary exportTflite(const Interpreter& interpreter, const QuantizationPla
     summary.batches = q.batches;
     cancel.check();
     const ModelBuilder built = Converter(model, plan, weights, q, options, summary).run();
-    const std::string description = "Quantscope " QUANTSCOPE_VERSION " full-integer export of " +
-                                    model.sourcePath.filename().string();
+    const std::string description =
+        "Quantscope " QUANTSCOPE_VERSION " full-integer export of " + model.sourcePath.filename().string();
     const std::vector<uint8_t> bytes = fb::serialize(built.build(description, summary), tf::kFileIdentifier);
     writeFileAtomically(out, bytes.data(), bytes.size());
     summary.bytes = int64_t(bytes.size());

@@ -57,7 +57,7 @@ struct TfliteOptions {
 
 struct TfliteSummary {
     std::filesystem::path path;
-    int64_t bytes = 0;           // file size
+    int64_t bytes = 0;            // file size
     int64_t floatWeightBytes = 0; // the float32 weights and biases it replaces
     int64_t tensors = 0;
     int64_t operators = 0;
@@ -87,7 +87,7 @@ struct TfliteContents {
     };
     uint32_t version = 0;
     std::vector<TensorInfo> tensors;
-    std::vector<int32_t> operatorCodes; // builtin code of each operator, in order
+    std::vector<int32_t> operatorCodes;                // builtin code of each operator, in order
     std::vector<std::vector<int32_t>> operatorInputs;  // tensor indices each operator reads
     std::vector<std::vector<int32_t>> operatorOutputs; // and writes
     std::vector<int32_t> inputs, outputs;
