@@ -218,7 +218,7 @@ public:
     void afterNode(NodeEvent& event) override
     {
         for (size_t k = 0; k < event.outputs.size() && k < event.node->outputs.size(); ++k) {
-            shapes_[event.node->outputs[k]] = event.outputs[k].shape();
+            shapes_.try_emplace(event.node->outputs[k], event.outputs[k].shape());
             const auto found = observers_.find(event.node->outputs[k]);
             if (found != observers_.end() && !event.outputs[k].empty())
                 found->second.observe(event.outputs[k]);
@@ -484,7 +484,7 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
         if (!batch)
             break;
         for (const auto& [name, tensor] : batch->inputs) {
-            result.shapes[name] = tensor.shape();
+            result.shapes.try_emplace(name, tensor.shape());
             const auto found = observers.find(name);
             if (found != observers.end())
                 found->second.observe(tensor);

@@ -119,7 +119,7 @@ struct OdmlQuantization {
     std::map<std::string, std::string> constantAlias;            // pass-through of a constant -> the initializer
     std::map<std::string, QuantParams> activations;              // values with their own range -> int8 per tensor
     std::set<std::string> fixedByKernel;                         // of those, the ones the kernel fixes (LOGISTIC ...)
-    std::map<std::string, Shape> shapes;                         // every value computed, as in the last batch
+    std::map<std::string, Shape> shapes;                         // every value computed, as in the first batch
     int64_t batches = 0;                                         // calibration batches run
 
     std::string root(std::string value) const; // the value whose range `value` shares
