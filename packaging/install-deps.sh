@@ -12,6 +12,8 @@ packages=(
   python3 python3-numpy python3-h5py python3-onnx python3-torch python3-torchvision python3-sklearn libonnx-testdata
   xvfb xauth
   qemu-user
+  # Arm NN's TfLite parser on its CpuRef backend: a consumer of the .tflite export in tst_export_tflite
+  libarmnn-dev libarmnntfliteparser-dev libarmnn-cpuref-backend22
   desktop-file-utils appstream debootstrap
 )
 

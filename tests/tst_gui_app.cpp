@@ -378,6 +378,31 @@ void TestGuiApp::exportsAreWrittenAndChecked()
     const ExportOutcome onnx = exportOnnxChecked(in, dir.filePath(QStringLiteral("digits_qdq.onnx")), {}, {});
     QVERIFY2(onnx.allChecksPassed(), qPrintable(onnx.checks.join(QLatin1Char('\n'))));
     QVERIFY(onnx.checks.size() >= 2);
+
+    // The LiteRT model is written from an ODML-mode plan: the same model and rules opened in ODML mode.
+    const LoadedModel odmlModel = loadExplorationModel(kModel.toStdString(), {.mode = QuantizationMode::Odml});
+    ExportInputs odml = in;
+    odml.model = odmlModel.model;
+    odml.interpreter = odmlModel.interpreter;
+    odml.plan = std::make_shared<const QuantizationPlan>(
+        QuantizationPlan::build(*odmlModel.model, *in.rules, QuantizationMode::Odml));
+    auto odmlWeights = std::make_shared<WeightQuantizer>();
+    odmlWeights->update(*odmlModel.model, *odml.plan);
+    odml.weights = odmlWeights;
+    const ExportOutcome tflite = exportTfliteChecked(odml, dir.filePath(QStringLiteral("digits.tflite")), {}, {});
+    QVERIFY2(tflite.allChecksPassed(), qPrintable(tflite.checks.join(QLatin1Char('\n'))));
+    QCOMPARE(tflite.checks.size(), 1);
+    QVERIFY(tflite.quantizedBytes > 0 && tflite.quantizedBytes < tflite.floatBytes);
+    QVERIFY(QFile::exists(dir.filePath(QStringLiteral("digits.tflite"))));
+    // A PTQ plan is refused with a message, nothing written.
+    bool refused = false;
+    try {
+        exportTfliteChecked(in, dir.filePath(QStringLiteral("ptq.tflite")), {}, {});
+    } catch (const Error&) {
+        refused = true;
+    }
+    QVERIFY(refused);
+    QVERIFY(!QFile::exists(dir.filePath(QStringLiteral("ptq.tflite"))));
 }
 
 void TestGuiApp::syntheticDataIsSeededAndShapedLikeTheInputs()

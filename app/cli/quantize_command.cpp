@@ -15,6 +15,7 @@
 #include "export/gguf.h"
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
+#include "export/tflite.h"
 #include "session/evaluation.h"
 #include "session/rule_search.h"
 #include "session/session_file.h"
@@ -112,6 +113,30 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
                            {"batch_norms", {{"folded", folded}, {"decomposed", decomposed}, {"kept", kept}}},
                            {"batches", s.batches}};
     }
+    if (const auto out = args.value("--export-tflite")) {
+        if (q.mode() != QuantizationMode::Odml)
+            throw UsageError("--export-tflite needs --mode odml");
+        if (!options.calibFile)
+            throw UsageError("--export-tflite needs --calib DATA");
+        std::vector<ExplorationWarning> dataWarnings;
+        const std::unique_ptr<DataSource> calib =
+            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
+        printWarnings(dataWarnings);
+        TfliteOptions tflite;
+        tflite.odml.maxBatches = options.maxBatches;
+        const TfliteSummary s =
+            exportTflite(*q.interpreter(), *q.plan(), *q.weights(), *calib, tflite, *out, {}, terminalProgress());
+        for (const std::string& note : s.notes)
+            std::fprintf(stderr, "note: %s\n", note.c_str());
+        exports["tflite"] = {{"path", s.path.string()},
+                             {"bytes", s.bytes},
+                             {"float_weight_bytes", s.floatWeightBytes},
+                             {"tensors", s.tensors},
+                             {"operators", s.operators},
+                             {"operators_by_type", s.operatorsByType},
+                             {"notes", s.notes},
+                             {"batches", s.batches}};
+    }
     return exports;
 }
 
@@ -175,9 +200,12 @@ int runQuantize(const Arguments& args)
     options.batchSize = batchSizeArgument(args);
     options.maxBatches = args.integer("--max-batches", 1, int64_t(1) << 40);
     options.sequenceLength = args.integer("--seq-len", 2, int64_t(1) << 20).value_or(0);
-    options.needsInterpreter = args.value("--eval") || args.value("--calib") || args.value("--export-odml");
+    options.needsInterpreter =
+        args.value("--eval") || args.value("--calib") || args.value("--export-odml") || args.value("--export-tflite");
     if (args.value("--export-odml") && (options.mode != QuantizationMode::Odml || !options.calibFile))
         throw UsageError("--export-odml needs --mode odml and --calib DATA");
+    if (args.value("--export-tflite") && (options.mode != QuantizationMode::Odml || !options.calibFile))
+        throw UsageError("--export-tflite needs --mode odml and --calib DATA");
     QuantizeReport report;
     Exploration exploration = openExploration(options, &report.times);
     const Exploration& quantization = exploration;
@@ -249,7 +277,8 @@ Command quantizeCommand()
                     "                       [--search-points F.json]] (instead of --rules; needs --eval)\n"
                     "                      [--sensitivity one|all-but-one]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
-                    "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]";
+                    "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]\n"
+                    "                      [--export-tflite F.tflite]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file (or --search)", {}, false},
@@ -308,6 +337,12 @@ Command quantizeCommand()
          "write the ODML full-integer annotations (JSON); needs --mode odml and --calib",
          {},
          false},
+        {"--export-tflite",
+         "F",
+         "write the full-integer LiteRT model (.tflite: int8, NHWC, float32 inputs and outputs); needs --mode odml "
+         "and --calib",
+         {},
+         false},
     };
     spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"
                  "format otherwise.\n"
@@ -334,9 +369,9 @@ Command quantizeCommand()
                  "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
                  "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
                  "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
-                 "activations stay float), cleaned by the graph passes; ODML annotations calibrate on --calib\n"
-                 "(docs/formats.md, docs/export.md); the GGUF model has each layer in its rule's block format and\n"
-                 "the folder's tokenizer (docs/formats.md). Files are written atomically.\n"
+                 "activations stay float), cleaned by the graph passes; ODML annotations and the LiteRT model\n"
+                 "calibrate on --calib (docs/formats.md, docs/export.md); the GGUF model has each layer in its\n"
+                 "rule's block format and the folder's tokenizer (docs/formats.md). Files are written atomically.\n"
                  "--search: each layer gets the first candidate that applies to it; layers are ranked by\n"
                  "sensitivity and raised one candidate at a time along that order; a bisection finds the first\n"
                  "choice that meets --target, a trimming pass lowers what it can; the choice is written as rules\n"

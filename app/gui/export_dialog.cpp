@@ -18,6 +18,7 @@
 #include "export/checkpoint_reader.h"
 #include "export/odml.h"
 #include "export/onnx_qdq.h"
+#include "export/tflite.h"
 #include "gui/workspace.h"
 #include "io/model_loader.h"
 #include "quantization/weight_quantizer.h"
@@ -203,6 +204,53 @@ ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, con
     const auto text = nlohmann::json::parse(file, nullptr, false);
     out.checks << (text.is_discarded() ? failed(QObject::tr("rereading: not valid JSON"))
                                        : passed(QObject::tr("reread: valid JSON")));
+    return out;
+}
+
+ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                  const ProgressCallback& progress)
+{
+    ExportOutcome out;
+    out.title = QObject::tr("LiteRT model (.tflite)");
+    out.path = path;
+    if (!in.interpreter || !in.calibration)
+        throw Error("the LiteRT export needs a model the runtime can run and calibration data");
+    auto data = in.openData(*in.calibration);
+    TfliteOptions options;
+    options.odml.maxBatches = in.calibration->maxBatches;
+    const TfliteSummary summary =
+        exportTflite(*in.interpreter, *in.plan, *in.weights, *data, options, path.toStdString(), cancel, progress);
+    out.floatBytes = summary.floatWeightBytes;
+    out.quantizedBytes = summary.bytes;
+    QStringList ops;
+    for (const auto& [op, count] : summary.operatorsByType)
+        ops << QStringLiteral("%1 %2").arg(QString::fromStdString(op)).arg(count);
+    out.notes << QObject::tr("%1 operators (%2), %3 tensors; int8 NHWC with float32 inputs and outputs; calibrated "
+                             "on %4 batches")
+                     .arg(summary.operators)
+                     .arg(ops.join(QStringLiteral(", ")))
+                     .arg(summary.tensors)
+                     .arg(summary.batches);
+    for (const std::string& note : summary.notes)
+        out.notes << QString::fromStdString(note);
+    if (in.calibration->kind == DataConfig::Kind::Synthetic)
+        out.notes << QObject::tr("calibrated on synthetic data: the ranges are not representative");
+    try {
+        const TfliteContents c = readTflite(summary.path);
+        const bool matches = c.version == 3 && int64_t(c.tensors.size()) == summary.tensors &&
+                             int64_t(c.operatorCodes.size()) == summary.operators;
+        out.checks << (matches ? passed(QObject::tr("reread: LiteRT schema version %1, %2 tensors, %3 operators")
+                                            .arg(c.version)
+                                            .arg(c.tensors.size())
+                                            .arg(c.operatorCodes.size()))
+                               : failed(QObject::tr("reread: %1 tensors and %2 operators, %3 and %4 were written")
+                                            .arg(c.tensors.size())
+                                            .arg(c.operatorCodes.size())
+                                            .arg(summary.tensors)
+                                            .arg(summary.operators)));
+    } catch (const Error& e) {
+        out.checks << failed(QObject::tr("rereading failed: %1").arg(QString::fromUtf8(e.what())));
+    }
     return out;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The exports of the engine (export/): a quantized checkpoint (safetensors or
-// HDF5), an ONNX QDQ model, a GGUF model for llama.cpp and ODML full-integer
-// annotations.
+// HDF5), an ONNX QDQ model, a GGUF model for llama.cpp, ODML full-integer
+// annotations and the full-integer LiteRT model (.tflite).
 // Each runs as a background job that writes the file and then checks it the
 // way a user would: the checkpoint is reopened and its dequantized weights are
 // compared with the simulation's; the QDQ model is checked by onnx::checker
@@ -43,6 +43,9 @@ ExportOutcome exportGgufChecked(const ExportInputs& in, const QString& path, con
                                 const ProgressCallback& progress);
 ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                 const ProgressCallback& progress);
+// The full-integer LiteRT model (ODML mode): written, then reread with the bounds-checked reader.
+ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
+                                  const ProgressCallback& progress);
 
 class ExportResultDialog : public QDialog {
     Q_OBJECT

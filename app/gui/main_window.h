@@ -89,7 +89,7 @@ private:
     void offerRecovery();
     void editData(bool calibration);
     void maybeRunPending();
-    enum class ExportKind { Checkpoint, Onnx, Odml, Gguf };
+    enum class ExportKind { Checkpoint, Onnx, Odml, Gguf, Tflite };
     void startExport(ExportKind kind);
     std::optional<size_t> selectedLayer() const;
 
@@ -126,6 +126,7 @@ private:
     QAction* exportOnnx_ = nullptr;
     QAction* exportOdml_ = nullptr;
     QAction* exportGguf_ = nullptr;
+    QAction* exportTflite_ = nullptr;
 
     bool pendingCalibrate_ = false;
     bool pendingEvaluate_ = false;

@@ -94,6 +94,7 @@ void MainWindow::createActions()
     exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportKind::Onnx); });
     exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportKind::Odml); });
     exportGguf_ = exportMenu->addAction(tr("&GGUF for llama.cpp…"), this, [this] { startExport(ExportKind::Gguf); });
+    exportTflite_ = exportMenu->addAction(tr("&LiteRT Model (.tflite)…"), this, [this] { startExport(ExportKind::Tflite); });
     file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -252,6 +253,8 @@ void MainWindow::updateActions()
     exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
     exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
     exportGguf_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "huggingface");
+    const bool odml = model && workspace_->exploration().mode() == QuantizationMode::Odml;
+    exportTflite_->setEnabled(weightsCurrent && idle && runnable && odml && workspace_->calibrationData());
     const QString exportWhy = !model ? tr("Open a model first")
                               : !workspace_->rules()->allValid() ? tr("Fix the rule errors first")
                               : !weightsCurrent ? tr("The weights of the current rules are being computed")
@@ -265,12 +268,17 @@ void MainWindow::updateActions()
     exportGguf_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "huggingface"
                                 ? tr("GGUF is written from a Llama-family Hugging Face folder")
                                 : exportWhy);
+    exportTflite_->setToolTip(!exportWhy.isEmpty() ? exportWhy
+                              : !odml             ? tr("The LiteRT model is written in ODML mode: open the model in ODML mode")
+                              : !workspace_->calibrationData() ? tr("Set the calibration data first")
+                                                               : QString());
 }
 
 void MainWindow::startExport(ExportKind kind)
 {
     static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
-                                          "ODML annotations (*.json)", "GGUF models (*.gguf)"};
+                                          "ODML annotations (*.json)", "GGUF models (*.gguf)",
+                                          "LiteRT models (*.tflite)"};
     QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
                                                 tr(filters[int(kind)]));
     if (path.isEmpty())
@@ -286,6 +294,8 @@ void MainWindow::startExport(ExportKind kind)
                 return exportOnnxChecked(in, path, cancel, progress);
             case ExportKind::Gguf:
                 return exportGgufChecked(in, path, cancel, progress);
+            case ExportKind::Tflite:
+                return exportTfliteChecked(in, path, cancel, progress);
             case ExportKind::Odml:
                 break;
             }

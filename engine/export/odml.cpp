@@ -14,16 +14,7 @@ namespace qs {
 
 namespace {
 
-// How the LiteRT converter quantizes an op (docs/formats.md, "ODML annotations",
-// records the LiteRT int8 quantization spec facts these follow).
-enum class OpScheme {
-    Layer,       // constant weight: per-channel int8 weight, int32 bias, own output scale
-    PassThrough, // the output shares the input's scale and zero point
-    OwnScale,    // the output gets its own calibrated scale
-    FixedScale,  // the int8 kernel fixes the output scale and zero point
-    Fused,       // a Relu/Relu6/ReluN1To1 fused into the op producing its input
-    NotQuantized // computes shapes, indices or constants only: no integer activation
-};
+using OpScheme = OdmlScheme;
 
 struct OpEntry {
     OpScheme scheme;
@@ -220,10 +211,14 @@ bool takesFusedActivation(const Node& node, OpScheme scheme)
 // Observes the values that get their own range, after the node producing them.
 class RangeObserver : public NodeObserver {
 public:
-    explicit RangeObserver(std::map<std::string, Observer>& observers) : observers_(observers) {}
+    RangeObserver(std::map<std::string, Observer>& observers, std::map<std::string, Shape>& shapes)
+        : observers_(observers), shapes_(shapes)
+    {
+    }
     void afterNode(NodeEvent& event) override
     {
         for (size_t k = 0; k < event.outputs.size() && k < event.node->outputs.size(); ++k) {
+            shapes_.try_emplace(event.node->outputs[k], event.outputs[k].shape());
             const auto found = observers_.find(event.node->outputs[k]);
             if (found != observers_.end() && !event.outputs[k].empty())
                 found->second.observe(event.outputs[k]);
@@ -232,6 +227,7 @@ public:
 
 private:
     std::map<std::string, Observer>& observers_;
+    std::map<std::string, Shape>& shapes_;
 };
 
 void checkScales(const std::vector<float>& scales, const std::string& tensor)
@@ -266,16 +262,35 @@ QuantParams int8PerTensor(const Range& range, bool symmetric, const std::string&
 
 } // namespace
 
-OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
-                       DataSource& calib, const OdmlOptions& options, const std::filesystem::path& out,
-                       const CancellationToken& cancel, const ProgressCallback& progress)
+std::string OdmlQuantization::root(std::string value) const
+{
+    for (auto it = aliasOf.find(value); it != aliasOf.end(); it = aliasOf.find(value))
+        value = it->second;
+    return value;
+}
+
+const Tensor* OdmlQuantization::constant(const Model& model, const std::string& value) const
+{
+    const auto c = constantAlias.find(value);
+    return model.initializer(c != constantAlias.end() ? c->second : value);
+}
+
+const QuantParams* OdmlQuantization::activation(const std::string& value) const
+{
+    const auto found = activations.find(root(value));
+    return found == activations.end() ? nullptr : &found->second;
+}
+
+OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                         DataSource& calib, const OdmlOptions& options,
+                                         const CancellationToken& cancel, const ProgressCallback& progress)
 {
     const Model& model = interpreter.model();
     if (plan.mode() != QuantizationMode::Odml)
         throw Error("ODML export needs a plan built in odml mode, this one is " +
                     std::string(quantizationModeName(plan.mode())));
-    OdmlSummary summary;
-    summary.path = out;
+    OdmlQuantization result;
+    int64_t& batchesRun = result.batches;
 
     std::set<std::string> graphValues;
     for (const ValueInfo& v : model.inputs)
@@ -290,7 +305,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
     }
 
     // Classify every node (strict mode) and find which values get their own range.
-    std::map<std::string, std::string> aliasOf;         // pass-through output -> the value whose scale it shares
+    std::map<std::string, std::string>& aliasOf = result.aliasOf; // pass-through output -> the value whose scale it shares
     std::map<std::string, ActivationValue> activations; // values with their own range
     auto root = [&](std::string v) {
         for (auto it = aliasOf.find(v); it != aliasOf.end(); it = aliasOf.find(v))
@@ -299,7 +314,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
     };
     // A pass-through op on a constant (the PyTorch exporter's Identity on a bias that
     // several convs share) gives a constant, not an activation: output -> initializer.
-    std::map<std::string, std::string> constantAlias;
+    std::map<std::string, std::string>& constantAlias = result.constantAlias;
     auto constantOf = [&](const std::string& v) -> const Tensor* {
         const auto c = constantAlias.find(v);
         return model.initializer(c != constantAlias.end() ? c->second : v);
@@ -320,8 +335,8 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         if (v.dtype && isFloatingDType(*v.dtype))
             activations[v.name] = {};
     std::vector<std::string> unsupported; // every node strict mode refuses, with why
-    std::vector<OpScheme> schemes;
-    std::map<size_t, std::pair<size_t, std::string>> fusedInto; // node -> (producer node, LiteRT activation)
+    std::vector<OpScheme>& schemes = result.schemes;
+    std::map<size_t, std::pair<size_t, std::string>>& fusedInto = result.fusedInto; // node -> (producer, activation)
     for (size_t i = 0; i < model.nodes.size(); ++i) {
         const Node& node = model.nodes[i];
         bool floatOutput = false;
@@ -461,14 +476,15 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         observers.emplace(name, Observer(name, config));
     }
     calib.rewind();
-    RangeObserver observer(observers);
+    RangeObserver observer(observers, result.shapes);
     const int64_t total = std::min(calib.batchCount(), options.maxBatches.value_or(calib.batchCount()));
-    while (summary.batches < total) {
+    while (batchesRun < total) {
         cancel.check();
         std::optional<Batch> batch = calib.next();
         if (!batch)
             break;
         for (const auto& [name, tensor] : batch->inputs) {
+            result.shapes.try_emplace(name, tensor.shape());
             const auto found = observers.find(name);
             if (found != observers.end())
                 found->second.observe(tensor);
@@ -478,23 +494,24 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         } catch (const Cancelled&) {
             throw;
         } catch (const Error& e) {
-            throw Error(calib.path().string() + ": batch " + std::to_string(summary.batches) + ": " + e.what());
+            throw Error(calib.path().string() + ": batch " + std::to_string(batchesRun) + ": " + e.what());
         }
-        ++summary.batches;
+        ++batchesRun;
         if (progress)
-            progress(0.9 * double(summary.batches) / double(std::max<int64_t>(total, 1)), "calibration");
+            progress(0.9 * double(batchesRun) / double(std::max<int64_t>(total, 1)), "calibration");
     }
-    if (summary.batches == 0)
+    if (batchesRun == 0)
         throw Error(calib.path().string() + ": no calibration batch to compute ODML activation ranges from");
 
     // Activation points (a fixed range given for a pass-through output sets the value it passes through).
     std::map<std::string, Range> fixed;
     for (const auto& [name, range] : options.fixedRanges)
         fixed[root(name)] = range;
-    std::map<std::string, QuantParams> actParams;
-    nlohmann::ordered_json points = nlohmann::ordered_json::array();
+    std::map<std::string, QuantParams>& actParams = result.activations;
+    std::map<std::string, std::pair<Range, bool>> calibrated; // value -> (range, symmetric)
     for (const auto& [name, a] : activations) {
         if (a.fixed) {
+            result.fixedByKernel.insert(name);
             // LiteRT's kernel fixes this output's parameters (LOGISTIC, SOFTMAX, TANH, LOG_SOFTMAX).
             const auto [scale, zero] = *a.fixed;
             QuantParams p = int8PerTensor({float(double(-128 - zero) * scale), float(double(127 - zero) * scale)},
@@ -517,9 +534,28 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                         std::to_string(ranges.size()) + " ranges where ODML needs one per tensor");
         const Range range = f != fixed.end() ? f->second : ranges.front();
         const bool symmetric = f != fixed.end() ? false : a.method.resolveSymmetric(a.target.symmetric);
-        const QuantParams p = int8PerTensor(range, symmetric, name);
-        actParams[name] = p;
+        calibrated[name] = {range, symmetric};
     }
+    for (const auto& [name, c] : calibrated)
+        actParams[name] = int8PerTensor(c.first, c.second, name);
+    return result;
+}
+
+OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                       DataSource& calib, const OdmlOptions& options, const std::filesystem::path& out,
+                       const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    const OdmlQuantization q = computeOdmlQuantization(interpreter, plan, calib, options, cancel, progress);
+    OdmlSummary summary;
+    summary.path = out;
+    summary.batches = q.batches;
+    const std::map<std::string, QuantParams>& actParams = q.activations;
+    const std::vector<OpScheme>& schemes = q.schemes;
+    const std::map<size_t, std::pair<size_t, std::string>>& fusedInto = q.fusedInto;
+    auto root = [&](const std::string& v) { return q.root(v); };
+    auto constantOf = [&](const std::string& v) { return q.constant(model, v); };
+    nlohmann::ordered_json points = nlohmann::ordered_json::array();
     auto addActivation = [&](const std::string& value) {
         const auto found = actParams.find(root(value));
         if (found == actParams.end())
@@ -535,14 +571,14 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         j["range"] = {float(double(-128 - z) * s), float(double(127 - z) * s)};
         if (root(value) != value)
             j["shares_scale_with"] = root(value);
-        if (const auto a = activations.find(root(value)); a != activations.end() && a->second.fixed)
+        if (q.fixedByKernel.contains(root(value)))
             j["fixed_by_kernel"] = true;
         points.push_back(j);
         ++summary.activations;
     };
     std::set<std::string> annotated;
     for (const ValueInfo& v : model.inputs)
-        if (activations.count(v.name) && annotated.insert(v.name).second)
+        if (actParams.count(v.name) && annotated.insert(v.name).second)
             addActivation(v.name);
 
     // Weights, biases and constants, node by node; then each node's outputs.
@@ -656,7 +692,7 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
             ++summary.constants;
         }
         for (const std::string& output : node.outputs)
-            if (!output.empty() && (activations.count(output) || aliasOf.count(output)) &&
+            if (!output.empty() && (actParams.count(output) || q.aliasOf.count(output)) &&
                 annotated.insert(output).second)
                 addActivation(output);
         nlohmann::ordered_json op = {

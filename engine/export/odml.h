@@ -67,7 +67,9 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "core/cancellation.h"
 #include "io/data_source.h"
@@ -95,6 +97,41 @@ struct OdmlSummary {
     std::map<std::string, int64_t> opsByScheme; // "layer", "fused", "pass_through", ... -> nodes
     int64_t batches = 0;     // calibration batches run
 };
+
+// How the LiteRT converter quantizes an op (the scheme table above).
+enum class OdmlScheme : uint8_t {
+    Layer,       // constant weight: per-channel int8 weight, int32 bias, own output scale
+    PassThrough, // the output shares the input's scale and zero point
+    OwnScale,    // the output gets its own calibrated scale
+    FixedScale,  // the int8 kernel fixes the output scale and zero point
+    Fused,       // a Relu/Relu6/ReluN1To1 fused into the op producing its input
+    NotQuantized // computes shapes, indices or constants only: no integer activation
+};
+
+// The activation side of the scheme, what both the JSON annotations and the
+// LiteRT flatbuffer (export/tflite.h) are written from: every node classified
+// (strict mode: one Error naming every node refused), calibrated on the float
+// model, one int8 QuantParams per value with its own range.
+struct OdmlQuantization {
+    std::vector<OdmlScheme> schemes;                              // per model node
+    std::map<size_t, std::pair<size_t, std::string>> fusedInto;  // fused activation node -> (producer node, "RELU"...)
+    std::map<std::string, std::string> aliasOf;                  // pass-through output -> the value it shares a scale with
+    std::map<std::string, std::string> constantAlias;            // pass-through of a constant -> the initializer
+    std::map<std::string, QuantParams> activations;              // values with their own range -> int8 per tensor
+    std::set<std::string> fixedByKernel;                         // of those, the ones the kernel fixes (LOGISTIC ...)
+    std::map<std::string, Shape> shapes;                         // every value computed, as in the first batch
+    int64_t batches = 0;                                         // calibration batches run
+
+    std::string root(std::string value) const; // the value whose range `value` shares
+    const QuantParams* activation(const std::string& value) const; // null when the value has no range
+    const Tensor* constant(const Model& model, const std::string& value) const; // null when not a constant
+};
+
+// Classifies and calibrates (`calib` rewound first). `plan` must be built in
+// QuantizationMode::Odml (an Error otherwise).
+OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const QuantizationPlan& plan,
+                                         DataSource& calib, const OdmlOptions& options,
+                                         const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
 // Calibrates on `calib` (rewound first) with the interpreter's float model,
 // builds every quantization point and writes the JSON to `out` atomically.

@@ -1,0 +1,1212 @@
+#include "export/tflite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+#include "export/flatbuffer.h"
+#include "export/tflite_schema.h"
+#include "quant/kernels.h"
+#include "quantization/tensor_quantization.h"
+
+namespace qs {
+
+namespace {
+
+namespace fb = flatbuffer;
+namespace tf = tflite;
+using tf::BuiltinOperator;
+using tf::BuiltinOptions;
+
+// NHWC axis i holds NCHW axis kFromNchw[i]; NCHW axis j sits at NHWC axis kToNhwc[j].
+constexpr int kFromNchw[4] = {0, 2, 3, 1};
+constexpr int kToNhwc[4] = {0, 3, 1, 2};
+
+const char* opName(BuiltinOperator op)
+{
+    switch (op) {
+    case BuiltinOperator::Add:
+        return "ADD";
+    case BuiltinOperator::AveragePool2D:
+        return "AVERAGE_POOL_2D";
+    case BuiltinOperator::Concatenation:
+        return "CONCATENATION";
+    case BuiltinOperator::Conv2D:
+        return "CONV_2D";
+    case BuiltinOperator::DepthwiseConv2D:
+        return "DEPTHWISE_CONV_2D";
+    case BuiltinOperator::Dequantize:
+        return "DEQUANTIZE";
+    case BuiltinOperator::FullyConnected:
+        return "FULLY_CONNECTED";
+    case BuiltinOperator::Logistic:
+        return "LOGISTIC";
+    case BuiltinOperator::MaxPool2D:
+        return "MAX_POOL_2D";
+    case BuiltinOperator::Mul:
+        return "MUL";
+    case BuiltinOperator::Reshape:
+        return "RESHAPE";
+    case BuiltinOperator::Softmax:
+        return "SOFTMAX";
+    case BuiltinOperator::Pad:
+        return "PAD";
+    case BuiltinOperator::Transpose:
+        return "TRANSPOSE";
+    case BuiltinOperator::Mean:
+        return "MEAN";
+    case BuiltinOperator::ResizeNearestNeighbor:
+        return "RESIZE_NEAREST_NEIGHBOR";
+    case BuiltinOperator::Quantize:
+        return "QUANTIZE";
+    case BuiltinOperator::HardSwish:
+        return "HARD_SWISH";
+    }
+    return "?";
+}
+
+// The operator version whose kernel takes int8 (LiteRT's op versioning).
+int32_t int8Version(BuiltinOperator op)
+{
+    switch (op) {
+    case BuiltinOperator::Conv2D:
+    case BuiltinOperator::DepthwiseConv2D:
+        return 3; // per-channel int8
+    case BuiltinOperator::FullyConnected:
+        return 4;
+    case BuiltinOperator::Reshape:
+    case BuiltinOperator::HardSwish:
+    case BuiltinOperator::Quantize:
+        return 1;
+    default:
+        return 2;
+    }
+}
+
+struct TensorQuant {
+    std::vector<float> scales;
+    std::vector<int64_t> zeroPoints;
+    int32_t dimension = 0;
+};
+
+struct TensorDesc {
+    std::string name;
+    std::vector<int32_t> shape;
+    tf::TensorType type = tf::TensorType::Int8;
+    uint32_t buffer = 0;
+    std::optional<TensorQuant> quant;
+};
+
+struct OpDesc {
+    BuiltinOperator op;
+    std::vector<int32_t> inputs, outputs;
+    BuiltinOptions optionsType = BuiltinOptions::None;
+    fb::Table options;
+};
+
+// The model as it is assembled, then turned into flatbuffer tables.
+class ModelBuilder {
+public:
+    ModelBuilder() { buffers_.emplace_back(); } // buffer 0: the empty sentinel
+
+    int32_t tensor(TensorDesc t)
+    {
+        tensors_.push_back(std::move(t));
+        return int32_t(tensors_.size() - 1);
+    }
+    int32_t constant(TensorDesc t, std::vector<uint8_t> bytes)
+    {
+        buffers_.push_back(std::move(bytes));
+        t.buffer = uint32_t(buffers_.size() - 1);
+        return tensor(std::move(t));
+    }
+    void op(OpDesc o) { ops_.push_back(std::move(o)); }
+    // Valid until the next tensor is added: callers that add tensors copy it.
+    const TensorDesc& at(int32_t index) const { return tensors_.at(size_t(index)); }
+    std::vector<int32_t> inputs, outputs;
+
+    fb::Table build(const std::string& description, TfliteSummary& summary) const
+    {
+        std::vector<BuiltinOperator> codes;
+        std::vector<fb::Table> operators;
+        for (const OpDesc& o : ops_) {
+            auto found = std::find(codes.begin(), codes.end(), o.op);
+            if (found == codes.end())
+                found = codes.insert(codes.end(), o.op);
+            fb::Table t;
+            t.scalar<uint32_t>(tf::op::opcode_index, uint32_t(found - codes.begin()));
+            t.vector(tf::op::inputs, o.inputs);
+            t.vector(tf::op::outputs, o.outputs);
+            if (o.optionsType != BuiltinOptions::None) {
+                t.scalar<uint8_t>(tf::op::builtin_options_type, uint8_t(o.optionsType));
+                t.table(tf::op::builtin_options, o.options);
+            }
+            operators.push_back(std::move(t));
+            ++summary.operatorsByType[opName(o.op)];
+        }
+        std::vector<fb::Table> opcodes;
+        for (BuiltinOperator c : codes) {
+            fb::Table t;
+            // deprecated_builtin_code is an int8: codes above 127 put 127 there (PLACEHOLDER_FOR_GREATER_OP_CODES).
+            t.scalar<int8_t>(tf::operator_code::deprecated_builtin_code, int8_t(std::min<int32_t>(int32_t(c), 127)));
+            t.scalar<int32_t>(tf::operator_code::version, int8Version(c));
+            t.scalar<int32_t>(tf::operator_code::builtin_code, int32_t(c));
+            opcodes.push_back(std::move(t));
+        }
+        std::vector<fb::Table> tensors;
+        for (const TensorDesc& d : tensors_) {
+            fb::Table t;
+            t.vector(tf::tensor::shape, d.shape);
+            t.scalar<int8_t>(tf::tensor::type, int8_t(d.type));
+            t.scalar<uint32_t>(tf::tensor::buffer, d.buffer);
+            t.string(tf::tensor::name, d.name);
+            if (d.quant) {
+                fb::Table q;
+                q.vector(tf::quantization::scale, d.quant->scales);
+                q.vector(tf::quantization::zero_point, d.quant->zeroPoints);
+                q.scalar<int32_t>(tf::quantization::quantized_dimension, d.quant->dimension);
+                t.table(tf::tensor::quantization, std::move(q));
+            }
+            tensors.push_back(std::move(t));
+        }
+        fb::Table subgraph;
+        subgraph.tables(tf::subgraph::tensors, std::move(tensors));
+        subgraph.vector(tf::subgraph::inputs, inputs);
+        subgraph.vector(tf::subgraph::outputs, outputs);
+        subgraph.tables(tf::subgraph::operators, std::move(operators));
+        subgraph.string(tf::subgraph::name, "main");
+        std::vector<fb::Table> buffers;
+        for (const std::vector<uint8_t>& b : buffers_) {
+            fb::Table t;
+            if (!b.empty())
+                t.vector(tf::buffer::data, b, 16); // the schema's force_align: 16
+            buffers.push_back(std::move(t));
+        }
+        fb::Table model;
+        model.scalar<uint32_t>(tf::model::version, tf::kSchemaVersion);
+        model.tables(tf::model::operator_codes, std::move(opcodes));
+        std::vector<fb::Table> subgraphs;
+        subgraphs.push_back(std::move(subgraph));
+        model.tables(tf::model::subgraphs, std::move(subgraphs));
+        model.string(tf::model::description, description);
+        model.tables(tf::model::buffers, std::move(buffers));
+        summary.tensors = int64_t(tensors_.size());
+        summary.operators = int64_t(ops_.size());
+        return model;
+    }
+
+    const std::vector<TensorDesc>& tensors() const { return tensors_; }
+    const std::vector<std::vector<uint8_t>>& buffers() const { return buffers_; }
+    const std::vector<OpDesc>& ops() const { return ops_; }
+
+private:
+    std::vector<TensorDesc> tensors_;
+    std::vector<std::vector<uint8_t>> buffers_;
+    std::vector<OpDesc> ops_;
+};
+
+template <typename T> std::vector<uint8_t> bytesOf(const std::vector<T>& values)
+{
+    std::vector<uint8_t> b(values.size() * sizeof(T));
+    if (!b.empty())
+        std::memcpy(b.data(), values.data(), b.size());
+    return b;
+}
+
+std::vector<int32_t> int32Shape(const Shape& shape, const std::string& value)
+{
+    std::vector<int32_t> out;
+    for (int64_t d : shape) {
+        if (d < 0 || d > std::numeric_limits<int32_t>::max())
+            throw Error("value '" + value + "': dimension " + std::to_string(d) + " does not fit a LiteRT shape");
+        out.push_back(int32_t(d));
+    }
+    return out;
+}
+
+// Where an ONNX value lives in the LiteRT model.
+struct Placed {
+    int32_t tensor = -1;
+    bool nhwc = false; // a 4-D value stored NHWC
+};
+
+tf::Activation activationOf(const std::string& name)
+{
+    if (name == "RELU")
+        return tf::Activation::Relu;
+    if (name == "RELU6")
+        return tf::Activation::Relu6;
+    if (name == "RELU_N1_TO_1")
+        return tf::Activation::ReluN1To1;
+    return tf::Activation::None;
+}
+
+std::string nodeLabel(const Node& node, size_t index)
+{
+    std::string label = "node '";
+    if (node.name.empty())
+        label += '#', label += std::to_string(index);
+    else
+        label += node.name;
+    label += "' (";
+    label += node.opType;
+    label += ")";
+    return label;
+}
+
+std::vector<int64_t> intsAttribute(const Node& node, const char* name, std::vector<int64_t> fallback)
+{
+    const Attribute* a = node.attribute(name);
+    if (!a)
+        return fallback;
+    if (a->kind != Attribute::Kind::Ints)
+        throw Error("attribute '" + std::string(name) + "' is not a list of integers");
+    return a->ints;
+}
+
+// The refusal of one node: collected, then thrown together.
+struct Refused : Error {
+    using Error::Error;
+};
+
+class Converter {
+public:
+    Converter(const Model& model, const QuantizationPlan& plan, const WeightQuantizer& weights,
+              const OdmlQuantization& q, const TfliteOptions& options, TfliteSummary& summary)
+        : model_(model), plan_(plan), weights_(weights), q_(q), options_(options), summary_(summary)
+    {
+        for (const auto& [relu, target] : q_.fusedInto)
+            fusedBy_[target.first] = relu;
+    }
+
+    ModelBuilder run()
+    {
+        for (const ValueInfo& v : model_.inputs)
+            if (!model_.initializer(v.name))
+                placeInput(v.name);
+        std::vector<std::string> refused;
+        std::set<std::string> unwritten; // outputs of refused nodes: what reads them is not reported again
+        for (size_t i = 0; i < model_.nodes.size(); ++i) {
+            const Node& node = model_.nodes[i];
+            if (q_.schemes.at(i) == OdmlScheme::NotQuantized || q_.schemes.at(i) == OdmlScheme::Fused)
+                continue;
+            const bool downstream = std::any_of(node.inputs.begin(), node.inputs.end(),
+                                                [&](const std::string& v) { return unwritten.contains(v); });
+            try {
+                if (!downstream)
+                    convert(node, i);
+            } catch (const Refused& e) {
+                refused.push_back(nodeLabel(node, i) + ": " + e.what());
+            }
+            if (downstream || !placed_.contains(outputValue(i))) {
+                unwritten.insert(node.outputs.begin(), node.outputs.end());
+                unwritten.insert(outputValue(i));
+            }
+        }
+        if (!refused.empty()) {
+            std::string list;
+            for (const std::string& r : refused)
+                list += (list.empty() ? "" : "; ") + r;
+            throw Error(model_.sourcePath.filename().string() + ": the LiteRT export cannot write " +
+                        std::to_string(refused.size()) + (refused.size() == 1 ? " node: " : " nodes: ") + list);
+        }
+        for (const ValueInfo& v : model_.outputs)
+            placeOutput(v.name);
+        return std::move(b_);
+    }
+
+private:
+    // ---- values
+
+    TensorQuant activationQuant(const std::string& value) const
+    {
+        const QuantParams* p = q_.activation(value);
+        if (!p || p->scales.size() != 1)
+            throw Refused("value '" + value + "' has no ODML int8 range");
+        return {{p->scales[0]}, {p->symmetric || p->zeroPoints.empty() ? 0 : int64_t(p->zeroPoints[0])}, 0};
+    }
+    Shape onnxShape(const std::string& value) const
+    {
+        const auto s = q_.shapes.find(value);
+        if (s == q_.shapes.end())
+            throw Refused("value '" + value + "' was not computed during calibration, so its shape is unknown");
+        return s->second;
+    }
+    static std::vector<int32_t> stored(const std::vector<int32_t>& shape, bool nhwc)
+    {
+        if (!nhwc)
+            return shape;
+        std::vector<int32_t> out(4);
+        for (int i = 0; i < 4; ++i)
+            out[size_t(i)] = shape[size_t(kFromNchw[i])];
+        return out;
+    }
+    // A new int8 activation tensor for ONNX value `value` (4-D: NHWC).
+    Placed newActivation(const std::string& value, const std::string& quantOf)
+    {
+        const std::vector<int32_t> shape = int32Shape(onnxShape(value), value);
+        const bool nhwc = shape.size() == 4;
+        Placed p{b_.tensor({value, stored(shape, nhwc), tf::TensorType::Int8, 0, activationQuant(quantOf)}), nhwc};
+        placed_[value] = p;
+        return p;
+    }
+    Placed input(const std::string& value) const
+    {
+        const auto found = placed_.find(value);
+        if (found == placed_.end())
+            throw Refused("its input '" + value + "' is not an int8 activation of the exported model");
+        return found->second;
+    }
+    // The value the op writes: its own output, or that of the Relu fused into it.
+    std::string outputValue(size_t node) const
+    {
+        const auto f = fusedBy_.find(node);
+        return f == fusedBy_.end() ? model_.nodes[node].outputs.at(0) : model_.nodes[f->second].outputs.at(0);
+    }
+    int8_t fusedActivation(size_t node) const
+    {
+        const auto f = fusedBy_.find(node);
+        return int8_t(f == fusedBy_.end() ? tf::Activation::None : activationOf(q_.fusedInto.at(f->second).second));
+    }
+
+    void placeInput(const std::string& name)
+    {
+        const std::vector<int32_t> shape = int32Shape(onnxShape(name), name);
+        const bool nhwc = shape.size() == 4;
+        if (options_.int8Io) {
+            const Placed p = newActivation(name, name);
+            b_.inputs.push_back(p.tensor);
+            return;
+        }
+        const int32_t f = b_.tensor({name, stored(shape, nhwc), tf::TensorType::Float32, 0, std::nullopt});
+        const int32_t i8 =
+            b_.tensor({name + "/int8", stored(shape, nhwc), tf::TensorType::Int8, 0, activationQuant(name)});
+        b_.op({BuiltinOperator::Quantize, {f}, {i8}, BuiltinOptions::None, {}});
+        b_.inputs.push_back(f);
+        placed_[name] = {i8, nhwc};
+    }
+    void placeOutput(const std::string& name)
+    {
+        const auto found = placed_.find(name);
+        if (found == placed_.end())
+            throw Error(model_.sourcePath.filename().string() + ": graph output '" + name +
+                        "' is not an int8 activation of the exported model");
+        if (options_.int8Io) {
+            b_.outputs.push_back(found->second.tensor);
+            return;
+        }
+        const TensorDesc q = b_.at(found->second.tensor);
+        std::vector<int32_t> shape = q.shape;
+        const int32_t f = b_.tensor({name + "/float", shape, tf::TensorType::Float32, 0, std::nullopt});
+        b_.op({BuiltinOperator::Dequantize, {found->second.tensor}, {f}, BuiltinOptions::None, {}});
+        b_.outputs.push_back(f);
+    }
+
+    int32_t int32Constant(const std::string& name, const std::vector<int32_t>& values, std::vector<int32_t> shape = {})
+    {
+        if (shape.empty())
+            shape = {int32_t(values.size())};
+        return b_.constant({name, shape, tf::TensorType::Int32, 0, std::nullopt}, bytesOf(values));
+    }
+
+    // A float constant operand (Add's, Mul's) as int8 per tensor, laid out to broadcast against
+    // an NHWC activation when `nhwc`.
+    int32_t constantOperand(const std::string& name, const Tensor& value, bool nhwc, bool reciprocal)
+    {
+        Tensor x = value.toFloat32();
+        Shape shape = x.shape();
+        if (reciprocal) {
+            Tensor r(DType::F32, shape);
+            auto out = r.mutableValues<float>();
+            const auto in = x.values<float>();
+            for (size_t k = 0; k < in.size(); ++k)
+                out[k] = 1.0f / in[k];
+            x = std::move(r);
+        }
+        Range range{0, 0};
+        for (float v : x.values<float>()) {
+            if (!std::isfinite(v))
+                throw Refused("constant '" + name + "' holds a NaN or infinite value");
+            range.min = std::min(range.min, v), range.max = std::max(range.max, v);
+        }
+        const QuantParams p = quantParamsFromRanges(QType::Int8, BlockLayout::perTensor(shape),
+                                                    std::span<const Range>(&range, 1), false, {}, name);
+        const Tensor codes = quantize(x, p, Rounding::Nearest, 0, name);
+        std::vector<int8_t> values(codes.values<int8_t>().begin(), codes.values<int8_t>().end());
+        std::vector<int32_t> tshape = int32Shape(shape, name);
+        if (nhwc && tshape.size() <= 4) {
+            while (tshape.size() < 4)
+                tshape.insert(tshape.begin(), 1);
+            // [1, C, H, W] → [1, H, W, C], the values too.
+            const int32_t n = tshape[0], c = tshape[1], h = tshape[2], w = tshape[3];
+            std::vector<int8_t> t(values.size());
+            for (int32_t a = 0; a < n; ++a)
+                for (int32_t k = 0; k < c; ++k)
+                    for (int32_t y = 0; y < h; ++y)
+                        for (int32_t z = 0; z < w; ++z)
+                            t[size_t(((a * h + y) * w + z) * c + k)] = values[size_t(((a * c + k) * h + y) * w + z)];
+            values = std::move(t);
+            tshape = {n, h, w, c};
+        } else if (nhwc) {
+            throw Refused("constant '" + name + "' has more than 4 dimensions");
+        }
+        summary_.floatWeightBytes += int64_t(x.numel()) * 4;
+        return b_.constant(
+            {name, tshape, tf::TensorType::Int8, 0, TensorQuant{{p.scales[0]}, {int64_t(p.zeroPoints.at(0))}, 0}},
+            bytesOf(values));
+    }
+
+    // ---- the layer weights
+
+    // The weight's int8 parameters: the plan's (per channel along axis 0, or per tensor),
+    // or per tensor when `perTensor`.
+    QuantParams weightParams(size_t node, const Tensor& w, bool perTensor)
+    {
+        const LayerQuantization* lq = plan_.forNode(node);
+        if (!lq || !lq->weight || lq->layer >= model_.layers.size())
+            throw Refused("the quantization plan has no int8 weight for this node");
+        const QuantizableLayer& layer = model_.layers[lq->layer];
+        QuantizationSpec spec = *lq->weight;
+        spec.options.narrowRange = true;
+        spec.symmetric = true;
+        const auto cached = weights_.find(lq->layer);
+        QuantParams wp = cached && cached->spec.options.narrowRange && cached->transposedAxes.empty()
+                             ? cached->quantization.params
+                             : computeQuantization(w, spec, layer.weightName).params;
+        if (perTensor && !wp.layout.isPerTensor()) {
+            float absmax = 0;
+            for (float v : w.toFloat32().values<float>())
+                absmax = std::max(absmax, std::fabs(v));
+            const Range r{-absmax, absmax};
+            ScaleOptions o;
+            o.narrowRange = true;
+            wp = quantParamsFromRanges(QType::Int8, BlockLayout::perTensor(w.shape()), std::span<const Range>(&r, 1),
+                                       true, o, layer.weightName);
+            summary_.notes.push_back("layer '" + layer.modulePath +
+                                     "': FULLY_CONNECTED weights written per tensor (absmax), not per channel as "
+                                     "the plan has them (Arm NN's TfLite parser refuses per-channel ones)");
+        }
+        if (!wp.layout.isPerTensor() && wp.scales.size() != size_t(w.shape().at(0)))
+            throw Refused("weight '" + layer.weightName + "': per-channel scales must run along axis 0");
+        return wp;
+    }
+    std::vector<int8_t> codes(const Tensor& w, const QuantParams& p, const std::string& name)
+    {
+        const Tensor c = quantize(w.toFloat32(), p, Rounding::Nearest, 0, name);
+        summary_.floatWeightBytes += int64_t(w.numel()) * 4;
+        return {c.values<int8_t>().begin(), c.values<int8_t>().end()};
+    }
+    int32_t bias(const Node& node, size_t index, const std::string& name, int64_t channels, float inputScale,
+                 const std::vector<float>& weightScales)
+    {
+        std::vector<float> b(size_t(channels), 0.0f);
+        if (node.inputs.size() > index && !node.inputs[index].empty()) {
+            const Tensor* t = q_.constant(model_, node.inputs[index]);
+            if (!t || t->numel() != channels)
+                throw Refused("bias '" + node.inputs[index] + "' is not a constant of " + std::to_string(channels) +
+                              " values");
+            const Tensor f = t->toFloat32();
+            std::copy(f.values<float>().begin(), f.values<float>().end(), b.begin());
+            summary_.floatWeightBytes += channels * 4;
+        }
+        TensorQuant quant;
+        std::vector<int32_t> q(b.size());
+        for (size_t c = 0; c < b.size(); ++c) {
+            const float scale = inputScale * weightScales[weightScales.size() == 1 ? 0 : c];
+            const double v = std::nearbyint(double(b[c]) / double(scale));
+            q[c] = int32_t(std::clamp(v, -2147483647.0, 2147483647.0));
+            if (weightScales.size() != 1 || c == 0)
+                quant.scales.push_back(scale), quant.zeroPoints.push_back(0);
+        }
+        return b_.constant({name, {int32_t(channels)}, tf::TensorType::Int32, 0, quant}, bytesOf(q));
+    }
+
+    // ---- padding
+
+    struct Window {
+        int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+        int64_t top = 0, left = 0, bottom = 0, right = 0;
+    };
+    Window window(const Node& node, const std::vector<int64_t>& kernel, const Shape& in, const Shape& out) const
+    {
+        Window w;
+        if (kernel.size() != 2)
+            throw Refused("only 2-D windows are written");
+        w.kh = kernel[0], w.kw = kernel[1];
+        const std::vector<int64_t> strides = intsAttribute(node, "strides", {1, 1});
+        const std::vector<int64_t> dilations = intsAttribute(node, "dilations", {1, 1});
+        const std::vector<int64_t> pads = intsAttribute(node, "pads", {0, 0, 0, 0});
+        if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4)
+            throw Refused("strides, dilations and pads must be 2-D");
+        w.sh = strides[0], w.sw = strides[1], w.dh = dilations[0], w.dw = dilations[1];
+        std::string autoPad;
+        if (const Attribute* a = node.attribute("auto_pad"))
+            autoPad = a->s;
+        if (autoPad == "SAME_LOWER")
+            throw Refused("auto_pad SAME_LOWER has no LiteRT padding");
+        if (autoPad.empty() || autoPad == "NOTSET") {
+            w.top = pads[0], w.left = pads[1], w.bottom = pads[2], w.right = pads[3];
+        }
+        if (autoPad == "SAME_UPPER") {
+            const auto same = samePads(in[2], w.kh, w.sh, w.dh);
+            const auto sameW = samePads(in[3], w.kw, w.sw, w.dw);
+            w.top = same.first, w.bottom = same.second, w.left = sameW.first, w.right = sameW.second;
+        }
+        // ceil_mode (pools) and any other end padding the output size asks for.
+        const int64_t needH = (out[2] - 1) * w.sh + (w.kh - 1) * w.dh + 1 - (in[2] + w.top);
+        const int64_t needW = (out[3] - 1) * w.sw + (w.kw - 1) * w.dw + 1 - (in[3] + w.left);
+        w.bottom = std::max(w.bottom, needH), w.right = std::max(w.right, needW);
+        return w;
+    }
+    static std::pair<int64_t, int64_t> samePads(int64_t in, int64_t k, int64_t s, int64_t d)
+    {
+        const int64_t out = (in + s - 1) / s;
+        const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
+        return {total / 2, total - total / 2};
+    }
+    // SAME or VALID for `w` over `in` ([N, C, H, W]); an explicit PAD first when neither fits.
+    tf::Padding padding(Placed& in, const Window& w, const Shape& inShape, const std::string& what, bool maxPool)
+    {
+        if (w.top == 0 && w.left == 0 && w.bottom == 0 && w.right == 0)
+            return tf::Padding::Valid;
+        const auto sh = samePads(inShape[2], w.kh, w.sh, w.dh), sw = samePads(inShape[3], w.kw, w.sw, w.dw);
+        if (sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right} && !maxPool)
+            return tf::Padding::Same;
+        if (sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right} && maxPool)
+            return tf::Padding::Same; // MAX_POOL_2D's SAME ignores the padding, as ONNX's
+        const TensorDesc src = b_.at(in.tensor);
+        if (maxPool && (!src.quant || src.quant->zeroPoints.at(0) != -128))
+            throw Refused("its padding is not TensorFlow's SAME and its input can be negative, so a zero PAD "
+                          "would change its maximum");
+        std::vector<int32_t> shape = src.shape;
+        shape[1] += int32_t(w.top + w.bottom), shape[2] += int32_t(w.left + w.right);
+        const std::vector<int32_t> pads = {0, 0, int32_t(w.top), int32_t(w.bottom), int32_t(w.left), int32_t(w.right),
+                                           0, 0};
+        const int32_t padsTensor = int32Constant(what + "/paddings", pads, {4, 2});
+        const int32_t out = b_.tensor({what + "/padded", shape, tf::TensorType::Int8, 0, src.quant});
+        b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {out}, BuiltinOptions::PadOptions, {}});
+        in = {out, true};
+        return tf::Padding::Valid;
+    }
+
+    // ---- ops
+
+    void convert(const Node& node, size_t i)
+    {
+        const std::string& t = node.opType;
+        if (t == "Identity" || t == "Dropout") {
+            placed_[node.outputs.at(0)] = input(node.inputs.at(0));
+            return;
+        }
+        if (t == "Conv")
+            return conv(node, i);
+        if (t == "Gemm" || t == "MatMul")
+            return fullyConnected(node, i);
+        if (t == "Add" || t == "Mul" || t == "Div")
+            return binary(node, i);
+        if (t == "Concat")
+            return concat(node, i);
+        if (t == "GlobalAveragePool" || t == "ReduceMean")
+            return mean(node, i);
+        if (t == "MaxPool" || t == "AveragePool")
+            return pool(node, i);
+        if (t == "Flatten" || t == "Reshape")
+            return reshape(node);
+        if (t == "Transpose")
+            return transpose(node);
+        if (t == "Pad")
+            return pad(node);
+        if (t == "Sigmoid" || t == "Softmax" || t == "HardSwish")
+            return unary(node);
+        if (t == "HardSigmoid")
+            return hardSigmoid(node);
+        if (t == "Resize")
+            return resize(node);
+        throw Refused("no LiteRT op is written for it (the export writes CONV_2D, DEPTHWISE_CONV_2D, "
+                      "FULLY_CONNECTED, ADD, MUL, CONCATENATION, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D, PAD, RESHAPE, "
+                      "TRANSPOSE, LOGISTIC, SOFTMAX, HARD_SWISH, RESIZE_NEAREST_NEIGHBOR)");
+    }
+
+    void conv(const Node& node, size_t i)
+    {
+        Placed in = input(node.inputs.at(0));
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (!in.nhwc)
+            throw Refused("only 2-D convolutions (a 4-D input) are written");
+        const Tensor* weight = q_.constant(model_, node.inputs.at(1));
+        if (!weight || weight->rank() != 4)
+            throw Refused("its weight is not a constant 4-D tensor");
+        const Tensor w = weight->toFloat32();
+        const int64_t o = w.dim(0), ipg = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+        const int64_t group = node.intAttribute("group", 1), channels = inShape[1];
+        const bool depthwise = group > 1 && group == channels && ipg == 1 && o % channels == 0;
+        if (group != 1 && !depthwise)
+            throw Refused("a grouped convolution (group " + std::to_string(group) + " of " + std::to_string(channels) +
+                          " channels) is neither CONV_2D nor DEPTHWISE_CONV_2D");
+        const QuantParams wp = weightParams(i, w, false);
+        const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
+        // ONNX [O, I, kh, kw] → CONV_2D [O, kh, kw, I]; DEPTHWISE_CONV_2D [1, kh, kw, O].
+        std::vector<int8_t> stored(c.size());
+        for (int64_t a = 0; a < o; ++a)
+            for (int64_t b = 0; b < ipg; ++b)
+                for (int64_t y = 0; y < kh; ++y)
+                    for (int64_t x = 0; x < kw; ++x) {
+                        const size_t from = size_t(((a * ipg + b) * kh + y) * kw + x);
+                        const size_t to =
+                            depthwise ? size_t((y * kw + x) * o + a) : size_t(((a * kh + y) * kw + x) * ipg + b);
+                        stored[to] = c[from];
+                    }
+        TensorQuant wq{wp.scales, std::vector<int64_t>(wp.scales.size(), 0), depthwise ? 3 : 0};
+        const std::vector<int32_t> wshape =
+            depthwise ? std::vector<int32_t>{1, int32_t(kh), int32_t(kw), int32_t(o)}
+                      : std::vector<int32_t>{int32_t(o), int32_t(kh), int32_t(kw), int32_t(ipg)};
+        const int32_t wt = b_.constant({node.inputs[1], wshape, tf::TensorType::Int8, 0, wq}, bytesOf(stored));
+        const float inputScale = b_.at(in.tensor).quant->scales[0];
+        const std::string out = outputValue(i);
+        const Window win = window(node, {kh, kw}, inShape, onnxShape(node.outputs[0]));
+        const tf::Padding padMode = padding(in, win, inShape, node.name.empty() ? out : node.name, false);
+        const int32_t bt = bias(node, 2, (node.name.empty() ? out : node.name) + "/bias", o, inputScale, wp.scales);
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        if (depthwise) {
+            opt.scalar<int8_t>(tf::depthwise::padding, int8_t(padMode));
+            opt.scalar<int32_t>(tf::depthwise::stride_w, int32_t(win.sw));
+            opt.scalar<int32_t>(tf::depthwise::stride_h, int32_t(win.sh));
+            opt.scalar<int32_t>(tf::depthwise::depth_multiplier, int32_t(o / channels));
+            opt.scalar<int8_t>(tf::depthwise::fused_activation_function, fusedActivation(i));
+            opt.scalar<int32_t>(tf::depthwise::dilation_w_factor, int32_t(win.dw));
+            opt.scalar<int32_t>(tf::depthwise::dilation_h_factor, int32_t(win.dh));
+            b_.op({BuiltinOperator::DepthwiseConv2D,
+                   {in.tensor, wt, bt},
+                   {result.tensor},
+                   BuiltinOptions::DepthwiseConv2DOptions,
+                   std::move(opt)});
+        } else {
+            opt.scalar<int8_t>(tf::conv2d::padding, int8_t(padMode));
+            opt.scalar<int32_t>(tf::conv2d::stride_w, int32_t(win.sw));
+            opt.scalar<int32_t>(tf::conv2d::stride_h, int32_t(win.sh));
+            opt.scalar<int8_t>(tf::conv2d::fused_activation_function, fusedActivation(i));
+            opt.scalar<int32_t>(tf::conv2d::dilation_w_factor, int32_t(win.dw));
+            opt.scalar<int32_t>(tf::conv2d::dilation_h_factor, int32_t(win.dh));
+            b_.op({BuiltinOperator::Conv2D,
+                   {in.tensor, wt, bt},
+                   {result.tensor},
+                   BuiltinOptions::Conv2DOptions,
+                   std::move(opt)});
+        }
+    }
+
+    void fullyConnected(const Node& node, size_t i)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (in.nhwc || inShape.size() != 2)
+            throw Refused("FULLY_CONNECTED is written for a 2-D input only");
+        const Tensor* weight = q_.constant(model_, node.inputs.at(1));
+        if (!weight || weight->rank() != 2)
+            throw Refused("its weight is not a constant 2-D tensor");
+        bool transposed = node.opType == "MatMul" ? false : node.intAttribute("transB", 0) != 0;
+        if (node.opType == "Gemm") {
+            const Attribute* alpha = node.attribute("alpha");
+            const Attribute* beta = node.attribute("beta");
+            if (node.intAttribute("transA", 0) != 0 || (alpha && alpha->f != 1.0f) || (beta && beta->f != 1.0f))
+                throw Refused("a Gemm with transA, alpha or beta other than 0, 1, 1");
+        }
+        Tensor w = weight->toFloat32();
+        if (!transposed) { // [I, O] → [O, I]
+            const int64_t rows = w.dim(0), cols = w.dim(1);
+            Tensor t(DType::F32, {cols, rows});
+            const auto src = w.values<float>();
+            auto dst = t.mutableValues<float>();
+            for (int64_t r = 0; r < rows; ++r)
+                for (int64_t c = 0; c < cols; ++c)
+                    dst[size_t(c * rows + r)] = src[size_t(r * cols + c)];
+            w = std::move(t);
+        }
+        const QuantParams wp = weightParams(i, w, true);
+        const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
+        const int64_t o = w.dim(0);
+        const int32_t wt = b_.constant(
+            {node.inputs[1], {int32_t(o), int32_t(w.dim(1))}, tf::TensorType::Int8, 0, TensorQuant{wp.scales, {0}, 0}},
+            bytesOf(c));
+        const std::string out = outputValue(i);
+        const int32_t bt = bias(node, node.opType == "Gemm" ? 2 : 99, (node.name.empty() ? out : node.name) + "/bias",
+                                o, b_.at(in.tensor).quant->scales[0], wp.scales);
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<int8_t>(tf::fully_connected::fused_activation_function, fusedActivation(i));
+        b_.op({BuiltinOperator::FullyConnected,
+               {in.tensor, wt, bt},
+               {result.tensor},
+               BuiltinOptions::FullyConnectedOptions,
+               std::move(opt)});
+    }
+
+    void binary(const Node& node, size_t i)
+    {
+        if (node.inputs.size() != 2)
+            throw Refused("two inputs expected");
+        const bool div = node.opType == "Div";
+        std::optional<Placed> a, b;
+        for (size_t k = 0; k < 2; ++k)
+            if (const auto p = placed_.find(node.inputs[k]); p != placed_.end())
+                (k == 0 ? a : b) = p->second;
+        if (!a && !b)
+            throw Refused("neither input is an activation");
+        if (div && !b && !q_.constant(model_, node.inputs[1]))
+            throw Refused("it divides by a value that is not a constant");
+        const bool nhwc = (a && a->nhwc) || (b && b->nhwc);
+        int32_t ta, tb;
+        for (size_t k = 0; k < 2; ++k) {
+            const std::optional<Placed>& p = k == 0 ? a : b;
+            int32_t& t = k == 0 ? ta : tb;
+            if (p) {
+                if (p->nhwc != nhwc && b_.at(p->tensor).shape.size() > 1)
+                    throw Refused("it mixes a 4-D and a lower-rank activation");
+                if (div && k == 1)
+                    throw Refused("LiteRT has no int8 DIV by an activation");
+                t = p->tensor;
+                continue;
+            }
+            const Tensor* c = q_.constant(model_, node.inputs[k]);
+            if (!c || !isFloatingDType(c->dtype()))
+                throw Refused("input '" + node.inputs[k] + "' is neither an activation nor a float constant");
+            t = constantOperand(node.inputs[k], *c, nhwc, div && k == 1);
+        }
+        const std::string out = outputValue(i);
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<int8_t>(tf::add_mul::fused_activation_function, fusedActivation(i));
+        const bool add = node.opType == "Add";
+        b_.op({add ? BuiltinOperator::Add : BuiltinOperator::Mul,
+               {ta, tb},
+               {result.tensor},
+               add ? BuiltinOptions::AddOptions : BuiltinOptions::MulOptions,
+               std::move(opt)});
+    }
+
+    int storedAxis(int64_t axis, int rank, bool nhwc) const
+    {
+        if (axis < 0)
+            axis += rank;
+        if (axis < 0 || axis >= rank)
+            throw Refused("axis " + std::to_string(axis) + " outside rank " + std::to_string(rank));
+        return nhwc ? kToNhwc[axis] : int(axis);
+    }
+
+    // CONCATENATION's inputs and output share one scale and zero point (XNNPACK runs it only so):
+    // an input with other parameters is requantized to the output's by a QUANTIZE, as the
+    // converter does. The output keeps its calibrated range, the union of its inputs'.
+    void concat(const Node& node, size_t i)
+    {
+        const std::string out = outputValue(i);
+        const TensorQuant outQuant = activationQuant(out);
+        std::vector<int32_t> ins;
+        bool nhwc = false;
+        for (const std::string& v : node.inputs) {
+            const Placed p = input(v);
+            nhwc = p.nhwc;
+            const TensorDesc d = b_.at(p.tensor);
+            if (d.quant && d.quant->scales == outQuant.scales && d.quant->zeroPoints == outQuant.zeroPoints) {
+                ins.push_back(p.tensor);
+                continue;
+            }
+            const int32_t requantized = b_.tensor({v + "/requantized", d.shape, tf::TensorType::Int8, 0, outQuant});
+            b_.op({BuiltinOperator::Quantize, {p.tensor}, {requantized}, BuiltinOptions::None, {}});
+            ins.push_back(requantized);
+        }
+        const int rank = int(onnxShape(node.outputs.at(0)).size());
+        const int axis = storedAxis(node.intAttribute("axis", 1), rank, nhwc);
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<int32_t>(tf::concatenation::axis, axis);
+        opt.scalar<int8_t>(tf::concatenation::fused_activation_function, fusedActivation(i));
+        b_.op({BuiltinOperator::Concatenation,
+               ins,
+               {result.tensor},
+               BuiltinOptions::ConcatenationOptions,
+               std::move(opt)});
+    }
+
+    void mean(const Node& node, size_t i)
+    {
+        const Placed in = input(node.inputs.at(0));
+        if (!in.nhwc)
+            throw Refused("MEAN is written over the spatial axes of a 4-D input only");
+        bool keep = true;
+        if (node.opType == "ReduceMean") {
+            std::vector<int64_t> axes = intsAttribute(node, "axes", {});
+            if (node.inputs.size() > 1 && !node.inputs[1].empty()) {
+                const Tensor* a = q_.constant(model_, node.inputs[1]);
+                if (!a)
+                    throw Refused("its axes are not a constant");
+                const Tensor ai = a->toFloat32();
+                axes.clear();
+                for (float v : ai.values<float>())
+                    axes.push_back(int64_t(v));
+            }
+            for (int64_t& a : axes)
+                a = a < 0 ? a + 4 : a;
+            std::sort(axes.begin(), axes.end());
+            if (axes != std::vector<int64_t>{2, 3})
+                throw Refused("MEAN is written over the spatial axes (2, 3) only");
+            keep = node.intAttribute("keepdims", 1) != 0;
+        }
+        const std::string out = outputValue(i);
+        const int32_t axes = int32Constant(out + "/axes", {1, 2});
+        const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
+        const Placed result{
+            b_.tensor({out, keep ? stored(shape, true) : shape, tf::TensorType::Int8, 0, activationQuant(out)}), keep};
+        placed_[out] = result;
+        fb::Table opt;
+        opt.scalar<bool>(tf::reducer::keep_dims, keep);
+        b_.op({BuiltinOperator::Mean,
+               {in.tensor, axes},
+               {result.tensor},
+               BuiltinOptions::ReducerOptions,
+               std::move(opt)});
+    }
+
+    void pool(const Node& node, size_t i)
+    {
+        Placed in = input(node.inputs.at(0));
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (!in.nhwc)
+            throw Refused("only 2-D pooling (a 4-D input) is written");
+        const bool maxPool = node.opType == "MaxPool";
+        if (node.outputs.size() > 1 && !node.outputs[1].empty())
+            throw Refused("MaxPool's indices have no LiteRT equivalent");
+        const Window w = window(node, intsAttribute(node, "kernel_shape", {}), inShape, onnxShape(node.outputs[0]));
+        if (w.dh != 1 || w.dw != 1)
+            throw Refused("dilated pooling has no LiteRT equivalent");
+        const std::string out = outputValue(i);
+        tf::Padding mode = tf::Padding::Valid;
+        if (!maxPool) {
+            const auto sh = samePads(inShape[2], w.kh, w.sh, 1), sw = samePads(inShape[3], w.kw, w.sw, 1);
+            const bool none = w.top == 0 && w.left == 0 && w.bottom == 0 && w.right == 0;
+            const bool same = sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right};
+            if (!none && !(same && node.intAttribute("count_include_pad", 0) == 0))
+                throw Refused("its padding is neither none nor TensorFlow's SAME without the padding counted");
+            mode = none ? tf::Padding::Valid : tf::Padding::Same;
+        } else {
+            mode = padding(in, w, inShape, node.name.empty() ? out : node.name, true);
+        }
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<int8_t>(tf::pool2d::padding, int8_t(mode));
+        opt.scalar<int32_t>(tf::pool2d::stride_w, int32_t(w.sw));
+        opt.scalar<int32_t>(tf::pool2d::stride_h, int32_t(w.sh));
+        opt.scalar<int32_t>(tf::pool2d::filter_width, int32_t(w.kw));
+        opt.scalar<int32_t>(tf::pool2d::filter_height, int32_t(w.kh));
+        opt.scalar<int8_t>(tf::pool2d::fused_activation_function, fusedActivation(i));
+        b_.op({maxPool ? BuiltinOperator::MaxPool2D : BuiltinOperator::AveragePool2D,
+               {in.tensor},
+               {result.tensor},
+               BuiltinOptions::Pool2DOptions,
+               std::move(opt)});
+    }
+
+    int32_t transposeOp(int32_t in, const std::vector<int32_t>& perm, const std::string& name)
+    {
+        const TensorDesc src = b_.at(in);
+        std::vector<int32_t> shape(perm.size());
+        for (size_t k = 0; k < perm.size(); ++k)
+            shape[k] = src.shape.at(size_t(perm[k]));
+        const int32_t permTensor = int32Constant(name + "/perm", perm);
+        const int32_t out = b_.tensor({name, shape, tf::TensorType::Int8, 0, src.quant});
+        b_.op({BuiltinOperator::Transpose, {in, permTensor}, {out}, BuiltinOptions::TransposeOptions, {}});
+        return out;
+    }
+
+    void reshape(const Node& node)
+    {
+        Placed in = input(node.inputs.at(0));
+        const std::string& out = node.outputs.at(0);
+        if (in.nhwc) {
+            const std::vector<int32_t>& s = b_.at(in.tensor).shape;
+            if (!(s[1] == 1 && s[2] == 1)) // NHWC order differs from NCHW's: back to NCHW first
+                in = {transposeOp(in.tensor, {0, 3, 1, 2}, out + "/nchw"), false};
+        }
+        const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
+        const int32_t shapeTensor = int32Constant(out + "/shape", shape);
+        const bool nhwc = shape.size() == 4;
+        const int32_t flat =
+            b_.tensor({nhwc ? out + "/nchw" : out, shape, tf::TensorType::Int8, 0, activationQuant(out)});
+        fb::Table opt;
+        opt.vector(tf::reshape::new_shape, shape);
+        b_.op({BuiltinOperator::Reshape,
+               {in.tensor, shapeTensor},
+               {flat},
+               BuiltinOptions::ReshapeOptions,
+               std::move(opt)});
+        placed_[out] = {nhwc ? transposeOp(flat, {0, 2, 3, 1}, out) : flat, nhwc};
+    }
+
+    void transpose(const Node& node)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const int rank = int(b_.at(in.tensor).shape.size());
+        std::vector<int64_t> perm = intsAttribute(node, "perm", {});
+        if (perm.empty())
+            for (int k = rank - 1; k >= 0; --k)
+                perm.push_back(k);
+        if (int(perm.size()) != rank)
+            throw Refused("perm does not match the rank");
+        std::vector<int32_t> p(static_cast<size_t>(rank));
+        for (int k = 0; k < rank; ++k)
+            p[size_t(k)] = in.nhwc ? kToNhwc[perm[size_t(kFromNchw[k])]] : int32_t(perm[size_t(k)]);
+        placed_[node.outputs.at(0)] = {transposeOp(in.tensor, p, node.outputs[0]), in.nhwc};
+    }
+
+    void pad(const Node& node)
+    {
+        const Placed in = input(node.inputs.at(0));
+        std::string mode = "constant";
+        if (const Attribute* a = node.attribute("mode"))
+            mode = a->s;
+        if (mode != "constant")
+            throw Refused("only constant padding is written");
+        std::vector<int64_t> pads = intsAttribute(node, "pads", {});
+        if (node.inputs.size() > 1 && !node.inputs[1].empty()) {
+            const Tensor* t = q_.constant(model_, node.inputs[1]);
+            if (!t)
+                throw Refused("its pads are not a constant");
+            const Tensor f = t->toFloat32();
+            pads.clear();
+            for (float v : f.values<float>())
+                pads.push_back(int64_t(v));
+        }
+        if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+            const Tensor* v = q_.constant(model_, node.inputs[2]);
+            if (!v || v->toFloat32().values<float>()[0] != 0.0f)
+                throw Refused("only padding with 0 is written");
+        }
+        const int rank = int(b_.at(in.tensor).shape.size());
+        if (int(pads.size()) != 2 * rank)
+            throw Refused("pads do not match the rank");
+        std::vector<int32_t> p(static_cast<size_t>(2 * rank));
+        for (int k = 0; k < rank; ++k) {
+            const int onnxAxis = in.nhwc ? kFromNchw[k] : k;
+            p[size_t(2 * k)] = int32_t(pads[size_t(onnxAxis)]);
+            p[size_t(2 * k + 1)] = int32_t(pads[size_t(onnxAxis + rank)]);
+        }
+        const std::string& out = node.outputs.at(0);
+        const int32_t padsTensor = int32Constant(out + "/paddings", p, {rank, 2});
+        const Placed result = newActivation(out, out);
+        b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {result.tensor}, BuiltinOptions::PadOptions, {}});
+    }
+
+    void unary(const Node& node)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const std::string& out = node.outputs.at(0);
+        const Placed result = newActivation(out, out);
+        if (node.opType == "Sigmoid") {
+            b_.op({BuiltinOperator::Logistic, {in.tensor}, {result.tensor}, BuiltinOptions::None, {}});
+        } else if (node.opType == "HardSwish") {
+            b_.op({BuiltinOperator::HardSwish, {in.tensor}, {result.tensor}, BuiltinOptions::HardSwishOptions, {}});
+        } else {
+            const int rank = int(b_.at(in.tensor).shape.size());
+            int64_t axis = node.intAttribute("axis", -1);
+            if (axis < 0)
+                axis += rank;
+            if (in.nhwc || axis != rank - 1)
+                throw Refused("SOFTMAX is written over the last axis only");
+            fb::Table opt;
+            opt.scalar<float>(tf::softmax::beta, 1.0f);
+            b_.op({BuiltinOperator::Softmax,
+                   {in.tensor},
+                   {result.tensor},
+                   BuiltinOptions::SoftmaxOptions,
+                   std::move(opt)});
+        }
+    }
+
+    // LiteRT has no HARD_SIGMOID; PyTorch's (alpha 1/6, beta 1/2) is relu6(x + 3) / 6, written as an
+    // ADD of 3 with a fused RELU6 (its output on the fixed grid [0, 6]) and a MUL by 1/6. Both
+    // constants are exact on their int8 grids.
+    void hardSigmoid(const Node& node)
+    {
+        const Attribute* alpha = node.attribute("alpha");
+        const Attribute* beta = node.attribute("beta");
+        const float a = alpha ? alpha->f : 0.2f, b = beta ? beta->f : 0.5f;
+        if (std::fabs(a - 1.0f / 6.0f) > 1e-6f || b != 0.5f)
+            throw Refused("only HardSigmoid with alpha 1/6 and beta 1/2 (relu6(x + 3) / 6) is written");
+        const Placed in = input(node.inputs.at(0));
+        const std::string& out = node.outputs.at(0);
+        const TensorDesc src = b_.at(in.tensor);
+        const int32_t three =
+            constantOperand(out + "/3", Tensor::fromVector(DType::F32, {1}, std::vector<float>{3.0f}), in.nhwc, false);
+        const int32_t shifted = b_.tensor(
+            {out + "/relu6(x+3)", src.shape, tf::TensorType::Int8, 0, TensorQuant{{6.0f / 255.0f}, {-128}, 0}});
+        fb::Table addOpt;
+        addOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, int8_t(tf::Activation::Relu6));
+        b_.op({BuiltinOperator::Add, {in.tensor, three}, {shifted}, BuiltinOptions::AddOptions, std::move(addOpt)});
+        const int32_t sixth = constantOperand(
+            out + "/1/6", Tensor::fromVector(DType::F32, {1}, std::vector<float>{1.0f / 6.0f}), in.nhwc, false);
+        const Placed result = newActivation(out, out);
+        fb::Table mulOpt;
+        mulOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, int8_t(tf::Activation::None));
+        b_.op({BuiltinOperator::Mul, {shifted, sixth}, {result.tensor}, BuiltinOptions::MulOptions, std::move(mulOpt)});
+    }
+
+    // Nearest-neighbour Resize as PyTorch exports nn.Upsample (asymmetric coordinates, floor):
+    // RESIZE_NEAREST_NEIGHBOR without align_corners or half-pixel centers; the output shares the
+    // input's scale.
+    void resize(const Node& node)
+    {
+        auto text = [&](const char* name, const char* fallback) {
+            const Attribute* a = node.attribute(name);
+            return a ? a->s : std::string(fallback);
+        };
+        if (text("mode", "nearest") != "nearest" ||
+            text("coordinate_transformation_mode", "half_pixel") != "asymmetric" ||
+            text("nearest_mode", "round_prefer_floor") != "floor")
+            throw Refused("only nearest Resize with asymmetric coordinates and floor rounding is written");
+        const Placed in = input(node.inputs.at(0));
+        if (!in.nhwc)
+            throw Refused("only a 4-D Resize is written");
+        const std::string& out = node.outputs.at(0);
+        const std::vector<int32_t> shape = int32Shape(onnxShape(out), out);
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (shape[0] != inShape[0] || shape[1] != inShape[1])
+            throw Refused("a Resize of the batch or channel axis");
+        const int32_t size = int32Constant(out + "/size", {shape[2], shape[3]});
+        const Placed result = newActivation(out, out);
+        fb::Table opt;
+        opt.scalar<bool>(tf::resize_nearest::align_corners, false);
+        opt.scalar<bool>(tf::resize_nearest::half_pixel_centers, false);
+        b_.op({BuiltinOperator::ResizeNearestNeighbor,
+               {in.tensor, size},
+               {result.tensor},
+               BuiltinOptions::ResizeNearestNeighborOptions,
+               std::move(opt)});
+    }
+
+    const Model& model_;
+    const QuantizationPlan& plan_;
+    const WeightQuantizer& weights_;
+    const OdmlQuantization& q_;
+    const TfliteOptions& options_;
+    TfliteSummary& summary_;
+    ModelBuilder b_;
+    std::map<std::string, Placed> placed_;
+    std::map<size_t, size_t> fusedBy_; // producer node -> the fused activation node
+};
+
+// The read-back check: what the file holds is what was meant.
+void checkWritten(const std::filesystem::path& path, const ModelBuilder& b)
+{
+    const TfliteContents c = readTflite(path);
+    const std::string what = path.string();
+    if (c.tensors.size() != b.tensors().size() || c.operatorCodes.size() != b.ops().size() ||
+        c.bufferSizes.size() != b.buffers().size())
+        throw Error(what + ": read back " + std::to_string(c.tensors.size()) + " tensors, " +
+                    std::to_string(c.operatorCodes.size()) + " operators, " + std::to_string(c.bufferSizes.size()) +
+                    " buffers; wrote " + std::to_string(b.tensors().size()) + ", " + std::to_string(b.ops().size()) +
+                    ", " + std::to_string(b.buffers().size()));
+    for (size_t k = 0; k < c.tensors.size(); ++k) {
+        const TensorDesc& d = b.tensors()[k];
+        const TfliteContents::TensorInfo& t = c.tensors[k];
+        if (t.name != d.name || t.shape != d.shape || t.type != int(d.type) || t.buffer != d.buffer ||
+            (d.quant && t.scales != d.quant->scales))
+            throw Error(what + ": tensor " + std::to_string(k) + " ('" + d.name + "') reads back differently");
+    }
+    for (size_t k = 0; k < c.operatorCodes.size(); ++k)
+        if (c.operatorCodes[k] != int32_t(b.ops()[k].op))
+            throw Error(what + ": operator " + std::to_string(k) + " reads back differently");
+    for (size_t k = 0; k < c.bufferSizes.size(); ++k)
+        if (c.bufferSizes[k] != b.buffers()[k].size())
+            throw Error(what + ": buffer " + std::to_string(k) + " reads back with another size");
+}
+
+} // namespace
+
+TfliteContents readTflite(const std::filesystem::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    if (!in)
+        throw Error(path.string() + ": cannot open");
+    in.seekg(0, std::ios::end);
+    const std::streamoff size = in.tellg();
+    if (size < 0 || size > (int64_t(1) << 31))
+        throw Error(path.string() + ": not a LiteRT flatbuffer (size " + std::to_string(size) + " bytes)");
+    in.seekg(0);
+    std::vector<uint8_t> bytes(size_t(size), 0);
+    in.read(reinterpret_cast<char*>(bytes.data()), size);
+    if (!in)
+        throw Error(path.string() + ": read failed");
+    const fb::Reader reader(bytes, path.string(), tf::kFileIdentifier);
+    const fb::TableView model = reader.root();
+    TfliteContents c;
+    c.version = model.scalar<uint32_t>(tf::model::version, 0);
+    if (model.vectorSize(tf::model::subgraphs) != 1)
+        throw Error(path.string() + ": expected one subgraph");
+    std::vector<int32_t> codes;
+    for (size_t k = 0; k < model.vectorSize(tf::model::operator_codes); ++k)
+        codes.push_back(
+            model.tableAt(tf::model::operator_codes, k).scalar<int32_t>(tf::operator_code::builtin_code, 0));
+    const fb::TableView sg = model.tableAt(tf::model::subgraphs, 0);
+    for (size_t k = 0; k < sg.vectorSize(tf::subgraph::tensors); ++k) {
+        const fb::TableView t = sg.tableAt(tf::subgraph::tensors, k);
+        TfliteContents::TensorInfo info;
+        info.name = t.string(tf::tensor::name);
+        info.type = t.scalar<int8_t>(tf::tensor::type, 0);
+        info.shape = t.vector<int32_t>(tf::tensor::shape);
+        info.buffer = t.scalar<uint32_t>(tf::tensor::buffer, 0);
+        if (t.has(tf::tensor::quantization)) {
+            const fb::TableView q = t.table(tf::tensor::quantization);
+            info.scales = q.vector<float>(tf::quantization::scale);
+            info.zeroPoints = q.vector<int64_t>(tf::quantization::zero_point);
+        }
+        c.tensors.push_back(std::move(info));
+    }
+    for (size_t k = 0; k < sg.vectorSize(tf::subgraph::operators); ++k) {
+        const fb::TableView op = sg.tableAt(tf::subgraph::operators, k);
+        const uint32_t index = op.scalar<uint32_t>(tf::op::opcode_index, 0);
+        if (index >= codes.size())
+            throw Error(path.string() + ": operator " + std::to_string(k) + " has opcode index " +
+                        std::to_string(index) + " of " + std::to_string(codes.size()));
+        c.operatorCodes.push_back(codes[index]);
+        c.operatorInputs.push_back(op.vector<int32_t>(tf::op::inputs));
+        c.operatorOutputs.push_back(op.vector<int32_t>(tf::op::outputs));
+        for (int32_t t : c.operatorInputs.back())
+            if (t < -1 || t >= int32_t(sg.vectorSize(tf::subgraph::tensors)))
+                throw Error(path.string() + ": operator " + std::to_string(k) + " reads tensor " + std::to_string(t) +
+                            " of " + std::to_string(sg.vectorSize(tf::subgraph::tensors)));
+    }
+    c.inputs = sg.vector<int32_t>(tf::subgraph::inputs);
+    c.outputs = sg.vector<int32_t>(tf::subgraph::outputs);
+    for (size_t k = 0; k < model.vectorSize(tf::model::buffers); ++k)
+        c.bufferSizes.push_back(model.tableAt(tf::model::buffers, k).vectorBytes(tf::buffer::data, 1).size());
+    return c;
+}
+
+TfliteSummary exportTflite(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                           DataSource& calib, const TfliteOptions& options, const std::filesystem::path& out,
+                           const CancellationToken& cancel, const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    const OdmlQuantization q = computeOdmlQuantization(interpreter, plan, calib, options.odml, cancel, progress);
+    TfliteSummary summary;
+    summary.path = out;
+    summary.batches = q.batches;
+    cancel.check();
+    const ModelBuilder built = Converter(model, plan, weights, q, options, summary).run();
+    const std::string description =
+        "Quantscope " QUANTSCOPE_VERSION " full-integer export of " + model.sourcePath.filename().string();
+    const std::vector<uint8_t> bytes = fb::serialize(built.build(description, summary), tf::kFileIdentifier);
+    writeFileAtomically(out, bytes.data(), bytes.size());
+    summary.bytes = int64_t(bytes.size());
+    checkWritten(out, built);
+    if (progress)
+        progress(1.0, "done");
+    return summary;
+}
+
+} // namespace qs
