@@ -2,24 +2,44 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <vector>
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
 #include "core/block_layout.h"
+#include "core/half.h"
 #include "core/error.h"
 #include "numerics/gguf_blocks.h"
 
 namespace qs {
 namespace {
 
-// The tensor as float32 rows of its last axis, checked: finite values, a row
-// length the block size divides.
+// The tensor's rows along its last axis, checked: finite values, a row length
+// the block size divides. Rows are read as float32 one at a time (bf16 and fp16
+// widened into the caller's buffer), never the whole tensor at once: a model's
+// largest weights are what this quantizes.
 struct Rows {
-    Tensor values; // float32
+    const Tensor* input = nullptr;
     int64_t count = 0;
     int64_t length = 0;
+
+    std::span<const float> row(int64_t r, std::vector<float>& buffer) const
+    {
+        const size_t n = size_t(length), offset = size_t(r * length);
+        if (input->dtype() == DType::F32)
+            return input->values<float>().subspan(offset, n);
+        buffer.resize(n);
+        const auto* bits = static_cast<const uint16_t*>(input->rawData()) + offset;
+        if (input->dtype() == DType::BF16)
+            for (size_t i = 0; i < n; ++i)
+                buffer[i] = bf16ToFloat(bits[i]);
+        else
+            for (size_t i = 0; i < n; ++i)
+                buffer[i] = fp16ToFloat(bits[i]);
+        return buffer;
+    }
 };
 
 Rows rowsOf(const Tensor& input, QType t, std::string_view tensorName)
@@ -33,6 +53,7 @@ Rows rowsOf(const Tensor& input, QType t, std::string_view tensorName)
     if (input.rank() < 1)
         throw Error(name + ": " + std::string(qtypeName(t)) + " needs a tensor of rank 1 or more");
     Rows r;
+    r.input = &input;
     r.length = input.shape().back();
     const int blockSize = qtypeInfo(t).blockSize;
     if (r.length % blockSize != 0)
@@ -43,12 +64,14 @@ Rows rowsOf(const Tensor& input, QType t, std::string_view tensorName)
                          ? "; use a type with blocks of 32 (q8_0, q4_0, q4_1, q5_0, q5_1) or leave it float"
                          : "; leave it float"));
     r.count = r.length == 0 ? 0 : input.numel() / r.length;
-    r.values = input.dtype() == DType::F32 ? input : input.toFloat32();
-    const auto v = r.values.values<float>();
-    const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
-    if (bad != v.end())
-        throw Error(name + ": element " + std::to_string(bad - v.begin()) + " is " +
-                    (std::isnan(*bad) ? "NaN" : "infinite") + "; quantization needs finite values");
+    std::vector<float> buffer;
+    for (int64_t row = 0; row < r.count; ++row) {
+        const std::span<const float> v = r.row(row, buffer);
+        const auto bad = std::find_if(v.begin(), v.end(), [](float x) { return !std::isfinite(x); });
+        if (bad != v.end())
+            throw Error(name + ": element " + std::to_string(row * r.length + (bad - v.begin())) + " is " +
+                        (std::isnan(*bad) ? "NaN" : "infinite") + "; quantization needs finite values");
+    }
     return r;
 }
 
@@ -91,15 +114,21 @@ QuantParams ggufBlockParams(const Tensor& input, QType t, std::string_view tenso
     p.symmetric = true;
     p.layout = BlockLayout::blocks(input.shape(), -1, blockSize);
     p.scales.assign(size_t(p.layout.groupCount()), kDegenerateScale);
-    const auto x = rows.values.values<float>();
     const float codeMax = largestCode(t);
-    for (size_t g = 0; g < p.scales.size(); ++g) {
-        float m = 0;
-        for (size_t i = g * size_t(blockSize); i < (g + 1) * size_t(blockSize); ++i)
-            m = std::max(m, std::fabs(x[i]));
-        if (m > 0)
-            p.scales[g] = std::max(m / codeMax, 0x1p-126f);
-    }
+    const size_t blocksPerRow = size_t(rows.length / blockSize);
+    forRowRanges(rows.count, rows.length, [&](int64_t first, int64_t last) {
+        std::vector<float> buffer;
+        for (int64_t r = first; r < last; ++r) {
+            const std::span<const float> x = rows.row(r, buffer);
+            for (size_t b = 0; b < blocksPerRow; ++b) {
+                float m = 0;
+                for (size_t i = b * size_t(blockSize); i < (b + 1) * size_t(blockSize); ++i)
+                    m = std::max(m, std::fabs(x[i]));
+                if (m > 0)
+                    p.scales[size_t(r) * blocksPerRow + b] = std::max(m / codeMax, 0x1p-126f);
+            }
+        }
+    });
     return p;
 }
 
@@ -110,13 +139,12 @@ void ggufFakeQuantizeInto(const Tensor& input, QType t, std::span<float> out, st
                     " floats for " + std::to_string(input.numel()) + " elements");
     const Rows rows = rowsOf(input, t, tensorName);
     const size_t rowBytes = ggufRowBytes(t, rows.length);
-    const float* x = rows.values.values<float>().data();
     forRowRanges(rows.count, rows.length, [&](int64_t first, int64_t last) {
         std::vector<uint8_t> bytes(rowBytes);
+        std::vector<float> buffer;
         for (int64_t r = first; r < last; ++r) {
-            const size_t off = size_t(r * rows.length);
-            ggufEncodeRow(t, {x + off, size_t(rows.length)}, bytes);
-            ggufDecodeRow(t, bytes, out.subspan(off, size_t(rows.length)));
+            ggufEncodeRow(t, rows.row(r, buffer), bytes);
+            ggufDecodeRow(t, bytes, out.subspan(size_t(r * rows.length), size_t(rows.length)));
         }
     });
 }
@@ -127,10 +155,10 @@ Tensor ggufEncode(const Tensor& input, QType t, std::string_view tensorName)
     const size_t rowBytes = ggufRowBytes(t, rows.length);
     Tensor out = Tensor::uninitialized(DType::U8, {rows.count, int64_t(rowBytes)});
     uint8_t* b = out.mutableValues<uint8_t>().data();
-    const float* x = rows.values.values<float>().data();
     forRowRanges(rows.count, rows.length, [&](int64_t first, int64_t last) {
+        std::vector<float> buffer;
         for (int64_t r = first; r < last; ++r)
-            ggufEncodeRow(t, {x + r * rows.length, size_t(rows.length)}, {b + size_t(r) * rowBytes, rowBytes});
+            ggufEncodeRow(t, rows.row(r, buffer), {b + size_t(r) * rowBytes, rowBytes});
     });
     return out;
 }

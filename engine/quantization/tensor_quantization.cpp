@@ -5,6 +5,7 @@
 #include "calib/calibrate.h"
 #include "calib/compatibility.h"
 #include "core/error.h"
+#include "core/half.h"
 #include "numerics/qtype.h"
 #include "quant/gguf_quantization.h"
 #include "quant/microscaling.h"
@@ -33,15 +34,22 @@ TensorQuantization ggufQuantization(const Tensor& x, const QuantizationSpec& spe
 {
     TensorQuantization q;
     q.params = ggufBlockParams(x, spec.qtype, tensorName);
-    const Tensor xf = x.toFloat32();
-    const auto v = xf.values<float>();
+    // Each block's range, read in place (bf16/fp16 widened an element at a time).
     const size_t block = size_t(qtypeInfo(spec.qtype).blockSize);
-    q.ranges.reserve(q.params.scales.size());
-    for (size_t g = 0; g < q.params.scales.size(); ++g) {
-        const auto [lo, hi] =
-            std::minmax_element(v.begin() + ptrdiff_t(g * block), v.begin() + ptrdiff_t((g + 1) * block));
-        q.ranges.push_back({std::min(*lo, 0.f), std::max(*hi, 0.f)});
-    }
+    auto valueAt = [&x](size_t i) {
+        switch (x.dtype()) {
+        case DType::BF16: return bf16ToFloat(static_cast<const uint16_t*>(x.rawData())[i]);
+        case DType::F16: return fp16ToFloat(static_cast<const uint16_t*>(x.rawData())[i]);
+        default: return x.values<float>()[i];
+        }
+    };
+    q.ranges.assign(q.params.scales.size(), Range{0.f, 0.f});
+    for (size_t g = 0; g < q.ranges.size(); ++g)
+        for (size_t i = g * block; i < (g + 1) * block; ++i) {
+            const float v = valueAt(i);
+            q.ranges[g].min = std::min(q.ranges[g].min, v);
+            q.ranges[g].max = std::max(q.ranges[g].max, v);
+        }
     q.saturation = q.ranges;
     return q;
 }
