@@ -284,7 +284,7 @@ Command quantizeCommand()
         {"--rules", "R.json", "the rule file (or --search)", {}, false},
         {"--search",
          "CANDIDATES.json",
-         "find the smallest rules meeting --target from per-layer candidates, smallest first (docs/rules.md)",
+         "find the smallest rules meeting --target from per-layer candidates, smallest first (docs/search.md)",
          {},
          false},
         {"--target",

@@ -5,7 +5,7 @@
 // whose evaluation meets a target on the output (output SQNR, top-1 agreement
 // with float, perplexity increase), and write it as an ordinary rule file.
 //
-// How (docs/rules.md, "Searching for the smallest rules"):
+// How (docs/search.md):
 //  1. Every layer takes its first candidate that applies to it (a candidate whose
 //     rule cannot apply to a layer, e.g. a tile size its contraction axis cannot
 //     take, is skipped for that layer). That is evaluated: when it meets the
