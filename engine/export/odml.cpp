@@ -83,19 +83,6 @@ std::string_view schemeName(OpScheme s)
     return "?";
 }
 
-std::string nodeLabel(const Node& node, size_t index)
-{
-    // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on `"#" + std::to_string(...)`.
-    std::string label = "node '";
-    if (node.name.empty())
-        label += '#', label += std::to_string(index);
-    else
-        label += node.name;
-    label += "' (";
-    label += node.opType;
-    label += ")";
-    return label;
-}
 
 // One value that gets its own activation range.
 struct ActivationValue {
@@ -261,6 +248,20 @@ QuantParams int8PerTensor(const Range& range, bool symmetric, const std::string&
 }
 
 } // namespace
+
+std::string nodeLabel(const Node& node, size_t index)
+{
+    // Appended piece by piece: GCC 12 warns (-Wrestrict, falsely) on `"#" + std::to_string(...)`.
+    std::string label = "node '";
+    if (node.name.empty())
+        label += '#', label += std::to_string(index);
+    else
+        label += node.name;
+    label += "' (";
+    label += node.opType;
+    label += ")";
+    return label;
+}
 
 std::string OdmlQuantization::root(std::string value) const
 {

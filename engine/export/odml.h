@@ -127,6 +127,10 @@ struct OdmlQuantization {
     const Tensor* constant(const Model& model, const std::string& value) const; // null when not a constant
 };
 
+// How the ODML exports name a node in errors: node 'NAME' (OP), or node '#INDEX' (OP)
+// for a node without a name.
+std::string nodeLabel(const Node& node, size_t index);
+
 // Classifies and calibrates (`calib` rewound first). `plan` must be built in
 // QuantizationMode::Odml (an Error otherwise).
 OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const QuantizationPlan& plan,

@@ -246,19 +246,6 @@ tf::Activation activationOf(const std::string& name)
     return tf::Activation::None;
 }
 
-std::string nodeLabel(const Node& node, size_t index)
-{
-    std::string label = "node '";
-    if (node.name.empty())
-        label += '#', label += std::to_string(index);
-    else
-        label += node.name;
-    label += "' (";
-    label += node.opType;
-    label += ")";
-    return label;
-}
-
 std::vector<int64_t> intsAttribute(const Node& node, const char* name, std::vector<int64_t> fallback)
 {
     const Attribute* a = node.attribute(name);
