@@ -11,19 +11,10 @@
 
 const fs = require('fs');
 const path = require('path');
+const { parseArgs } = require('./args.js');
 
 function args() {
-    const out = {};
-    const argv = process.argv.slice(2);
-    for (let i = 0; i < argv.length; i += 2) {
-        if (!argv[i].startsWith('--') || i + 1 >= argv.length)
-            throw new Error(`usage: perplexity.js --modules DIR --gguf MODEL.gguf --ids IDS.npy (at '${argv[i]}')`);
-        out[argv[i].slice(2)] = argv[i + 1];
-    }
-    for (const need of ['modules', 'gguf', 'ids'])
-        if (!out[need])
-            throw new Error(`perplexity.js: --${need} is required`);
-    return out;
+    return parseArgs('perplexity.js', '--modules DIR --gguf MODEL.gguf --ids IDS.npy', ['modules', 'gguf', 'ids']);
 }
 
 // int64 [N, T] from an .npy file (little-endian, C order).

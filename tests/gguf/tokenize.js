@@ -12,19 +12,10 @@
 
 const fs = require('fs');
 const path = require('path');
+const { parseArgs } = require('./args.js');
 
 function args() {
-    const out = {};
-    const argv = process.argv.slice(2);
-    for (let i = 0; i < argv.length; i += 2) {
-        if (!argv[i].startsWith('--') || i + 1 >= argv.length)
-            throw new Error(`usage: tokenize.js --modules DIR --gguf MODEL.gguf --lines LINES.json (at '${argv[i]}')`);
-        out[argv[i].slice(2)] = argv[i + 1];
-    }
-    for (const need of ['modules', 'gguf', 'lines'])
-        if (!out[need])
-            throw new Error(`tokenize.js: --${need} is required`);
-    return out;
+    return parseArgs('tokenize.js', '--modules DIR --gguf MODEL.gguf --lines LINES.json [--nfc 1]', ['modules', 'gguf', 'lines']);
 }
 
 async function main() {
