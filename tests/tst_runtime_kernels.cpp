@@ -168,6 +168,48 @@ private slots:
         }
     }
 
+    void convWithFewOutputPositionsGivesTheBitsOfTheBatchedPaths()
+    {
+        // Weights of at least 1 MiB with 16 output channels or more per output
+        // position run transposed (fewPositionsConv); a larger batch of the same
+        // conv does not. Each image's outputs must be the bits the batch gives
+        // it, and both the direct convolution's values.
+        struct Case {
+            int64_t C, M, in, k, stride, pad, batch; // batch: large enough for the other paths
+        };
+        const std::vector<Case> cases{
+            {128, 512, 3, 3, 1, 1, 4},  // 3 x 3 on 3 x 3 planes (a late stage); the batch: batchedColumnsConv
+            {64, 512, 6, 3, 2, 1, 4},   // stride 2 onto 3 x 3
+            {320, 1280, 3, 1, 1, 0, 9}, // pointwise on 3 x 3; the batch: per image
+            {160, 1024, 2, 3, 1, 1, 64} // 2 x 2 planes, K = 1440 (depth blocks of 256 and a rest)
+        };
+        for (const Case& c : cases) {
+            const int64_t out = (c.in + 2 * c.pad - c.k) / c.stride + 1, P = out * out;
+            const Tensor W = randomTensor({c.M, c.C, c.k, c.k}, 0.05f), B = randomTensor({c.M});
+            const Tensor X = randomTensor({c.batch, c.C, c.in, c.in});
+            const std::vector<Attribute> attributes = {intsAttr("strides", {c.stride, c.stride}),
+                                                       intsAttr("pads", {c.pad, c.pad, c.pad, c.pad})};
+            const Tensor batched = runKernel(ops::conv, "Conv", {&X, &W, &B}, attributes)[0];
+            for (int64_t n : {int64_t(0), c.batch - 1}) {
+                const int64_t inPlane = c.C * c.in * c.in;
+                Tensor image = Tensor::uninitialized(DType::F32, {1, c.C, c.in, c.in});
+                std::copy_n(X.values<float>().begin() + n * inPlane, inPlane, image.mutableValues<float>().begin());
+                const Tensor y = runKernel(ops::conv, "Conv", {&image, &W, &B}, attributes)[0];
+                QCOMPARE(y.shape(), (Shape{1, c.M, out, out}));
+                const auto own = y.values<float>();
+                const auto fromBatch = batched.values<float>().subspan(size_t(n * c.M * P), size_t(c.M * P));
+                QVERIFY2(std::equal(own.begin(), own.end(), fromBatch.begin()),
+                         ("image " + std::to_string(n) + " of a " + std::to_string(c.C) + " -> " +
+                          std::to_string(c.M) + " conv differs from its batch's bits")
+                             .c_str());
+                if (n == 0) // (the direct convolution takes seconds per image)
+                    EXPECT_CLOSE(y,
+                                 referenceConv(image, W, &B, 1, {c.stride, c.stride}, {1, 1}, {c.pad, c.pad}, {out, out}),
+                                 1e-5);
+            }
+        }
+    }
+
     void sgemmMatchesADoubleReference()
     {
         // Every shape class of the blocked product: below, at and above one

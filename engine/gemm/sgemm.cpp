@@ -264,26 +264,28 @@ void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk,
 }
 
 void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0,
-                                  int64_t r1) const
+                                  int64_t r1, int64_t j0, int64_t j1) const
 {
     if (r1 < 0)
         r1 = rows_;
+    if (j1 < 0)
+        j1 = n;
     const float* ag = data_.data() + group * paddedRows_ * depth_;
     const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
     // A few columns past the last whole strip (a batch of two 7 x 7 planes: 98
     // columns, 3 strips and 2) would cost a whole micro-tile each row strip.
-    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = n - tail;
+    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = std::min(n - tail, j1);
     for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
         const float* block = packedB + p0 * paddedWidth;
-        for (int64_t s = 0; s * nr_ < wide; ++s) {
+        for (int64_t s = j0 / nr_; s * nr_ < wide; ++s) {
             const float* bs = block + s * nr_ * kc;
             const int64_t nr = std::min(nr_, wide - s * nr_);
             for (int64_t r = r0; r < r1; r += mr_)
                 run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r),
                     nr, p0 > 0);
         }
-        if (tail == 0)
+        if (tail == 0 || j1 < n)
             continue;
         const float* bt = block + wide * kc; // the last strip: row k at bt + k * nr_
         for (int64_t r = r0; r < r1; r += mr_)
@@ -292,13 +294,37 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
     }
 }
 
+PackedColumnMatrix::PackedColumnMatrix(SimdLevel level, const float* b, int64_t depth, int64_t width, int64_t bk,
+                                       int64_t bj, Subnormals subnormals)
+    : depth_(depth), width_(width)
+{
+    if (level == SimdLevel::None)
+        throw Error("PackedColumnMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
+    const int64_t nr = level == SimdLevel::Avx512 ? 32 : 16, paddedWidth = (width + nr - 1) / nr * nr;
+    data_.assign(size_t(depth * paddedWidth + kOverRead), 0.0f);
+    const int64_t blocks = (depth + kDepthBlock - 1) / kDepthBlock;
+    tbb::parallel_for(int64_t(0), blocks, [&](int64_t block) {
+        const int64_t p0 = block * kDepthBlock, kc = std::min(kDepthBlock, depth - p0);
+        float* out = data_.data() + p0 * paddedWidth;
+        packColumns(b + p0 * bk, bk, bj, kc, width, nr, out);
+        if (subnormals == Subnormals::Flush)
+            for (int64_t i = 0; i < kc * paddedWidth; ++i)
+                out[i] = std::fabs(out[i]) < FLT_MIN ? std::copysign(0.0f, out[i]) : out[i];
+    });
+}
+
 void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
                        bool accumulate) const
 {
 #if defined(__x86_64__) && defined(__GNUC__)
-    if (level_ == SimdLevel::Avx512)
-        mr <= 6 ? microKernelAvx512<6>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate)
-                : microKernelAvx512<12>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+    // A strip of 7 to 9 rows (a 3 x 3 plane) skips the multiply-adds of the
+    // last three rows; 6 rows or fewer half of them.
+    if (level_ == SimdLevel::Avx512 && mr <= 6)
+        microKernelAvx512<6>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+    else if (level_ == SimdLevel::Avx512 && mr <= 9)
+        microKernelAvx512<9>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+    else if (level_ == SimdLevel::Avx512)
+        microKernelAvx512<12>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
     else
         microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
 #else

@@ -17,6 +17,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <typeinfo>
 #include <vector>
 
 #include "core/cancellation.h"
@@ -34,11 +35,13 @@ class NodeObserver;   // runtime/interpreter.h
 // input is the same tensor storage it was made from; a tensor a run has read
 // is not written in place afterwards (the hooks swap in new tensors, they do
 // not overwrite). Holds the last two sources, so float and fake-quant runs
-// side by side do not evict each other. Thread-safe.
+// side by side do not evict each other. Entries are kept per type: a kernel
+// may derive different values from one input (Conv packs its weights one way
+// for a batch of planes, another for a few output positions). Thread-safe.
 class KernelMemo {
 public:
     // The value made by `make()` from `source`, made again only when `source`
-    // is other storage than the memo's entries.
+    // is other storage than the memo's entries of type T.
     template <class T, class Make> std::shared_ptr<const T> get(const Tensor& source, Make make)
     {
         if (!source.storage())
@@ -46,12 +49,13 @@ public:
         {
             std::lock_guard lock(mutex_);
             for (Entry& e : entries_)
-                if (e.data == source.rawData() && e.bytes == source.nbytes() && e.storage.lock() == source.storage())
+                if (e.type && *e.type == typeid(T) && e.data == source.rawData() && e.bytes == source.nbytes() &&
+                    e.storage.lock() == source.storage())
                     return std::static_pointer_cast<const T>(e.value);
         }
         std::shared_ptr<const T> made = make();
         std::lock_guard lock(mutex_);
-        entries_[next_] = {source.storage(), source.rawData(), source.nbytes(), made};
+        entries_[next_] = {source.storage(), source.rawData(), source.nbytes(), &typeid(T), made};
         next_ = (next_ + 1) % entries_.size();
         return made;
     }
@@ -61,6 +65,7 @@ private:
         std::weak_ptr<const void> storage;
         const void* data = nullptr;
         size_t bytes = 0;
+        const std::type_info* type = nullptr;
         std::shared_ptr<const void> value;
     };
     std::mutex mutex_;

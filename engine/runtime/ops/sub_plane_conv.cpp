@@ -11,6 +11,7 @@
 #include "core/scratch.h"
 #include "gemm/simd_level.h"
 #include "runtime/ops/conv_plan.h"
+#include "runtime/ops/im2col.h"
 
 namespace qs::ops {
 
@@ -272,6 +273,47 @@ void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& pack
                 float* dst = y + (n * M + m) * P;
                 const float* src = sums.get() + m * width + n * P;
                 finishOutputs(src, dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
+                              activation);
+            }
+    });
+}
+
+void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
+                      const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
+                      int64_t M, const WindowGeometry& g, float* y)
+{
+    const int64_t P = g.output[0] * g.output[1], K = C * shapeElementCount(g.kernel), width = N * P,
+                  inSpatial = shapeElementCount(g.input);
+    // The column matrix [K, N * P], image after image, in pieces of channels
+    // (every element written), then packed as the product's rows.
+    const int64_t kernelSize = K / C, channelsPerPiece = std::max<int64_t>(1, (int64_t(1) << 12) / (kernelSize * P));
+    const int64_t pieces = (C + channelsPerPiece - 1) / channelsPerPiece;
+    const std::unique_ptr<float[]> columns(new float[size_t(K * width)]);
+    tbb::parallel_for(int64_t(0), N * pieces, [&](int64_t task) {
+        const int64_t n = task / pieces, c0 = task % pieces * channelsPerPiece,
+                      channels = std::min(channelsPerPiece, C - c0);
+        im2col2d(x + (n * C + c0) * inSpatial, channels, g, 0, P,
+                 RowMajorColumns<float>{columns.get() + c0 * kernelSize * width + n * P, width});
+    });
+    const gemm::PackedMatrix positions(gemm::simdLevel(), columns.get(), 1, width, K, 0, 1, width);
+
+    // Tasks of whole strips of output channels, a few per thread.
+    const int64_t nr = positions.nr(), strips = (M + nr - 1) / nr;
+    const int64_t tasks = std::min(strips, kConvTasksPerThread * tbb::this_task_arena::max_concurrency());
+    auto taskStart = [&](int64_t t) { return std::min(M, t * strips / tasks * nr); };
+    const std::unique_ptr<float[]> sums(new float[size_t(width * M)]); // Y^T, every element written
+    tbb::parallel_for(int64_t(0), tasks, [&](int64_t task) {
+        ctx.checkCancelled();
+        const int64_t j0 = taskStart(task), j1 = task + 1 == tasks ? M : taskStart(task + 1);
+        positions.multiplyPacked(0, weights.data(), M, sums.get(), M, 0, width, j0, j1);
+        thread_local std::vector<float> plane;
+        growScratch(plane, size_t(P));
+        for (int64_t m = j0; m < j1; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+                for (int64_t p = 0; p < P; ++p)
+                    plane[size_t(p)] = sums[size_t((n * P + p) * M + m)];
+                float* dst = y + (n * M + m) * P;
+                finishOutputs(plane.data(), dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
                               activation);
             }
     });

@@ -70,4 +70,16 @@ void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& pack
                         const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
                         const WindowGeometry& g, float* y);
 
+// 2-D Conv (group 1) with few output positions in the whole batch (a late
+// stage's 3 x 3 planes at batch 1) and many output channels, where the
+// weights are the large operand, read once per run. The product runs
+// transposed, Y^T [N * P, M] = columns^T [N * P, K] * W^T [K, M], on weights
+// packed once as the product's columns (`weights`: W^T, [K, M]): each weight
+// is loaded in a vector of output channels and used for every position,
+// where the other paths broadcast it to a vector with only N * P useful
+// lanes. Each output is the same k-ordered sum as theirs (the same bits).
+void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
+                      const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
+                      int64_t M, const WindowGeometry& g, float* y);
+
 } // namespace qs::ops
