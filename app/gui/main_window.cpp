@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QDockWidget>
@@ -17,11 +18,11 @@
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QRegularExpression>
-#include <QLocale>
 #include <QScreen>
 #include <QSettings>
 #include <QSortFilterProxyModel>
@@ -29,6 +30,7 @@
 #include <QStatusBar>
 #include <QTextBrowser>
 #include <QTextEdit>
+#include <QTime>
 #include <QTimer>
 #include <QTreeView>
 #include <QUndoStack>
@@ -42,12 +44,15 @@
 #if QUANTSCOPE_HAS_CHARTS
 #include "widgets/charts/charts_panel.h"
 #endif
+#include "widgets/charts/rule_comparison_view.h"
+#include "widgets/charts/search_curve_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_inspector.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
 #include "widgets/rule_field_delegate.h"
 #include "widgets/rule_table_model.h"
+#include "widgets/summary_bar.h"
 
 // The app's resources live in quantscope_gui, a static library: registered by hand.
 static void initAppResources()
@@ -115,14 +120,18 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         updateActions();
         updateTitle();
         updateInspector();
+        updateSummary();
+        search_->setResult(nullptr, nullptr);
     });
     connect(workspace_, &Workspace::modelFailed, this,
             [this](const QString& message) { showError(tr("Cannot open the model"), message); });
     connect(workspace_, &Workspace::planChanged, this, [this] {
         updateInspector();
         updateActions();
+        updateSummary();
     });
     connect(workspace_, &Workspace::weightsUpdated, this, [this] {
+        updateSummary();
         updateInspector();
         updateActions();
         updateCharts(ChartsUpdate::Plan);
@@ -133,6 +142,7 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         maybeRunPending();
     });
     connect(workspace_, &Workspace::evaluationChanged, this, [this] {
+        updateSummary();
         updateCharts(ChartsUpdate::Evaluation);
         updateInspector();
     });
@@ -178,8 +188,13 @@ void MainWindow::createDocks()
     layerView_->setAlternatingRowColors(true);
     layerView_->setUniformRowHeights(true);
     layerView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    // The figures a user came for, always in view above the layer table.
+    summary_ = new SummaryBar(layers);
+    summary_->setAutoFillBackground(true);
+    summary_->setBackgroundRole(QPalette::AlternateBase);
     auto* layersLayout = new QVBoxLayout(layers);
     layersLayout->setContentsMargins(2, 2, 2, 2);
+    layersLayout->addWidget(summary_);
     layersLayout->addLayout(filterRow);
     layersLayout->addWidget(layerView_, 1);
     setCentralWidget(layers);
@@ -231,10 +246,82 @@ void MainWindow::createDocks()
     auto* inspectorDock = makeDock(tr("Inspector"), QStringLiteral("InspectorDock"), inspector_, Qt::RightDockWidgetArea);
     QDockWidget* chartsDock = makeDock(tr("Charts"), QStringLiteral("ChartsDock"), createCharts(), Qt::RightDockWidgetArea);
     tabifyDockWidget(inspectorDock, chartsDock);
+    createComparisonAndSearch();
+    for (const char* name : {"ComparisonDock", "SearchDock"})
+        if (auto* dock = findChild<QDockWidget*>(QLatin1String(name)))
+            tabifyDockWidget(chartsDock, dock);
     inspectorDock->raise();
 
     resizeDocks({inspectorDock}, {480}, Qt::Horizontal);
     resizeDocks({rulesDock}, {230}, Qt::Vertical);
+}
+
+void MainWindow::createComparisonAndSearch()
+{
+    comparison_ = new RuleComparisonView(this);
+    auto* comparisonDock = new QDockWidget(tr("A/B"), this);
+    comparisonDock->setObjectName(QStringLiteral("ComparisonDock"));
+    comparisonDock->setWidget(comparison_);
+    addDockWidget(Qt::RightDockWidgetArea, comparisonDock);
+    connect(comparison_, &RuleComparisonView::keepAsARequested, this, [this] {
+        const QString rules = lastRulesFile_.isEmpty()
+                                  ? tr("%n rule(s)", nullptr, int(workspace_->rules()->effectiveRules().size()))
+                                  : QFileInfo(lastRulesFile_).fileName();
+        try {
+            workspace_->keepAsA(
+                tr("%1, kept %2").arg(rules, QTime::currentTime().toString(QStringLiteral("HH:mm:ss"))));
+        } catch (const Error& e) {
+            showError(tr("Cannot keep A"), QString::fromUtf8(e.what()));
+        }
+    });
+    connect(comparison_, &RuleComparisonView::clearARequested, this, [this] { workspace_->clearA(); });
+    connect(workspace_, &Workspace::comparisonChanged, this, [this] {
+        comparison_->setADescription(workspace_->aDescription());
+        comparison_->setComparison(workspace_->comparison(), !workspace_->comparisonCurrent());
+    });
+
+    search_ = new SearchCurveView(this);
+    auto* searchDock = new QDockWidget(tr("Search"), this);
+    searchDock->setObjectName(QStringLiteral("SearchDock"));
+    searchDock->setWidget(search_);
+    addDockWidget(Qt::RightDockWidgetArea, searchDock);
+    const QString example = QDir::cleanPath(QCoreApplication::applicationDirPath() +
+                                            QStringLiteral("/../share/quantscope/rules/search/int4_int8_float.json"));
+    if (QFileInfo::exists(example))
+        search_->setCandidatesFile(example);
+    connect(search_, &SearchCurveView::searchRequested, this, [this](const QString& file, const QString& target) {
+        try {
+            workspace_->runSearch(file, target);
+            search_->setStatus(tr("Searching… (the status bar shows the progress; Esc cancels)"));
+        } catch (const Error& e) {
+            search_->setStatus(QString::fromUtf8(e.what()));
+            showError(tr("Cannot run the search"), QString::fromUtf8(e.what()));
+        }
+        updateActions();
+    });
+    connect(search_, &SearchCurveView::pointApplied, this, [this](size_t index) {
+        try {
+            workspace_->applySearchPoint(index);
+        } catch (const Error& e) {
+            showError(tr("Cannot apply the point"), QString::fromUtf8(e.what()));
+        }
+    });
+    connect(workspace_, &Workspace::searchFinished, this, [this] {
+        search_->setResult(workspace_->searchResult(), workspace_->searchCandidates());
+        search_->setStatus(QString::fromStdString(workspace_->searchResult()->message));
+    });
+    connect(workspace_, &Workspace::searchFailed, this,
+            [this](const QString& message) { search_->setStatus(message); });
+    connect(workspace_->jobs(), &JobTracker::jobEnded, this, [this](JobKind kind, const QString&, bool cancelled) {
+        if (kind == JobKind::Search && cancelled)
+            search_->setStatus(tr("Search cancelled."));
+    });
+}
+
+void MainWindow::updateSummary()
+{
+    summary_->setFigures(
+        summaryFigures(workspace_->exploration(), workspace_->weightBytes(), workspace_->weightsGeneration()));
 }
 
 QWidget* MainWindow::createCharts()
@@ -409,6 +496,7 @@ void MainWindow::openRules(const QString& path)
 {
     try {
         workspace_->loadRules(path);
+        lastRulesFile_ = path;
         setLastFolder(QStringLiteral("rules"), path);
     } catch (const Error& e) {
         showError(tr("Cannot open the rules"), QString::fromUtf8(e.what()));

@@ -27,6 +27,8 @@
 #include "core/error.h"
 #include "gui/export_dialog.h"
 #include "gui/workspace.h"
+#include "widgets/charts/rule_comparison_view.h"
+#include "widgets/charts/search_curve_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/rule_table_model.h"
 
@@ -246,9 +248,17 @@ void MainWindow::updateActions()
                                                                         : tr("Set the evaluation data first"))
                                         : why);
     saveSession_->setEnabled(model);
+    search_->setRunEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(JobKind::Search),
+                           !model                          ? tr("Open a model first")
+                           : !runnable                     ? tr("The runtime cannot run this model")
+                           : !workspace_->evaluationData() ? tr("Set the evaluation data first")
+                                                           : tr("A search is running"));
     const bool weightsCurrent = model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation() &&
                                 workspace_->rules()->allValid();
     const bool idle = !jobs->isRunning(JobKind::Export);
+    comparison_->setKeepEnabled(
+        model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation(),
+        !model ? tr("Open a model first") : tr("The weights of the current rules are being computed"));
     exportCheckpoint_->setEnabled(weightsCurrent && idle);
     exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
     exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());

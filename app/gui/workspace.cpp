@@ -1,5 +1,6 @@
 #include "gui/workspace.h"
 
+#include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLocale>
@@ -87,7 +88,15 @@ void Workspace::applyLoaded(LoadedModel loaded)
     for (const std::string& op : loaded.unsupportedOps)
         unsupported_ << QString::fromStdString(op);
     const QString whyNotRunnable = QString::fromStdString(loaded.whyNotRunnable);
+    jobs_->cancel(JobKind::Search);
+    jobs_->cancel(JobKind::Comparison);
     exploration_.setModel(std::move(loaded));
+    weightBytes_.reset();
+    searchResult_.reset();
+    searchCandidates_.reset();
+    searchModel_.reset();
+    if (comparisonA_)
+        clearA(); // A is of another model
     const Model& model = exploration_.model();
     layers_->setLayers(model.layers);
     emit logMessage(tr("Loaded %1: %2 format, %3 quantizable layers, %4 parameters")
@@ -155,6 +164,10 @@ void Workspace::showPlan(const Staleness& stale)
         a.problem = lq.problem;
     }
     layers_->setRules(rules_->effectiveRules(), std::move(assignments), exploration_.generation());
+    if (comparisonA_) { // the comparison shown is of the rules of before until the next one is in
+        ++comparisonRequest_;
+        emit comparisonChanged();
+    }
     if (stale.sensitivity)
         emit sensitivityChanged();
     if (exploration_.evaluation() && exploration_.evaluationGeneration() == exploration_.generation())
@@ -191,14 +204,25 @@ void Workspace::startWeightJob()
     auto clock = std::make_shared<QElapsedTimer>();
     clock->start();
     const WeightJob job = exploration_.weightJob();
-    std::function<WeightResult(const CancellationToken&, const ProgressCallback&)> work =
-        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
-    jobs_->start<WeightResult>(
+    // The byte totals of the summary bar are counted here too, off the GUI thread.
+    struct Output {
+        WeightResult result;
+        WeightBytes bytes;
+    };
+    std::function<Output(const CancellationToken&, const ProgressCallback&)> work =
+        [job](const CancellationToken& cancel, const ProgressCallback& progress) {
+            Output out{job.run(cancel, progress), {}};
+            out.bytes = totalWeightBytes(*job.in.model, *job.in.plan, *out.result.weights);
+            return out;
+        };
+    jobs_->start<Output>(
         JobKind::Weights, tr("Quantizing weights"), work,
-        [this, clock](WeightResult r) {
+        [this, clock](Output out) {
+            WeightResult& r = out.result;
             const std::vector<size_t> recomputed = r.recomputed;
             if (!exploration_.apply(std::move(r)))
                 return;
+            weightBytes_ = out.bytes;
             const Model& model = exploration_.model();
             if (!recomputed.empty()) {
                 int64_t parameters = 0;
@@ -219,6 +243,7 @@ void Workspace::startWeightJob()
                                                  QString::fromStdString(why)),
                                 true);
             emit weightsUpdated();
+            startComparison();
         },
         [this](const QString& message) { emit logMessage(message, true); });
 }
@@ -350,7 +375,121 @@ void Workspace::evaluate()
             emit logMessage(summary, false);
             markChanged();
             emit evaluationChanged();
+            startComparison();
         });
+}
+
+void Workspace::keepAsA(const QString& description)
+{
+    if (!exploration_.hasModel() || !exploration_.plan())
+        throw Error("open a model first");
+    if (exploration_.weightsGeneration() != exploration_.generation())
+        throw Error("the weights of the current rules are still being computed: keep them as A when they are in");
+    comparisonA_ = std::make_shared<const Exploration>(exploration_);
+    aDescription_ = description;
+    comparison_.reset();
+    emit logMessage(tr("Kept as A: %1").arg(description), false);
+    startComparison();
+}
+
+void Workspace::clearA()
+{
+    jobs_->cancel(JobKind::Comparison);
+    comparisonA_.reset();
+    aDescription_.clear();
+    comparison_.reset();
+    ++comparisonRequest_;
+    emit comparisonChanged();
+}
+
+void Workspace::startComparison()
+{
+    if (!comparisonA_ || !exploration_.plan() || exploration_.weightsGeneration() != exploration_.generation())
+        return;
+    const quint64 request = ++comparisonRequest_;
+    // Both sides are snapshots (their results are shared, immutable): the job reads them while editing goes on.
+    std::shared_ptr<const Exploration> a = comparisonA_;
+    auto b = std::make_shared<const Exploration>(exploration_);
+    std::function<std::shared_ptr<const RuleComparison>(const CancellationToken&, const ProgressCallback&)> work =
+        [a, b](const CancellationToken&, const ProgressCallback&) {
+            return std::make_shared<const RuleComparison>(compareRules(*a, *b));
+        };
+    jobs_->start<std::shared_ptr<const RuleComparison>>(
+        JobKind::Comparison, tr("Comparing A and B"), work,
+        [this, request, a](std::shared_ptr<const RuleComparison> c) {
+            if (a != comparisonA_)
+                return; // A changed meanwhile
+            comparison_ = std::move(c);
+            comparisonGeneration_ = request;
+            emit comparisonChanged();
+        },
+        [this](const QString& message) { emit logMessage(message, true); });
+    emit comparisonChanged(); // shown as updating
+}
+
+void Workspace::runSearch(const QString& candidatesFile, const QString& targetText)
+{
+    if (!exploration_.hasModel())
+        throw Error("open a model first");
+    if (!canRun())
+        throw Error("the runtime cannot run this model: the search evaluates it");
+    if (!exploration_.evaluationData())
+        throw Error("set the evaluation data first (Run ▸ Evaluation Data): the search evaluates every choice on it");
+    if (candidatesFile.isEmpty())
+        throw Error("choose a candidates file: {\"version\": 1, \"candidates\": [...]} (docs/search.md)");
+    auto candidates = std::make_shared<const SearchCandidates>(SearchCandidates::load(candidatesFile.toStdString()));
+    const SearchTarget target = SearchTarget::parse(targetText.toStdString());
+    const LoadedModel loaded = exploration_.loaded();
+    const auto calibration = exploration_.calibrationData();
+    const auto evaluation = exploration_.evaluationData();
+    const auto model = exploration_.modelPtr();
+    std::function<std::shared_ptr<const RuleSearchResult>(const CancellationToken&, const ProgressCallback&)> work =
+        [loaded, calibration, evaluation, candidates, target](const CancellationToken& cancel,
+                                                              const ProgressCallback& progress) {
+            // An exploration of its own: the user's rules and results are left as they are.
+            Exploration x(std::make_shared<QtImageDecoder>());
+            x.setModel(loaded);
+            x.setCalibrationData(calibration);
+            x.setEvaluationData(evaluation);
+            return std::make_shared<const RuleSearchResult>(searchRules(x, *candidates, target, cancel, progress));
+        };
+    emit logMessage(tr("Searching the smallest rules that meet %1 with %2 …")
+                        .arg(QString::fromStdString(target.text()), QFileInfo(candidatesFile).fileName()),
+                    false);
+    jobs_->start<std::shared_ptr<const RuleSearchResult>>(
+        JobKind::Search, tr("Searching rules"), work,
+        [this, candidates, model](std::shared_ptr<const RuleSearchResult> result) {
+            if (model != exploration_.modelPtr())
+                return; // another model was opened meanwhile
+            searchResult_ = std::move(result);
+            searchCandidates_ = candidates;
+            searchModel_ = model;
+            emit logMessage(tr("Search: %1").arg(QString::fromStdString(searchResult_->message)), !searchResult_->met);
+            emit searchFinished();
+        },
+        [this](const QString& message) {
+            emit logMessage(message, true);
+            emit searchFailed(message);
+        });
+}
+
+void Workspace::applySearchPoint(size_t index)
+{
+    if (!searchResult_ || index >= searchResult_->points.size())
+        throw Error("no such search point");
+    if (searchModel_ != exploration_.modelPtr())
+        throw Error("the search was of another model");
+    const SearchPoint& p = searchResult_->points[index];
+    const RuleSet rules = searchChoiceRules(*searchModel_, *searchCandidates_, p.candidate);
+    rules_->setRuleSet(rules, tr("Apply search point %1 (%2)").arg(index + 1).arg(QString::fromStdString(p.step)));
+    emit logMessage(tr("Rules of search point %1 (%2, %3 bytes, %4 %5): %n rule(s)", nullptr, int(rules.size()))
+                        .arg(index + 1)
+                        .arg(QString::fromStdString(p.step))
+                        .arg(p.weightBytes)
+                        .arg(QString::fromUtf8(searchResult_->target.metricName().data(),
+                                               qsizetype(searchResult_->target.metricName().size())))
+                        .arg(p.value, 0, 'f', 4),
+                    false);
 }
 
 SessionFile Workspace::toSession() const
