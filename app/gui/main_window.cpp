@@ -138,6 +138,7 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         maybeRunPending();
     });
     connect(workspace_, &Workspace::statisticsChanged, this, [this] {
+        updateActions(); // the exports that need a calibration
         updateCharts(ChartsUpdate::Statistics);
         maybeRunPending();
     });
@@ -438,21 +439,25 @@ void MainWindow::updateInspector()
     inspector_->setHtml(layerInspectionHtml(in));
 }
 
-void MainWindow::log(const QString& text, bool error)
+void MainWindow::log(const QString& text, LogLevel level)
 {
     // Also on stderr, so a session can be followed from a terminal or a bug report.
-    qInfo("%s%s", error ? "error: " : "", qPrintable(text));
+    const char* prefix = level == LogLevel::Error ? "error: " : level == LogLevel::Warning ? "warning: " : "";
+    qInfo("%s%s", prefix, qPrintable(text));
     const QString time = QDateTime::currentDateTime().toString(QStringLiteral("HH:mm:ss"));
-    log_->append(QStringLiteral("<span style='color:gray'>%1</span> %2")
-                     .arg(time, error ? QStringLiteral("<span style='color:#c62828'>%1</span>").arg(text.toHtmlEscaped())
-                                      : text.toHtmlEscaped()));
-    if (error)
+    const QString colour = level == LogLevel::Error ? QStringLiteral("#c62828") : QStringLiteral("#b26a00");
+    log_->append(
+        QStringLiteral("<span style='color:gray'>%1</span> %2")
+            .arg(time, level == LogLevel::Info
+                           ? text.toHtmlEscaped()
+                           : QStringLiteral("<span style='color:%1'>%2</span>").arg(colour, text.toHtmlEscaped())));
+    if (level != LogLevel::Info)
         statusBar()->showMessage(text, 6000);
 }
 
 void MainWindow::showError(const QString& title, const QString& message)
 {
-    log(message, true);
+    log(message, LogLevel::Error);
     if (askUser_)
         QMessageBox::warning(this, title, message);
 }
@@ -488,6 +493,8 @@ void MainWindow::openPath(const QString& path)
 
 void MainWindow::openModel(const QString& path)
 {
+    if (workspace_->model() && !confirmDiscard()) // another model replaces the session: save it first?
+        return;
     setLastFolder(QStringLiteral("model"), path);
     workspace_->openModel(path);
 }
@@ -559,15 +566,15 @@ void MainWindow::editData(bool calibration)
                 .arg(data->rowCount())
                 .arg(data->batchCount())
                 .arg(data->labels() ? tr(", with labels") : QString()),
-            false);
+            LogLevel::Info);
         for (const ExplorationWarning& w : warnings) // rows a fixed batch dimension leaves out
-            log(QString::fromStdString(w.text), true);
+            log(QString::fromStdString(w.text), LogLevel::Warning);
     } catch (const Error& e) {
         showError(tr("Cannot use this data"), QString::fromUtf8(e.what()));
         return;
     }
     if (config.kind == DataConfig::Kind::Synthetic)
-        log(tr("Synthetic data: results are not representative of real inputs."), true);
+        log(tr("Synthetic data: results are not representative of real inputs."), LogLevel::Warning);
     else
         setLastFolder(QStringLiteral("data"), QString::fromStdString(config.path.string()));
     if (calibration)
@@ -633,7 +640,7 @@ void MainWindow::autosave()
     try {
         workspace_->toSession().save(autosavePath().toStdString());
     } catch (const Error& e) {
-        log(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())), true);
+        log(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())), LogLevel::Error);
     }
 }
 

@@ -27,6 +27,7 @@ class QTreeView;
 namespace qs {
 
 class Workspace;
+enum class LogLevel;
 class RuleEditor;
 class RuleComparisonView;
 class SearchCurveView;
@@ -50,6 +51,7 @@ public:
     RuleComparisonView* comparisonView() const { return comparison_; }
     SearchCurveView* searchView() const { return search_; }
     QLabel* statusJobLabel() const { return statusJob_; }
+    QTextEdit* logView() const { return log_; }
 
     // Opening a file by its kind: a session (.qssession), rules (.json) or a model.
     void openPath(const QString& path);
@@ -87,7 +89,7 @@ private:
     void createComparisonAndSearch();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
-    void log(const QString& text, bool error);
+    void log(const QString& text, LogLevel level);
     void showError(const QString& title, const QString& message);
     QString lastFolder(const QString& key) const;
     void setLastFolder(const QString& key, const QString& file);

@@ -55,7 +55,9 @@ void Workspace::setModified(bool modified)
 
 void Workspace::openModel(const QString& path)
 {
-    emit logMessage(tr("Loading %1 …").arg(path), false);
+    // Another model starts clean once it is in (applyLoaded); data set from now on is for it.
+    cleanOnLoad_ = {exploration_.hasModel(), exploration_.hasModel()};
+    emit logMessage(tr("Loading %1 …").arg(path), LogLevel::Info);
     std::function<std::shared_ptr<LoadedModel>(const CancellationToken&, const ProgressCallback&)> work =
         [path](const CancellationToken& cancel, const ProgressCallback& progress) {
             LoadOptions options;
@@ -67,15 +69,15 @@ void Workspace::openModel(const QString& path)
         [this](std::shared_ptr<LoadedModel> loaded) { applyLoaded(std::move(*loaded)); },
         [this](const QString& message) {
             pendingSession_.reset();
-            emit logMessage(message, true);
-            emit modelFailed(message);
+            cleanOnLoad_ = {};         // the model of before stays, with its settings
+            emit modelFailed(message); // the window logs it, once, with its dialog
         });
 }
 
 void Workspace::logWarnings(const std::vector<ExplorationWarning>& warnings)
 {
     for (const ExplorationWarning& w : warnings)
-        emit logMessage(QString::fromStdString(w.text), true);
+        emit logMessage(QString::fromStdString(w.text), LogLevel::Warning);
 }
 
 void Workspace::applyLoaded(LoadedModel loaded)
@@ -90,6 +92,20 @@ void Workspace::applyLoaded(LoadedModel loaded)
     const QString whyNotRunnable = QString::fromStdString(loaded.whyNotRunnable);
     jobs_->cancel(JobKind::Search);
     jobs_->cancel(JobKind::Comparison);
+    if (cleanOnLoad_.calibration || cleanOnLoad_.evaluation) {
+        // Another model: no data settings of the last one (its data would not fit this model) unless
+        // set since the open, no undo history of its edits, not modified. The rules stay. A session
+        // being opened brings its own data settings (restorePendingSession).
+        if (cleanOnLoad_.calibration)
+            exploration_.setCalibrationData(std::nullopt);
+        if (cleanOnLoad_.evaluation)
+            exploration_.setEvaluationData(std::nullopt);
+        undo_->clear();
+        if (!pendingSession_)
+            sessionPath_.clear();
+        setModified(false);
+        cleanOnLoad_ = {};
+    }
     exploration_.setModel(std::move(loaded));
     weightBytes_.reset();
     searchResult_.reset();
@@ -103,17 +119,17 @@ void Workspace::applyLoaded(LoadedModel loaded)
                         .arg(modelPath_, QString::fromStdString(model.format))
                         .arg(model.layers.size())
                         .arg(model.parameterCount()),
-                    false);
+                    LogLevel::Info);
     for (const ExplorationWarning& w : exploration_.warnings())
         if (w.kind == ExplorationWarning::Kind::Model || w.kind == ExplorationWarning::Kind::RuleConflict)
-            emit logMessage(QString::fromStdString(w.text), true);
+            emit logMessage(QString::fromStdString(w.text), LogLevel::Warning);
     if (!unsupported_.isEmpty())
         emit logMessage(tr("The runtime cannot run %1: calibration and evaluation are off; weight-only "
                            "quantization works.")
                             .arg(unsupported_.join(QStringLiteral(", "))),
-                        true);
+                        LogLevel::Warning);
     else if (!whyNotRunnable.isEmpty() && !model.weightsOnly)
-        emit logMessage(whyNotRunnable, true);
+        emit logMessage(whyNotRunnable, LogLevel::Warning);
     Staleness stale;
     stale.plan = stale.weights = true;
     showPlan(stale); // setModel resolved the current rules against the new layers
@@ -131,7 +147,7 @@ void Workspace::onRulesChanged()
     } catch (const Error& e) {
         // Rules that contradict themselves on a shared weight: the exploration
         // keeps the rules of before; the table keeps what was typed.
-        emit logMessage(QString::fromUtf8(e.what()), true);
+        emit logMessage(QString::fromUtf8(e.what()), LogLevel::Error);
         return;
     }
     showPlan(stale);
@@ -234,25 +250,25 @@ void Workspace::startWeightJob()
                                    nullptr, int(recomputed.size()))
                                     .arg(QLocale().toString(qlonglong(parameters)))
                                     .arg(clock->elapsed()),
-                                false);
+                                LogLevel::Info);
             }
             lastRecomputed_ = recomputed;
             showWeights();
             for (const auto& [layer, why] : exploration_.weights()->problems())
                 emit logMessage(tr("%1: %2").arg(QString::fromStdString(model.layers[layer].modulePath),
                                                  QString::fromStdString(why)),
-                                true);
+                                LogLevel::Warning);
             emit weightsUpdated();
             startComparison();
         },
-        [this](const QString& message) { emit logMessage(message, true); });
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
 }
 
 void Workspace::loadRules(const QString& path)
 {
     const RuleSet rules = RuleSet::load(path.toStdString());
     rules_->setRuleSet(rules, tr("Open rules %1").arg(QFileInfo(path).fileName()));
-    emit logMessage(tr("Rules from %1: %n rule(s)", nullptr, int(rules.size())).arg(path), false);
+    emit logMessage(tr("Rules from %1: %n rule(s)", nullptr, int(rules.size())).arg(path), LogLevel::Info);
 }
 
 void Workspace::saveRules(const QString& path) const
@@ -270,12 +286,14 @@ void Workspace::markChanged()
 
 void Workspace::setCalibrationData(std::optional<DataConfig> config)
 {
+    cleanOnLoad_.calibration = false;
     exploration_.setCalibrationData(std::move(config));
     markChanged();
 }
 
 void Workspace::setEvaluationData(std::optional<DataConfig> config)
 {
+    cleanOnLoad_.evaluation = false;
     exploration_.setEvaluationData(std::move(config));
     markChanged();
 }
@@ -288,7 +306,7 @@ void Workspace::startStage(JobKind kind, const QString& title, const std::functi
     try {
         job = makeJob();
     } catch (const Error& e) { // what is missing (data, calibration, the current weights), said by the exploration
-        emit logMessage(QString::fromUtf8(e.what()), true);
+        emit logMessage(QString::fromUtf8(e.what()), LogLevel::Error);
         return;
     }
     using Result = decltype(job.run());
@@ -301,7 +319,7 @@ void Workspace::startStage(JobKind kind, const QString& title, const std::functi
             if (exploration_.apply(std::move(r)))
                 applied();
         },
-        [this](const QString& message) { emit logMessage(message, true); });
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
 }
 
 void Workspace::calibrate()
@@ -316,7 +334,7 @@ void Workspace::calibrate()
             emit logMessage(tr("Calibrated %1 activations over %2 batches")
                                 .arg(statistics->observers().size())
                                 .arg(statistics->batches()),
-                            false);
+                            LogLevel::Info);
             markChanged();
             emit statisticsChanged();
             // An algorithm such as gptq rounds the weights from this calibration: they follow it.
@@ -345,7 +363,7 @@ void Workspace::runSensitivity(SensitivityKind kind)
                     text += tr(", perplexity %1 against %2 in float")
                                 .arg(*first.perplexity, 0, 'f', 3)
                                 .arg(*result->floatPerplexity, 0, 'f', 3);
-                emit logMessage(text + QStringLiteral(")"), false);
+                emit logMessage(text + QStringLiteral(")"), LogLevel::Info);
             }
             emit sensitivityChanged();
         });
@@ -372,7 +390,7 @@ void Workspace::evaluate()
                                .arg(evaluation->perplexity->tokens);
             for (const OutputEvaluation& o : evaluation->outputs)
                 summary += tr("; %1 SQNR %2 dB").arg(QString::fromStdString(o.name)).arg(o.metrics.sqnrDb, 0, 'f', 1);
-            emit logMessage(summary, false);
+            emit logMessage(summary, LogLevel::Info);
             markChanged();
             emit evaluationChanged();
             startComparison();
@@ -388,7 +406,7 @@ void Workspace::keepAsA(const QString& description)
     comparisonA_ = std::make_shared<const Exploration>(exploration_);
     aDescription_ = description;
     comparison_.reset();
-    emit logMessage(tr("Kept as A: %1").arg(description), false);
+    emit logMessage(tr("Kept as A: %1").arg(description), LogLevel::Info);
     startComparison();
 }
 
@@ -423,7 +441,7 @@ void Workspace::startComparison()
             comparisonGeneration_ = request;
             emit comparisonChanged();
         },
-        [this](const QString& message) { emit logMessage(message, true); });
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
     emit comparisonChanged(); // shown as updating
 }
 
@@ -455,7 +473,7 @@ void Workspace::runSearch(const QString& candidatesFile, const QString& targetTe
         };
     emit logMessage(tr("Searching the smallest rules that meet %1 with %2 …")
                         .arg(QString::fromStdString(target.text()), QFileInfo(candidatesFile).fileName()),
-                    false);
+                    LogLevel::Info);
     jobs_->start<std::shared_ptr<const RuleSearchResult>>(
         JobKind::Search, tr("Searching rules"), work,
         [this, candidates, model](std::shared_ptr<const RuleSearchResult> result) {
@@ -464,11 +482,12 @@ void Workspace::runSearch(const QString& candidatesFile, const QString& targetTe
             searchResult_ = std::move(result);
             searchCandidates_ = candidates;
             searchModel_ = model;
-            emit logMessage(tr("Search: %1").arg(QString::fromStdString(searchResult_->message)), !searchResult_->met);
+            emit logMessage(tr("Search: %1").arg(QString::fromStdString(searchResult_->message)),
+                            searchResult_->met ? LogLevel::Info : LogLevel::Warning);
             emit searchFinished();
         },
         [this](const QString& message) {
-            emit logMessage(message, true);
+            emit logMessage(message, LogLevel::Error);
             emit searchFailed(message);
         });
 }
@@ -489,7 +508,7 @@ void Workspace::applySearchPoint(size_t index)
                         .arg(QString::fromUtf8(searchResult_->target.metricName().data(),
                                                qsizetype(searchResult_->target.metricName().size())))
                         .arg(p.value, 0, 'f', 4),
-                    false);
+                    LogLevel::Info);
 }
 
 SessionFile Workspace::toSession() const
@@ -517,7 +536,7 @@ void Workspace::restorePendingSession()
     undo_->clear();
     rules_->restoreRows(std::move(rows)); // the exploration takes them through rulesChanged
     for (const std::string& line : exploration_.restoreResults(s))
-        emit logMessage(QString::fromStdString(line), true);
+        emit logMessage(QString::fromStdString(line), LogLevel::Warning);
     if (exploration_.statistics())
         emit statisticsChanged();
     if (exploration_.evaluation()) {
@@ -526,7 +545,7 @@ void Workspace::restorePendingSession()
     }
     setModified(false);
     undo_->setClean();
-    emit logMessage(tr("Session %1 restored").arg(sessionPath_), false);
+    emit logMessage(tr("Session %1 restored").arg(sessionPath_), LogLevel::Info);
 }
 
 } // namespace qs

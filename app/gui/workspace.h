@@ -28,6 +28,9 @@ class QUndoStack;
 
 namespace qs {
 
+// How a log line is shown: on stderr prefixed "warning: " or "error: ", in the Log dock in colour.
+enum class LogLevel { Info, Warning, Error };
+
 class JobTracker;
 class LayerTreeModel;
 class RuleTableModel;
@@ -44,7 +47,9 @@ public:
     LayerTreeModel* layers() const { return layers_; }
 
     // ---- model
-    // Loads in the background; modelLoaded or modelFailed follows.
+    // Loads in the background; modelLoaded or modelFailed follows. Replacing
+    // a model starts clean: the data settings of the last one (unless set
+    // since this call) and the undo history go; the rules stay.
     void openModel(const QString& path);
     std::shared_ptr<const Model> model() const { return exploration_.modelPtr(); }
     QString modelPath() const { return modelPath_; }
@@ -133,8 +138,9 @@ signals:
     void comparisonChanged();
     void searchFinished();
     void searchFailed(const QString& message);
-    // A line for the Log dock; `error` lines are shown in red.
-    void logMessage(const QString& text, bool error);
+    // A line for the Log dock: something the user should know of (Warning: a
+    // rule that matches nothing, a layer left float) or something that failed (Error).
+    void logMessage(const QString& text, LogLevel level);
 
 private:
     void onRulesChanged();
@@ -182,6 +188,10 @@ private:
     bool changedOutsideUndo_ = false;
     QString sessionPath_;
     std::optional<SessionFile> pendingSession_; // applied once its model has loaded
+    // Another model is being opened: drop these data settings of the last one when it is in.
+    struct {
+        bool calibration = false, evaluation = false;
+    } cleanOnLoad_;
 };
 
 } // namespace qs
