@@ -66,7 +66,7 @@ QVariant RuleComparisonModel::data(const QModelIndex& index, int role) const
             return d ? QStringLiteral("%1%2").arg(*d > 0 ? QStringLiteral("+") : QString()).arg(qlonglong(*d))
                      : QStringLiteral("–");
         default:
-            return d ? QStringLiteral("%1%2 dB").arg(*d > 0 ? QStringLiteral("+") : QString()).arg(*d, 0, 'f', 2)
+            return d ? QStringLiteral("%1%2").arg(*d > 0 ? QStringLiteral("+") : QString()).arg(*d, 0, 'f', 2)
                      : QStringLiteral("–");
         }
     case Qt::TextAlignmentRole:
@@ -106,12 +106,18 @@ QVariant RuleComparisonModel::headerData(int section, Qt::Orientation orientatio
     if (orientation != Qt::Horizontal)
         return {};
     if (role == Qt::DisplayRole) {
-        static const char* const names[] = {"Layer",           "A (weight / act)", "B (weight / act)", "Δ weight SQNR",
-                                            "Δ isolated SQNR", "Δ accum. SQNR",    "Δ bytes",          "Note"};
+        static const char* const names[] = {"Layer", "A", "B", "Δ weight", "Δ isolated", "Δ accum.", "Δ bytes", "Note"};
         return section >= 0 && section < ColumnCount ? tr(names[section]) : QVariant();
     }
+    if (role == Qt::ToolTipRole && (section == AColumn || section == BColumn))
+        return tr("What %1 quantizes the layer to: weight qtype / input activation qtype")
+            .arg(section == AColumn ? QStringLiteral("A") : QStringLiteral("B"));
     if (role == Qt::ToolTipRole && section >= DeltaWeightSqnrColumn && section <= DeltaBytesColumn)
-        return tr("B − A; '–' where a side has no finite figure (float, exact, absent or not evaluated)");
+        return section == DeltaBytesColumn
+                   ? tr("B − A of the weight bytes; '–' where the layer is absent from a side")
+                   : tr("B − A of the SQNR in dB (weight; output with this layer alone quantized; output with every "
+                        "layer quantized); '–' where a side has no finite figure (float, exact, absent or not "
+                        "evaluated)");
     return {};
 }
 

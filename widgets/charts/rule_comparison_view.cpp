@@ -98,6 +98,9 @@ RuleComparisonView::RuleComparisonView(QWidget* parent)
     table_->setAlternatingRowColors(true);
     table_->verticalHeader()->hide();
     table_->horizontalHeader()->setStretchLastSection(true);
+    table_->horizontalHeader()->setMinimumSectionSize(36);
+    table_->setToolTip(
+        tr("Δ columns: B − A, SQNR in dB (weight, isolated and accumulated activation) and weight bytes"));
     table_->setWordWrap(false);
     connect(chart_, &ChartFrame::paletteChanged, this, &RuleComparisonView::drawChart);
     connect(chart_, &ChartFrame::zoomReset, this, &RuleComparisonView::drawChart);

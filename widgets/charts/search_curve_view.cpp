@@ -260,13 +260,6 @@ void SearchCurveView::drawChart()
     lo = std::min(lo, r.target.threshold);
     hi = std::max(hi, r.target.threshold);
     const double margin = std::max((hi - lo) * 0.1, 0.01 * std::max(1.0, std::abs(hi)));
-    // An exact point (float everywhere: +inf dB) sits on the top edge.
-    const double top = hi + margin;
-    auto shown = [&](double v) { return std::isfinite(v) ? v : (v > 0 ? top : lo - margin); };
-    for (const SearchPoint& p : r.points)
-        (p.meets ? meets : misses)->append(double(p.weightBytes) / unit, shown(p.value));
-    if (const auto s = selectedPoint(); s && *s < r.points.size())
-        chosen->append(double(r.points[*s].weightBytes) / unit, shown(r.points[*s].value));
     QPen ring(chart_->textColor());
     ring.setWidthF(2.0);
     chosen->setPen(ring);
@@ -287,9 +280,19 @@ void SearchCurveView::drawChart()
                            : tr("weight KB (float: %1)").arg(byteSizeText(r.floatBytes)));
     axisX->setLabelFormat(QStringLiteral("%.0f"));
     auto* axisY = new QValueAxis;
-    axisY->setRange(lo - margin, top);
+    axisY->setRange(lo - margin, hi + margin * (infinite ? 2.0 : 1.0));
     axisX->applyNiceNumbers();
     axisY->applyNiceNumbers();
+    // An exact point (float everywhere: +inf dB) sits on the top edge of the rounded axis.
+    const double top = axisY->max(), bottom = axisY->min();
+    target->clear(); // across the whole rounded axis
+    target->append(axisX->min(), r.target.threshold);
+    target->append(axisX->max(), r.target.threshold);
+    auto shown = [&](double v) { return std::isfinite(v) ? v : (v > 0 ? top : bottom); };
+    for (const SearchPoint& p : r.points)
+        (p.meets ? meets : misses)->append(double(p.weightBytes) / unit, shown(p.value));
+    if (const auto s = selectedPoint(); s && *s < r.points.size())
+        chosen->append(double(r.points[*s].weightBytes) / unit, shown(r.points[*s].value));
     axisY->setTitleText(r.target.metric == SearchTarget::Metric::OutputSqnrDb    ? tr("output SQNR (dB)")
                         : r.target.metric == SearchTarget::Metric::Top1Agreement ? tr("top-1 agreement")
                                                                                  : tr("perplexity increase"));
