@@ -195,6 +195,7 @@ void Workspace::showPlan(const Staleness& stale)
         // No layer's weight quantization changed: the weights held are the current rules' weights.
         showWeights();
         emit weightsUpdated();
+        startComparison(); // B's plan changed all the same (an activation's type, say)
     }
 }
 
