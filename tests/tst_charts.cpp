@@ -180,7 +180,7 @@ private slots:
         QCOMPARE(csv.size(), 6);
         QCOMPARE(csv[0], QString("layer,module_path,weight_sqnr_db,isolated_sqnr_db,accumulated_sqnr_db"));
         QCOMPARE(csv[2].split(',')[3].toDouble(), 12.0);
-        // Dragging the threshold line moves it and proposes what lies below.
+        // Dragging the threshold line moves it, and only moves it.
         view.resize(900, 600);
         view.show();
         QTest::qWait(20);
@@ -196,8 +196,18 @@ private slots:
         QApplication::sendEvent(viewport, &move);
         QTest::mouseRelease(viewport, Qt::LeftButton, {}, viewPos(30.0));
         QVERIFY2(std::abs(view.threshold() - 30.0) < 1.0, qPrintable(QString::number(view.threshold())));
+        // The drag only moved the line (issue 23: releasing it used to add a rule and drop the ranking) ...
+        QCOMPARE(proposed.size(), 1);
+        QCOMPARE(view.markedLayers().size(), 3); // 12, 28 and 9.5 dB
+        // ... and "Keep marked layers in float" proposes what lies below it.
+        QPushButton* keep = nullptr;
+        for (QPushButton* b : view.findChildren<QPushButton*>())
+            if (b->text() == QStringLiteral("Keep marked layers in float"))
+                keep = b;
+        QVERIFY(keep && keep->isEnabled());
+        keep->click();
         QCOMPARE(proposed.size(), 2);
-        QCOMPARE(proposed.back().front().toStringList().size(), 3); // 12, 28 and 9.5 dB
+        QCOMPARE(proposed.back().front().toStringList(), view.markedLayers());
     }
 
     void distributionViewOnDemoWeightAndCsv()

@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QLineEdit>
 #include <QPalette>
+#include <QPointer>
 #include <QRegularExpression>
 #include <QRegularExpressionValidator>
 
@@ -42,11 +43,33 @@ QWidget* RuleFieldDelegate::createEditor(QWidget* parent, const QStyleOptionView
             combo->addItem(QStringLiteral("true"), QStringLiteral("true"));
             combo->addItem(QStringLiteral("false"), QStringLiteral("false"));
         }
+        // A type field says "float" in so many words (the value that leaves the tensor float: the field out).
+        const bool qtype =
+            QString::fromUtf8(field->name.data(), qsizetype(field->name.size())).endsWith(QLatin1String("_qtype"));
+        if (qtype && !allowed.contains(QStringLiteral("float")))
+            combo->addItem(QStringLiteral("float"), QStringLiteral("null"));
         for (const QString& v : allowed)
             combo->addItem(v, v);
         // Calibration methods take parameters ("percentile,99.9"): the syntax
         // entries are a starting point, the text is free.
         combo->setEditable(field->kind == RuleFieldKind::Method);
+        if (!combo->isEditable()) {
+            // A choice is the edit: commit it and close the editor at once, not on Enter. The close is
+            // queued, after the view has taken the value, and only while the editor is still the view's
+            // (hidden: the view released it already).
+            connect(combo, &QComboBox::activated, this, [this, combo] {
+                emit const_cast<RuleFieldDelegate*>(this)->commitData(combo);
+                QPointer<QComboBox> guard(combo);
+                QMetaObject::invokeMethod(
+                    const_cast<RuleFieldDelegate*>(this),
+                    [this, guard] {
+                        if (guard && guard->isVisible())
+                            emit const_cast<RuleFieldDelegate*>(this)->closeEditor(guard,
+                                                                                   QAbstractItemDelegate::NoHint);
+                    },
+                    Qt::QueuedConnection);
+            });
+        }
         return combo;
     }
     auto* edit = new QLineEdit(parent);

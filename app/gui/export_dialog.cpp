@@ -1,5 +1,7 @@
 #include "gui/export_dialog.h"
 
+#include <QFileInfo>
+
 #include <QDialogButtonBox>
 #include <QFile>
 #include <QLabel>
@@ -288,6 +290,13 @@ ExportResultDialog::ExportResultDialog(const ExportOutcome& outcome, QWidget* pa
     layout->addWidget(label);
     layout->addWidget(buttons);
     setMinimumWidth(520);
+}
+
+QString withDefaultSuffix(const QString& path, const QString& suffix)
+{
+    if (path.isEmpty() || !QFileInfo(path).suffix().isEmpty())
+        return path;
+    return path + QLatin1Char('.') + suffix;
 }
 
 } // namespace qs

@@ -47,6 +47,10 @@ ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, con
 ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                   const ProgressCallback& progress);
 
+// `path` with `suffix` ("onnx") appended when the name the user typed has none
+// (a save dialog on some platforms adds nothing).
+QString withDefaultSuffix(const QString& path, const QString& suffix);
+
 class ExportResultDialog : public QDialog {
     Q_OBJECT
 public:

@@ -5,6 +5,7 @@
 #include <QApplication>
 #include <QCheckBox>
 #include <QCloseEvent>
+#include <QCoreApplication>
 #include <QDateTime>
 #include <QDir>
 #include <QDockWidget>
@@ -17,11 +18,11 @@
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLineEdit>
+#include <QLocale>
 #include <QMenu>
 #include <QMessageBox>
 #include <QMimeData>
 #include <QRegularExpression>
-#include <QLocale>
 #include <QScreen>
 #include <QSettings>
 #include <QSortFilterProxyModel>
@@ -29,6 +30,7 @@
 #include <QStatusBar>
 #include <QTextBrowser>
 #include <QTextEdit>
+#include <QTime>
 #include <QTimer>
 #include <QTreeView>
 #include <QUndoStack>
@@ -42,12 +44,15 @@
 #if QUANTSCOPE_HAS_CHARTS
 #include "widgets/charts/charts_panel.h"
 #endif
+#include "widgets/charts/rule_comparison_view.h"
+#include "widgets/charts/search_curve_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_inspector.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
 #include "widgets/rule_field_delegate.h"
 #include "widgets/rule_table_model.h"
+#include "widgets/summary_bar.h"
 
 // The app's resources live in quantscope_gui, a static library: registered by hand.
 static void initAppResources()
@@ -115,24 +120,30 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         updateActions();
         updateTitle();
         updateInspector();
+        updateSummary();
+        search_->setResult(nullptr, nullptr);
     });
     connect(workspace_, &Workspace::modelFailed, this,
             [this](const QString& message) { showError(tr("Cannot open the model"), message); });
     connect(workspace_, &Workspace::planChanged, this, [this] {
         updateInspector();
         updateActions();
+        updateSummary();
     });
     connect(workspace_, &Workspace::weightsUpdated, this, [this] {
+        updateSummary();
         updateInspector();
         updateActions();
         updateCharts(ChartsUpdate::Plan);
         maybeRunPending();
     });
     connect(workspace_, &Workspace::statisticsChanged, this, [this] {
+        updateActions(); // the exports that need a calibration
         updateCharts(ChartsUpdate::Statistics);
         maybeRunPending();
     });
     connect(workspace_, &Workspace::evaluationChanged, this, [this] {
+        updateSummary();
         updateCharts(ChartsUpdate::Evaluation);
         updateInspector();
     });
@@ -178,8 +189,13 @@ void MainWindow::createDocks()
     layerView_->setAlternatingRowColors(true);
     layerView_->setUniformRowHeights(true);
     layerView_->setSelectionBehavior(QAbstractItemView::SelectRows);
+    // The figures a user came for, always in view above the layer table.
+    summary_ = new SummaryBar(layers);
+    summary_->setAutoFillBackground(true);
+    summary_->setBackgroundRole(QPalette::AlternateBase);
     auto* layersLayout = new QVBoxLayout(layers);
     layersLayout->setContentsMargins(2, 2, 2, 2);
+    layersLayout->addWidget(summary_);
     layersLayout->addLayout(filterRow);
     layersLayout->addWidget(layerView_, 1);
     setCentralWidget(layers);
@@ -231,10 +247,82 @@ void MainWindow::createDocks()
     auto* inspectorDock = makeDock(tr("Inspector"), QStringLiteral("InspectorDock"), inspector_, Qt::RightDockWidgetArea);
     QDockWidget* chartsDock = makeDock(tr("Charts"), QStringLiteral("ChartsDock"), createCharts(), Qt::RightDockWidgetArea);
     tabifyDockWidget(inspectorDock, chartsDock);
+    createComparisonAndSearch();
+    for (const char* name : {"ComparisonDock", "SearchDock"})
+        if (auto* dock = findChild<QDockWidget*>(QLatin1String(name)))
+            tabifyDockWidget(chartsDock, dock);
     inspectorDock->raise();
 
     resizeDocks({inspectorDock}, {480}, Qt::Horizontal);
     resizeDocks({rulesDock}, {230}, Qt::Vertical);
+}
+
+void MainWindow::createComparisonAndSearch()
+{
+    comparison_ = new RuleComparisonView(this);
+    auto* comparisonDock = new QDockWidget(tr("A/B"), this);
+    comparisonDock->setObjectName(QStringLiteral("ComparisonDock"));
+    comparisonDock->setWidget(comparison_);
+    addDockWidget(Qt::RightDockWidgetArea, comparisonDock);
+    connect(comparison_, &RuleComparisonView::keepAsARequested, this, [this] {
+        const QString rules = lastRulesFile_.isEmpty()
+                                  ? tr("%n rule(s)", nullptr, int(workspace_->rules()->effectiveRules().size()))
+                                  : QFileInfo(lastRulesFile_).fileName();
+        try {
+            workspace_->keepAsA(
+                tr("%1, kept %2").arg(rules, QTime::currentTime().toString(QStringLiteral("HH:mm:ss"))));
+        } catch (const Error& e) {
+            showError(tr("Cannot keep A"), QString::fromUtf8(e.what()));
+        }
+    });
+    connect(comparison_, &RuleComparisonView::clearARequested, this, [this] { workspace_->clearA(); });
+    connect(workspace_, &Workspace::comparisonChanged, this, [this] {
+        comparison_->setADescription(workspace_->aDescription());
+        comparison_->setComparison(workspace_->comparison(), !workspace_->comparisonCurrent());
+    });
+
+    search_ = new SearchCurveView(this);
+    auto* searchDock = new QDockWidget(tr("Search"), this);
+    searchDock->setObjectName(QStringLiteral("SearchDock"));
+    searchDock->setWidget(search_);
+    addDockWidget(Qt::RightDockWidgetArea, searchDock);
+    const QString example = QDir::cleanPath(QCoreApplication::applicationDirPath() +
+                                            QStringLiteral("/../share/quantscope/rules/search/int4_int8_float.json"));
+    if (QFileInfo::exists(example))
+        search_->setCandidatesFile(example);
+    connect(search_, &SearchCurveView::searchRequested, this, [this](const QString& file, const QString& target) {
+        try {
+            workspace_->runSearch(file, target);
+            search_->setStatus(tr("Searching… (the status bar shows the progress; Esc cancels)"));
+        } catch (const Error& e) {
+            search_->setStatus(QString::fromUtf8(e.what()));
+            showError(tr("Cannot run the search"), QString::fromUtf8(e.what()));
+        }
+        updateActions();
+    });
+    connect(search_, &SearchCurveView::pointApplied, this, [this](size_t index) {
+        try {
+            workspace_->applySearchPoint(index);
+        } catch (const Error& e) {
+            showError(tr("Cannot apply the point"), QString::fromUtf8(e.what()));
+        }
+    });
+    connect(workspace_, &Workspace::searchFinished, this, [this] {
+        search_->setResult(workspace_->searchResult(), workspace_->searchCandidates());
+        search_->setStatus(QString::fromStdString(workspace_->searchResult()->message));
+    });
+    connect(workspace_, &Workspace::searchFailed, this,
+            [this](const QString& message) { search_->setStatus(message); });
+    connect(workspace_->jobs(), &JobTracker::jobEnded, this, [this](JobKind kind, const QString&, bool cancelled) {
+        if (kind == JobKind::Search && cancelled)
+            search_->setStatus(tr("Search cancelled."));
+    });
+}
+
+void MainWindow::updateSummary()
+{
+    summary_->setFigures(
+        summaryFigures(workspace_->exploration(), workspace_->weightBytes(), workspace_->weightsGeneration()));
 }
 
 QWidget* MainWindow::createCharts()
@@ -351,21 +439,25 @@ void MainWindow::updateInspector()
     inspector_->setHtml(layerInspectionHtml(in));
 }
 
-void MainWindow::log(const QString& text, bool error)
+void MainWindow::log(const QString& text, LogLevel level)
 {
     // Also on stderr, so a session can be followed from a terminal or a bug report.
-    qInfo("%s%s", error ? "error: " : "", qPrintable(text));
+    const char* prefix = level == LogLevel::Error ? "error: " : level == LogLevel::Warning ? "warning: " : "";
+    qInfo("%s%s", prefix, qPrintable(text));
     const QString time = QDateTime::currentDateTime().toString(QStringLiteral("HH:mm:ss"));
-    log_->append(QStringLiteral("<span style='color:gray'>%1</span> %2")
-                     .arg(time, error ? QStringLiteral("<span style='color:#c62828'>%1</span>").arg(text.toHtmlEscaped())
-                                      : text.toHtmlEscaped()));
-    if (error)
+    const QString colour = level == LogLevel::Error ? QStringLiteral("#c62828") : QStringLiteral("#b26a00");
+    log_->append(
+        QStringLiteral("<span style='color:gray'>%1</span> %2")
+            .arg(time, level == LogLevel::Info
+                           ? text.toHtmlEscaped()
+                           : QStringLiteral("<span style='color:%1'>%2</span>").arg(colour, text.toHtmlEscaped())));
+    if (level != LogLevel::Info)
         statusBar()->showMessage(text, 6000);
 }
 
 void MainWindow::showError(const QString& title, const QString& message)
 {
-    log(message, true);
+    log(message, LogLevel::Error);
     if (askUser_)
         QMessageBox::warning(this, title, message);
 }
@@ -401,6 +493,8 @@ void MainWindow::openPath(const QString& path)
 
 void MainWindow::openModel(const QString& path)
 {
+    if (workspace_->model() && !confirmDiscard()) // another model replaces the session: save it first?
+        return;
     setLastFolder(QStringLiteral("model"), path);
     workspace_->openModel(path);
 }
@@ -409,6 +503,7 @@ void MainWindow::openRules(const QString& path)
 {
     try {
         workspace_->loadRules(path);
+        lastRulesFile_ = path;
         setLastFolder(QStringLiteral("rules"), path);
     } catch (const Error& e) {
         showError(tr("Cannot open the rules"), QString::fromUtf8(e.what()));
@@ -471,15 +566,15 @@ void MainWindow::editData(bool calibration)
                 .arg(data->rowCount())
                 .arg(data->batchCount())
                 .arg(data->labels() ? tr(", with labels") : QString()),
-            false);
+            LogLevel::Info);
         for (const ExplorationWarning& w : warnings) // rows a fixed batch dimension leaves out
-            log(QString::fromStdString(w.text), true);
+            log(QString::fromStdString(w.text), LogLevel::Warning);
     } catch (const Error& e) {
         showError(tr("Cannot use this data"), QString::fromUtf8(e.what()));
         return;
     }
     if (config.kind == DataConfig::Kind::Synthetic)
-        log(tr("Synthetic data: results are not representative of real inputs."), true);
+        log(tr("Synthetic data: results are not representative of real inputs."), LogLevel::Warning);
     else
         setLastFolder(QStringLiteral("data"), QString::fromStdString(config.path.string()));
     if (calibration)
@@ -545,7 +640,7 @@ void MainWindow::autosave()
     try {
         workspace_->toSession().save(autosavePath().toStdString());
     } catch (const Error& e) {
-        log(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())), true);
+        log(tr("Autosave failed: %1").arg(QString::fromUtf8(e.what())), LogLevel::Error);
     }
 }
 

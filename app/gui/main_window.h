@@ -27,7 +27,11 @@ class QTreeView;
 namespace qs {
 
 class Workspace;
+enum class LogLevel;
 class RuleEditor;
+class RuleComparisonView;
+class SearchCurveView;
+class SummaryBar;
 class StallWatchdog;
 
 class MainWindow : public QMainWindow {
@@ -43,6 +47,11 @@ public:
     QSortFilterProxyModel* layerProxy() const { return proxy_; }
     RuleEditor* ruleEditor() const { return ruleEditor_; }
     QTextBrowser* inspector() const { return inspector_; }
+    SummaryBar* summaryBar() const { return summary_; }
+    RuleComparisonView* comparisonView() const { return comparison_; }
+    SearchCurveView* searchView() const { return search_; }
+    QLabel* statusJobLabel() const { return statusJob_; }
+    QTextEdit* logView() const { return log_; }
 
     // Opening a file by its kind: a session (.qssession), rules (.json) or a model.
     void openPath(const QString& path);
@@ -76,9 +85,11 @@ private:
     void updateActions();
     void updateTitle();
     void updateInspector();
+    void updateSummary();
+    void createComparisonAndSearch();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
-    void log(const QString& text, bool error);
+    void log(const QString& text, LogLevel level);
     void showError(const QString& title, const QString& message);
     QString lastFolder(const QString& key) const;
     void setLastFolder(const QString& key, const QString& file);
@@ -103,6 +114,10 @@ private:
     QTextBrowser* inspector_ = nullptr;
     QTextEdit* log_ = nullptr;
     QWidget* charts_ = nullptr; // the ChartsPanel, when the build has it
+    SummaryBar* summary_ = nullptr;
+    RuleComparisonView* comparison_ = nullptr;
+    SearchCurveView* search_ = nullptr;
+    QString lastRulesFile_; // names A in the A/B view
     QMenu* recentMenu_ = nullptr;
     QMenu* viewMenu_ = nullptr;
     QLabel* statusJob_ = nullptr;

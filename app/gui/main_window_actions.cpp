@@ -27,6 +27,8 @@
 #include "core/error.h"
 #include "gui/export_dialog.h"
 #include "gui/workspace.h"
+#include "widgets/charts/rule_comparison_view.h"
+#include "widgets/charts/search_curve_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/rule_table_model.h"
 
@@ -214,11 +216,14 @@ void MainWindow::createStatusBar()
             });
     connect(jobs, &JobTracker::jobEnded, this, [this, jobs](JobKind kind, const QString& title, bool cancelled) {
         if (cancelled && jobKindInfo(kind).userFacing)
-            log(tr("%1: cancelled").arg(title), false);
+            log(tr("%1: cancelled").arg(title), LogLevel::Info);
         if (!jobs->isUserFacingRunning()) {
             progress_->hide();
             cancel_->hide();
             statusJob_->clear();
+        } else {
+            // Another job runs on: show it, never the one that just ended (until the next poll).
+            statusJob_->setText(jobs->userFacingTitle() + QStringLiteral("…"));
         }
         updateActions();
     });
@@ -246,15 +251,31 @@ void MainWindow::updateActions()
                                                                         : tr("Set the evaluation data first"))
                                         : why);
     saveSession_->setEnabled(model);
+    search_->setRunEnabled(runnable && workspace_->evaluationData() && !jobs->isRunning(JobKind::Search),
+                           !model                          ? tr("Open a model first")
+                           : !runnable                     ? tr("The runtime cannot run this model")
+                           : !workspace_->evaluationData() ? tr("Set the evaluation data first")
+                                                           : tr("A search is running"));
     const bool weightsCurrent = model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation() &&
                                 workspace_->rules()->allValid();
     const bool idle = !jobs->isRunning(JobKind::Export);
+    comparison_->setKeepEnabled(
+        model && workspace_->plan() && workspace_->weightsGeneration() == workspace_->generation(),
+        !model ? tr("Open a model first") : tr("The weights of the current rules are being computed"));
     exportCheckpoint_->setEnabled(weightsCurrent && idle);
     exportOnnx_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "onnx");
-    exportOdml_->setEnabled(weightsCurrent && idle && runnable && workspace_->calibrationData());
+    // Exports that write activation scales need a calibration of the current plan, not only its data.
+    const bool calibrated = model && workspace_->plan() && workspace_->statistics() &&
+                            workspace_->statistics()->covers(*workspace_->plan());
+    const bool onnxNeedsCalibration = model && workspace_->exploration().needsCalibration() && !calibrated;
+    exportOnnx_->setEnabled(exportOnnx_->isEnabled() && !onnxNeedsCalibration);
+    exportOdml_->setEnabled(weightsCurrent && idle && runnable && calibrated);
     exportGguf_->setEnabled(weightsCurrent && idle && workspace_->model()->format == "huggingface");
     const bool odml = model && workspace_->exploration().mode() == QuantizationMode::Odml;
-    exportTflite_->setEnabled(weightsCurrent && idle && runnable && odml && workspace_->calibrationData());
+    exportTflite_->setEnabled(weightsCurrent && idle && runnable && odml && calibrated);
+    const QString calibrateFirst = !workspace_->calibrationData()
+                                       ? tr("Needs a calibration: set the calibration data, then Run ▸ Calibrate")
+                                       : tr("Needs a calibration of the current rules: Run ▸ Calibrate");
     const QString exportWhy = !model ? tr("Open a model first")
                               : !workspace_->rules()->allValid() ? tr("Fix the rule errors first")
                               : !weightsCurrent ? tr("The weights of the current rules are being computed")
@@ -262,16 +283,16 @@ void MainWindow::updateActions()
     exportCheckpoint_->setToolTip(exportWhy);
     exportOnnx_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "onnx"
                                 ? tr("Only ONNX models can be exported as QDQ")
-                                : exportWhy);
-    exportOdml_->setToolTip(exportWhy.isEmpty() && !workspace_->calibrationData() ? tr("Set the calibration data first")
-                                                                                  : exportWhy);
+                            : exportWhy.isEmpty() && onnxNeedsCalibration ? calibrateFirst
+                                                                          : exportWhy);
+    exportOdml_->setToolTip(exportWhy.isEmpty() && !calibrated ? calibrateFirst : exportWhy);
     exportGguf_->setToolTip(exportWhy.isEmpty() && model && workspace_->model()->format != "huggingface"
                                 ? tr("GGUF is written from a Llama-family Hugging Face folder")
                                 : exportWhy);
     exportTflite_->setToolTip(!exportWhy.isEmpty() ? exportWhy
-                              : !odml             ? tr("The LiteRT model is written in ODML mode: open the model in ODML mode")
-                              : !workspace_->calibrationData() ? tr("Set the calibration data first")
-                                                               : QString());
+                              : !odml ? tr("The LiteRT model is written in ODML mode: open the model in ODML mode")
+                              : !calibrated ? calibrateFirst
+                                            : QString());
 }
 
 void MainWindow::startExport(ExportKind kind)
@@ -279,10 +300,12 @@ void MainWindow::startExport(ExportKind kind)
     static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
                                           "ODML annotations (*.json)", "GGUF models (*.gguf)",
                                           "LiteRT models (*.tflite)"};
+    static const char* const suffixes[] = {"safetensors", "onnx", "json", "gguf", "tflite"};
     QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
                                                 tr(filters[int(kind)]));
     if (path.isEmpty())
         return;
+    path = withDefaultSuffix(path, QLatin1String(suffixes[int(kind)]));
     setLastFolder(QStringLiteral("export"), path);
     const ExportInputs in = workspace_->exploration().snapshot();
     std::function<ExportOutcome(const CancellationToken&, const ProgressCallback&)> work =
@@ -304,8 +327,16 @@ void MainWindow::startExport(ExportKind kind)
     workspace_->jobs()->start<ExportOutcome>(
         JobKind::Export, tr("Exporting %1").arg(QFileInfo(path).fileName()), work,
         [this](ExportOutcome outcome) {
-            log(ExportResultDialog::summaryHtml(outcome).remove(QRegularExpression(QStringLiteral("<[^>]*>"))),
-                !outcome.allChecksPassed());
+            // One log line per line of the report (its paragraphs, list items and rows), not one run-on line.
+            QString text = ExportResultDialog::summaryHtml(outcome);
+            text.replace(QRegularExpression(QStringLiteral("<(br|/p|/li|/tr|/h[1-6])[^>]*>"),
+                                            QRegularExpression::CaseInsensitiveOption),
+                         QStringLiteral("\n"));
+            text.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+            const LogLevel level = outcome.allChecksPassed() ? LogLevel::Info : LogLevel::Warning;
+            for (const QString& line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
+                if (!line.trimmed().isEmpty())
+                    log(line.trimmed(), level);
             if (askUser_) {
                 ExportResultDialog dialog(outcome, this);
                 dialog.exec();

@@ -1,5 +1,6 @@
 #include "gui/workspace.h"
 
+#include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QLocale>
@@ -54,7 +55,9 @@ void Workspace::setModified(bool modified)
 
 void Workspace::openModel(const QString& path)
 {
-    emit logMessage(tr("Loading %1 …").arg(path), false);
+    // Another model starts clean once it is in (applyLoaded); data set from now on is for it.
+    cleanOnLoad_ = {exploration_.hasModel(), exploration_.hasModel()};
+    emit logMessage(tr("Loading %1 …").arg(path), LogLevel::Info);
     std::function<std::shared_ptr<LoadedModel>(const CancellationToken&, const ProgressCallback&)> work =
         [path](const CancellationToken& cancel, const ProgressCallback& progress) {
             LoadOptions options;
@@ -66,15 +69,15 @@ void Workspace::openModel(const QString& path)
         [this](std::shared_ptr<LoadedModel> loaded) { applyLoaded(std::move(*loaded)); },
         [this](const QString& message) {
             pendingSession_.reset();
-            emit logMessage(message, true);
-            emit modelFailed(message);
+            cleanOnLoad_ = {};         // the model of before stays, with its settings
+            emit modelFailed(message); // the window logs it, once, with its dialog
         });
 }
 
 void Workspace::logWarnings(const std::vector<ExplorationWarning>& warnings)
 {
     for (const ExplorationWarning& w : warnings)
-        emit logMessage(QString::fromStdString(w.text), true);
+        emit logMessage(QString::fromStdString(w.text), LogLevel::Warning);
 }
 
 void Workspace::applyLoaded(LoadedModel loaded)
@@ -87,24 +90,46 @@ void Workspace::applyLoaded(LoadedModel loaded)
     for (const std::string& op : loaded.unsupportedOps)
         unsupported_ << QString::fromStdString(op);
     const QString whyNotRunnable = QString::fromStdString(loaded.whyNotRunnable);
+    jobs_->cancel(JobKind::Search);
+    jobs_->cancel(JobKind::Comparison);
+    if (cleanOnLoad_.calibration || cleanOnLoad_.evaluation) {
+        // Another model: no data settings of the last one (its data would not fit this model) unless
+        // set since the open, no undo history of its edits, not modified. The rules stay. A session
+        // being opened brings its own data settings (restorePendingSession).
+        if (cleanOnLoad_.calibration)
+            exploration_.setCalibrationData(std::nullopt);
+        if (cleanOnLoad_.evaluation)
+            exploration_.setEvaluationData(std::nullopt);
+        undo_->clear();
+        if (!pendingSession_)
+            sessionPath_.clear();
+        setModified(false);
+        cleanOnLoad_ = {};
+    }
     exploration_.setModel(std::move(loaded));
+    weightBytes_.reset();
+    searchResult_.reset();
+    searchCandidates_.reset();
+    searchModel_.reset();
+    if (comparisonA_)
+        clearA(); // A is of another model
     const Model& model = exploration_.model();
     layers_->setLayers(model.layers);
     emit logMessage(tr("Loaded %1: %2 format, %3 quantizable layers, %4 parameters")
                         .arg(modelPath_, QString::fromStdString(model.format))
                         .arg(model.layers.size())
                         .arg(model.parameterCount()),
-                    false);
+                    LogLevel::Info);
     for (const ExplorationWarning& w : exploration_.warnings())
         if (w.kind == ExplorationWarning::Kind::Model || w.kind == ExplorationWarning::Kind::RuleConflict)
-            emit logMessage(QString::fromStdString(w.text), true);
+            emit logMessage(QString::fromStdString(w.text), LogLevel::Warning);
     if (!unsupported_.isEmpty())
         emit logMessage(tr("The runtime cannot run %1: calibration and evaluation are off; weight-only "
                            "quantization works.")
                             .arg(unsupported_.join(QStringLiteral(", "))),
-                        true);
+                        LogLevel::Warning);
     else if (!whyNotRunnable.isEmpty() && !model.weightsOnly)
-        emit logMessage(whyNotRunnable, true);
+        emit logMessage(whyNotRunnable, LogLevel::Warning);
     Staleness stale;
     stale.plan = stale.weights = true;
     showPlan(stale); // setModel resolved the current rules against the new layers
@@ -122,7 +147,7 @@ void Workspace::onRulesChanged()
     } catch (const Error& e) {
         // Rules that contradict themselves on a shared weight: the exploration
         // keeps the rules of before; the table keeps what was typed.
-        emit logMessage(QString::fromUtf8(e.what()), true);
+        emit logMessage(QString::fromUtf8(e.what()), LogLevel::Error);
         return;
     }
     showPlan(stale);
@@ -155,6 +180,10 @@ void Workspace::showPlan(const Staleness& stale)
         a.problem = lq.problem;
     }
     layers_->setRules(rules_->effectiveRules(), std::move(assignments), exploration_.generation());
+    if (comparisonA_) { // the comparison shown is of the rules of before until the next one is in
+        ++comparisonRequest_;
+        emit comparisonChanged();
+    }
     if (stale.sensitivity)
         emit sensitivityChanged();
     if (exploration_.evaluation() && exploration_.evaluationGeneration() == exploration_.generation())
@@ -166,6 +195,7 @@ void Workspace::showPlan(const Staleness& stale)
         // No layer's weight quantization changed: the weights held are the current rules' weights.
         showWeights();
         emit weightsUpdated();
+        startComparison(); // B's plan changed all the same (an activation's type, say)
     }
 }
 
@@ -191,14 +221,25 @@ void Workspace::startWeightJob()
     auto clock = std::make_shared<QElapsedTimer>();
     clock->start();
     const WeightJob job = exploration_.weightJob();
-    std::function<WeightResult(const CancellationToken&, const ProgressCallback&)> work =
-        [job](const CancellationToken& cancel, const ProgressCallback& progress) { return job.run(cancel, progress); };
-    jobs_->start<WeightResult>(
+    // The byte totals of the summary bar are counted here too, off the GUI thread.
+    struct Output {
+        WeightResult result;
+        WeightBytes bytes;
+    };
+    std::function<Output(const CancellationToken&, const ProgressCallback&)> work =
+        [job](const CancellationToken& cancel, const ProgressCallback& progress) {
+            Output out{job.run(cancel, progress), {}};
+            out.bytes = totalWeightBytes(*job.in.model, *job.in.plan, *out.result.weights);
+            return out;
+        };
+    jobs_->start<Output>(
         JobKind::Weights, tr("Quantizing weights"), work,
-        [this, clock](WeightResult r) {
+        [this, clock](Output out) {
+            WeightResult& r = out.result;
             const std::vector<size_t> recomputed = r.recomputed;
             if (!exploration_.apply(std::move(r)))
                 return;
+            weightBytes_ = out.bytes;
             const Model& model = exploration_.model();
             if (!recomputed.empty()) {
                 int64_t parameters = 0;
@@ -210,24 +251,25 @@ void Workspace::startWeightJob()
                                    nullptr, int(recomputed.size()))
                                     .arg(QLocale().toString(qlonglong(parameters)))
                                     .arg(clock->elapsed()),
-                                false);
+                                LogLevel::Info);
             }
             lastRecomputed_ = recomputed;
             showWeights();
             for (const auto& [layer, why] : exploration_.weights()->problems())
                 emit logMessage(tr("%1: %2").arg(QString::fromStdString(model.layers[layer].modulePath),
                                                  QString::fromStdString(why)),
-                                true);
+                                LogLevel::Warning);
             emit weightsUpdated();
+            startComparison();
         },
-        [this](const QString& message) { emit logMessage(message, true); });
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
 }
 
 void Workspace::loadRules(const QString& path)
 {
     const RuleSet rules = RuleSet::load(path.toStdString());
     rules_->setRuleSet(rules, tr("Open rules %1").arg(QFileInfo(path).fileName()));
-    emit logMessage(tr("Rules from %1: %n rule(s)", nullptr, int(rules.size())).arg(path), false);
+    emit logMessage(tr("Rules from %1: %n rule(s)", nullptr, int(rules.size())).arg(path), LogLevel::Info);
 }
 
 void Workspace::saveRules(const QString& path) const
@@ -245,12 +287,14 @@ void Workspace::markChanged()
 
 void Workspace::setCalibrationData(std::optional<DataConfig> config)
 {
+    cleanOnLoad_.calibration = false;
     exploration_.setCalibrationData(std::move(config));
     markChanged();
 }
 
 void Workspace::setEvaluationData(std::optional<DataConfig> config)
 {
+    cleanOnLoad_.evaluation = false;
     exploration_.setEvaluationData(std::move(config));
     markChanged();
 }
@@ -263,7 +307,7 @@ void Workspace::startStage(JobKind kind, const QString& title, const std::functi
     try {
         job = makeJob();
     } catch (const Error& e) { // what is missing (data, calibration, the current weights), said by the exploration
-        emit logMessage(QString::fromUtf8(e.what()), true);
+        emit logMessage(QString::fromUtf8(e.what()), LogLevel::Error);
         return;
     }
     using Result = decltype(job.run());
@@ -276,7 +320,7 @@ void Workspace::startStage(JobKind kind, const QString& title, const std::functi
             if (exploration_.apply(std::move(r)))
                 applied();
         },
-        [this](const QString& message) { emit logMessage(message, true); });
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
 }
 
 void Workspace::calibrate()
@@ -291,7 +335,7 @@ void Workspace::calibrate()
             emit logMessage(tr("Calibrated %1 activations over %2 batches")
                                 .arg(statistics->observers().size())
                                 .arg(statistics->batches()),
-                            false);
+                            LogLevel::Info);
             markChanged();
             emit statisticsChanged();
             // An algorithm such as gptq rounds the weights from this calibration: they follow it.
@@ -320,7 +364,7 @@ void Workspace::runSensitivity(SensitivityKind kind)
                     text += tr(", perplexity %1 against %2 in float")
                                 .arg(*first.perplexity, 0, 'f', 3)
                                 .arg(*result->floatPerplexity, 0, 'f', 3);
-                emit logMessage(text + QStringLiteral(")"), false);
+                emit logMessage(text + QStringLiteral(")"), LogLevel::Info);
             }
             emit sensitivityChanged();
         });
@@ -347,10 +391,125 @@ void Workspace::evaluate()
                                .arg(evaluation->perplexity->tokens);
             for (const OutputEvaluation& o : evaluation->outputs)
                 summary += tr("; %1 SQNR %2 dB").arg(QString::fromStdString(o.name)).arg(o.metrics.sqnrDb, 0, 'f', 1);
-            emit logMessage(summary, false);
+            emit logMessage(summary, LogLevel::Info);
             markChanged();
             emit evaluationChanged();
+            startComparison();
         });
+}
+
+void Workspace::keepAsA(const QString& description)
+{
+    if (!exploration_.hasModel() || !exploration_.plan())
+        throw Error("open a model first");
+    if (exploration_.weightsGeneration() != exploration_.generation())
+        throw Error("the weights of the current rules are still being computed: keep them as A when they are in");
+    comparisonA_ = std::make_shared<const Exploration>(exploration_);
+    aDescription_ = description;
+    comparison_.reset();
+    emit logMessage(tr("Kept as A: %1").arg(description), LogLevel::Info);
+    startComparison();
+}
+
+void Workspace::clearA()
+{
+    jobs_->cancel(JobKind::Comparison);
+    comparisonA_.reset();
+    aDescription_.clear();
+    comparison_.reset();
+    ++comparisonRequest_;
+    emit comparisonChanged();
+}
+
+void Workspace::startComparison()
+{
+    if (!comparisonA_ || !exploration_.plan() || exploration_.weightsGeneration() != exploration_.generation())
+        return;
+    const quint64 request = ++comparisonRequest_;
+    // Both sides are snapshots (their results are shared, immutable): the job reads them while editing goes on.
+    std::shared_ptr<const Exploration> a = comparisonA_;
+    auto b = std::make_shared<const Exploration>(exploration_);
+    std::function<std::shared_ptr<const RuleComparison>(const CancellationToken&, const ProgressCallback&)> work =
+        [a, b](const CancellationToken&, const ProgressCallback&) {
+            return std::make_shared<const RuleComparison>(compareRules(*a, *b));
+        };
+    jobs_->start<std::shared_ptr<const RuleComparison>>(
+        JobKind::Comparison, tr("Comparing A and B"), work,
+        [this, request, a](std::shared_ptr<const RuleComparison> c) {
+            if (a != comparisonA_)
+                return; // A changed meanwhile
+            comparison_ = std::move(c);
+            comparisonGeneration_ = request;
+            emit comparisonChanged();
+        },
+        [this](const QString& message) { emit logMessage(message, LogLevel::Error); });
+    emit comparisonChanged(); // shown as updating
+}
+
+void Workspace::runSearch(const QString& candidatesFile, const QString& targetText)
+{
+    if (!exploration_.hasModel())
+        throw Error("open a model first");
+    if (!canRun())
+        throw Error("the runtime cannot run this model: the search evaluates it");
+    if (!exploration_.evaluationData())
+        throw Error("set the evaluation data first (Run ▸ Evaluation Data): the search evaluates every choice on it");
+    if (candidatesFile.isEmpty())
+        throw Error("choose a candidates file: {\"version\": 1, \"candidates\": [...]} (docs/search.md)");
+    auto candidates = std::make_shared<const SearchCandidates>(SearchCandidates::load(candidatesFile.toStdString()));
+    const SearchTarget target = SearchTarget::parse(targetText.toStdString());
+    const LoadedModel loaded = exploration_.loaded();
+    const auto calibration = exploration_.calibrationData();
+    const auto evaluation = exploration_.evaluationData();
+    const auto model = exploration_.modelPtr();
+    std::function<std::shared_ptr<const RuleSearchResult>(const CancellationToken&, const ProgressCallback&)> work =
+        [loaded, calibration, evaluation, candidates, target](const CancellationToken& cancel,
+                                                              const ProgressCallback& progress) {
+            // An exploration of its own: the user's rules and results are left as they are.
+            Exploration x(std::make_shared<QtImageDecoder>());
+            x.setModel(loaded);
+            x.setCalibrationData(calibration);
+            x.setEvaluationData(evaluation);
+            return std::make_shared<const RuleSearchResult>(searchRules(x, *candidates, target, cancel, progress));
+        };
+    emit logMessage(tr("Searching the smallest rules that meet %1 with %2 …")
+                        .arg(QString::fromStdString(target.text()), QFileInfo(candidatesFile).fileName()),
+                    LogLevel::Info);
+    jobs_->start<std::shared_ptr<const RuleSearchResult>>(
+        JobKind::Search, tr("Searching rules"), work,
+        [this, candidates, model](std::shared_ptr<const RuleSearchResult> result) {
+            if (model != exploration_.modelPtr())
+                return; // another model was opened meanwhile
+            searchResult_ = std::move(result);
+            searchCandidates_ = candidates;
+            searchModel_ = model;
+            emit logMessage(tr("Search: %1").arg(QString::fromStdString(searchResult_->message)),
+                            searchResult_->met ? LogLevel::Info : LogLevel::Warning);
+            emit searchFinished();
+        },
+        [this](const QString& message) {
+            emit logMessage(message, LogLevel::Error);
+            emit searchFailed(message);
+        });
+}
+
+void Workspace::applySearchPoint(size_t index)
+{
+    if (!searchResult_ || index >= searchResult_->points.size())
+        throw Error("no such search point");
+    if (searchModel_ != exploration_.modelPtr())
+        throw Error("the search was of another model");
+    const SearchPoint& p = searchResult_->points[index];
+    const RuleSet rules = searchChoiceRules(*searchModel_, *searchCandidates_, p.candidate);
+    rules_->setRuleSet(rules, tr("Apply search point %1 (%2)").arg(index + 1).arg(QString::fromStdString(p.step)));
+    emit logMessage(tr("Rules of search point %1 (%2, %3 bytes, %4 %5): %n rule(s)", nullptr, int(rules.size()))
+                        .arg(index + 1)
+                        .arg(QString::fromStdString(p.step))
+                        .arg(p.weightBytes)
+                        .arg(QString::fromUtf8(searchResult_->target.metricName().data(),
+                                               qsizetype(searchResult_->target.metricName().size())))
+                        .arg(p.value, 0, 'f', 4),
+                    LogLevel::Info);
 }
 
 SessionFile Workspace::toSession() const
@@ -378,7 +537,7 @@ void Workspace::restorePendingSession()
     undo_->clear();
     rules_->restoreRows(std::move(rows)); // the exploration takes them through rulesChanged
     for (const std::string& line : exploration_.restoreResults(s))
-        emit logMessage(QString::fromStdString(line), true);
+        emit logMessage(QString::fromStdString(line), LogLevel::Warning);
     if (exploration_.statistics())
         emit statisticsChanged();
     if (exploration_.evaluation()) {
@@ -387,7 +546,7 @@ void Workspace::restorePendingSession()
     }
     setModified(false);
     undo_->setClean();
-    emit logMessage(tr("Session %1 restored").arg(sessionPath_), false);
+    emit logMessage(tr("Session %1 restored").arg(sessionPath_), LogLevel::Info);
 }
 
 } // namespace qs

@@ -18,12 +18,18 @@
 #include <QString>
 #include <QStringList>
 
+#include "quantization/weight_bytes.h"
 #include "session/exploration.h"
+#include "session/rule_comparison.h"
+#include "session/rule_search.h"
 #include "widgets/jobs/job_kind.h"
 
 class QUndoStack;
 
 namespace qs {
+
+// How a log line is shown: on stderr prefixed "warning: " or "error: ", in the Log dock in colour.
+enum class LogLevel { Info, Warning, Error };
 
 class JobTracker;
 class LayerTreeModel;
@@ -41,7 +47,9 @@ public:
     LayerTreeModel* layers() const { return layers_; }
 
     // ---- model
-    // Loads in the background; modelLoaded or modelFailed follows.
+    // Loads in the background; modelLoaded or modelFailed follows. Replacing
+    // a model starts clean: the data settings of the last one (unless set
+    // since this call) and the undo history go; the rules stay.
     void openModel(const QString& path);
     std::shared_ptr<const Model> model() const { return exploration_.modelPtr(); }
     QString modelPath() const { return modelPath_; }
@@ -62,6 +70,9 @@ public:
     // The fake-quantized weights of weightsGeneration() (may be older than generation()).
     std::shared_ptr<const WeightQuantizer> weights() const { return exploration_.weights(); }
     uint64_t weightsGeneration() const { return exploration_.weightsGeneration(); }
+    // The weight bytes of weightsGeneration()'s weights, float and quantized
+    // (computed by the weight job); none before the first weight job.
+    const std::optional<WeightBytes>& weightBytes() const { return weightBytes_; }
     // Layers the last finished weight job recomputed.
     const std::vector<size_t>& lastRecomputed() const { return lastRecomputed_; }
 
@@ -82,6 +93,28 @@ public:
     std::shared_ptr<const EvaluationResult> evaluation() const { return exploration_.evaluation(); }
     uint64_t evaluationGeneration() const { return exploration_.evaluationGeneration(); }
 
+    // ---- A against B (session/rule_comparison.h)
+    // Holds the current rules and results as A (`description` names them);
+    // the current ones are B from then on, compared after every result.
+    void keepAsA(const QString& description);
+    void clearA();
+    bool hasA() const { return comparisonA_ != nullptr; }
+    QString aDescription() const { return aDescription_; }
+    // The last comparison of A with the current results (null: none); stale
+    // while a newer one is being computed.
+    std::shared_ptr<const RuleComparison> comparison() const { return comparison_; }
+    bool comparisonCurrent() const { return comparison_ && comparisonGeneration_ == comparisonRequest_; }
+
+    // ---- the smallest rules that meet a target (session/rule_search.h)
+    // Runs the search as a cancellable job on an exploration of its own (the
+    // same model and data settings); searchFinished or logMessage follows.
+    // Throws Error for an unreadable candidates file or target.
+    void runSearch(const QString& candidatesFile, const QString& target);
+    std::shared_ptr<const RuleSearchResult> searchResult() const { return searchResult_; }
+    std::shared_ptr<const SearchCandidates> searchCandidates() const { return searchCandidates_; }
+    // Replaces the rules by those of point `index` of searchResult() (undoable).
+    void applySearchPoint(size_t index);
+
     // ---- sessions
     SessionFile toSession() const;
     // Restores rules, data and cached results after the session's model is loaded.
@@ -101,8 +134,13 @@ signals:
     void evaluationChanged();
     void sensitivityChanged();
     void modifiedChanged(bool modified);
-    // A line for the Log dock; `error` lines are shown in red.
-    void logMessage(const QString& text, bool error);
+    // The A/B comparison was recomputed, or A was kept or cleared.
+    void comparisonChanged();
+    void searchFinished();
+    void searchFailed(const QString& message);
+    // A line for the Log dock: something the user should know of (Warning: a
+    // rule that matches nothing, a layer left float) or something that failed (Error).
+    void logMessage(const QString& text, LogLevel level);
 
 private:
     void onRulesChanged();
@@ -122,6 +160,8 @@ private:
     void startStage(JobKind kind, const QString& title, const std::function<Job()>& makeJob,
                     const std::function<void()>& applied);
     void applyLoaded(LoadedModel loaded);
+    // Recomputes the A/B comparison in the background when A is held.
+    void startComparison();
     void restorePendingSession();
 
     JobTracker* jobs_;
@@ -133,11 +173,25 @@ private:
     QString modelPath_;
     QStringList unsupported_;
     std::vector<size_t> lastRecomputed_;
+    std::optional<WeightBytes> weightBytes_;
+
+    std::shared_ptr<const Exploration> comparisonA_;
+    QString aDescription_;
+    std::shared_ptr<const RuleComparison> comparison_;
+    uint64_t comparisonRequest_ = 0, comparisonGeneration_ = 0;
+
+    std::shared_ptr<const RuleSearchResult> searchResult_;
+    std::shared_ptr<const SearchCandidates> searchCandidates_;
+    std::shared_ptr<const Model> searchModel_; // the model the search result's choices index
 
     bool modified_ = false;
     bool changedOutsideUndo_ = false;
     QString sessionPath_;
     std::optional<SessionFile> pendingSession_; // applied once its model has loaded
+    // Another model is being opened: drop these data settings of the last one when it is in.
+    struct {
+        bool calibration = false, evaluation = false;
+    } cleanOnLoad_;
 };
 
 } // namespace qs

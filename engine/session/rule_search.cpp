@@ -106,44 +106,7 @@ std::vector<int64_t> Searcher::expand(const std::vector<size_t>& levels) const
 
 RuleSet Searcher::rulesFor(const std::vector<int64_t>& choice, bool catchAll) const
 {
-    std::map<int64_t, std::vector<std::string>> groups; // candidate -> escaped paths, model order
-    bool unsearched = false;
-    for (size_t i = 0; i < choice.size(); ++i) {
-        if (choice[i] < 0)
-            unsearched = true;
-        else
-            groups[choice[i]].push_back(escapedModulePath(model_.layers[i].modulePath));
-    }
-    // The commonest choice as a final ".*" rule, when no layer is left out of the search.
-    std::optional<int64_t> rest;
-    if (catchAll && !unsearched && !groups.empty())
-        rest = std::max_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
-                   return a.second.size() < b.second.size();
-               })->first;
-    nlohmann::ordered_json rules = nlohmann::ordered_json::array();
-    auto add = [&](int64_t candidate, const std::string& pattern) {
-        nlohmann::ordered_json rule{{"module_path", pattern}};
-        for (const auto& [key, value] : candidates_.candidates[size_t(candidate)].items())
-            rule[key] = value;
-        rules.push_back(rule);
-    };
-    for (const auto& [candidate, paths] : groups) {
-        if (rest && candidate == *rest)
-            continue;
-        std::string pattern;
-        for (const std::string& p : paths) {
-            if (!pattern.empty() && pattern.size() + 1 + p.size() > kMaxPatternLength) {
-                add(candidate, pattern);
-                pattern.clear();
-            }
-            pattern += (pattern.empty() ? "" : "|") + p;
-        }
-        add(candidate, pattern);
-    }
-    if (rest)
-        add(*rest, ".*");
-    const nlohmann::ordered_json doc{{"version", 1}, {"rules", rules}};
-    return RuleSet::fromJson(doc.dump(), "search result");
+    return searchChoiceRules(model_, candidates_, choice, catchAll);
 }
 
 EvaluationResult Searcher::evaluateRules(RuleSet rules, bool full)
@@ -504,6 +467,56 @@ RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& c
         throw Error("no model is open");
     Searcher searcher(exploration, candidates, target, cancel, progress);
     return searcher.run();
+}
+
+RuleSet searchChoiceRules(const Model& model, const SearchCandidates& candidates, const std::vector<int64_t>& choice,
+                          bool catchAll)
+{
+    if (choice.size() != model.layers.size())
+        throw Error("a search choice has " + std::to_string(choice.size()) + " entries; the model has " +
+                    std::to_string(model.layers.size()) + " layers");
+    for (const int64_t c : choice)
+        if (c >= int64_t(candidates.candidates.size()))
+            throw Error("a search choice names candidate " + std::to_string(c) + "; there are " +
+                        std::to_string(candidates.candidates.size()));
+    std::map<int64_t, std::vector<std::string>> groups; // candidate -> escaped paths, model order
+    bool unsearched = false;
+    for (size_t i = 0; i < choice.size(); ++i) {
+        if (choice[i] < 0)
+            unsearched = true;
+        else
+            groups[choice[i]].push_back(escapedModulePath(model.layers[i].modulePath));
+    }
+    // The commonest choice as a final ".*" rule, when no layer is left out of the search.
+    std::optional<int64_t> rest;
+    if (catchAll && !unsearched && !groups.empty())
+        rest = std::max_element(groups.begin(), groups.end(), [](const auto& a, const auto& b) {
+                   return a.second.size() < b.second.size();
+               })->first;
+    nlohmann::ordered_json rules = nlohmann::ordered_json::array();
+    auto add = [&](int64_t candidate, const std::string& pattern) {
+        nlohmann::ordered_json rule{{"module_path", pattern}};
+        for (const auto& [key, value] : candidates.candidates[size_t(candidate)].items())
+            rule[key] = value;
+        rules.push_back(rule);
+    };
+    for (const auto& [candidate, paths] : groups) {
+        if (rest && candidate == *rest)
+            continue;
+        std::string pattern;
+        for (const std::string& p : paths) {
+            if (!pattern.empty() && pattern.size() + 1 + p.size() > kMaxPatternLength) {
+                add(candidate, pattern);
+                pattern.clear();
+            }
+            pattern += (pattern.empty() ? "" : "|") + p;
+        }
+        add(candidate, pattern);
+    }
+    if (rest)
+        add(*rest, ".*");
+    const nlohmann::ordered_json doc{{"version", 1}, {"rules", rules}};
+    return RuleSet::fromJson(doc.dump(), "search result");
 }
 
 std::string escapedModulePath(std::string_view path)

@@ -109,6 +109,14 @@ struct RuleSearchResult {
 RuleSearchResult searchRules(Exploration& exploration, const SearchCandidates& candidates, const SearchTarget& target,
                              const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
+// A choice (per model layer a candidate index, -1 = float) as the rule file the
+// search writes: one rule per candidate used, module paths escaped and joined,
+// and with `catchAll` the commonest choice as a final `.*` rule. What applying
+// any point of the size-vs-error curve sets (the app). Throws Error when
+// `choice` is not one entry per layer of `model` or names no candidate.
+RuleSet searchChoiceRules(const Model& model, const SearchCandidates& candidates, const std::vector<int64_t>& choice,
+                          bool catchAll = true);
+
 // `path` as a regex matching exactly it (RE2 and ECMAScript alike).
 std::string escapedModulePath(std::string_view path);
 

@@ -55,8 +55,8 @@ int main(int argc, char** argv)
     }
     const int edits = argc > 2 ? std::max(2, std::atoi(argv[2])) : 10;
     qs::Workspace workspace;
-    QObject::connect(&workspace, &qs::Workspace::logMessage, [](const QString& text, bool error) {
-        if (error)
+    QObject::connect(&workspace, &qs::Workspace::logMessage, [](const QString& text, qs::LogLevel level) {
+        if (level != qs::LogLevel::Info)
             std::fprintf(stderr, "log: %s\n", qPrintable(text));
     });
     workspace.openModel(QString::fromLocal8Bit(argv[1]));

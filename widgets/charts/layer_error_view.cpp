@@ -65,12 +65,9 @@ LayerErrorView::LayerErrorView(QWidget* parent)
         if (dragging_)
             setThreshold(value.y());
     });
-    connect(bars_->view(), &ChartView::released, this, [this] {
-        if (dragging_) {
-            dragging_ = false;
-            proposeKeepFloat();
-        }
-    });
+    // Releasing the line only ends the drag: "Keep marked layers in float" applies it (a rule
+    // added on release would also drop the sensitivity ranking the user is reading).
+    connect(bars_->view(), &ChartView::released, this, [this] { dragging_ = false; });
     connect(bars_, &ChartFrame::paletteChanged, this, &LayerErrorView::draw);
     connect(bars_, &ChartFrame::zoomReset, this, &LayerErrorView::draw);
     connect(sensitivity_, &ChartFrame::zoomReset, this, &LayerErrorView::draw);

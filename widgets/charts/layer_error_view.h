@@ -2,7 +2,7 @@
 // Per-layer error across the model: bars of weight, isolated-activation and
 // accumulated SQNR per layer in model order (click a bar to select the
 // layer), a threshold line the user drags to mark layers to keep in float
-// (bars below it are highlighted; releasing the line proposes them), and the
+// (bars below it are highlighted; "Keep marked layers in float" proposes them), and the
 // sensitivity ranking after a sensitivity run.
 
 #include <QStringList>

@@ -21,6 +21,8 @@ enum class JobKind {
     Distribution,     // the distribution chart's data
     MethodComparison, // the method-comparison chart's data
     ScaleRange,       // the scale-range chart's data
+    Comparison,       // A against B: the comparison of the kept results with the current ones
+    Search,           // the smallest rules that meet a target
 };
 
 struct JobKindInfo {
@@ -29,7 +31,7 @@ struct JobKindInfo {
     bool userFacing;       // progress bar, "Cancel Jobs" cancels it, logged when cancelled
 };
 
-inline constexpr std::array<JobKindInfo, 9> kJobKinds{{
+inline constexpr std::array<JobKindInfo, 11> kJobKinds{{
     {JobKind::Load, "load", true},
     {JobKind::Weights, "weights", false},
     {JobKind::Calibrate, "calibrate", true},
@@ -39,6 +41,8 @@ inline constexpr std::array<JobKindInfo, 9> kJobKinds{{
     {JobKind::Distribution, "distribution", false},
     {JobKind::MethodComparison, "method comparison", false},
     {JobKind::ScaleRange, "scale ranges", false},
+    {JobKind::Comparison, "comparison", false},
+    {JobKind::Search, "search", true},
 }};
 
 constexpr const JobKindInfo& jobKindInfo(JobKind kind)

@@ -81,6 +81,15 @@ bool JobTracker::isUserFacingRunning() const
     return false;
 }
 
+QString JobTracker::userFacingTitle() const
+{
+    std::shared_ptr<Job> newest;
+    for (const auto& [kind, job] : jobs_)
+        if (jobKindInfo(kind).userFacing && (!newest || job->id > newest->id))
+            newest = job;
+    return newest ? newest->title : QString();
+}
+
 bool JobTracker::waitForIdle(int timeoutMs)
 {
     QDeadlineTimer deadline(timeoutMs);

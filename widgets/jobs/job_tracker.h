@@ -47,6 +47,8 @@ public:
     void cancelUserFacing();
     // Whether a job the user follows is running (the status bar shows progress).
     bool isUserFacingRunning() const;
+    // The title of the newest running job the user follows (empty: none runs).
+    QString userFacingTitle() const;
     bool isRunning(JobKind kind) const { return jobs_.count(kind) != 0; }
     bool isIdle() const { return jobs_.empty(); }
     // Processes events until no job runs or `timeoutMs` passes (tests, quit).
