@@ -143,6 +143,10 @@ std::string biasCorrectionProblem(const Model& model, const QuantizableLayer& la
         return "bias_correction: this layer shares its weight with '" +
                model.layers.at(*layer.sharesWeightOf).modulePath + "', and the correction is of one layer's bias";
     const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
+    for (const char* scale : {"alpha", "beta"})
+        if (const Attribute* a = node.attribute(scale); a && layer.opType == "Gemm" && a->f != 1.0f)
+            return std::string("bias_correction takes Gemm with ") + scale + " = 1 (this one has " +
+                   std::to_string(a->f) + ")";
     if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
         const Tensor* bias = model.initializer(node.inputs[2]);
         if (!bias)

@@ -438,6 +438,8 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             event.outputs = outputs;
             event.liveValues = live;
             options.observer->afterNode(event);
+            // An observer may replace a present output (bias correction of a layer
+            // without a bias adds it here): the run continues with the replacement.
             for (size_t o = 0; o < p.outputs.size(); ++o) {
                 const int id = folded ? p.fusedOutput : p.outputs[o];
                 if (id >= 0 && outputs[o].rawData() != values[size_t(id)].rawData())

@@ -34,9 +34,7 @@ struct NodeEvent {
     // present input (a fake-quantized weight or activation): the kernel sees the
     // replacement, the stored value is unchanged.
     std::span<Tensor> inputs;
-    // afterNode only: what the kernel wrote (empty slots for unused outputs). An
-    // observer may replace a present output (bias correction of a layer without
-    // a bias adds it here): the run continues with the replacement.
+    // afterNode only: what the kernel wrote (empty slots for unused outputs).
     std::span<Tensor> outputs;
     // Values held by the run at this moment, initializers not counted (a
     // check on the memory plan).
