@@ -265,8 +265,22 @@ private slots:
             "has no zero point");
         row("symmetric without act method", oneRule(R"("act_qtype": "int8", "symmetric": true)"),
             "rule 1, field \"symmetric\": act_calibration is not set, so the mode picks it");
-        row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "awq")"),
-            "rule 1, field \"algorithm\": unknown algorithm 'awq'; expected rtn or gptq[,damp[,act_order]]");
+        row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround")"),
+            "rule 1, field \"algorithm\": unknown algorithm 'adaround'; expected rtn, gptq[,damp[,act_order]] or "
+            "awq[,grid]");
+        row("awq grid", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,0")"),
+            "rule 1, field \"algorithm\": algorithm 'awq,0': the grid is the number of exponents tried");
+        row("awq options", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,20,1")"),
+            "rule 1, field \"algorithm\": algorithm 'awq,20,1': awq takes at most one option");
+        row("awq on nf4", oneRule(R"("weight_qtype": "nf4", "algorithm": "awq")"),
+            "rule 1, field \"algorithm\": awq rounds onto an integer grid; weight_qtype nf4 is not an integer");
+        row("bias_correction without weights", oneRule(R"("act_qtype": "int8", "bias_correction": true)"),
+            "rule 1, field \"bias_correction\": bias_correction corrects the output of quantized weights, but "
+            "weight_qtype is not set");
+        row("bias_correction not a boolean", oneRule(R"("weight_qtype": "int8", "bias_correction": 1)"),
+            "rule 1, field \"bias_correction\": ");
+        row("awq stochastic", oneRule(R"("weight_qtype": "int4", "algorithm": "awq", "rounding": "stochastic")"),
+            "rule 1, field \"algorithm\": awq rounds to nearest");
         row("gptq dampening", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq,0")"),
             "rule 1, field \"algorithm\": algorithm 'gptq,0': the dampening is a fraction of mean diag(H) in (0, 1]");
         row("gptq act order", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq,0.01,2")"),
@@ -325,7 +339,8 @@ private slots:
             QVERIFY2(loadError(json) == "<no error>", qPrintable(loadError(json)));
         }
         for (const auto& a : allWeightAlgorithms()) {
-            for (const std::string& text : {std::string(a.name), std::string(a.name) + ",0.1,0"}) {
+            const std::string options = a.kind == WeightAlgorithmKind::Awq ? ",10" : ",0.1,0";
+            for (const std::string& text : {std::string(a.name), std::string(a.name) + options}) {
                 if (a.kind == WeightAlgorithmKind::Rtn && text != a.name)
                     continue;
                 const std::string json = oneRule("\"weight_qtype\": \"int4\", \"algorithm\": \"" + text + "\"");
@@ -601,13 +616,15 @@ private slots:
              "act_qtype": "uint8", "weight_calibration": "percentile,99.9", "act_calibration": "minmax,0.9",
              "granularity": "per_tensor", "tile_size": 0.125, "act_static_scale": true, "act_batch_axes": [0, 2],
              "narrow_range": true, "symmetric": false, "scale_restriction": "pow2", "rounding": "stochastic",
-             "rounding_seed": 18446744073709551615},
+             "rounding_seed": 18446744073709551615, "bias_correction": true},
             {"tile_size": 64, "weight_qtype": "fp8", "act_calibration": "absmax", "act_batch_axes": []},
             {"module_path": ".*", "op_types": [], "weight_qtype": null, "weight_calibration": "absmax",
              "granularity": "per_channel", "act_batch_axes": [0], "narrow_range": false, "rounding": "nearest",
              "rounding_seed": 0, "scale_restriction": "float", "act_static_scale": false, "algorithm": "rtn"},
             {"weight_qtype": "int4", "algorithm": "gptq,0.050,0"},
-            {"weight_qtype": "int4", "algorithm": "gptq,0.01,1"}]})";
+            {"weight_qtype": "int4", "algorithm": "gptq,0.01,1"},
+            {"weight_qtype": "int4", "algorithm": "awq,20"},
+            {"weight_qtype": "int4", "algorithm": "awq,8"}]})";
         const RuleSet set = RuleSet::fromJson(text);
         const QuantizationRule& r = set.rules()[0];
         QCOMPARE(r.modulePath.text(), std::string("layer[0-9]+/conv.*"));
@@ -624,6 +641,7 @@ private slots:
         QCOMPARE(r.scaleRestriction, ScaleRestriction::Pow2);
         QCOMPARE(r.rounding, Rounding::Stochastic);
         QCOMPARE(r.roundingSeed, uint64_t(18446744073709551615u));
+        QVERIFY(r.biasCorrection);
 
         const std::string saved = set.toJson();
         QCOMPARE(RuleSet::fromJson(saved), set);
@@ -633,6 +651,10 @@ private slots:
         QCOMPARE(json["rules"][0].size(), ruleFields().size() - 1);
         QCOMPARE(json["rules"][3].dump(), std::string(R"({"algorithm":"gptq,0.05,0","weight_qtype":"int4"})"));
         QCOMPARE(json["rules"][4].dump(), std::string(R"({"algorithm":"gptq","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][5].dump(), std::string(R"({"algorithm":"awq","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][6].dump(), std::string(R"({"algorithm":"awq,8","weight_qtype":"int4"})"));
+        QCOMPARE(set.rules()[6].algorithm.kind, WeightAlgorithmKind::Awq);
+        QCOMPARE(set.rules()[6].algorithm.awqGrid, 8);
         QCOMPARE(set.rules()[3].algorithm.kind, WeightAlgorithmKind::Gptq);
         QCOMPARE(set.rules()[3].algorithm.dampening, 0.05);
         QVERIFY(!set.rules()[3].algorithm.actOrder);
@@ -646,8 +668,11 @@ private slots:
         std::vector<std::string> keys;
         for (const auto& [key, value] : ordered["rules"][0].items())
             keys.push_back(key);
-        for (size_t i = 0; i < keys.size(); ++i)
-            QCOMPARE(keys[i], std::string(ruleFields()[i].name));
+        std::vector<std::string> schemaOrder; // every field but `algorithm`, which rule 0 leaves at its default
+        for (const auto& field : ruleFields())
+            if (field.name != "algorithm")
+                schemaOrder.emplace_back(field.name);
+        QCOMPARE(keys, schemaOrder);
     }
 
     void fileLoadSaveAndErrorsNameTheFile()

@@ -92,16 +92,17 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
             if (lq.activation && lq.activation->staticScale)
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
                             layer + "'); static activation scales need calibration data: give --calib DATA");
-            if (lq.weight && lq.weightAlgorithm.needsCalibration())
-                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets algorithm " +
-                            lq.weightAlgorithm.toString() + " (layer '" + layer +
-                            "'), which reads the layer's calibration inputs: give --calib DATA");
+            if (lq.weight && lq.readsCalibrationInputs())
+                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets " +
+                            (lq.weightAlgorithm.needsCalibration() ? "algorithm " + lq.weightAlgorithm.toString()
+                                                                   : std::string("bias_correction")) +
+                            " (layer '" + layer + "'), which reads the layer's calibration inputs: give --calib DATA");
         }
     const Model& m = exploration.model();
     auto calibrate = [&] {
         if (!exploration.interpreter())
-            throw Error(options.modelFile.string() + ": static activation scales and algorithm gptq need a model "
-                                                     "with a graph to run");
+            throw Error(options.modelFile.string() + ": static activation scales and algorithms gptq and awq need a "
+                                                     "model with a graph to run");
         // One run of fixed rules: histograms only where a rule's method reads them.
         const CalibrationResult calibration =
             exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());

@@ -87,8 +87,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         if (!options.calibFile)
             throw UsageError("--export-odml needs --calib DATA");
         std::vector<ExplorationWarning> dataWarnings;
-        const std::unique_ptr<DataSource> calib =
-            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
+        const std::unique_ptr<DataSource> calib = q.snapshot().openData(
+            fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
         printWarnings(dataWarnings);
         OdmlOptions odml;
         odml.maxBatches = options.maxBatches;
@@ -119,8 +119,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         if (!options.calibFile)
             throw UsageError("--export-tflite needs --calib DATA");
         std::vector<ExplorationWarning> dataWarnings;
-        const std::unique_ptr<DataSource> calib =
-            q.snapshot().openData(fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
+        const std::unique_ptr<DataSource> calib = q.snapshot().openData(
+            fileData(*options.calibFile, options.maxBatches, options.sequenceLength), &dataWarnings);
         printWarnings(dataWarnings);
         TfliteOptions tflite;
         tflite.odml.maxBatches = options.maxBatches;
@@ -128,14 +128,10 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
             exportTflite(*q.interpreter(), *q.plan(), *q.weights(), *calib, tflite, *out, {}, terminalProgress());
         for (const std::string& note : s.notes)
             std::fprintf(stderr, "note: %s\n", note.c_str());
-        exports["tflite"] = {{"path", s.path.string()},
-                             {"bytes", s.bytes},
-                             {"float_weight_bytes", s.floatWeightBytes},
-                             {"tensors", s.tensors},
-                             {"operators", s.operators},
-                             {"operators_by_type", s.operatorsByType},
-                             {"notes", s.notes},
-                             {"batches", s.batches}};
+        exports["tflite"] = {
+            {"path", s.path.string()}, {"bytes", s.bytes},         {"float_weight_bytes", s.floatWeightBytes},
+            {"tensors", s.tensors},    {"operators", s.operators}, {"operators_by_type", s.operatorsByType},
+            {"notes", s.notes},        {"batches", s.batches}};
     }
     return exports;
 }
@@ -221,8 +217,7 @@ int runQuantize(const Arguments& args)
     }
 
     if (search) {
-        exploration.setEvaluationData(
-            fileData(*args.value("--eval"), options.maxBatches, options.sequenceLength));
+        exploration.setEvaluationData(fileData(*args.value("--eval"), options.maxBatches, options.sequenceLength));
         runSearch(args, exploration, exploration.model());
         options.rulesFile = *args.value("--out-rules");
     }
@@ -301,7 +296,7 @@ Command quantizeCommand()
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
         {"--calib",
          "DATA",
-         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq",
+         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq/awq",
          {},
          false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
@@ -354,15 +349,15 @@ Command quantizeCommand()
                  "in batches of exactly that size, and --batch-size must equal it (else exit 1 naming the\n"
                  "input); rows after the last whole batch are left out, with a warning. A dynamic batch\n"
                  "dimension takes --batch-size (default 32) and a shorter last batch.\n"
-                 "A rule with act_static_scale or algorithm gptq needs --calib (else exit 1 naming the rule);\n"
-                 "dynamic activations are calibrated on each batch. gptq rounds the weights from the\n"
-                 "calibration run's layer inputs (docs/algorithms.md). Unused rules and layers a rule cannot\n"
-                 "apply to are warnings on stderr.\n"
+                 "A rule with act_static_scale or algorithm gptq or awq needs --calib (else exit 1 naming the\n"
+                 "rule); dynamic activations are calibrated on each batch. gptq and awq round the weights from\n"
+                 "the calibration run's layer inputs (docs/algorithms.md). Unused rules and layers a rule\n"
+                 "cannot apply to are warnings on stderr.\n"
                  "The table has one row per layer: module path, op, rule (- = float), weight qtype, the\n"
-                 "algorithm that rounded it (rtn, gptq; - = float), activation qtype, and SQNRs in dB: weight\n"
-                 "(the weight against its fake-quantized self), isolated (the layer's output with only this\n"
-                 "layer quantized, on the float model's inputs) and accumulated (the layer's output with every\n"
-                 "layer quantized), both against the float run over all --eval batches. Then each graph\n"
+                 "algorithm that rounded it (rtn, gptq, awq; - = float), activation qtype, and SQNRs in dB:\n"
+                 "weight (the weight against its fake-quantized self), isolated (the layer's output with only\n"
+                 "this layer quantized, on the float model's inputs) and accumulated (the layer's output with\n"
+                 "every layer quantized), both against the float run over all --eval batches. Then each graph\n"
                  "output's SQNR, cosine and max abs error, and top-1 (top-5 for more than 5 classes) of the\n"
                  "float and the quantized model on the first output.\n"
                  "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"

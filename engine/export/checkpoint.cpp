@@ -221,9 +221,14 @@ Tensor qvalueOf(WeightJob& job, const WeightSource& source)
 {
     const QuantParams& params = paramsOf(job, source);
     // An algorithm other than rtn chose grid values that are not the float
-    // weight's nearest ones: its fake-quantized weight quantizes back to exactly them.
+    // weight's nearest ones: its fake-quantized weight quantizes back to exactly them
+    // (awq: the grid values of the scaled weight, before the division by its input scales).
     const bool chosen = job.cached && job.cached->algorithm.kind != WeightAlgorithmKind::Rtn;
-    const Tensor w = (chosen ? job.cached->fakeQuant : source.read(job.info->weightName)).permuted(job.perm);
+    const bool awq = chosen && job.cached->algorithm.kind == WeightAlgorithmKind::Awq;
+    const Tensor w = (awq      ? job.cached->grid
+                      : chosen ? job.cached->fakeQuant
+                               : source.read(job.info->weightName))
+                         .permuted(job.perm);
     const Tensor codes = quantize(w, params, job.plan->weightRounding, job.plan->weightSeed, job.info->weightName)
                              .permuted(inversePermutation(job.perm));
     source.release(job.info->weightName);
@@ -276,6 +281,13 @@ nlohmann::ordered_json manifestEntry(const WeightJob& job, const std::string& so
     e["rounding"] = std::string(roundingName(job.plan->weightRounding));
     e["seed"] = job.plan->weightSeed;
     e["algorithm"] = job.plan->weightAlgorithm.toString();
+    // bias_correction: the layer's bias to use in place of its own, float32 [O].
+    e["corrected_bias"] = job.cached && job.cached->correctedBias.rawData() && job.cached->layer == job.plan->layer
+                              ? nlohmann::ordered_json(w + ".corrected_bias")
+                              : nlohmann::ordered_json(nullptr);
+    // awq: the weight is dequantize(qvalue) / input_scale, broadcast over the weight's axes.
+    e["input_scale"] = job.cached && job.cached->inputScale.rawData() ? nlohmann::ordered_json(w + ".input_scale")
+                                                                      : nlohmann::ordered_json(nullptr);
     e["module_path"] = job.info->modulePath;
     e["op_type"] = job.info->opType;
     e["qvalue"] = w + ".qvalue";
@@ -431,6 +443,14 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
                                {1},
                                [g] { return Tensor::fromVector(DType::F32, {1}, std::vector<float>{g}); },
                                ""});
+        }
+        if (job.cached && job.cached->correctedBias.rawData() && job.cached->layer == job.plan->layer) {
+            const Tensor b = job.cached->correctedBias;
+            entries.push_back({nt.name + ".corrected_bias", "F32", b.shape(), [b] { return b; }, ""});
+        }
+        if (job.cached && job.cached->inputScale.rawData()) {
+            const Tensor s = job.cached->inputScale;
+            entries.push_back({nt.name + ".input_scale", "F32", s.shape(), [s] { return s; }, ""});
         }
         for (size_t i = firstEntry; i < entries.size(); ++i)
             summary.quantizedBytes +=

@@ -20,8 +20,7 @@ struct QuantizedCheckpoint::Storage {
 
 namespace {
 
-template <class T>
-T field(const nlohmann::json& j, const char* key, const std::string& where)
+template <class T> T field(const nlohmann::json& j, const char* key, const std::string& where)
 {
     if (!j.is_object() || !j.contains(key))
         throw Error(where + ": the manifest lacks the field '" + key + "'");
@@ -95,8 +94,7 @@ QuantizedCheckpoint QuantizedCheckpoint::open(const std::filesystem::path& path)
         info.granularity = field<std::string>(t, "granularity", at);
         info.symmetric = field<bool>(t, "symmetric", at);
         info.narrowRange = field<bool>(t, "narrow_range", at);
-        const std::optional<ScaleRestriction> r =
-            parseScaleRestriction(field<std::string>(t, "scale_restriction", at));
+        const std::optional<ScaleRestriction> r = parseScaleRestriction(field<std::string>(t, "scale_restriction", at));
         if (!r)
             throw Error(at + ": unknown scale_restriction");
         info.restriction = *r;
@@ -106,6 +104,10 @@ QuantizedCheckpoint QuantizedCheckpoint::open(const std::filesystem::path& path)
         info.scaleKey = field<std::string>(t, "scale", at);
         if (!info.symmetric)
             info.zeroPointKey = field<std::string>(t, "zero_point", at);
+        if (const auto it = t.find("corrected_bias"); it != t.end() && !it->is_null())
+            info.correctedBiasKey = field<std::string>(t, "corrected_bias", at);
+        if (const auto it = t.find("input_scale"); it != t.end() && !it->is_null())
+            info.inputScaleKey = field<std::string>(t, "input_scale", at);
         if (info.block.size() != info.shape.size())
             throw Error(at + ": 'block' has " + std::to_string(info.block.size()) + " axes, the shape " +
                         std::to_string(info.shape.size()));
@@ -191,7 +193,33 @@ Tensor QuantizedCheckpoint::dequantized(const std::string& name) const
 {
     if (!isQuantized(name))
         return stored(name);
-    return dequantize(codes(name), params(name));
+    Tensor w = dequantize(codes(name), params(name));
+    const CheckpointTensorInfo& i = info(name);
+    if (i.inputScaleKey.empty())
+        return w;
+    // awq: one scale per input channel, 1 on every other axis.
+    const Tensor s = stored(i.inputScaleKey).toFloat32();
+    const Shape& shape = w.shape();
+    int axis = -1;
+    bool fits = s.rank() == int(shape.size());
+    for (int a = 0; fits && a < s.rank(); ++a) {
+        if (s.shape()[size_t(a)] == shape[size_t(a)] && axis < 0 && shape[size_t(a)] != 1)
+            axis = a;
+        else if (s.shape()[size_t(a)] != 1)
+            fits = false;
+    }
+    if (!fits)
+        throw Error(path_.string() + ": '" + i.inputScaleKey + "' " + shapeToString(s.shape()) +
+                    " is not one scale per input channel of the weight " + shapeToString(shape));
+    const auto sv = s.values<float>();
+    auto wv = w.mutableValues<float>();
+    int64_t inner = 1;
+    for (size_t a = size_t(axis < 0 ? 0 : axis) + 1; a < shape.size(); ++a)
+        inner *= shape[a];
+    const int64_t length = axis < 0 ? 1 : shape[size_t(axis)];
+    for (size_t k = 0; k < wv.size(); ++k)
+        wv[k] = wv[k] / sv[size_t((int64_t(k) / inner) % length)];
+    return w;
 }
 
 } // namespace qs

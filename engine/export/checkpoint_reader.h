@@ -21,15 +21,17 @@ namespace qs {
 struct CheckpointTensorInfo {
     std::string name;
     QType qtype = QType::Int8;
-    Shape shape;           // the weight's shape
-    std::string dtype;     // the original weight's dtype ("F32", "BF16", ...)
-    Shape block;           // elements per group along each axis of the weight
+    Shape shape;             // the weight's shape
+    std::string dtype;       // the original weight's dtype ("F32", "BF16", ...)
+    Shape block;             // elements per group along each axis of the weight
     std::string granularity; // "per_tensor", "per_channel", "tile", "microscaling"
     bool symmetric = true;
     bool narrowRange = false;
     ScaleRestriction restriction = ScaleRestriction::Float;
-    float globalScale = 1.0f; // nvfp4
+    float globalScale = 1.0f;                      // nvfp4
     std::string qvalueKey, scaleKey, zeroPointKey; // zeroPointKey empty when symmetric
+    std::string correctedBiasKey;                  // bias_correction: the layer's bias, float32 [O]; empty otherwise
+    std::string inputScaleKey; // awq: the weight is dequantize(codes) / input_scale (broadcast); empty otherwise
 };
 
 class QuantizedCheckpoint {
@@ -56,7 +58,8 @@ public:
     QuantParams params(const std::string& name) const;
     // One code per element, the weight's shape (unpacked), dtype codeDType(qtype).
     Tensor codes(const std::string& name) const;
-    // Float32 values of a quantized weight; a float tensor as stored.
+    // Float32 values of a quantized weight (divided by its input scales when it
+    // has them, float32 division as the simulation does); a float tensor as stored.
     Tensor dequantized(const std::string& name) const;
     // A stored key (safetensors) or dataset path without the leading `/` (HDF5), as stored.
     Tensor stored(const std::string& key) const;

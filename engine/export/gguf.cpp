@@ -100,13 +100,13 @@ private:
 // score merges first, bytes <0xXX> for what no token covers).
 struct Vocabulary {
     std::string model = "gpt2";
-    std::string pre = "default";        // gpt2 only: the pre-tokenizer llama.cpp applies
+    std::string pre = "default"; // gpt2 only: the pre-tokenizer llama.cpp applies
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
-    std::vector<std::string> merges;    // gpt2 only
-    std::vector<float> scores;          // llama only
-    std::optional<int32_t> unknownId;   // llama only
-    bool addSpacePrefix = false;        // llama only: "▁" before the text
+    std::vector<std::string> merges;  // gpt2 only
+    std::vector<float> scores;        // llama only
+    std::optional<int32_t> unknownId; // llama only
+    bool addSpacePrefix = false;      // llama only: "▁" before the text
     bool addBos = false;
 };
 
@@ -183,7 +183,8 @@ bool prependsSpace(const Json& json)
             return node.value("prepend_scheme", node.value("add_prefix_space", true) ? "always" : "never") != "never";
         return false;
     };
-    return has(json.value("normalizer", Json()), "normalizers") || has(json.value("pre_tokenizer", Json()), "pretokenizers");
+    return has(json.value("normalizer", Json()), "normalizers") ||
+           has(json.value("pre_tokenizer", Json()), "pretokenizers");
 }
 
 Vocabulary readVocabulary(const fs::path& folder, int64_t vocabSize)
@@ -308,22 +309,31 @@ struct OutTensor {
     GgmlType type = GgmlType::F32;
     uint64_t bytes = 0;
     uint64_t offset = 0;
-    uint64_t sourceBytes = 0; // the checkpoint's bytes of the tensor
+    uint64_t sourceBytes = 0;          // the checkpoint's bytes of the tensor
     std::function<std::string()> data; // the tensor's bytes, made when written
 };
 
 std::optional<GgmlType> ggmlTypeOf(QType t)
 {
     switch (t) {
-    case QType::Q8_0: return GgmlType::Q8_0;
-    case QType::Q4_0: return GgmlType::Q4_0;
-    case QType::Q4_1: return GgmlType::Q4_1;
-    case QType::Q5_0: return GgmlType::Q5_0;
-    case QType::Q5_1: return GgmlType::Q5_1;
-    case QType::Q4K: return GgmlType::Q4_K;
-    case QType::Q5K: return GgmlType::Q5_K;
-    case QType::Q6K: return GgmlType::Q6_K;
-    default: return std::nullopt;
+    case QType::Q8_0:
+        return GgmlType::Q8_0;
+    case QType::Q4_0:
+        return GgmlType::Q4_0;
+    case QType::Q4_1:
+        return GgmlType::Q4_1;
+    case QType::Q5_0:
+        return GgmlType::Q5_0;
+    case QType::Q5_1:
+        return GgmlType::Q5_1;
+    case QType::Q4K:
+        return GgmlType::Q4_K;
+    case QType::Q5K:
+        return GgmlType::Q5_K;
+    case QType::Q6K:
+        return GgmlType::Q6_K;
+    default:
+        return std::nullopt;
     }
 }
 
@@ -466,6 +476,11 @@ ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const
     if (model.format != "huggingface")
         throw Error(out.string() + ": the GGUF export writes Hugging Face folders of the Llama family (" +
                     model.sourcePath.string() + " is " + model.format + ")");
+    for (const LayerQuantization& lq : plan.layers())
+        if (lq.problem.empty() && lq.biasCorrection)
+            throw Error(out.string() + ": layer '" + model.layers.at(lq.layer).modulePath +
+                        "' sets bias_correction, which a GGUF file (Llama layers have no bias) cannot carry; remove "
+                        "bias_correction for GGUF");
     bool runnable = false;
     const LlamaConfig config = readLlamaConfig(model.sourcePath / "config.json", runnable);
     if (!runnable)
@@ -515,8 +530,10 @@ ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const
     h.keyBool("tokenizer.ggml.add_bos_token", vocab.addBos);
 
     GgufBuilder b(model, plan);
-    const std::vector<int64_t> queryRows = qwen2 ? std::vector<int64_t>{} : interleavedRows(config.heads, config.headDim);
-    const std::vector<int64_t> keyRows = qwen2 ? std::vector<int64_t>{} : interleavedRows(config.kvHeads, config.headDim);
+    const std::vector<int64_t> queryRows =
+        qwen2 ? std::vector<int64_t>{} : interleavedRows(config.heads, config.headDim);
+    const std::vector<int64_t> keyRows =
+        qwen2 ? std::vector<int64_t>{} : interleavedRows(config.kvHeads, config.headDim);
     b.add("token_embd.weight", "model.embed_tokens.weight");
     if (config.ropeScaling == "llama3")
         b.addFloats("rope_freqs.weight", ropeFrequencyFactors(config));
@@ -525,13 +542,14 @@ ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const
         const std::string to = "blk." + std::to_string(i) + ".";
         b.add(to + "attn_norm.weight", from + "input_layernorm.weight");
         const std::pair<const char*, const char*> projections[] = {
-            {"attn_q", "self_attn.q_proj"}, {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
-            {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"}, {"ffn_up", "mlp.up_proj"},
+            {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"}, {"attn_v", "self_attn.v_proj"},
+            {"attn_output", "self_attn.o_proj"}, {"ffn_gate", "mlp.gate_proj"},  {"ffn_up", "mlp.up_proj"},
             {"ffn_down", "mlp.down_proj"}};
         for (const auto& [gguf, hf] : projections) {
             const std::string name = hf;
-            const std::vector<int64_t>& rows =
-                name == "self_attn.q_proj" ? queryRows : name == "self_attn.k_proj" ? keyRows : std::vector<int64_t>{};
+            const std::vector<int64_t>& rows = name == "self_attn.q_proj"   ? queryRows
+                                               : name == "self_attn.k_proj" ? keyRows
+                                                                            : std::vector<int64_t>{};
             b.add(to + gguf + ".weight", from + name + ".weight", rows);
             if (model.isInitializer(from + name + ".bias"))
                 b.add(to + gguf + ".bias", from + name + ".bias", rows);
@@ -583,8 +601,7 @@ ExportSummary exportGguf(const Model& model, const QuantizationPlan& plan, const
         bytes.resize((bytes.size() + kAlignment - 1) / kAlignment * kAlignment, '\0');
         file.write(bytes.data(), bytes.size());
         ++summary.tensors;
-        if (tensors[i].type != GgmlType::F32 && tensors[i].type != GgmlType::F16 && tensors[i].type != GgmlType::BF16)
-        {
+        if (tensors[i].type != GgmlType::F32 && tensors[i].type != GgmlType::F16 && tensors[i].type != GgmlType::BF16) {
             ++summary.quantizedWeights;
             summary.floatBytes += int64_t(tensors[i].sourceBytes);
             summary.quantizedBytes += int64_t(tensors[i].bytes);

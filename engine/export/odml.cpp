@@ -18,7 +18,7 @@ using OpScheme = OdmlScheme;
 
 struct OpEntry {
     OpScheme scheme;
-    float fixedScale = 0;     // FixedScale: the output's scale and zero point
+    float fixedScale = 0; // FixedScale: the output's scale and zero point
     int fixedZeroPoint = 0;
     bool constantOperands = false; // float constant inputs are int8 operands (Add's constant)
 };
@@ -73,16 +73,21 @@ const std::map<std::string, OpEntry>& opTable()
 std::string_view schemeName(OpScheme s)
 {
     switch (s) {
-    case OpScheme::Layer: return "layer";
-    case OpScheme::PassThrough: return "pass_through";
-    case OpScheme::OwnScale: return "own_scale";
-    case OpScheme::FixedScale: return "fixed_scale";
-    case OpScheme::Fused: return "fused";
-    case OpScheme::NotQuantized: return "not_quantized";
+    case OpScheme::Layer:
+        return "layer";
+    case OpScheme::PassThrough:
+        return "pass_through";
+    case OpScheme::OwnScale:
+        return "own_scale";
+    case OpScheme::FixedScale:
+        return "fixed_scale";
+    case OpScheme::Fused:
+        return "fused";
+    case OpScheme::NotQuantized:
+        return "not_quantized";
     }
     return "?";
 }
-
 
 // One value that gets its own activation range.
 struct ActivationValue {
@@ -105,8 +110,8 @@ std::set<std::string> floatActivationValues(const Model& model)
             if (v.dtype)
                 declared[v.name] = *v.dtype;
     static const std::set<std::string> kNeverFloat = {
-        "Shape", "Size", "NonZero", "ArgMax", "ArgMin", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
-        "Not", "And", "Or", "Xor", "IsNaN", "IsInf"};
+        "Shape",       "Size",           "NonZero", "ArgMax", "ArgMin", "Equal", "Less",  "Greater",
+        "LessOrEqual", "GreaterOrEqual", "Not",     "And",    "Or",     "Xor",   "IsNaN", "IsInf"};
     std::set<std::string> fromData, floats;
     for (const ValueInfo& v : model.inputs) {
         fromData.insert(v.name);
@@ -226,8 +231,8 @@ void checkScales(const std::vector<float>& scales, const std::string& tensor)
 }
 
 nlohmann::ordered_json point(const std::string& tensor, const char* kind, const char* dtype,
-                             const std::vector<float>& scales, const std::vector<int64_t>& zeroPoints,
-                             bool narrowRange, std::optional<int> dimension)
+                             const std::vector<float>& scales, const std::vector<int64_t>& zeroPoints, bool narrowRange,
+                             std::optional<int> dimension)
 {
     checkScales(scales, tensor);
     nlohmann::ordered_json p;
@@ -243,8 +248,8 @@ nlohmann::ordered_json point(const std::string& tensor, const char* kind, const 
 
 QuantParams int8PerTensor(const Range& range, bool symmetric, const std::string& name)
 {
-    return quantParamsFromRanges(QType::Int8, BlockLayout::perTensor({1}), std::span<const Range>(&range, 1),
-                                 symmetric, {}, name);
+    return quantParamsFromRanges(QType::Int8, BlockLayout::perTensor({1}), std::span<const Range>(&range, 1), symmetric,
+                                 {}, name);
 }
 
 } // namespace
@@ -283,8 +288,8 @@ const QuantParams* OdmlQuantization::activation(const std::string& value) const
 }
 
 OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const QuantizationPlan& plan,
-                                         DataSource& calib, const OdmlOptions& options,
-                                         const CancellationToken& cancel, const ProgressCallback& progress)
+                                         DataSource& calib, const OdmlOptions& options, const CancellationToken& cancel,
+                                         const ProgressCallback& progress)
 {
     const Model& model = interpreter.model();
     if (plan.mode() != QuantizationMode::Odml)
@@ -306,7 +311,8 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
     }
 
     // Classify every node (strict mode) and find which values get their own range.
-    std::map<std::string, std::string>& aliasOf = result.aliasOf; // pass-through output -> the value whose scale it shares
+    std::map<std::string, std::string>& aliasOf =
+        result.aliasOf;                                 // pass-through output -> the value whose scale it shares
     std::map<std::string, ActivationValue> activations; // values with their own range
     auto root = [&](std::string v) {
         for (auto it = aliasOf.find(v); it != aliasOf.end(); it = aliasOf.find(v))
@@ -460,8 +466,8 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
         for (const std::string& u : unsupported)
             list += (list.empty() ? "" : "; ") + u;
         throw Error(model.sourcePath.filename().string() + ": ODML strict mode quantizes every op to int8, and " +
-                    std::to_string(unsupported.size()) + (unsupported.size() == 1 ? " node cannot be" : " nodes cannot be") +
-                    ": " + list +
+                    std::to_string(unsupported.size()) +
+                    (unsupported.size() == 1 ? " node cannot be" : " nodes cannot be") + ": " + list +
                     ". Replace or remove these ops in the model (or quantize in ptq mode, which leaves what it "
                     "cannot quantize float)");
     }
@@ -515,8 +521,8 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
             result.fixedByKernel.insert(name);
             // LiteRT's kernel fixes this output's parameters (LOGISTIC, SOFTMAX, TANH, LOG_SOFTMAX).
             const auto [scale, zero] = *a.fixed;
-            QuantParams p = int8PerTensor({float(double(-128 - zero) * scale), float(double(127 - zero) * scale)},
-                                          false, name);
+            QuantParams p =
+                int8PerTensor({float(double(-128 - zero) * scale), float(double(127 - zero) * scale)}, false, name);
             p.scales.assign(1, scale);
             p.zeroPoints.assign(1, zero);
             actParams[name] = p;
@@ -599,9 +605,13 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 biasInput = 2;
             const Tensor* weight = model.initializer(layer.weightName);
             if (!weight)
-                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': its weight '" +
-                            layer.weightName + "' is not a constant of the model");
+                throw Error(nodeLabel(node, i) + ", layer '" + layer.modulePath + "': its weight '" + layer.weightName +
+                            "' is not a constant of the model");
             const Tensor& w = *weight;
+            if (lq->biasCorrection)
+                throw Error("layer '" + layer.modulePath +
+                            "': the ODML export annotates the model's own float weights and biases, so it cannot "
+                            "carry bias_correction; remove bias_correction for ODML");
             if (lq->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
                 throw Error("layer '" + layer.modulePath +
                             "': the ODML export annotates the float weights with "
@@ -652,8 +662,8 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
                 std::vector<float> scales(static_cast<size_t>(channels));
                 for (int64_t c = 0; c < channels; ++c)
                     scales[size_t(c)] = inputScale * wp.scales[perChannel ? size_t(c % scaleCount) : 0];
-                points.push_back(point(biasName, "bias", "i32", scales, std::vector<int64_t>(static_cast<size_t>(channels), 0),
-                                       false, 0));
+                points.push_back(point(biasName, "bias", "i32", scales,
+                                       std::vector<int64_t>(static_cast<size_t>(channels), 0), false, 0));
                 annotated.insert(biasName);
                 ++summary.biases;
             }
@@ -662,8 +672,8 @@ OdmlSummary exportOdml(const Interpreter& interpreter, const QuantizationPlan& p
         // its reciprocal: the converter multiplies by it). Other ops' float constants
         // (Clip's bounds, Resize's scales, Pad's value) are parameters, not operands.
         const auto entry = opTable().find(node.opType);
-        const bool operands = schemes[i] != OpScheme::NotQuantized && entry != opTable().end() &&
-                              entry->second.constantOperands;
+        const bool operands =
+            schemes[i] != OpScheme::NotQuantized && entry != opTable().end() && entry->second.constantOperands;
         for (size_t k = 0; operands && k < node.inputs.size(); ++k) {
             const std::string& name = node.inputs[k];
             const Tensor* constant = constantOf(name);

@@ -421,8 +421,8 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
                      OnnxExportSummary& summary)
 {
     PassReport report{"quantize_weights", 0, {}};
-    std::set<std::string> done;             // float weights replaced by their quantized form
-    std::map<size_t, std::string> written;  // shared-weight group (its first reader) -> the weight name written
+    std::set<std::string> done;            // float weights replaced by their quantized form
+    std::map<size_t, std::string> written; // shared-weight group (its first reader) -> the weight name written
     for (const QdqWeight& w : request.weights) {
         const QuantizableLayer& layer = model.layers.at(w.layer);
         const std::string who = layerLabel(model, w.layer);
@@ -477,8 +477,11 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
             target.addInitializer(integerTensorProto(zeroName, IntegerTensor{elementType, g.scaleDims, g.zeros}));
             inputs.push_back(zeroName);
         }
+        // awq: the dequantized grid values, divided by the input scales after (float32, as simulated).
+        const bool divided = w.inputScale.rawData() != nullptr;
+        const std::string dqOutput = divided ? target.uniqueName(layer.weightName + "_awq_grid") : homeName;
         onnx::NodeProto dq = qdqNode("DequantizeLinear", target.uniqueName(layer.weightName + "_DequantizeLinear"),
-                                     std::move(inputs), homeName);
+                                     std::move(inputs), dqOutput);
         if (g.axis)
             setIntAttribute(dq, "axis", *g.axis);
         if (g.blockSize > 0)
@@ -486,6 +489,47 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
         report.nodes.push_back(dq.name());
         *target.proto().add_node() = std::move(dq);
         ++report.changes;
+        if (divided) {
+            if (w.inputScale.rank() != int(w.fakeQuant.shape().size()))
+                throw Error("ONNX export: " + who + ": the awq input scales " + shapeToString(w.inputScale.shape()) +
+                            " do not broadcast over the weight " + shapeToString(w.fakeQuant.shape()));
+            const std::string scalesName = target.uniqueName(layer.weightName + "_awq_input_scale");
+            const auto sv = w.inputScale.values<float>();
+            target.addInitializer(
+                floatTensorProto(scalesName, w.inputScale.shape(), std::vector<float>(sv.begin(), sv.end())));
+            onnx::NodeProto div;
+            div.set_op_type("Div");
+            div.set_name(target.uniqueName(layer.weightName + "_awq_Div"));
+            div.add_input(dqOutput);
+            div.add_input(scalesName);
+            div.add_output(homeName);
+            report.nodes.push_back(div.name());
+            *target.proto().add_node() = std::move(div);
+            summary.quantizedBytes += w.inputScale.numel() * 4;
+        }
+        if (w.correctedBias.rawData()) {
+            // bias_correction: the node reads the corrected bias as its input 2 (B of Conv, C of Gemm).
+            const Model& scopeModel = model.scopeGraph(layer.scope);
+            const auto nodeIndex = layer.node && !scopeModel.nodes.at(*layer.node).outputs.empty()
+                                       ? target.producer(scopeModel.nodes[*layer.node].outputs[0])
+                                       : std::nullopt;
+            if (!nodeIndex)
+                throw Error("ONNX export: " + who +
+                            ": its node is not in the ONNX graph, so its corrected bias "
+                            "has nowhere to go");
+            const std::string biasName = target.uniqueName(layer.weightName + "_corrected_bias");
+            const auto bv = w.correctedBias.values<float>();
+            target.addInitializer(
+                floatTensorProto(biasName, w.correctedBias.shape(), std::vector<float>(bv.begin(), bv.end())));
+            onnx::NodeProto& node = *target.proto().mutable_node(*nodeIndex);
+            while (node.input_size() < 2)
+                node.add_input("");
+            if (node.input_size() > 2)
+                node.set_input(2, biasName);
+            else
+                node.add_input(biasName);
+            ++report.changes;
+        }
 
         const bool noZeroPoint = isFloat8(elementType);
         const int64_t bits = elementType == kOnnxInt4 || elementType == kOnnxUInt4 ? 4
@@ -519,8 +563,8 @@ void quantizeWeights(const Model& model, const QdqExportRequest& request, QdqGra
     summary.passes.push_back(std::move(report));
 }
 
-void quantizeActivations(const Model& model, const QdqExportRequest& request, QdqGraph& mainGraph,
-                         ScopeGraphs& scopes, OnnxExportSummary& summary)
+void quantizeActivations(const Model& model, const QdqExportRequest& request, QdqGraph& mainGraph, ScopeGraphs& scopes,
+                         OnnxExportSummary& summary)
 {
     PassReport report{"quantize_activations", 0, {}};
     // One Q → DQ pair per value and quantization, shared by the layers that ask for the same.
@@ -636,8 +680,18 @@ QdqExportRequest qdqRequestFromPlan(const Model& model, const QuantizationPlan& 
                 throw Error("ONNX export: " + who +
                             " has no quantized weight (weight quantization failed or did not run)");
             const QuantizedWeight& qw = *it->second;
-            request.weights.push_back(
-                {lq.layer, qw.quantization.params, qw.transposedAxes, WeightQuantizer::fakeQuantOf(model, qw)});
+            if (qw.inputScale.rawData())
+                request.weights.push_back(
+                    {lq.layer, qw.quantization.params, qw.transposedAxes, qw.grid, qw.inputScale, {}});
+            else
+                request.weights.push_back({lq.layer,
+                                           qw.quantization.params,
+                                           qw.transposedAxes,
+                                           WeightQuantizer::fakeQuantOf(model, qw),
+                                           {},
+                                           {}});
+            if (lq.biasCorrection && qw.layer == lq.layer)
+                request.weights.back().correctedBias = qw.correctedBias;
         }
         if (!lq.activation)
             continue;

@@ -40,9 +40,9 @@
 #include "export/qdq_graph.h"
 #include "graph/model.h"
 #include "quant/scale.h"
-#include "runtime/activation_calibration.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
+#include "runtime/activation_calibration.h"
 
 namespace qs {
 
@@ -103,6 +103,13 @@ struct QdqWeight {
     QuantParams params;              // as computed for the weight (or its transposed view)
     std::vector<int> transposedAxes; // non-empty: params' layout is over the weight transposed by these axes
     Tensor fakeQuant;                // float32, the weight's shape: the codes are recovered from it exactly
+    // awq: float32, the weight's rank, 1 on every axis but the input channels'. The
+    // dequantized codes are divided by it (a Div after the DequantizeLinear), as
+    // the simulation divides them; fakeQuant then holds the undivided grid values.
+    Tensor inputScale;
+    // bias_correction: float32 [O], written as the node's bias (Conv B, Gemm C) in
+    // place of its own, or as a new bias input when it has none.
+    Tensor correctedBias;
 };
 
 struct QdqActivation {

@@ -458,6 +458,15 @@ private:
         if (!lq || !lq->weight || lq->layer >= model_.layers.size())
             throw Refused("the quantization plan has no int8 weight for this node");
         const QuantizableLayer& layer = model_.layers[lq->layer];
+        if (lq->biasCorrection)
+            throw Error("layer '" + layer.modulePath +
+                        "': the LiteRT export computes its int32 biases from the "
+                        "model's own, so it cannot carry bias_correction; remove bias_correction for LiteRT");
+        if (lq->weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
+            throw Error("layer '" + layer.modulePath +
+                        "': the LiteRT export rounds the float weights itself, so it "
+                        "cannot carry the weights algorithm " +
+                        lq->weightAlgorithm.toString() + " chose; use algorithm rtn for LiteRT");
         QuantizationSpec spec = *lq->weight;
         spec.options.narrowRange = true;
         spec.symmetric = true;

@@ -80,13 +80,22 @@ void addConvRows(const QuantizableLayer& layer, const Node& node, const Tensor& 
 
 } // namespace
 
-InputHessian::InputHessian(int64_t features) : sum_(Eigen::MatrixXd::Zero(features, features)) {}
+InputHessian::InputHessian(int64_t features)
+    : sum_(Eigen::MatrixXd::Zero(features, features)), absSum_(Eigen::VectorXd::Zero(features)),
+      sum1_(Eigen::VectorXd::Zero(features))
+{
+}
 
 void InputHessian::addRows(const double* rows, int64_t count)
 {
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
                                                                                                      sum_.rows());
     sum_.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+    // Row by row, in order: the sums a reference adding the rows in order gets.
+    for (int64_t r = 0; r < count; ++r) {
+        absSum_ += x.row(r).transpose().cwiseAbs();
+        sum1_ += x.row(r).transpose();
+    }
     rows_ += count;
 }
 
@@ -96,6 +105,16 @@ Eigen::MatrixXd InputHessian::hessian() const
     if (rows_ > 0)
         h *= 2.0 / double(rows_);
     return h;
+}
+
+Eigen::VectorXd InputHessian::meanAbs() const
+{
+    return rows_ > 0 ? Eigen::VectorXd(absSum_ / double(rows_)) : Eigen::VectorXd(absSum_);
+}
+
+Eigen::VectorXd InputHessian::mean() const
+{
+    return rows_ > 0 ? Eigen::VectorXd(sum1_ / double(rows_)) : Eigen::VectorXd(sum1_);
 }
 
 int64_t contractionFeatures(const QuantizableLayer& layer)

@@ -5,6 +5,8 @@
 // the rows of the data input; Conv: the im2col patches (input channel major,
 // then kernel rows and columns, the order of the weight's [O, I, k...] axes).
 // Memory: features² doubles per layer (in × in), whatever the data size.
+// Beside H it keeps Σ|x| per feature, for AWQ's activation scales (quantization/awq.h),
+// and Σx per feature, for bias correction (quantization/bias_correction.h).
 
 #include <cstdint>
 #include <map>
@@ -27,9 +29,15 @@ public:
     void addRows(const double* rows, int64_t count);
     // 2·XᵀX / n over every row added (zero when none was).
     Eigen::MatrixXd hessian() const;
+    // mean |x| of each feature over every row added (zero when none was).
+    Eigen::VectorXd meanAbs() const;
+    // mean x of each feature over every row added (zero when none was).
+    Eigen::VectorXd mean() const;
 
 private:
-    Eigen::MatrixXd sum_; // XᵀX, lower triangle kept current
+    Eigen::MatrixXd sum_;    // XᵀX, lower triangle kept current
+    Eigen::VectorXd absSum_; // Σ|x| per feature
+    Eigen::VectorXd sum1_;   // Σx per feature
     int64_t rows_ = 0;
 };
 

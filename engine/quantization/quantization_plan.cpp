@@ -90,40 +90,73 @@ void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQ
     lq.weightSeed = 0;
 }
 
-// Why GPTQ cannot run on this layer as written, or "": it needs the layer's
+// Why GPTQ or AWQ cannot run on this layer as written, or "": it needs the layer's
 // calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
 // with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads).
-std::string gptqProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
-                        LayerQuantization& lq)
+std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
+                             LayerQuantization& lq)
 {
+    const std::string name = lq.weightAlgorithm.kind == WeightAlgorithmKind::Gptq  ? "algorithm gptq"
+                             : lq.weightAlgorithm.kind == WeightAlgorithmKind::Awq ? "algorithm awq"
+                                                                                   : "bias_correction";
     if (!layer.node || !layer.weightInput)
-        return "algorithm gptq needs the layer's calibration inputs, and a weights-only model has none to run";
+        return "algorithm " + name + " needs the layer's calibration inputs, and a weights-only model has none to run";
     const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
     const std::optional<size_t> input = dataInputOf(layer, node);
     if (!input)
-        return "algorithm gptq needs a float data input, and a " + layer.opType + " layer has none";
+        return "algorithm " + name + " needs a float data input, and a " + layer.opType + " layer has none";
     lq.weightAlgorithmInput = *input;
     const size_t rank = layer.weightShape.size();
     if (layer.opType == "MatMul" || layer.opType == "Gemm") {
         if (rank != 2)
-            return "algorithm gptq takes a 2-D " + layer.opType + " weight, this one is " +
+            return "algorithm " + name + " takes a 2-D " + layer.opType + " weight, this one is " +
                    shapeToString(layer.weightShape);
         if (layer.opType == "MatMul" && *input != 0)
-            return "algorithm gptq takes MatMul x·W (the weight on the right)";
+            return "algorithm " + name + " takes MatMul x·W (the weight on the right)";
         return {};
     }
     if (layer.opType == "Conv") {
         if (layer.groups != 1)
-            return "algorithm gptq takes Conv with one group (this one has " + std::to_string(layer.groups) + ")";
+            return "algorithm " + name + " takes Conv with one group (this one has " + std::to_string(layer.groups) +
+                   ")";
         if (rank != 3 && rank != 4)
-            return "algorithm gptq takes 1-D and 2-D Conv";
+            return "algorithm " + name + " takes 1-D and 2-D Conv";
         if (spec.tileSize)
-            return "algorithm gptq cuts tiles only on Gemm and MatMul weights; remove tile_size for Conv";
+            return "algorithm " + name + " cuts tiles only on Gemm and MatMul weights; remove tile_size for Conv";
         if (const Attribute* pad = node.attribute("auto_pad"); pad && pad->s != "NOTSET" && pad->s != "VALID")
-            return "algorithm gptq takes Conv with explicit pads (auto_pad " + pad->s + ")";
+            return "algorithm " + name + " takes Conv with explicit pads (auto_pad " + pad->s + ")";
         return {};
     }
-    return "algorithm gptq takes Conv, Gemm and MatMul layers, not " + layer.opType;
+    return "algorithm " + name + " takes Conv, Gemm and MatMul layers, not " + layer.opType;
+}
+
+// Why bias_correction cannot run on this layer, or "": it writes the layer's bias
+// input, which Conv (B) and Gemm (C, a vector of the output channels) have.
+std::string biasCorrectionProblem(const Model& model, const QuantizableLayer& layer)
+{
+    if (layer.opType != "Conv" && layer.opType != "Gemm")
+        return "bias_correction corrects a bias, and a " + layer.opType +
+               " has none; it takes Conv and Gemm layers (leave it off for this one)";
+    if (layer.scope != 0)
+        return "bias_correction takes layers of the main graph, not of a subgraph";
+    if (layer.sharesWeightOf)
+        return "bias_correction: this layer shares its weight with '" +
+               model.layers.at(*layer.sharesWeightOf).modulePath + "', and the correction is of one layer's bias";
+    const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
+    for (const char* scale : {"alpha", "beta"})
+        if (const Attribute* a = node.attribute(scale); a && layer.opType == "Gemm" && a->f != 1.0f)
+            return std::string("bias_correction takes Gemm with ") + scale + " = 1 (this one has " +
+                   std::to_string(a->f) + ")";
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+        const Tensor* bias = model.initializer(node.inputs[2]);
+        if (!bias)
+            return "bias_correction needs a constant bias, and '" + node.inputs[2] + "' is computed";
+        const int axis = normalizeAxis(layer.channelAxis, int(layer.weightShape.size()), "channel axis");
+        if (bias->rank() != 1 || bias->shape()[0] != layer.weightShape[size_t(axis)])
+            return "bias_correction needs a bias of one value per output channel, and '" + node.inputs[2] + "' is " +
+                   shapeToString(bias->shape());
+    }
+    return {};
 }
 
 // The weight half of a layer's quantization; sets `problem` when the rule cannot apply.
@@ -147,6 +180,7 @@ void planWeight(const Model& model, const QuantizableLayer& layer, const Quantiz
     lq.weightRounding = rule.rounding;
     lq.weightSeed = rule.roundingSeed;
     lq.weightAlgorithm = rule.algorithm;
+    lq.biasCorrection = rule.biasCorrection;
     if (isGgufBlock(spec.qtype))
         ggufWeightSpec(rule, spec, lq);
     lq.weight = spec;
@@ -175,8 +209,11 @@ void planWeight(const Model& model, const QuantizableLayer& layer, const Quantiz
                             (blockSize == 256 ? "; use q8_0, q4_0, q4_1, q5_0 or q5_1 (blocks of 32) for this layer"
                                               : "; leave this layer float or use another type"));
         }
-        if (rule.algorithm.kind == WeightAlgorithmKind::Gptq)
-            if (const std::string why = gptqProblem(model, layer, spec, lq); !why.empty())
+        if (lq.readsCalibrationInputs())
+            if (const std::string why = algorithmProblem(model, layer, spec, lq); !why.empty())
+                throw Error(why);
+        if (lq.biasCorrection)
+            if (const std::string why = biasCorrectionProblem(model, layer); !why.empty())
                 throw Error(why);
         if (microscaling)
             return;

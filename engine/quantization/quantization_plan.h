@@ -65,6 +65,12 @@ struct LayerQuantization {
     // rtn reads the layer's data input (weightAlgorithmInput) during calibration.
     WeightAlgorithm weightAlgorithm;
     size_t weightAlgorithmInput = 0;
+    // bias_correction: the rounded weight's output mean shift on the calibration
+    // inputs (read from weightAlgorithmInput) is added to the layer's bias.
+    bool biasCorrection = false;
+    // Whether the weight quantizer reads the layer's calibration inputs (an
+    // algorithm other than rtn, or bias_correction): calibration comes first.
+    bool readsCalibrationInputs() const { return weightAlgorithm.needsCalibration() || biasCorrection; }
     // act_qtype set and the layer has a node: its input activation.
     std::optional<ActivationQuantization> activation;
     // Non-empty: why the rule cannot apply to this layer as written (e.g. a

@@ -10,6 +10,8 @@
 #include "core/mapped_file.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
+#include "quantization/awq.h"
+#include "quantization/bias_correction.h"
 #include "quantization/gptq.h"
 
 namespace qs {
@@ -20,7 +22,7 @@ WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuant
     const QuantizableLayer& layer = model.layers.at(lq.layer);
     const Tensor* w = model.initializer(layer.weightName);
     std::shared_ptr<const InputHessian> hessian;
-    if (lq.weightAlgorithm.needsCalibration() && hessians)
+    if (lq.readsCalibrationInputs() && hessians)
         if (const auto it = hessians->find(lq.layer); it != hessians->end())
             hessian = it->second;
     return {*lq.weight,
@@ -31,7 +33,8 @@ WeightQuantizer::Key WeightQuantizer::keyOf(const Model& model, const LayerQuant
             w ? w->shape() : Shape{},
             w ? w->dtype() : DType::F32,
             lq.weightAlgorithm,
-            std::move(hessian)};
+            std::move(hessian),
+            lq.biasCorrection};
 }
 
 QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantization& lq, const InputHessian* hessian,
@@ -64,7 +67,31 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
             int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) - q.transposedAxes.begin());
     }
     Tensor fake;
-    if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
+    std::optional<Tensor> clipReference; // what the saturation ranges apply to, when not x
+    if (q.algorithm.kind == WeightAlgorithmKind::Awq) {
+        if (!hessian || hessian->rows() == 0)
+            throw Error("algorithm " + q.algorithm.toString() +
+                        " needs the layer's calibration inputs: run calibration (quantscope-cli: --calib DATA)");
+        if (layer.contractionAxes.empty())
+            throw Error("layer '" + layer.modulePath + "': algorithm awq needs the weight's input channel axis");
+        // The rule's own round-to-nearest, in the axis order it quantizes in.
+        const std::vector<int> axes = q.transposedAxes;
+        const GridRounding roundOnGrid = [&](const Tensor& own) {
+            const Tensor t = axes.empty() ? own : own.permuted(axes);
+            TensorQuantization tq = computeQuantization(t, spec, layer.weightName);
+            Tensor f = fakeQuantize(t, tq.params, Rounding::Nearest, 0, layer.weightName);
+            return std::pair(std::move(tq), axes.empty() ? std::move(f) : f.permuted(inversePermutation(axes)));
+        };
+        AwqResult a = awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm,
+                                  hessian->hessian(), hessian->meanAbs(), roundOnGrid, layer.weightName, cancel);
+        q.quantization = std::move(a.quantization);
+        q.awqAlpha = a.alpha;
+        q.inputScale = std::move(a.inputScale);
+        q.grid = std::move(a.grid);
+        // In the quantized axis order, as x.
+        fake = axes.empty() ? std::move(a.rounded) : a.rounded.permuted(axes);
+        clipReference = axes.empty() ? std::move(a.scaled) : a.scaled.permuted(axes);
+    } else if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
         if (!hessian || hessian->rows() == 0)
             throw Error("algorithm " + q.algorithm.toString() +
                         " needs the layer's calibration inputs: run calibration (quantscope-cli: --calib DATA)");
@@ -78,8 +105,9 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
 
     const Tensor original = x.toFloat32();
     q.metrics = errorMetrics(original.values<float>(), fake.values<float>());
-    q.metrics.fractionClipped = fractionClipped(original.values<float>(), q.quantization.params.layout,
-                                                q.quantization.saturation); // every saturating value
+    q.metrics.fractionClipped =
+        fractionClipped((clipReference ? *clipReference : original).values<float>(), q.quantization.params.layout,
+                        q.quantization.saturation); // every saturating value
     // Per-group ranges are held for the charts, for every layer of the model: a
     // q4_0 model has a group per 32 weights. The saturation ranges served the
     // figure above; a GGUF block's range is its own data's (TensorQuantization).
@@ -87,6 +115,17 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     if (isGgufBlock(q.spec.qtype))
         q.quantization.ranges = {};
     q.fakeQuant = q.transposedAxes.empty() ? std::move(fake) : fake.permuted(inversePermutation(q.transposedAxes));
+    if (lq.biasCorrection) {
+        if (!hessian || hessian->rows() == 0)
+            throw Error("bias_correction needs the layer's calibration inputs: run calibration (quantscope-cli: "
+                        "--calib DATA)");
+        const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
+        const Tensor* bias =
+            node.inputs.size() > 2 && !node.inputs[2].empty() ? model.initializer(node.inputs[2]) : nullptr;
+        const Eigen::VectorXd delta =
+            biasCorrection(*weight, q.fakeQuant, layer.channelAxis, hessian->mean(), layer.weightName);
+        q.correctedBias = correctedBias(bias, delta, layer.weightName);
+    }
     return q;
 }
 

@@ -41,6 +41,17 @@ struct QuantizedWeight {
     // does not retain it (rtn only) (WeightQuantizer::setRetainFakeQuant): fakeQuantOf()
     // gives it either way.
     Tensor fakeQuant;
+    // awq only: `quantization` is of the weight scaled by s along its input
+    // channels; grid = Q(W·s) (float32, the weight's shape: what the exports
+    // encode) and inputScale = s (float32, the weight's rank, 1 on every axis but
+    // the input channels'); fakeQuant = grid / inputScale, float32, bit for bit.
+    Tensor grid;
+    Tensor inputScale;
+    double awqAlpha = 0; // awq: the exponent chosen
+    // bias_correction: float32 [O], the layer's bias (zeros when it has none) plus
+    // (W − fakeQuant)·E[x] over the calibration inputs; what the simulation and the
+    // exports use as the layer's bias. Empty otherwise.
+    Tensor correctedBias;
     ErrorMetrics metrics; // against the float weight, fractionClipped included
 };
 
@@ -69,7 +80,7 @@ public:
     const std::map<size_t, std::string>& problems() const { return problems_; }
 
     // The fake-quantized weight of one plan layer, computed now (what update()
-    // caches). `hessian` is the layer's, for gptq. Throws Error naming the weight.
+    // caches). `hessian` is the layer's, for gptq and awq. Throws Error naming the weight.
     static QuantizedWeight quantize(const Model& model, const LayerQuantization& layer,
                                     const InputHessian* hessian = nullptr, const CancellationToken& cancel = {});
 
@@ -96,7 +107,8 @@ private:
         Shape shape;
         DType dtype = DType::F32;
         WeightAlgorithm algorithm;
-        std::shared_ptr<const InputHessian> hessian; // the calibration it was computed from (gptq)
+        std::shared_ptr<const InputHessian> hessian; // the calibration it was computed from (gptq, awq, bias)
+        bool biasCorrection = false;
         bool operator==(const Key&) const = default; // every field: a new one cannot be forgotten
     };
     static Key keyOf(const Model& model, const LayerQuantization& layer, const LayerHessians* hessians);

@@ -127,21 +127,29 @@ void QuantizationRule::validate(size_t index) const
                        "only stochastic rounding uses a seed; set \"rounding\": \"stochastic\" "
                        "or remove rounding_seed");
 
-    if (algorithm.kind == WeightAlgorithmKind::Gptq) {
+    if (algorithm.kind != WeightAlgorithmKind::Rtn) {
+        const std::string name = algorithm.kind == WeightAlgorithmKind::Gptq ? "gptq" : "awq";
         if (!weightQType)
             throwRuleError(index, "algorithm",
-                           "gptq rounds the weights, but weight_qtype is not set; set an integer weight_qtype such "
-                           "as int4, or remove algorithm");
+                           name + " rounds the weights, but weight_qtype is not set; set an integer weight_qtype such "
+                                  "as int4, or remove algorithm");
         const QuantTypeInfo& info = qtypeInfo(*weightQType);
         if (info.kind != QKind::Integer)
             throwRuleError(index, "algorithm",
-                           "gptq rounds onto an integer grid; weight_qtype " + std::string(qtypeName(*weightQType)) +
+                           name + " rounds onto an integer grid; weight_qtype " + std::string(qtypeName(*weightQType)) +
                                " is not an integer type (use int2 ... int8, uint2 ... uint8, or algorithm rtn)");
         if (rounding != Rounding::Nearest)
             throwRuleError(index, "algorithm",
-                           "gptq rounds to nearest and compensates the error; set \"rounding\": \"nearest\" "
-                           "or use algorithm rtn");
+                           name +
+                               (algorithm.kind == WeightAlgorithmKind::Gptq
+                                    ? " rounds to nearest and compensates the error"
+                                    : " rounds to nearest and searches its scales on that rounding") +
+                               "; set \"rounding\": \"nearest\" or use algorithm rtn");
     }
+    if (biasCorrection && !weightQType)
+        throwRuleError(index, "bias_correction",
+                       "bias_correction corrects the output of quantized weights, but weight_qtype is not set; set "
+                       "weight_qtype or remove bias_correction");
     if (weightQType)
         checkMethod(index, "weight_calibration", weightCalibration, symmetric, *weightQType, "weight_qtype");
     if (actQType && isGgufBlock(*actQType))

@@ -86,9 +86,12 @@ struct QuantizationRule {
     Rounding rounding = Rounding::Nearest;
     // Seed of stochastic rounding, so a run can be repeated (only with stochastic). Default 0.
     uint64_t roundingSeed = 0;
-    // How the weights are rounded onto their grid: rtn, or gptq[,damp[,act_order]]
-    // from the layer's calibration inputs (docs/algorithms.md). Default rtn.
+    // How the weights are rounded onto their grid: rtn, gptq[,damp[,act_order]] or
+    // awq[,grid], the last two from the layer's calibration inputs (docs/algorithms.md). Default rtn.
     WeightAlgorithm algorithm;
+    // Empirical bias correction: the output mean shift the rounded weight causes on
+    // the calibration inputs is added to the layer's bias (docs/algorithms.md). Default false.
+    bool biasCorrection = false;
 
     // Checks the combinations the fields cannot check alone (a symmetric override
     // the method refuses, an asymmetric method on a type without zero points, a

@@ -329,6 +329,16 @@ void writeAlgorithm(const QuantizationRule& r, Json& o)
         o["algorithm"] = r.algorithm.toString();
 }
 
+void readBiasCorrection(QuantizationRule& r, const Json& v)
+{
+    r.biasCorrection = boolValue(v);
+}
+void writeBiasCorrection(const QuantizationRule& r, Json& o)
+{
+    if (r.biasCorrection)
+        o["bias_correction"] = true;
+}
+
 std::vector<std::string> algorithmSyntaxes()
 {
     std::vector<std::string> names;
@@ -342,7 +352,7 @@ std::vector<std::string> none()
     return {};
 }
 
-const std::array<RuleField, 16> kFields{{
+const std::array<RuleField, 17> kFields{{
     {"module_path", RuleFieldKind::Regex, false, ".*", 0, "string (regex)", "`.*`",
      "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
      "(`conv1` does not match `layer1/conv1`)",
@@ -387,10 +397,16 @@ const std::array<RuleField, 16> kFields{{
      "seed of stochastic rounding; the same seed gives the same codes (only with `rounding: stochastic`)", none,
      readRoundingSeed, writeRoundingSeed},
     {"algorithm", RuleFieldKind::Method, false, "rtn", 0, "string", "`rtn`",
-     "how the weights are rounded onto their grid: `rtn` (round to nearest) or `gptq[,damp[,act_order]]` (GPTQ from "
-     "the layer's calibration inputs; damp default 0.01, act_order default 1; needs calibration data; "
-     "docs/algorithms.md)",
+     "how the weights are rounded onto their grid: `rtn` (round to nearest), `gptq[,damp[,act_order]]` (GPTQ from "
+     "the layer's calibration inputs; damp default 0.01, act_order default 1) or `awq[,grid]` (activation-aware "
+     "per-input-channel scaling, exponent searched over `grid` points, default 20); gptq and awq need calibration "
+     "data; docs/algorithms.md",
      algorithmSyntaxes, readAlgorithm, writeAlgorithm},
+    {"bias_correction", RuleFieldKind::Bool, false, "false", 0, "boolean", "`false`",
+     "adds the output mean shift the rounded weight causes on the calibration inputs, (W − Ŵ)·E[x] per output "
+     "channel, to the layer's bias (a zero bias is created when it has none); Conv and Gemm; needs calibration data; "
+     "docs/algorithms.md",
+     none, readBiasCorrection, writeBiasCorrection},
 }};
 
 size_t editDistance(std::string_view a, std::string_view b)

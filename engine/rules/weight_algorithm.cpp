@@ -13,12 +13,16 @@ namespace qs {
 
 namespace {
 
-constexpr std::array<WeightAlgorithmInfo, 2> kAlgorithms{{
+constexpr std::array<WeightAlgorithmInfo, 3> kAlgorithms{{
     {WeightAlgorithmKind::Rtn, "rtn", "rtn", "round to nearest, each weight on its own (the default)"},
     {WeightAlgorithmKind::Gptq, "gptq", "gptq[,damp[,act_order]]",
      "GPTQ: columns rounded in turn, each rounding error compensated on the columns left through the inverse "
      "Hessian of the layer's calibration inputs; damp = fraction of mean diag(H) added to its diagonal (default "
      "0.01), act_order = 1 rounds columns by descending diag(H) (default), 0 in their own order"},
+    {WeightAlgorithmKind::Awq, "awq", "awq[,grid]",
+     "AWQ: each input channel j of the weight scaled by s_j = mean|x_j|^alpha over the layer's calibration inputs "
+     "before rounding and divided by it after, alpha the best of grid points i/grid, i = 0..grid-1 (default 20), "
+     "on the layer's output error over its calibration inputs"},
 }};
 
 std::vector<std::string_view> split(std::string_view text)
@@ -60,8 +64,22 @@ WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
             throw Error("algorithm '" + std::string(text) + "': rtn takes no options; write \"rtn\"");
         return a;
     }
+    if (parts[0] == "awq") {
+        a.kind = WeightAlgorithmKind::Awq;
+        if (parts.size() > 2)
+            throw Error("algorithm '" + std::string(text) + "': awq takes at most one option, awq,grid");
+        if (parts.size() > 1) {
+            const double grid = number(parts[1], text, "grid");
+            if (!(grid >= 1 && grid <= 1000 && grid == std::floor(grid)))
+                throw Error("algorithm '" + std::string(text) +
+                            "': the grid is the number of exponents tried, a whole number from 1 to 1000, such as 20");
+            a.awqGrid = int(grid);
+        }
+        return a;
+    }
     if (parts[0] != "gptq")
-        throw Error("unknown algorithm '" + std::string(text) + "'; expected rtn or gptq[,damp[,act_order]]");
+        throw Error("unknown algorithm '" + std::string(text) +
+                    "'; expected rtn, gptq[,damp[,act_order]] or awq[,grid]");
     a.kind = WeightAlgorithmKind::Gptq;
     if (parts.size() > 3)
         throw Error("algorithm '" + std::string(text) + "': gptq takes at most two options, gptq,damp,act_order");
@@ -84,6 +102,8 @@ std::string WeightAlgorithm::toString() const
 {
     if (kind == WeightAlgorithmKind::Rtn)
         return "rtn";
+    if (kind == WeightAlgorithmKind::Awq)
+        return awqGrid == WeightAlgorithm{}.awqGrid ? "awq" : "awq," + std::to_string(awqGrid);
     const WeightAlgorithm defaults{WeightAlgorithmKind::Gptq};
     if (dampening == defaults.dampening && actOrder == defaults.actOrder)
         return "gptq";

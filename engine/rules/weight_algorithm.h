@@ -9,6 +9,11 @@
 //                             damp: fraction of mean(diag H) added to the diagonal
 //                             (default 0.01); act_order: 1 rounds the columns in
 //                             descending diag(H) (default), 0 in their own order.
+//   awq[,grid]                AWQ (Lin et al. 2023): scales the weight's input
+//                             channel j by s_j = mean|x_j|^α before rounding and
+//                             divides the rounded weight by s_j again, α the best of
+//                             `grid` points i/grid, i = 0..grid-1 (default 20), on the
+//                             layer's output error over its calibration inputs.
 
 #include <cstdint>
 #include <span>
@@ -17,7 +22,7 @@
 
 namespace qs {
 
-enum class WeightAlgorithmKind : uint8_t { Rtn, Gptq };
+enum class WeightAlgorithmKind : uint8_t { Rtn, Gptq, Awq };
 
 struct WeightAlgorithmInfo {
     WeightAlgorithmKind kind;
@@ -32,8 +37,9 @@ struct WeightAlgorithm {
     WeightAlgorithmKind kind = WeightAlgorithmKind::Rtn;
     double dampening = 0.01; // gptq: fraction of mean(diag H) added to H's diagonal, in (0, 1]
     bool actOrder = true;    // gptq: columns in descending diag(H) order
+    int awqGrid = 20;        // awq: α is searched over i/awqGrid, i = 0..awqGrid-1, in [1, 1000]
 
-    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0"; throws Error quoting the
+    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0", "awq", "awq,10"; throws Error quoting the
     // text and saying what to write.
     static WeightAlgorithm parse(std::string_view text);
     // Canonical text that parse() reads back to the same algorithm.

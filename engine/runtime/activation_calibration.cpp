@@ -83,7 +83,7 @@ bool ActivationStatistics::covers(const QuantizationPlan& plan) const
             return false;
     }
     for (const LayerQuantization& lq : plan.layers())
-        if (lq.problem.empty() && lq.weight && lq.weightAlgorithm.needsCalibration()) {
+        if (lq.problem.empty() && lq.weight && lq.readsCalibrationInputs()) {
             const auto it = hessians_.find(lq.layer);
             if (it == hessians_.end() || it->second->rows() == 0)
                 return false;
@@ -189,7 +189,7 @@ ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const
         feeder_->watch(layer.scope, *layer.node, lq->activation->input, &observers_.at(o.value));
     }
     for (const LayerQuantization& lq : plan.layers()) {
-        if (!lq.problem.empty() || !lq.weight || !lq.weightAlgorithm.needsCalibration())
+        if (!lq.problem.empty() || !lq.weight || !lq.readsCalibrationInputs())
             continue;
         const QuantizableLayer& layer = model.layers.at(lq.layer);
         auto hessian = std::make_shared<InputHessian>(contractionFeatures(layer));
@@ -202,7 +202,7 @@ ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const
 ActivationCalibrator::~ActivationCalibrator() = default;
 
 std::map<std::string, Tensor> ActivationCalibrator::observe(std::map<std::string, Tensor> inputs,
-                                                           const CancellationToken& cancel)
+                                                            const CancellationToken& cancel)
 {
     RunOptions run;
     run.cancel = cancel;

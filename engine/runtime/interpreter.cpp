@@ -87,8 +87,8 @@ void Interpreter::build(size_t& nextScope)
             defined.resize(size_t(id) + 1, false);
         defined[size_t(id)] = true;
     };
-    const std::unordered_set<std::string> widened = model_.widenHalfInitializers ? halfInitializersToWiden(model_)
-                                                                                 : std::unordered_set<std::string>{};
+    const std::unordered_set<std::string> widened =
+        model_.widenHalfInitializers ? halfInitializersToWiden(model_) : std::unordered_set<std::string>{};
     for (const NamedTensor& init : model_.initializers()) {
         initializerIds_.push_back(idOf(init.name));
         define(initializerIds_.back());
@@ -438,6 +438,13 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             event.outputs = outputs;
             event.liveValues = live;
             options.observer->afterNode(event);
+            // An observer may replace a present output (bias correction of a layer
+            // without a bias adds it here): the run continues with the replacement.
+            for (size_t o = 0; o < p.outputs.size(); ++o) {
+                const int id = folded ? p.fusedOutput : p.outputs[o];
+                if (id >= 0 && outputs[o].rawData() != values[size_t(id)].rawData())
+                    values[size_t(id)] = outputs[o];
+            }
         }
         release(p);
     }

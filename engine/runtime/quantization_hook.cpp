@@ -8,6 +8,42 @@
 
 namespace qs {
 
+namespace {
+
+// Whether the layer's node reads a bias (Conv B, Gemm C): input 2, present.
+bool hasBiasInput(const Model& model, const QuantizableLayer& layer)
+{
+    if (!layer.node)
+        return false;
+    const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
+    return node.inputs.size() > 2 && !node.inputs[2].empty();
+}
+
+// `y` plus `bias` (float32, one value per channel) along `axis`, in float32, in y's dtype.
+Tensor plusChannelBias(const Tensor& y, const Tensor& bias, int axis)
+{
+    Tensor out = y.toFloat32();
+    if (out.rawData() == y.rawData())
+        out = Tensor::fromVector(DType::F32, y.shape(),
+                                 std::vector<float>(y.values<float>().begin(), y.values<float>().end()));
+    axis = normalizeAxis(axis, out.rank(), "channel axis");
+    const int64_t length = out.shape()[size_t(axis)];
+    if (length != bias.numel())
+        throw Error("bias correction: the output " + shapeToString(y.shape()) + " has " + std::to_string(length) +
+                    " channels on axis " + std::to_string(axis) + ", the corrected bias " +
+                    std::to_string(bias.numel()));
+    int64_t inner = 1;
+    for (size_t a = size_t(axis) + 1; a < out.shape().size(); ++a)
+        inner *= out.shape()[a];
+    const auto b = bias.values<float>();
+    auto o = out.mutableValues<float>();
+    for (size_t k = 0; k < o.size(); ++k)
+        o[k] = o[k] + b[size_t((int64_t(k) / inner) % length)];
+    return castTensor(out, y.dtype());
+}
+
+} // namespace
+
 Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
                               const StaticActivation* staticActivation)
 {
@@ -35,6 +71,9 @@ QuantizationHook::QuantizationHook(const Model& model, const QuantizationPlan& p
                                    const std::map<size_t, StaticActivation>& staticActivations)
     : model_(model), plan_(plan), weightCache_(weights), static_(staticActivations)
 {
+    for (const LayerQuantization& lq : plan_.layers())
+        if (lq.biasCorrection && lq.problem.empty() && !hasBiasInput(model_, model_.layers.at(lq.layer)))
+            addsAfterNode_ = true;
 }
 
 void QuantizationHook::setEnabledLayers(std::optional<std::vector<bool>> enabledByModelLayer)
@@ -82,6 +121,10 @@ void QuantizationHook::beforeNode(NodeEvent& event)
                                 shapeToString(fake.shape()) + " but the node reads " + shapeToString(slot.shape()) +
                                 "; update the weight quantizer for this model");
                 slot = castTensor(fake, slot.dtype());
+                // bias_correction: the corrected bias replaces the layer's own (bias-less layers: afterNode).
+                if (lq->biasCorrection && cached->layer == lq->layer && cached->correctedBias.rawData() &&
+                    event.inputs.size() > 2 && !event.inputs[2].empty())
+                    event.inputs[2] = castTensor(cached->correctedBias, event.inputs[2].dtype());
             } else if (!weightCache_.problems().count(lq->layer)) {
                 throw Error("layer '" + layer.modulePath + "': weight '" + layer.weightName +
                             "' has not been quantized; update the weight quantizer with this plan first");
@@ -110,6 +153,16 @@ void QuantizationHook::beforeNode(NodeEvent& event)
 
 void QuantizationHook::afterNode(NodeEvent& event)
 {
+    if (addsAfterNode_ && weights_ && !event.outputs.empty() && event.outputs[0].rawData())
+        if (const LayerQuantization* lq = plan_.forNode(event.scope, event.nodeIndex);
+            lq && lq->biasCorrection && lq->problem.empty() && isWeightEnabled(lq->layer) &&
+            !hasBiasInput(model_, model_.layers[lq->layer]))
+            if (const auto cached = weightCache_.find(lq->layer);
+                cached && cached->layer == lq->layer && cached->correctedBias.rawData()) {
+                // Conv [N, C, ...]: channels on axis 1; Gemm [M, N]: the last axis.
+                const int axis = model_.layers[lq->layer].opType == "Conv" ? 1 : -1;
+                event.outputs[0] = plusChannelBias(event.outputs[0], cached->correctedBias, axis);
+            }
     if (next_ && (event.scope == 0 || next_->seesSubgraphs()))
         next_->afterNode(event);
 }

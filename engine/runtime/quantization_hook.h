@@ -21,10 +21,10 @@
 #include <vector>
 
 #include "graph/model.h"
-#include "runtime/activation_calibration.h"
-#include "runtime/interpreter.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
+#include "runtime/activation_calibration.h"
+#include "runtime/interpreter.h"
 
 namespace qs {
 
@@ -63,7 +63,9 @@ public:
     void afterNode(NodeEvent& event) override;
     // The hook rewrites layer inputs only, which fusion leaves as they are; the
     // next observer decides.
-    bool needsEveryNode() const override { return next_ && next_->needsEveryNode(); }
+    // A bias-corrected layer without a bias gets its correction added to its output
+    // after it runs, which fusion would hide: then every node.
+    bool needsEveryNode() const override { return addsAfterNode_ || (next_ && next_->needsEveryNode()); }
     // Layers inside If/Loop/Scan bodies are quantized as any other (a Loop's
     // weight once, the same at every iteration); the next observer is shown
     // subgraph nodes only if it sees subgraphs itself.
@@ -79,6 +81,7 @@ private:
     bool weights_ = true;
     bool activations_ = true;
     NodeObserver* next_ = nullptr;
+    bool addsAfterNode_ = false; // some bias_correction layer has no bias input
 };
 
 } // namespace qs

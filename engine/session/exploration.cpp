@@ -38,13 +38,13 @@ std::string widenedWeightsTooLarge(const Model& model)
     if (widened <= memory / 2)
         return {};
     char text[200];
-    std::snprintf(text, sizeof text,
-                  ": running it quantized needs %.1f GiB of float32 weights, more than half of this machine's %.1f GiB; "
-                  "its weights can still be quantized and exported",
-                  double(widened) / double(1ull << 30), double(memory) / double(1ull << 30));
+    std::snprintf(
+        text, sizeof text,
+        ": running it quantized needs %.1f GiB of float32 weights, more than half of this machine's %.1f GiB; "
+        "its weights can still be quantized and exported",
+        double(widened) / double(1ull << 30), double(memory) / double(1ull << 30));
     return model.sourcePath.string() + text;
 }
-
 
 double secondsSince(std::chrono::steady_clock::time_point start)
 {
@@ -430,7 +430,7 @@ bool Exploration::weightsNeedCalibration() const
     if (!plan_)
         return false;
     return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
-        return lq.problem.empty() && lq.weight && lq.weightAlgorithm.needsCalibration();
+        return lq.problem.empty() && lq.weight && lq.readsCalibrationInputs();
     });
 }
 

@@ -121,8 +121,8 @@ struct ExplorationSnapshot {
 struct WeightResult {
     uint64_t generation = 0;
     std::shared_ptr<const WeightQuantizer> weights;
-    std::shared_ptr<const ActivationStatistics> statistics; // whose Hessians the gptq layers used
-    std::vector<size_t> recomputed; // layers recomputed, model order
+    std::shared_ptr<const ActivationStatistics> statistics; // whose Hessians the gptq and awq layers used
+    std::vector<size_t> recomputed;                         // layers recomputed, model order
     double seconds = 0;
 };
 struct WeightJob {
@@ -226,9 +226,9 @@ public:
     std::shared_ptr<const WeightQuantizer> weights() const { return weights_; }
     uint64_t weightsGeneration() const { return weightsGeneration_; }
     // Current: of the current rules and, when a layer's algorithm reads
-    // calibration inputs (gptq), of the current calibration.
+    // calibration inputs (gptq, awq), of the current calibration.
     bool weightsCurrent() const;
-    // Whether a layer's weight algorithm reads calibration inputs (gptq): then
+    // Whether a layer's weight algorithm reads calibration inputs (gptq, awq): then
     // calibration comes before the weights, and a new calibration makes them stale.
     bool weightsNeedCalibration() const;
 

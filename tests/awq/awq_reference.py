@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""An independent AWQ in NumPy, written from Lin et al. 2023 ("AWQ: Activation-aware
+Weight Quantization for LLM Compression and Acceleration", section 3.2): the
+weight's input channel j is scaled by s_j = s_X,j ** alpha, s_X the mean absolute
+activation of channel j over the calibration inputs, the scaled weight is rounded
+to nearest and divided by s again, and alpha is the grid point i / GRID
+(i = 0 .. GRID-1) with the least output error ||W X^T - W^ X^T||^2 on those inputs
+(the first one on a tie). As the authors' code does, s is clamped below at 1e-4 and
+divided by sqrt(max(s) * min(s)). The documented conventions of Quantscope
+(docs/algorithms.md) fix the arithmetic: s is rounded to float32, W * s and
+Q(W * s) / s are float32 products and quotients; the grid and scales are those of
+docs/rules.md (signed b-bit integers, symmetric absmax scale = absmax / (qmax + 0.5),
+asymmetric minmax scale = (max - min) / (qmax - qmin) over the range widened to
+include 0 and zero point round(qmin - min / scale); rounding half to even in float32).
+
+usage: awq_reference.py DIR BITS TILE SCHEME GRID
+  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, C], the layer's inputs);
+  TILE 0 = per output channel, else groups of TILE input channels per row;
+  SCHEME sym | asym. Writes DIR/ref_alpha_index.npy (int64 [1]), DIR/ref_s.npy
+  (float32 [C]), DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy
+  (float64 [GRID]).
+"""
+import math
+import sys
+
+import numpy as np
+
+
+def scales_of(w32, bits, scheme):
+    """Per row of w32 (float32 [O, n]): scale (float32) and zero point (int32)."""
+    qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if scheme == "sym":
+        absmax = np.abs(w32).max(axis=1).astype(np.float64)
+        s = np.where(absmax == 0, 1.0, absmax / (qmax + 0.5)).astype(np.float32)
+        return s, np.zeros(len(s), np.int32)
+    lo = np.minimum(w32.min(axis=1).astype(np.float64), 0.0)
+    hi = np.maximum(w32.max(axis=1).astype(np.float64), 0.0)
+    s = np.where(hi == lo, 1.0, (hi - lo) / (qmax - qmin)).astype(np.float32)
+    zp = np.rint(np.float32(qmin) - lo.astype(np.float32) / s)
+    return s, np.clip(zp, qmin, qmax).astype(np.int32)
+
+
+def round_to_nearest(w32, bits, tile, scheme):
+    """Q(w32): per row, or per row and group of `tile` columns; float32."""
+    qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    out = np.empty_like(w32)
+    C = w32.shape[1]
+    step = tile if tile else C
+    for c0 in range(0, C, step):
+        part = w32[:, c0:c0 + step]
+        s, zp = scales_of(part, bits, scheme)
+        v = part / s[:, None] + zp[:, None].astype(np.float32)
+        q = np.clip(np.rint(v), qmin, qmax).astype(np.int32)  # integer codes: no negative zero
+        out[:, c0:c0 + step] = (q - zp[:, None]).astype(np.float32) * s[:, None]
+    return out
+
+
+def awq(W, X, bits, tile, scheme, grid):
+    n = X.shape[0]
+    X64 = X.astype(np.float64)
+    H = (X64.T @ X64) * (2.0 / n)  # the loss below is ||(W - W^) X^T||^2 * 2 / n
+    mean_abs = np.abs(X64).sum(axis=0) / n
+    best = None
+    losses = []
+    for i in range(grid):
+        alpha = i / grid
+        s = np.array([max(math.pow(m, alpha), 1e-4) for m in mean_abs])
+        s = s / math.sqrt(s.max() * s.min())
+        s32 = s.astype(np.float32)
+        rounded = round_to_nearest(W * s32[None, :], bits, tile, scheme) / s32[None, :]
+        E = W.astype(np.float64) - rounded.astype(np.float64)
+        loss = float(np.sum((E @ H) * E))
+        losses.append(loss)
+        if best is None or loss < losses[best[0]]:
+            best = (i, s32, rounded)
+    return best, np.array(losses)
+
+
+def main():
+    folder, bits, tile, scheme, grid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    W = np.load(folder + "/W.npy").astype(np.float32)
+    X = np.load(folder + "/X.npy").astype(np.float32)
+    (index, s32, rounded), losses = awq(W, X, bits, tile, scheme, grid)
+    np.save(folder + "/ref_alpha_index.npy", np.array([index], np.int64))
+    np.save(folder + "/ref_s.npy", s32)
+    np.save(folder + "/ref_rounded.npy", rounded.astype(np.float32))
+    np.save(folder + "/ref_losses.npy", losses)
+
+
+if __name__ == "__main__":
+    main()
