@@ -42,6 +42,7 @@ public:
     {
         ops_.push_back({code, std::move(inputs), std::move(outputs), optionsType, std::move(options)});
     }
+    const std::vector<int32_t>& shape(int32_t tensor) const { return tensors_.at(size_t(tensor)).shape; }
     std::vector<int32_t> inputs, outputs;
 
     std::vector<uint8_t> serialize() const
@@ -69,10 +70,16 @@ public:
         for (tf::BuiltinOperator c : codes) {
             flatbuffer::Table t;
             t.scalar<int8_t>(tf::operator_code::deprecated_builtin_code, int8_t(std::min<int32_t>(int32_t(c), 127)));
-            t.scalar<int32_t>(tf::operator_code::version, c == tf::BuiltinOperator::Conv2D ||
-                                                                  c == tf::BuiltinOperator::DepthwiseConv2D
-                                                              ? 3
-                                                              : 2);
+            // The versions the exporter writes (export/tflite.cpp, int8Version).
+            int32_t version = 2;
+            if (c == tf::BuiltinOperator::Conv2D || c == tf::BuiltinOperator::DepthwiseConv2D)
+                version = 3;
+            else if (c == tf::BuiltinOperator::FullyConnected)
+                version = 4;
+            else if (c == tf::BuiltinOperator::Reshape || c == tf::BuiltinOperator::HardSwish ||
+                     c == tf::BuiltinOperator::Quantize)
+                version = 1;
+            t.scalar<int32_t>(tf::operator_code::version, version);
             t.scalar<int32_t>(tf::operator_code::builtin_code, int32_t(c));
             opcodes.push_back(std::move(t));
         }

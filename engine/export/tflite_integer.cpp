@@ -510,7 +510,7 @@ void mean(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const s
             stride *= inT.shape[size_t(k)];
         }
     }
-    std::vector<int32_t> sums(size_t(outT.numel()), 0);
+    std::vector<int32_t> sums(size_t(outT.numel()), 0); // of the raw codes
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int32_t> index(size_t(rank), 0);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -524,14 +524,18 @@ void mean(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const s
             index[size_t(k)] = 0;
         }
     }
+    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
+    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    // reference_ops::QuantizedMeanOrSum: the sum less the zero points through the input/output
+    // multiplier with 1/count folded into it. (LiteRT's optimized spatial kernel, the raw sum plus a
+    // truncated zero-point bias, matched LiteRT.js on more codes of a one-op model but agreed worse
+    // on the zoo: 38.4 against 44.3 dB on MobileNet V2.)
     Multiplier m = p.output;
     int shift = 63 - __builtin_clzll(uint64_t(count));
     shift = std::min(shift, 32);
     shift = std::min(shift, 31 + m.shift);
     m.value = int32_t((int64_t(m.value) << shift) / count);
     m.shift -= shift;
-    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
     for (size_t i = 0; i < sums.size(); ++i)
         y[i] = int8_t(clampInt8(multiplyByQuantizedMultiplier(int32_t(sums[i] - inZp * count), m) + outZp));
 }
