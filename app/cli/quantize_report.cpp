@@ -196,7 +196,7 @@ std::string quantizeReportText(const QuantizeReport& r)
         if (r.evaluation->outputSimulation == "integer")
             s += "output figures: the integer program of the LiteRT export (per-layer figures: fake-quant)\n";
         else if (!r.evaluation->outputSimulationNote.empty())
-            s += "output figures: " + r.evaluation->outputSimulationNote + "\n";
+            s += r.evaluation->outputSimulationNote + "\n";
         for (const OutputEvaluation& o : r.evaluation->outputs)
             s += "output " + o.name + ": SQNR " + sqnrText(o.metrics) + " dB, cosine " +
                  fixed(o.metrics.cosine, "%.6f") + ", max abs error " + fixed(o.metrics.maxAbsError, "%.4g") + "\n";

@@ -92,24 +92,36 @@ void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerE
         if (!batch)
             break;
         const std::map<std::string, Tensor> floatOut = interpreter.run(batch->inputs, {cancel, nullptr});
-        // The program's batch size is its first input's axis 0; the batch is run in pieces of it.
+        // The program's batch size is its first input's axis 0 (the calibration batch): the batch is
+        // run in pieces of it, a short last piece filled up with copies of its last row (every
+        // operator the export writes treats rows independently) whose outputs are dropped.
         const int64_t per = p.tensors.at(size_t(p.inputs[0])).shape.empty()
                                 ? 1
                                 : p.tensors.at(size_t(p.inputs[0])).shape[0];
         const int64_t n = batch->inputs.at(inputNames[0]).dim(0);
-        if (per < 1 || n % per != 0)
-            throw Error("a batch of " + std::to_string(n) + " rows does not split into the LiteRT program's batch of " +
-                        std::to_string(per));
+        if (per < 1)
+            throw Error("the LiteRT program's input has batch " + std::to_string(per));
         std::vector<std::vector<Tensor>> pieces(p.outputs.size());
         for (int64_t first = 0; first < n; first += per) {
+            const int64_t real = std::min(per, n - first);
             std::vector<Tensor> in;
             for (const std::string& name : inputNames) {
-                Tensor x = rows(batch->inputs.at(name), first, per);
+                Tensor x = rows(batch->inputs.at(name), first, real);
+                if (real < per) {
+                    std::vector<Tensor> filled = {x};
+                    for (int64_t k = real; k < per; ++k)
+                        filled.push_back(rows(x, real - 1, 1));
+                    x = concatRows(filled);
+                }
                 in.push_back(x.rank() == 4 ? permute4(x, true) : std::move(x));
             }
             std::vector<Tensor> out = program.run(in);
-            for (size_t o = 0; o < out.size(); ++o)
-                pieces[o].push_back(out[o].rank() == 4 ? permute4(out[o], false) : out[o].toFloat32());
+            for (size_t o = 0; o < out.size(); ++o) {
+                Tensor y = out[o].rank() == 4 ? permute4(out[o], false) : out[o].toFloat32();
+                if (y.rank() == 0 || y.dim(0) != per)
+                    throw Error("the LiteRT program's output " + std::to_string(o) + " does not keep the batch axis");
+                pieces[o].push_back(real < per ? rows(y, 0, real) : std::move(y));
+            }
         }
         std::map<std::string, Tensor> quantizedOut;
         for (size_t o = 0; o < p.outputs.size(); ++o) {
