@@ -25,7 +25,8 @@ public:
                            int32_t dimension, std::vector<int8_t> codes)
     {
         std::vector<int64_t> zeros(scales.size(), 0);
-        return add({name, tflite::TensorType::Int8, std::move(shape), std::move(scales), zeros, dimension, bytes(codes)});
+        return add(
+            {name, tflite::TensorType::Int8, std::move(shape), std::move(scales), zeros, dimension, bytes(codes)});
     }
     int32_t int32(const std::string& name, std::vector<int32_t> shape, std::vector<int32_t> values,
                   std::vector<float> scales = {})

@@ -15,10 +15,10 @@
 
 using namespace qs;
 using namespace qs::tflite_fixed;
+using test::TinyTflite;
 using tflite::Activation;
 using tflite::BuiltinOperator;
 using tflite::BuiltinOptions;
-using test::TinyTflite;
 
 namespace {
 
@@ -271,7 +271,7 @@ private slots:
 
     void layoutOperators()
     {
-        {   // PAD with the zero point −3: [1,1,1,1] code 5 padded one row above and one column after.
+        { // PAD with the zero point −3: [1,1,1,1] code 5 padded one row above and one column after.
             TinyTflite m;
             const int32_t x = m.int8("x", {1, 1, 1, 1}, 1.0f, -3);
             const int32_t p = m.int32("p", {4, 2}, {0, 0, 1, 0, 0, 1, 0, 0});
@@ -280,7 +280,7 @@ private slots:
             m.inputs = {x}, m.outputs = {y};
             QCOMPARE(runInt8(m, {{5}}, {{1, 1, 1, 1}}), (std::vector<int8_t>{-3, -3, 5, -3}));
         }
-        {   // TRANSPOSE [1,2,3] by (0,2,1): 0 1 2 / 3 4 5 → 0 3 / 1 4 / 2 5.
+        { // TRANSPOSE [1,2,3] by (0,2,1): 0 1 2 / 3 4 5 → 0 3 / 1 4 / 2 5.
             TinyTflite m;
             const int32_t x = m.int8("x", {1, 2, 3}, 1.0f, 0);
             const int32_t p = m.int32("perm", {3}, {0, 2, 1});
@@ -289,7 +289,7 @@ private slots:
             m.inputs = {x}, m.outputs = {y};
             QCOMPARE(runInt8(m, {{0, 1, 2, 3, 4, 5}}, {{1, 2, 3}}), (std::vector<int8_t>{0, 3, 1, 4, 2, 5}));
         }
-        {   // CONCATENATION on the channels: (1 2) and (3 4) → 1 2 3 4.
+        { // CONCATENATION on the channels: (1 2) and (3 4) → 1 2 3 4.
             TinyTflite m;
             const int32_t a = m.int8("a", {1, 1, 1, 2}, 1.0f, 0);
             const int32_t b = m.int8("b", {1, 1, 1, 2}, 1.0f, 0);
@@ -300,7 +300,7 @@ private slots:
             m.inputs = {a, b}, m.outputs = {y};
             QCOMPARE(runInt8(m, {{1, 2}, {3, 4}}, {{1, 1, 1, 2}, {1, 1, 1, 2}}), (std::vector<int8_t>{1, 2, 3, 4}));
         }
-        {   // RESIZE_NEAREST_NEIGHBOR ×2 (floor, no half-pixel centers): 1 2 → 1 1 2 2 on both rows.
+        { // RESIZE_NEAREST_NEIGHBOR ×2 (floor, no half-pixel centers): 1 2 → 1 1 2 2 on both rows.
             TinyTflite m;
             const int32_t x = m.int8("x", {1, 1, 2, 1}, 1.0f, 0);
             const int32_t s = m.int32("size", {2}, {2, 4});

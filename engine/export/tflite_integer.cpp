@@ -131,7 +131,7 @@ std::vector<int64_t> broadcastStrides(const std::vector<int32_t>& operand, const
 
 // What each operation needs beyond its tensors, computed once.
 struct TfliteIntegerExecutor::Prepared {
-    std::vector<Multiplier> channel; // CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: per output channel
+    std::vector<Multiplier> channel;   // CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: per output channel
     Multiplier input1, input2, output; // ADD (input1, input2, output), MUL and MEAN (output)
     int32_t actMin = -128, actMax = 127;
     std::array<int8_t, 256> table{}; // LOGISTIC, HARD_SWISH, QUANTIZE int8 → int8: the code each code becomes
@@ -223,7 +223,8 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
         need(!op.outputs.empty() && !op.inputs.empty(), "it has no input or no output");
         Prepared p;
         const BuiltinOperator code = op.op;
-        const bool float2int = code == BuiltinOperator::Quantize && T[size_t(op.inputs[0])].type == tf::TensorType::Float32;
+        const bool float2int =
+            code == BuiltinOperator::Quantize && T[size_t(op.inputs[0])].type == tf::TensorType::Float32;
         const Spec* out = code == BuiltinOperator::Dequantize ? nullptr : int8Tensor(op.outputs[0], true);
         const Spec* in = code == BuiltinOperator::Dequantize || !float2int ? int8Tensor(op.inputs[0], true) : nullptr;
         if (code == BuiltinOperator::Dequantize)
@@ -290,8 +291,8 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             if (!float2int)
                 for (int c = -128; c < 128; ++c)
                     p.table[size_t(c + 128)] = int8_t(clampInt8(
-                        multiplyByQuantizedMultiplier(c - zeroPoint(*in),
-                                                      quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]))) +
+                        multiplyByQuantizedMultiplier(
+                            c - zeroPoint(*in), quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]))) +
                         zeroPoint(*out)));
             break;
         case BuiltinOperator::Logistic:
@@ -310,8 +311,9 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             for (int32_t t : op.inputs) {
                 const Spec* s = int8Tensor(t, true);
                 need(s->scales == out->scales && s->zeroPoints == out->zeroPoints,
-                     "input '" + s->name + "' has other quantization parameters than the output (LiteRT's int8 "
-                     "CONCATENATION needs them equal)");
+                     "input '" + s->name +
+                         "' has other quantization parameters than the output (LiteRT's int8 "
+                         "CONCATENATION needs them equal)");
             }
             break;
         case BuiltinOperator::AveragePool2D:
@@ -354,18 +356,21 @@ std::vector<int32_t> int32Values(const Spec& t)
 struct Dims4 {
     int32_t n, h, w, c;
     explicit Dims4(const std::vector<int32_t>& s) : n(s.at(0)), h(s.at(1)), w(s.at(2)), c(s.at(3)) {}
-    size_t at(int32_t b, int32_t y, int32_t x, int32_t k) const { return size_t(((int64_t(b) * h + y) * w + x) * c + k); }
+    size_t at(int32_t b, int32_t y, int32_t x, int32_t k) const
+    {
+        return size_t(((int64_t(b) * h + y) * w + x) * c + k);
+    }
 };
 
-void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T,
-                 Values& v, bool depthwise)
+void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T, Values& v,
+                 bool depthwise)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
     const Dims4 in(inT.shape), out(outT.shape);
     const int32_t kh = wT.shape[1], kw = wT.shape[2];
     const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
-    const std::vector<int32_t> bias = op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])])
-                                                                                  : std::vector<int32_t>();
+    const std::vector<int32_t> bias =
+        op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])]) : std::vector<int32_t>();
     const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
@@ -412,8 +417,8 @@ void fullyConnected(const Operation& op, const TfliteIntegerExecutor::Prepared& 
     const int32_t outputs = wT.shape[0], depth = wT.shape[1];
     const int64_t batches = inT.numel() / depth;
     const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
-    const std::vector<int32_t> bias = op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])])
-                                                                                  : std::vector<int32_t>();
+    const std::vector<int32_t> bias =
+        op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])]) : std::vector<int32_t>();
     const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
@@ -540,8 +545,7 @@ void mean(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const s
         y[i] = int8_t(clampInt8(multiplyByQuantizedMultiplier(int32_t(sums[i] - inZp * count), m) + outZp));
 }
 
-void concatenation(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T,
-                   Values& v)
+void concatenation(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T, Values& v)
 {
     const Spec& outT = T[size_t(op.outputs[0])];
     const int rank = int(outT.shape.size());
@@ -676,7 +680,8 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
             const Tensor x = inputs[k].toFloat32();
             v.f[size_t(program_.inputs[k])].assign(x.values<float>().begin(), x.values<float>().end());
         } else if (s.type == tf::TensorType::Int8 && inputs[k].dtype() == DType::I8) {
-            v.q[size_t(program_.inputs[k])].assign(inputs[k].values<int8_t>().begin(), inputs[k].values<int8_t>().end());
+            v.q[size_t(program_.inputs[k])].assign(inputs[k].values<int8_t>().begin(),
+                                                   inputs[k].values<int8_t>().end());
         } else {
             throw Error(what_ + ": input '" + s.name + "' takes " +
                         (s.type == tf::TensorType::Int8 ? "int8" : "float32") + " values");

@@ -24,10 +24,10 @@ struct TfliteProgram {
         std::string name;
         tflite::TensorType type = tflite::TensorType::Float32;
         std::vector<int32_t> shape;
-        std::vector<float> scales;         // empty when not quantized
-        std::vector<int64_t> zeroPoints;   // one per scale
-        int32_t quantizedDimension = 0;    // the per-channel axis
-        std::vector<uint8_t> data;         // a constant's bytes; empty for an activation
+        std::vector<float> scales;       // empty when not quantized
+        std::vector<int64_t> zeroPoints; // one per scale
+        int32_t quantizedDimension = 0;  // the per-channel axis
+        std::vector<uint8_t> data;       // a constant's bytes; empty for an activation
         bool constant() const { return !data.empty(); }
         int64_t numel() const;
     };

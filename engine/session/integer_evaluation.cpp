@@ -95,9 +95,8 @@ void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerE
         // The program's batch size is its first input's axis 0 (the calibration batch): the batch is
         // run in pieces of it, a short last piece filled up with copies of its last row (every
         // operator the export writes treats rows independently) whose outputs are dropped.
-        const int64_t per = p.tensors.at(size_t(p.inputs[0])).shape.empty()
-                                ? 1
-                                : p.tensors.at(size_t(p.inputs[0])).shape[0];
+        const int64_t per =
+            p.tensors.at(size_t(p.inputs[0])).shape.empty() ? 1 : p.tensors.at(size_t(p.inputs[0])).shape[0];
         const int64_t n = batch->inputs.at(inputNames[0]).dim(0);
         if (per < 1)
             throw Error("the LiteRT program's input has batch " + std::to_string(per));
@@ -138,8 +137,7 @@ void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerE
         const Tensor& fs = floatOut.at(scored);
         if (agreementMeasured && fs.rank() >= 2 && fs.dim(0) > 0 && fs.numel() / fs.dim(0) >= 2) {
             try {
-                addTopOneAgreement(agreement, fs.toFloat32(), quantizedOut.at(scored), fs.numel() / fs.dim(0),
-                                   scored);
+                addTopOneAgreement(agreement, fs.toFloat32(), quantizedOut.at(scored), fs.numel() / fs.dim(0), scored);
             } catch (const Error&) {
                 agreementMeasured = false;
             }
@@ -147,8 +145,8 @@ void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerE
             agreementMeasured = false;
         }
         if (batch->labels && labelled) {
-            const ClassificationHits q = classificationHits(quantizedOut.at(scored), *batch->labels, scored,
-                                                            data.path().string() + ": labels");
+            const ClassificationHits q =
+                classificationHits(quantizedOut.at(scored), *batch->labels, scored, data.path().string() + ": labels");
             labelledSamples += q.samples;
             quantizedTop1 += q.top1;
             top5 = top5 && q.top5.has_value();
@@ -163,9 +161,9 @@ void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerE
         result.outputs.push_back({o.name, outputs[o.name].metrics()});
     if (result.accuracy && labelled && labelledSamples == result.accuracy->samples) {
         result.accuracy->quantizedTop1 = double(quantizedTop1) / double(labelledSamples);
-        result.accuracy->quantizedTop5 =
-            top5 && result.accuracy->floatTop5 ? std::optional(double(quantizedTop5) / double(labelledSamples))
-                                               : std::nullopt;
+        result.accuracy->quantizedTop5 = top5 && result.accuracy->floatTop5
+                                             ? std::optional(double(quantizedTop5) / double(labelledSamples))
+                                             : std::nullopt;
     }
     if (result.agreement) { // the fake-quant agreement is replaced, or dropped when it cannot be
         if (agreementMeasured && agreement.rows > 0)

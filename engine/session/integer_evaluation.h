@@ -21,8 +21,9 @@ class TfliteIntegerExecutor;
 // Runs `data` (rewound first; at most options.maxBatches) through the float
 // model and through `program`, whose inputs and outputs are the model's in
 // order (4-D ones NHWC, converted here; a batch is cut into the program's
-// batch size, a short last piece filled with copies of its last row). Replaces `result`'s outputs, quantized accuracy and agreement
-// with the program's, keeps the replaced outputs in fakeQuantOutputs and sets
+// batch size, a short last piece filled with copies of its last row).
+// Replaces `result`'s outputs, quantized accuracy and agreement with the
+// program's, keeps the replaced outputs in fakeQuantOutputs and sets
 // outputSimulation to "integer". An Error names what does not fit.
 void evaluateIntegerProgram(const Interpreter& interpreter, const TfliteIntegerExecutor& program, DataSource& data,
                             const EvaluationOptions& options, EvaluationResult& result,
