@@ -13,11 +13,14 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <random>
 
 #include <nlohmann/json.hpp>
 
 #include "export/flatbuffer.h"
 #include "export/tflite.h"
+#include "export/tflite_integer.h"
 #include "export/tflite_schema.h"
 #include "graph/batch_norm_folding.h"
 #include "io/data_source.h"
@@ -31,6 +34,7 @@
 #include "runtime/quantization_hook.h"
 #include "session/evaluation.h"
 #include "test_support.h"
+#include "tflite_support.h"
 
 using namespace qs;
 namespace fs = std::filesystem;
@@ -212,9 +216,14 @@ private slots:
         const std::map<size_t, StaticActivation> statics = requiredStaticActivations(m, plan, &statistics);
         QuantizationHook hook(m, plan, weights, statics);
 
+        // The integer simulation of the file as written (export/tflite_integer.h).
+        const std::string fileBytes = test::readFile(out.string());
+        const TfliteIntegerExecutor integer = TfliteIntegerExecutor::fromBytes(
+            std::span(reinterpret_cast<const uint8_t*>(fileBytes.data()), fileBytes.size()), out.string());
+
         const Tensor eval = NpzFile::open(kZoo / (name + "_eval.npz")).read("input").toFloat32();
         const std::string inputName = m.inputs.at(0).name, outputName = m.outputs.at(0).name;
-        std::vector<float> floatAll, simAll;
+        std::vector<float> floatAll, simAll, integerAll;
         std::map<QString, std::vector<float>> consumerAll;
         for (int64_t row = 0; row < kEvalRows; ++row) {
             const int64_t per = eval.numel() / eval.dim(0);
@@ -226,6 +235,9 @@ private slots:
             const Tensor s = interpreter.run({{inputName, x}}, {{}, &hook}).at(outputName);
             floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
             simAll.insert(simAll.end(), s.values<float>().begin(), s.values<float>().end());
+            const Tensor q = integer.run({toNhwc(x)}).at(0);
+            QCOMPARE(q.numel(), f.numel());
+            integerAll.insert(integerAll.end(), q.values<float>().begin(), q.values<float>().end());
             for (const Consumer& c : consumers()) {
                 QString error;
                 const Tensor y = runConsumer(c.program, c.arguments, out,
@@ -257,18 +269,24 @@ private slots:
                                       contents.operatorInputs[j].at(0) == padded && !t.zeroPoints.empty() &&
                                       std::abs(t.zeroPoints[0]) > 8);
         }
-        const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll);
-        const double simVsFloat = sqnrDb(floatOut, simOut);
-        qInfo("%s: %lld bytes (float weights %lld bytes), %lld operators; simulation vs float %.1f dB", name.c_str(),
-              static_cast<long long>(summary.bytes), static_cast<long long>(summary.floatWeightBytes),
-              static_cast<long long>(summary.operators), simVsFloat);
-        std::vector<std::pair<QString, std::pair<double, double>>> results;
+        const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll), integerOut = tensorOf(integerAll);
+        const double simVsFloat = sqnrDb(floatOut, simOut), integerVsFloat = sqnrDb(floatOut, integerOut);
+        qInfo("%s: %lld bytes (float weights %lld bytes), %lld operators; fake-quant simulation vs float %.1f dB, "
+              "integer simulation vs float %.2f dB",
+              name.c_str(), static_cast<long long>(summary.bytes), static_cast<long long>(summary.floatWeightBytes),
+              static_cast<long long>(summary.operators), simVsFloat, integerVsFloat);
+        struct Agreement {
+            QString consumer;
+            double vsFakeQuant, vsInteger, vsFloat;
+        };
+        std::vector<Agreement> results;
         for (const auto& [consumer, values] : consumerAll) {
             const Tensor y = tensorOf(values);
-            const double vsSim = sqnrDb(simOut, y), vsFloat = sqnrDb(floatOut, y);
-            qInfo("%s: %s vs simulation %.1f dB, vs float %.1f dB%s", name.c_str(), qPrintable(consumer), vsSim,
-                  vsFloat, consumer == "Arm NN" && paddedMaxPool ? " (Arm NN 20.08: padded MAX_POOL_2D)" : "");
-            results.push_back({consumer, {vsSim, vsFloat}});
+            const Agreement a{consumer, sqnrDb(simOut, y), sqnrDb(integerOut, y), sqnrDb(floatOut, y)};
+            qInfo("%s: %s vs integer simulation %.1f dB, vs fake-quant simulation %.1f dB, vs float %.2f dB%s",
+                  name.c_str(), qPrintable(consumer), a.vsInteger, a.vsFakeQuant, a.vsFloat,
+                  consumer == "Arm NN" && paddedMaxPool ? " (Arm NN 20.08: padded MAX_POOL_2D)" : "");
+            results.push_back(a);
         }
         if (consumerAll.size() == 2) { // the two integer runtimes against each other
             const double between = sqnrDb(tensorOf(consumerAll.at("LiteRT.js")), tensorOf(consumerAll.at("Arm NN")));
@@ -276,13 +294,19 @@ private slots:
             if (!paddedMaxPool)
                 QVERIFY2(between >= 30.0, qPrintable(QString("Arm NN vs LiteRT.js %1 dB").arg(between)));
         }
-        for (const auto& [consumer, r] : results) {
-            if (consumer == "Arm NN" && paddedMaxPool)
+        for (const Agreement& a : results) {
+            if (a.consumer == "Arm NN" && paddedMaxPool)
                 continue;
-            // A layout, scale or weight-order mistake gives ~0 dB; what the integer kernels round
-            // differently from the float fake-quant simulation stays well above these.
-            QVERIFY2(r.first >= 15.0, qPrintable(consumer + QString(" vs simulation %1 dB").arg(r.first)));
-            QVERIFY2(r.second >= 15.0, qPrintable(consumer + QString(" vs float %1 dB").arg(r.second)));
+            // The integer simulation follows LiteRT's reference kernels; the consumers requantize in
+            // float in places (XNNPACK, Arm NN's CpuRef), a code apart near rounding ties, and deep
+            // models accumulate these: measured 31.1 dB (ResNet-18) to 44.9 dB (docs/export.md). The
+            // integer simulation must be at least that close, and closer than the fake-quant one.
+            QVERIFY2(a.vsInteger >= 30.0, qPrintable(a.consumer + QString(" vs integer simulation %1 dB").arg(a.vsInteger)));
+            QVERIFY2(a.vsInteger >= a.vsFakeQuant,
+                     qPrintable(a.consumer + QString(" vs integer simulation %1 dB, vs fake-quant %2 dB")
+                                                 .arg(a.vsInteger)
+                                                 .arg(a.vsFakeQuant)));
+            QVERIFY2(a.vsFloat >= 15.0, qPrintable(a.consumer + QString(" vs float %1 dB").arg(a.vsFloat)));
         }
         // int8 weights (a quarter of float) and int32 biases, plus the graph.
         QVERIFY2(double(summary.bytes) < 0.35 * double(summary.floatWeightBytes) + 65536.0,
@@ -315,6 +339,76 @@ private slots:
         QVERIFY(!fs::exists(path("ptq.tflite")));
     }
 
+    // ODML mode's evaluation reports the integer program's outputs: the CLI's output SQNR against
+    // float is LiteRT.js's on the file it exports, within 0.3 dB; the fake-quant figures are kept.
+    void cliOutputFiguresAreTheIntegerProgram()
+    {
+        const fs::path model = kZoo / "mnasnet.onnx", calib = kZoo / "mnasnet_calib.npz",
+                       evalFile = kZoo / "mnasnet_eval.npz";
+        const fs::path rules = path("eval_rules.json"), out = path("eval.tflite"), report = path("eval_report.json");
+        test::writeFile(rules.string(), kRules);
+        constexpr int64_t kBatches = 4; // the model's batch is 1: 4 calibration rows, 4 evaluation rows
+        const test::CliRun run = test::runCli(
+            {"quantize", QString::fromStdString(model.string()), "--rules", QString::fromStdString(rules.string()),
+             "--mode", "odml", "--calib", QString::fromStdString(calib.string()), "--eval",
+             QString::fromStdString(evalFile.string()), "--max-batches", QString::number(kBatches),
+             "--export-tflite", QString::fromStdString(out.string()), "--report",
+             QString::fromStdString(report.string())},
+            600000);
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        QVERIFY2(run.out.contains("output figures: the integer program of the LiteRT export"), run.out.constData());
+        const auto doc = nlohmann::json::parse(test::readFile(report.string()));
+        QCOMPARE(doc.at("output_simulation").get<std::string>(), std::string("integer"));
+        const double cliSqnr = doc.at("outputs").at(0).at("sqnr_db").get<double>();
+        const double fakeQuantSqnr = doc.at("fake_quant_outputs").at(0).at("sqnr_db").get<double>();
+
+        // LiteRT.js on the exported file, the same rows, against our float model.
+        const BatchNormFolding folding = foldBatchNorms(loadModel(model));
+        const Interpreter interpreter(folding.model);
+        const Tensor eval = NpzFile::open(evalFile).read("input").toFloat32();
+        std::vector<float> floatAll, liteAll;
+        for (int64_t row = 0; row < kBatches; ++row) {
+            const int64_t per = eval.numel() / eval.dim(0);
+            Shape shape = eval.shape();
+            shape[0] = 1;
+            Tensor x(DType::F32, shape);
+            std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
+            const Tensor f = interpreter.run({{folding.model.inputs.at(0).name, x}}).at(folding.model.outputs.at(0).name);
+            floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
+            QString error;
+            const Tensor y = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR}, out,
+                                         path("eval_litert_" + std::to_string(row)), {toNhwc(x)}, error);
+            QVERIFY2(!y.empty(), qPrintable(error));
+            liteAll.insert(liteAll.end(), y.values<float>().begin(), y.values<float>().end());
+        }
+        const double liteSqnr = sqnrDb(Tensor::fromVector(DType::F32, {int64_t(floatAll.size())}, floatAll),
+                                       Tensor::fromVector(DType::F32, {int64_t(liteAll.size())}, liteAll));
+        qInfo("mnasnet: CLI output SQNR %.2f dB (integer program), LiteRT.js %.2f dB, fake-quant %.2f dB", cliSqnr,
+              liteSqnr, fakeQuantSqnr);
+        QVERIFY2(std::fabs(cliSqnr - liteSqnr) <= 0.3,
+                 qPrintable(QString("CLI %1 dB, LiteRT.js %2 dB").arg(cliSqnr).arg(liteSqnr)));
+    }
+
+    // A model the exporter refuses keeps the fake-quant output figures, and the report says why once.
+    void refusedModelKeepsFakeQuantFigures()
+    {
+        const fs::path model = kZoo / "shufflenet_v2.onnx", data = kZoo / "shufflenet_v2_calib.npz";
+        const fs::path rules = path("refused_rules.json"), report = path("refused_report.json");
+        test::writeFile(rules.string(), kRules);
+        const test::CliRun run = test::runCli(
+            {"quantize", QString::fromStdString(model.string()), "--rules", QString::fromStdString(rules.string()),
+             "--mode", "odml", "--calib", QString::fromStdString(data.string()), "--eval",
+             QString::fromStdString(data.string()), "--max-batches", "1", "--report",
+             QString::fromStdString(report.string())},
+            600000);
+        QVERIFY2(run.exitCode == 0, run.err.constData());
+        const auto doc = nlohmann::json::parse(test::readFile(report.string()));
+        QCOMPARE(doc.at("output_simulation").get<std::string>(), std::string("fake_quant"));
+        const std::string note = doc.at("output_simulation_note").get<std::string>();
+        QVERIFY2(note.find("(Slice)") != std::string::npos, note.c_str());
+        QCOMPARE(run.out.count("the LiteRT export cannot write"), 1);
+    }
+
     // TfliteOptions::int8Io: the model's edges stay int8, with no QUANTIZE or DEQUANTIZE, on the
     // input's and output's calibrated parameters.
     void int8InputsAndOutputs()
@@ -341,6 +435,209 @@ private slots:
         QCOMPARE(in.shape, (std::vector<int32_t>{1, 96, 96, 3}));
         QCOMPARE(in.scales.size(), size_t(1));
         QVERIFY(in.scales[0] > 0 && out.scales.size() == 1);
+    }
+
+    // Each operator the integer simulation runs, alone between a QUANTIZE and a DEQUANTIZE, on
+    // random inputs: LiteRT.js's codes against the simulation's. XNNPACK requantizes in float where
+    // the reference kernels use fixed point, so a code may differ by one near a rounding tie.
+    void integerOperatorsAgainstLiteRt()
+    {
+        using tflite::BuiltinOperator;
+        using tflite::BuiltinOptions;
+        std::mt19937 rng(22);
+        std::uniform_int_distribution<int> code(-127, 127);
+        std::uniform_real_distribution<float> uniform(0.5f, 1.5f);
+        auto codes = [&](size_t n) {
+            std::vector<int8_t> c(n);
+            for (int8_t& v : c)
+                v = int8_t(code(rng));
+            return c;
+        };
+        struct Case {
+            const char* name;
+            std::vector<int32_t> input;
+            std::function<std::pair<int32_t, float>(test::TinyTflite&, int32_t)> build; // output tensor, scale
+        };
+        auto pool = [](int filter, int stride, tflite::Padding padding) {
+            flatbuffer::Table o;
+            o.scalar<int8_t>(tflite::pool2d::padding, int8_t(padding));
+            o.scalar<int32_t>(tflite::pool2d::stride_w, stride);
+            o.scalar<int32_t>(tflite::pool2d::stride_h, stride);
+            o.scalar<int32_t>(tflite::pool2d::filter_width, filter);
+            o.scalar<int32_t>(tflite::pool2d::filter_height, filter);
+            return o;
+        };
+        auto activation = [](int field, tflite::Activation a) {
+            flatbuffer::Table o;
+            o.scalar<int8_t>(field, int8_t(a));
+            return o;
+        };
+        const std::vector<Case> cases = {
+            {"CONV_2D 3x3 SAME stride 2 RELU6", {1, 9, 9, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(6);
+                 for (float& v : scales)
+                     v = 0.004f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {6, 3, 3, 4}, scales, 0, codes(6 * 36));
+                 std::vector<int32_t> bias(6);
+                 std::vector<float> bs;
+                 for (size_t c = 0; c < 6; ++c)
+                     bias[c] = code(rng) * 40, bs.push_back(0.05f * scales[c]);
+                 const int32_t b = m.int32("b", {6}, bias, bs);
+                 const int32_t y = m.int8("y", {1, 5, 5, 6}, 0.03f, -100);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::conv2d::padding, int8_t(tflite::Padding::Same));
+                 o.scalar<int32_t>(tflite::conv2d::stride_w, 2);
+                 o.scalar<int32_t>(tflite::conv2d::stride_h, 2);
+                 o.scalar<int8_t>(tflite::conv2d::fused_activation_function, int8_t(tflite::Activation::Relu6));
+                 m.op(BuiltinOperator::Conv2D, {x, w, b}, {y}, BuiltinOptions::Conv2DOptions, o);
+                 return std::pair{y, 0.03f};
+             }},
+            {"DEPTHWISE_CONV_2D 3x3 SAME", {1, 9, 9, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(4);
+                 for (float& v : scales)
+                     v = 0.01f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {1, 3, 3, 4}, scales, 3, codes(36));
+                 std::vector<float> bs;
+                 for (float v : scales)
+                     bs.push_back(0.05f * v);
+                 const int32_t b = m.int32("b", {4}, {100, -50, 0, 7}, bs);
+                 const int32_t y = m.int8("y", {1, 9, 9, 4}, 0.04f, 5);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::depthwise::padding, int8_t(tflite::Padding::Same));
+                 o.scalar<int32_t>(tflite::depthwise::stride_w, 1);
+                 o.scalar<int32_t>(tflite::depthwise::stride_h, 1);
+                 o.scalar<int32_t>(tflite::depthwise::depth_multiplier, 1);
+                 m.op(BuiltinOperator::DepthwiseConv2D, {x, w, b}, {y}, BuiltinOptions::DepthwiseConv2DOptions, o);
+                 return std::pair{y, 0.04f};
+             }},
+            {"FULLY_CONNECTED", {1, 16}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t w = m.int8("w", {8, 16}, 0.01f, 0, codes(128));
+                 std::vector<int32_t> bias(8);
+                 for (int32_t& v : bias)
+                     v = code(rng) * 10;
+                 const int32_t b = m.int32("b", {8}, bias, {0.05f * 0.01f});
+                 const int32_t y = m.int8("y", {1, 8}, 0.05f, -3);
+                 m.op(BuiltinOperator::FullyConnected, {x, w, b}, {y}, BuiltinOptions::FullyConnectedOptions,
+                      activation(tflite::fully_connected::fused_activation_function, tflite::Activation::None));
+                 return std::pair{y, 0.05f};
+             }},
+            {"ADD of a per-channel constant", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {4}, 0.02f, 1, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.07f, -9);
+                 m.op(BuiltinOperator::Add, {x, c}, {y}, BuiltinOptions::AddOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::None));
+                 return std::pair{y, 0.07f};
+             }},
+            {"MUL by a per-channel constant", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {4}, 0.01f, 0, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.03f, 2);
+                 m.op(BuiltinOperator::Mul, {x, c}, {y}, BuiltinOptions::MulOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::None));
+                 return std::pair{y, 0.03f};
+             }},
+            {"AVERAGE_POOL_2D 3x3 SAME stride 2", {1, 9, 9, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.05f, 3);
+                 m.op(BuiltinOperator::AveragePool2D, {x}, {y}, BuiltinOptions::Pool2DOptions,
+                      pool(3, 2, tflite::Padding::Same));
+                 return std::pair{y, 0.05f};
+             }},
+            {"MAX_POOL_2D 2x2", {1, 8, 8, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t y = m.int8("y", {1, 4, 4, 4}, 0.05f, 3);
+                 m.op(BuiltinOperator::MaxPool2D, {x}, {y}, BuiltinOptions::Pool2DOptions,
+                      pool(2, 2, tflite::Padding::Valid));
+                 return std::pair{y, 0.05f};
+             }},
+            {"MEAN over H, W", {1, 7, 7, 64}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t axes = m.int32("axes", {2}, {1, 2});
+                 const int32_t y = m.int8("y", {1, 1, 1, 64}, 0.01f, -4);
+                 flatbuffer::Table o;
+                 o.scalar<bool>(tflite::reducer::keep_dims, true);
+                 m.op(BuiltinOperator::Mean, {x, axes}, {y}, BuiltinOptions::ReducerOptions, o);
+                 return std::pair{y, 0.01f};
+             }},
+            {"LOGISTIC", {1, 4, 4, 8}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t y = m.int8("y", {1, 4, 4, 8}, 1.0f / 256.0f, -128);
+                 m.op(BuiltinOperator::Logistic, {x}, {y});
+                 return std::pair{y, 1.0f / 256.0f};
+             }},
+            {"HARD_SWISH", {1, 4, 4, 8}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t y = m.int8("y", {1, 4, 4, 8}, 0.04f, -60);
+                 m.op(BuiltinOperator::HardSwish, {x}, {y}, BuiltinOptions::HardSwishOptions, {});
+                 return std::pair{y, 0.04f};
+             }},
+            {"SOFTMAX", {1, 16}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t y = m.int8("y", {1, 16}, 1.0f / 256.0f, -128);
+                 flatbuffer::Table o;
+                 o.scalar<float>(tflite::softmax::beta, 1.0f);
+                 m.op(BuiltinOperator::Softmax, {x}, {y}, BuiltinOptions::SoftmaxOptions, o);
+                 return std::pair{y, 1.0f / 256.0f};
+             }},
+            {"QUANTIZE int8 to int8, CONCATENATION", {1, 3, 3, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t r = m.int8("r", {1, 3, 3, 4}, 0.09f, 7);
+                 m.op(BuiltinOperator::Quantize, {x}, {r});
+                 const int32_t y = m.int8("y", {1, 3, 3, 8}, 0.09f, 7);
+                 flatbuffer::Table o;
+                 o.scalar<int32_t>(tflite::concatenation::axis, 3);
+                 m.op(BuiltinOperator::Concatenation, {r, r}, {y}, BuiltinOptions::ConcatenationOptions, o);
+                 return std::pair{y, 0.09f};
+             }},
+            {"PAD, TRANSPOSE, RESIZE_NEAREST_NEIGHBOR", {1, 3, 3, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t pads = m.int32("pads", {4, 2}, {0, 0, 1, 0, 0, 2, 0, 0});
+                 const int32_t p = m.int8("p", {1, 4, 5, 4}, 0.05f, 3);
+                 m.op(BuiltinOperator::Pad, {x, pads}, {p}, BuiltinOptions::PadOptions, {});
+                 const int32_t size = m.int32("size", {2}, {8, 10});
+                 const int32_t r = m.int8("r", {1, 8, 10, 4}, 0.05f, 3);
+                 flatbuffer::Table ro;
+                 ro.scalar<bool>(tflite::resize_nearest::align_corners, false);
+                 ro.scalar<bool>(tflite::resize_nearest::half_pixel_centers, false);
+                 m.op(BuiltinOperator::ResizeNearestNeighbor, {p, size}, {r},
+                      BuiltinOptions::ResizeNearestNeighborOptions, ro);
+                 const int32_t perm = m.int32("perm", {4}, {0, 3, 1, 2});
+                 const int32_t y = m.int8("y", {1, 4, 8, 10}, 0.05f, 3);
+                 m.op(BuiltinOperator::Transpose, {r, perm}, {y}, BuiltinOptions::TransposeOptions, {});
+                 return std::pair{y, 0.05f};
+             }},
+        };
+        for (const Case& c : cases) {
+            test::TinyTflite m;
+            const int32_t f = m.float32("input", c.input);
+            const int32_t x = m.int8("x", c.input, 0.05f, 3);
+            m.op(BuiltinOperator::Quantize, {f}, {x});
+            const auto [y, scale] = c.build(m, x);
+            const int32_t g = m.float32("output", m.shape(y));
+            m.op(BuiltinOperator::Dequantize, {y}, {g});
+            m.inputs = {f}, m.outputs = {g};
+            const std::vector<uint8_t> bytes = m.serialize();
+            const TfliteIntegerExecutor probe = TfliteIntegerExecutor::fromBytes(bytes, c.name);
+            Shape inShape(c.input.begin(), c.input.end());
+            Tensor in(DType::F32, inShape);
+            std::normal_distribution<float> normal(0.0f, 2.0f);
+            for (float& v : in.mutableValues<float>())
+                v = normal(rng);
+            const fs::path file = path(std::string("op_") + std::to_string(&c - cases.data()) + ".tflite");
+            test::writeFile(file.string(), std::string(bytes.begin(), bytes.end()));
+            QString error;
+            const Tensor consumer = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR}, file,
+                                                path(file.stem().string()), {in}, error);
+            QVERIFY2(!consumer.empty(), qPrintable(QString(c.name) + ": " + error));
+            const Tensor ours = probe.run({in}).at(0);
+            QCOMPARE(consumer.numel(), ours.numel());
+            int maxDiff = 0;
+            int64_t exact = 0;
+            const auto a = consumer.values<float>(), b = ours.values<float>();
+            for (size_t k = 0; k < a.size(); ++k) {
+                const int d = int(std::lround(std::fabs(double(a[k]) - double(b[k])) / double(scale)));
+                maxDiff = std::max(maxDiff, d);
+                exact += d == 0;
+            }
+            qInfo("%s: %lld of %lld codes equal to LiteRT.js's, largest difference %d", c.name,
+                  static_cast<long long>(exact), static_cast<long long>(a.size()), maxDiff);
+            QVERIFY2(maxDiff <= 1, c.name);
+            // XNNPACK's MEAN scales the sum in float, LiteRT's int8 kernel through a fixed-point
+            // multiplier: 53 of 64 codes equal when measured; everywhere else at least 97 %.
+            const bool mean = std::string(c.name).starts_with("MEAN");
+            QVERIFY2(double(exact) >= (mean ? 0.75 : 0.9) * double(a.size()), c.name);
+        }
     }
 
     void unsupportedModelsAreRefused_data()

@@ -133,6 +133,11 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["accuracy"] = e["accuracy"];
         j["perplexity"] = e["perplexity"];
         j["top1_agreement"] = e["top1_agreement"];
+        j["output_simulation"] = e["output_simulation"];
+        if (e.contains("output_simulation_note"))
+            j["output_simulation_note"] = e["output_simulation_note"];
+        if (e.contains("fake_quant_outputs"))
+            j["fake_quant_outputs"] = e["fake_quant_outputs"];
     } else {
         j["top1_agreement"] = nullptr;
         j["evaluation"] = nullptr;
@@ -188,6 +193,10 @@ std::string quantizeReportText(const QuantizeReport& r)
     s += alignedTable(rows, {true, false, false, true, false, false, false, true, true, true});
     if (r.evaluation) {
         s += "\n";
+        if (r.evaluation->outputSimulation == "integer")
+            s += "output figures: the integer program of the LiteRT export (per-layer figures: fake-quant)\n";
+        else if (!r.evaluation->outputSimulationNote.empty())
+            s += r.evaluation->outputSimulationNote + "\n";
         for (const OutputEvaluation& o : r.evaluation->outputs)
             s += "output " + o.name + ": SQNR " + sqnrText(o.metrics) + " dB, cosine " +
                  fixed(o.metrics.cosine, "%.6f") + ", max abs error " + fixed(o.metrics.maxAbsError, "%.4g") + "\n";

@@ -391,7 +391,11 @@ void Workspace::evaluate()
                                .arg(evaluation->perplexity->tokens);
             for (const OutputEvaluation& o : evaluation->outputs)
                 summary += tr("; %1 SQNR %2 dB").arg(QString::fromStdString(o.name)).arg(o.metrics.sqnrDb, 0, 'f', 1);
+            if (evaluation->outputSimulation == "integer")
+                summary += tr(" (outputs: the integer program of the LiteRT export; layers: fake-quant)");
             emit logMessage(summary, LogLevel::Info);
+            if (!evaluation->outputSimulationNote.empty())
+                emit logMessage(QString::fromStdString(evaluation->outputSimulationNote), LogLevel::Warning);
             markChanged();
             emit evaluationChanged();
             startComparison();

@@ -10,6 +10,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "export/flatbuffer.h"
+#include "export/tflite_program.h"
 #include "export/tflite_schema.h"
 #include "quant/kernels.h"
 #include "quantization/tensor_quantization.h"
@@ -26,49 +27,6 @@ using tf::BuiltinOptions;
 // NHWC axis i holds NCHW axis kFromNchw[i]; NCHW axis j sits at NHWC axis kToNhwc[j].
 constexpr int kFromNchw[4] = {0, 2, 3, 1};
 constexpr int kToNhwc[4] = {0, 3, 1, 2};
-
-const char* opName(BuiltinOperator op)
-{
-    switch (op) {
-    case BuiltinOperator::Add:
-        return "ADD";
-    case BuiltinOperator::AveragePool2D:
-        return "AVERAGE_POOL_2D";
-    case BuiltinOperator::Concatenation:
-        return "CONCATENATION";
-    case BuiltinOperator::Conv2D:
-        return "CONV_2D";
-    case BuiltinOperator::DepthwiseConv2D:
-        return "DEPTHWISE_CONV_2D";
-    case BuiltinOperator::Dequantize:
-        return "DEQUANTIZE";
-    case BuiltinOperator::FullyConnected:
-        return "FULLY_CONNECTED";
-    case BuiltinOperator::Logistic:
-        return "LOGISTIC";
-    case BuiltinOperator::MaxPool2D:
-        return "MAX_POOL_2D";
-    case BuiltinOperator::Mul:
-        return "MUL";
-    case BuiltinOperator::Reshape:
-        return "RESHAPE";
-    case BuiltinOperator::Softmax:
-        return "SOFTMAX";
-    case BuiltinOperator::Pad:
-        return "PAD";
-    case BuiltinOperator::Transpose:
-        return "TRANSPOSE";
-    case BuiltinOperator::Mean:
-        return "MEAN";
-    case BuiltinOperator::ResizeNearestNeighbor:
-        return "RESIZE_NEAREST_NEIGHBOR";
-    case BuiltinOperator::Quantize:
-        return "QUANTIZE";
-    case BuiltinOperator::HardSwish:
-        return "HARD_SWISH";
-    }
-    return "?";
-}
 
 // The operator version whose kernel takes int8 (LiteRT's op versioning).
 int32_t int8Version(BuiltinOperator op)
@@ -147,7 +105,7 @@ public:
                 t.table(tf::op::builtin_options, o.options);
             }
             operators.push_back(std::move(t));
-            ++summary.operatorsByType[opName(o.op)];
+            ++summary.operatorsByType[tfliteOperatorName(o.op)];
         }
         std::vector<fb::Table> opcodes;
         for (BuiltinOperator c : codes) {
@@ -1183,26 +1141,54 @@ TfliteContents readTflite(const std::filesystem::path& path)
     return c;
 }
 
+namespace {
+
+struct Built {
+    ModelBuilder builder;
+    std::vector<uint8_t> bytes;
+    TfliteSummary summary;
+};
+
+Built build(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+            DataSource& calib, const TfliteOptions& options, const CancellationToken& cancel,
+            const ProgressCallback& progress)
+{
+    const Model& model = interpreter.model();
+    const OdmlQuantization q = computeOdmlQuantization(interpreter, plan, calib, options.odml, cancel, progress);
+    Built b;
+    b.summary.batches = q.batches;
+    cancel.check();
+    b.builder = Converter(model, plan, weights, q, options, b.summary).run();
+    const std::string description =
+        "Quantscope " QUANTSCOPE_VERSION " full-integer export of " + model.sourcePath.filename().string();
+    b.bytes = fb::serialize(b.builder.build(description, b.summary), tf::kFileIdentifier);
+    b.summary.bytes = int64_t(b.bytes.size());
+    return b;
+}
+
+} // namespace
+
+TfliteModel buildTflite(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                        DataSource& calib, const TfliteOptions& options, const CancellationToken& cancel,
+                        const ProgressCallback& progress)
+{
+    Built b = build(interpreter, plan, weights, calib, options, cancel, progress);
+    if (progress)
+        progress(1.0, "done");
+    return {std::move(b.bytes), std::move(b.summary)};
+}
+
 TfliteSummary exportTflite(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
                            DataSource& calib, const TfliteOptions& options, const std::filesystem::path& out,
                            const CancellationToken& cancel, const ProgressCallback& progress)
 {
-    const Model& model = interpreter.model();
-    const OdmlQuantization q = computeOdmlQuantization(interpreter, plan, calib, options.odml, cancel, progress);
-    TfliteSummary summary;
-    summary.path = out;
-    summary.batches = q.batches;
-    cancel.check();
-    const ModelBuilder built = Converter(model, plan, weights, q, options, summary).run();
-    const std::string description =
-        "Quantscope " QUANTSCOPE_VERSION " full-integer export of " + model.sourcePath.filename().string();
-    const std::vector<uint8_t> bytes = fb::serialize(built.build(description, summary), tf::kFileIdentifier);
-    writeFileAtomically(out, bytes.data(), bytes.size());
-    summary.bytes = int64_t(bytes.size());
-    checkWritten(out, built);
+    Built b = build(interpreter, plan, weights, calib, options, cancel, progress);
+    b.summary.path = out;
+    writeFileAtomically(out, b.bytes.data(), b.bytes.size());
+    checkWritten(out, b.builder);
     if (progress)
         progress(1.0, "done");
-    return summary;
+    return b.summary;
 }
 
 } // namespace qs

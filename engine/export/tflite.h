@@ -73,6 +73,17 @@ TfliteSummary exportTflite(const Interpreter& interpreter, const QuantizationPla
                            DataSource& calib, const TfliteOptions& options, const std::filesystem::path& out,
                            const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
+// The same model as bytes, not written anywhere (the session's integer
+// simulation runs them: export/tflite_integer.h). `summary.path` stays empty
+// and `summary.bytes` is the size.
+struct TfliteModel {
+    std::vector<uint8_t> bytes;
+    TfliteSummary summary;
+};
+TfliteModel buildTflite(const Interpreter& interpreter, const QuantizationPlan& plan, const WeightQuantizer& weights,
+                        DataSource& calib, const TfliteOptions& options, const CancellationToken& cancel = {},
+                        const ProgressCallback& progress = {});
+
 // What a written .tflite holds, read with the bounds-checked reader (an Error
 // naming `path` for a malformed file): per subgraph-0 tensor its name, type
 // and shape; per operator its builtin code; the buffers' sizes.

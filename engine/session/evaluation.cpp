@@ -227,6 +227,17 @@ nlohmann::json EvaluationResult::toJson() const
                            {"tokens", perplexity->tokens}};
     else
         j["perplexity"] = nullptr;
+    j["output_simulation"] = outputSimulation;
+    if (!outputSimulationNote.empty())
+        j["output_simulation_note"] = outputSimulationNote;
+    if (!fakeQuantOutputs.empty()) {
+        j["fake_quant_outputs"] = nlohmann::json::array();
+        for (const OutputEvaluation& o : fakeQuantOutputs) {
+            nlohmann::json m = errorMetricsJson(o.metrics);
+            m["name"] = o.name;
+            j["fake_quant_outputs"].push_back(m);
+        }
+    }
     return j;
 }
 
@@ -340,6 +351,27 @@ EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
         perplexity.quantizedValue = numberOf(member(*p, "quantized", field), field + ".quantized");
         perplexity.tokens = countOf(member(*p, "tokens", field), field + ".tokens");
         r.perplexity = perplexity;
+    }
+    // Absent in session files written before ODML evaluations ran the integer program.
+    if (auto s = j.find("output_simulation"); s != j.end()) {
+        if (!s->is_string() || (*s != "fake_quant" && *s != "integer"))
+            throw Error(root + ".output_simulation: expected \"fake_quant\" or \"integer\", got " + s->dump());
+        r.outputSimulation = s->get<std::string>();
+    }
+    if (auto n = j.find("output_simulation_note"); n != j.end()) {
+        if (!n->is_string())
+            throw Error(root + ".output_simulation_note: expected a string, got " + n->dump());
+        r.outputSimulationNote = n->get<std::string>();
+    }
+    if (auto f = j.find("fake_quant_outputs"); f != j.end()) {
+        const nlohmann::json& list = arrayOf(*f, root + ".fake_quant_outputs");
+        for (size_t i = 0; i < list.size(); ++i) {
+            const std::string field = root + ".fake_quant_outputs[" + std::to_string(i) + "]";
+            const nlohmann::json& name = member(list[i], "name", field);
+            if (!name.is_string())
+                throw Error(field + ".name: expected a string, got " + name.dump());
+            r.fakeQuantOutputs.push_back({name.get<std::string>(), errorMetricsFromJson(list[i], field)});
+        }
     }
     return r;
 }

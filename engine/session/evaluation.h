@@ -137,6 +137,13 @@ struct EvaluationResult {
     std::optional<TopOneAgreement> agreement;
     int64_t batches = 0;
     int64_t samples = 0;
+    // What the output figures (outputs, accuracy's quantized top-1/top-5, agreement) were
+    // computed with: "fake_quant" (the plan's float fake-quant run, QuantizationHook) or
+    // "integer" (ODML mode: the LiteRT program the export writes, run by the integer
+    // simulation, session/integer_evaluation.h). The per-layer figures are fake-quant always.
+    std::string outputSimulation = "fake_quant";
+    std::string outputSimulationNote;               // why an ODML evaluation's outputs stayed fake-quant
+    std::vector<OutputEvaluation> fakeQuantOutputs; // "integer": the fake-quant outputs it replaced
     nlohmann::json toJson() const;
     // Reads toJson()'s document back (session files); an infinite SQNR, stored
     // as null, comes back +inf when the MSE is 0 and −inf otherwise. Throws

@@ -8,10 +8,13 @@
 
 #include "core/error.h"
 #include "core/sha256.h"
+#include "export/tflite.h"
+#include "export/tflite_integer.h"
 #include "io/image_folder.h"
 #include "io/model_loader.h"
 #include "io/synthetic_data.h"
 #include "runtime/op_registry.h"
+#include "session/integer_evaluation.h"
 
 namespace qs {
 
@@ -209,6 +212,30 @@ CalibrationResult CalibrationJob::run(const CancellationToken& cancel, const Pro
     return r;
 }
 
+// ODML mode: the output figures of the LiteRT program `quantize --export-tflite` writes (the
+// same calibration data and batches), run by the integer simulation. A model the exporter
+// refuses keeps the fake-quant figures, and the result says why.
+void EvaluationJob::evaluateOdmlProgram(EvaluationResult& result, DataSource& data, const CancellationToken& cancel,
+                                        const ProgressCallback& progress) const
+{
+    try {
+        const std::unique_ptr<DataSource> calib = in.openData(*in.calibration);
+        TfliteOptions tflite;
+        tflite.odml.maxBatches = in.calibration->maxBatches;
+        const TfliteModel built = buildTflite(*in.interpreter, *in.plan, *in.weights, *calib, tflite, cancel);
+        const TfliteIntegerExecutor program =
+            TfliteIntegerExecutor::fromBytes(built.bytes, in.model->sourcePath.filename().string() + " (LiteRT export)");
+        evaluateIntegerProgram(*in.interpreter, program, data, options, result, cancel, progress);
+    } catch (const Cancelled&) {
+        throw;
+    } catch (const Error& e) {
+        result.outputSimulation = "fake_quant";
+        result.outputSimulationNote = std::string("the output figures are the fake-quant simulation's, not the "
+                                                  "integer program's: ") +
+                                      e.what();
+    }
+}
+
 EvaluationRun EvaluationJob::run(const CancellationToken& cancel, const ProgressCallback& progress) const
 {
     const auto start = std::chrono::steady_clock::now();
@@ -216,8 +243,11 @@ EvaluationRun EvaluationJob::run(const CancellationToken& cancel, const Progress
     r.generation = in.generation;
     r.rulesJson = in.rules->toJson();
     const std::unique_ptr<DataSource> data = in.openData(*in.evaluation, &r.warnings);
-    r.result = std::make_shared<const EvaluationResult>(
-        qs::evaluate(*in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, options, cancel, progress));
+    EvaluationResult result =
+        qs::evaluate(*in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, options, cancel, progress);
+    if (in.plan->mode() == QuantizationMode::Odml && in.calibration && in.statistics)
+        evaluateOdmlProgram(result, *data, cancel, progress);
+    r.result = std::make_shared<const EvaluationResult>(std::move(result));
     r.seconds = secondsSince(start);
     return r;
 }

@@ -152,7 +152,13 @@ struct EvaluationRun {
 struct EvaluationJob {
     ExplorationSnapshot in;
     EvaluationOptions options;
+    // In ODML mode with calibration data, the output figures are the integer
+    // program's (EvaluationResult::outputSimulation).
     EvaluationRun run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;
+
+private:
+    void evaluateOdmlProgram(EvaluationResult& result, DataSource& data, const CancellationToken& cancel,
+                             const ProgressCallback& progress) const;
 };
 
 struct SensitivityRun {
