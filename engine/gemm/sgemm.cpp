@@ -296,19 +296,17 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
 
 PackedColumnMatrix::PackedColumnMatrix(SimdLevel level, const float* b, int64_t depth, int64_t width, int64_t bk,
                                        int64_t bj, Subnormals subnormals)
-    : depth_(depth), width_(width)
+    : depth_(depth), width_(width), nr_(level == SimdLevel::Avx512 ? 32 : 16)
 {
     if (level == SimdLevel::None)
         throw Error("PackedColumnMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
-    const int64_t nr = level == SimdLevel::Avx512 ? 32 : 16, paddedWidth = (width + nr - 1) / nr * nr;
-    data_.assign(size_t(depth * paddedWidth + kOverRead), 0.0f);
-    const int64_t blocks = (depth + kDepthBlock - 1) / kDepthBlock;
-    tbb::parallel_for(int64_t(0), blocks, [&](int64_t block) {
-        const int64_t p0 = block * kDepthBlock, kc = std::min(kDepthBlock, depth - p0);
-        float* out = data_.data() + p0 * paddedWidth;
-        packColumns(b + p0 * bk, bk, bj, kc, width, nr, out);
+    data_.assign(size_t(strips() * depth * nr_ + kOverRead), 0.0f);
+    tbb::parallel_for(int64_t(0), strips(), [&](int64_t s) {
+        // One strip's rows, k-major: the packed-column layout of an nr-column matrix.
+        float* out = data_.data() + s * depth * nr_;
+        packColumns(b + s * nr_ * bj, bk, bj, depth, stripWidth(s), nr_, out);
         if (subnormals == Subnormals::Flush)
-            for (int64_t i = 0; i < kc * paddedWidth; ++i)
+            for (int64_t i = 0; i < depth * nr_; ++i)
                 out[i] = std::fabs(out[i]) < FLT_MIN ? std::copysign(0.0f, out[i]) : out[i];
     });
 }
