@@ -264,28 +264,26 @@ void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk,
 }
 
 void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0,
-                                  int64_t r1, int64_t j0, int64_t j1) const
+                                  int64_t r1) const
 {
     if (r1 < 0)
         r1 = rows_;
-    if (j1 < 0)
-        j1 = n;
     const float* ag = data_.data() + group * paddedRows_ * depth_;
     const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
     // A few columns past the last whole strip (a batch of two 7 x 7 planes: 98
     // columns, 3 strips and 2) would cost a whole micro-tile each row strip.
-    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = std::min(n - tail, j1);
+    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = n - tail;
     for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
         const float* block = packedB + p0 * paddedWidth;
-        for (int64_t s = j0 / nr_; s * nr_ < wide; ++s) {
+        for (int64_t s = 0; s * nr_ < wide; ++s) {
             const float* bs = block + s * nr_ * kc;
             const int64_t nr = std::min(nr_, wide - s * nr_);
             for (int64_t r = r0; r < r1; r += mr_)
                 run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r),
                     nr, p0 > 0);
         }
-        if (tail == 0 || j1 < n)
+        if (tail == 0)
             continue;
         const float* bt = block + wide * kc; // the last strip: row k at bt + k * nr_
         for (int64_t r = r0; r < r1; r += mr_)

@@ -55,12 +55,10 @@ public:
                             int64_t cj, int64_t r0 = 0, int64_t r1 = -1) const;
     // The same with B already in the packed-column layout (nr() columns per
     // strip, kDepthBlock rows per depth block, the last strip zero-padded).
-    // Rows [r0, r1) only, as in multiply(), and columns [j0, j1) (j0 a
-    // multiple of nr(); j1 one too, or n); c still points at column 0. A last
-    // strip of at most kFewColumns columns runs along A's rows instead of a
-    // padded micro-tile.
+    // Rows [r0, r1) only, as in multiply(). A last strip of at most
+    // kFewColumns columns runs along A's rows instead of a padded micro-tile.
     void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0 = 0,
-                        int64_t r1 = -1, int64_t j0 = 0, int64_t j1 = -1) const;
+                        int64_t r1 = -1) const;
 
     // The same with B virtual: element (k, j) is base[rowOffsets[k] + j] (an
     // implicit GEMM: rows of a column matrix that lie inside a padded input).
