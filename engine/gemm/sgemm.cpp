@@ -264,28 +264,26 @@ void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk,
 }
 
 void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0,
-                                  int64_t r1, int64_t j0, int64_t j1) const
+                                  int64_t r1) const
 {
     if (r1 < 0)
         r1 = rows_;
-    if (j1 < 0)
-        j1 = n;
     const float* ag = data_.data() + group * paddedRows_ * depth_;
     const int64_t paddedWidth = (n + nr_ - 1) / nr_ * nr_;
     // A few columns past the last whole strip (a batch of two 7 x 7 planes: 98
     // columns, 3 strips and 2) would cost a whole micro-tile each row strip.
-    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = std::min(n - tail, j1);
+    const int64_t tail = n % nr_ <= kFewColumns ? n % nr_ : 0, wide = n - tail;
     for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
         const float* block = packedB + p0 * paddedWidth;
-        for (int64_t s = j0 / nr_; s * nr_ < wide; ++s) {
+        for (int64_t s = 0; s * nr_ < wide; ++s) {
             const float* bs = block + s * nr_ * kc;
             const int64_t nr = std::min(nr_, wide - s * nr_);
             for (int64_t r = r0; r < r1; r += mr_)
                 run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r),
                     nr, p0 > 0);
         }
-        if (tail == 0 || j1 < n)
+        if (tail == 0)
             continue;
         const float* bt = block + wide * kc; // the last strip: row k at bt + k * nr_
         for (int64_t r = r0; r < r1; r += mr_)
@@ -296,19 +294,17 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
 
 PackedColumnMatrix::PackedColumnMatrix(SimdLevel level, const float* b, int64_t depth, int64_t width, int64_t bk,
                                        int64_t bj, Subnormals subnormals)
-    : depth_(depth), width_(width)
+    : depth_(depth), width_(width), nr_(level == SimdLevel::Avx512 ? 32 : 16)
 {
     if (level == SimdLevel::None)
         throw Error("PackedColumnMatrix needs AVX2 or AVX-512 (simdLevel() is baseline)");
-    const int64_t nr = level == SimdLevel::Avx512 ? 32 : 16, paddedWidth = (width + nr - 1) / nr * nr;
-    data_.assign(size_t(depth * paddedWidth + kOverRead), 0.0f);
-    const int64_t blocks = (depth + kDepthBlock - 1) / kDepthBlock;
-    tbb::parallel_for(int64_t(0), blocks, [&](int64_t block) {
-        const int64_t p0 = block * kDepthBlock, kc = std::min(kDepthBlock, depth - p0);
-        float* out = data_.data() + p0 * paddedWidth;
-        packColumns(b + p0 * bk, bk, bj, kc, width, nr, out);
+    data_.assign(size_t(strips() * depth * nr_ + kOverRead), 0.0f);
+    tbb::parallel_for(int64_t(0), strips(), [&](int64_t s) {
+        // One strip's rows, k-major: the packed-column layout of an nr-column matrix.
+        float* out = data_.data() + s * depth * nr_;
+        packColumns(b + s * nr_ * bj, bk, bj, depth, stripWidth(s), nr_, out);
         if (subnormals == Subnormals::Flush)
-            for (int64_t i = 0; i < kc * paddedWidth; ++i)
+            for (int64_t i = 0; i < depth * nr_; ++i)
                 out[i] = std::fabs(out[i]) < FLT_MIN ? std::copysign(0.0f, out[i]) : out[i];
     });
 }

@@ -9,6 +9,7 @@
 // A runs against it. Each C element is one dot product summed in k order, so
 // results do not depend on how rows or columns are split into tasks.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -54,12 +55,10 @@ public:
                             int64_t cj, int64_t r0 = 0, int64_t r1 = -1) const;
     // The same with B already in the packed-column layout (nr() columns per
     // strip, kDepthBlock rows per depth block, the last strip zero-padded).
-    // Rows [r0, r1) only, as in multiply(), and columns [j0, j1) (j0 a
-    // multiple of nr(); j1 one too, or n); c still points at column 0. A last
-    // strip of at most kFewColumns columns runs along A's rows instead of a
-    // padded micro-tile.
+    // Rows [r0, r1) only, as in multiply(). A last strip of at most
+    // kFewColumns columns runs along A's rows instead of a padded micro-tile.
     void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0 = 0,
-                        int64_t r1 = -1, int64_t j0 = 0, int64_t j1 = -1) const;
+                        int64_t r1 = -1) const;
 
     // The same with B virtual: element (k, j) is base[rowOffsets[k] + j] (an
     // implicit GEMM: rows of a column matrix that lie inside a padded input).
@@ -85,21 +84,28 @@ private:
     std::vector<float> data_;
 };
 
-// A [depth, width] matrix (element (k, j) at b[k * bk + j * bj]) in the
-// packed-column layout PackedMatrix::multiplyPacked reads for a SIMD level
-// (not None): B packed once, for products whose other operand changes every
-// call (a convolution's weights against a few columns of activations).
+// A [depth, width] matrix (element (k, j) at b[k * bk + j * bj]) packed
+// once, strip after strip of nr columns (a SIMD level's, not None): strip s
+// is the packed-column layout of columns [s * nr, s * nr + nr), all depth
+// blocks together, so that PackedMatrix::multiplyPacked reads it as a B of
+// at most nr columns and a task that takes whole strips streams one
+// contiguous piece of memory. For products whose other operand changes on
+// every call (a convolution's weights against a few columns of activations).
 class PackedColumnMatrix {
 public:
     PackedColumnMatrix(SimdLevel level, const float* b, int64_t depth, int64_t width, int64_t bk, int64_t bj,
                        Subnormals subnormals = Subnormals::Keep);
 
-    const float* data() const { return data_.data(); }
     int64_t depth() const { return depth_; }
     int64_t width() const { return width_; }
+    int64_t nr() const { return nr_; }
+    int64_t strips() const { return (width_ + nr_ - 1) / nr_; }
+    const float* strip(int64_t s) const { return data_.data() + s * depth_ * nr_; }
+    // Columns in strip s (nr but for the last).
+    int64_t stripWidth(int64_t s) const { return std::min(nr_, width_ - s * nr_); }
 
 private:
-    int64_t depth_, width_;
+    int64_t depth_, width_, nr_;
     std::vector<float> data_;
 };
 

@@ -297,15 +297,18 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
     });
     const gemm::PackedMatrix positions(gemm::simdLevel(), columns.get(), 1, width, K, 0, 1, width);
 
-    // Tasks of whole strips of output channels, a few per thread.
-    const int64_t nr = positions.nr(), strips = (M + nr - 1) / nr;
+    // Tasks of whole strips of output channels, a few per thread; each strip
+    // is one contiguous piece of the packed weights.
+    const int64_t nr = weights.nr(), strips = weights.strips();
     const int64_t tasks = std::min(strips, kConvTasksPerThread * tbb::this_task_arena::max_concurrency());
-    auto taskStart = [&](int64_t t) { return std::min(M, t * strips / tasks * nr); };
+    auto taskStart = [&](int64_t t) { return t * strips / tasks; };
     const std::unique_ptr<float[]> sums(new float[size_t(width * M)]); // Y^T, every element written
     tbb::parallel_for(int64_t(0), tasks, [&](int64_t task) {
         ctx.checkCancelled();
-        const int64_t j0 = taskStart(task), j1 = task + 1 == tasks ? M : taskStart(task + 1);
-        positions.multiplyPacked(0, weights.data(), M, sums.get(), M, 0, width, j0, j1);
+        const int64_t s0 = taskStart(task), s1 = taskStart(task + 1);
+        for (int64_t s = s0; s < s1; ++s)
+            positions.multiplyPacked(0, weights.strip(s), weights.stripWidth(s), sums.get() + s * nr, M, 0, width);
+        const int64_t j0 = s0 * nr, j1 = std::min(M, s1 * nr);
         thread_local std::vector<float> plane;
         growScratch(plane, size_t(P));
         for (int64_t m = j0; m < j1; ++m)
