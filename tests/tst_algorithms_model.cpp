@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "algorithm_support.h"
 #include "export/checkpoint.h"
 #include "export/checkpoint_reader.h"
 #include "export/onnx_qdq.h"
@@ -30,64 +31,6 @@ using namespace qs;
 using namespace qs::test;
 
 namespace {
-
-const char* const kModel = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_cnn.onnx";
-const char* const kEval = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_eval.npz";
-const char* const kCalib = QUANTSCOPE_TEST_DATA "/../../resources/demo/digits/digits_calib.npz";
-
-DataConfig file(const char* path)
-{
-    DataConfig c;
-    c.path = path;
-    return c;
-}
-
-RuleSet int4Rules(const std::string& algorithm, const std::string& extra = "")
-{
-    return RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int4","algorithm":")" + algorithm + "\"" +
-                             extra + "}]}");
-}
-
-struct Outcome {
-    double outputSqnrDb = 0;
-    double top1 = 0, floatTop1 = 0;
-    std::shared_ptr<const WeightQuantizer> weights;
-};
-
-// The CLI's order: calibration (when an algorithm reads it), weights, evaluation.
-Outcome run(const RuleSet& rules)
-{
-    Exploration e;
-    e.setModel(loadExplorationModel(kModel));
-    e.setRules(rules);
-    e.setCalibrationData(file(kCalib));
-    e.setEvaluationData(file(kEval));
-    if (e.needsCalibration())
-        e.calibrate(KeptHistograms::AsPlanNeeds);
-    e.updateWeights();
-    if (!e.weights()->problems().empty())
-        throw Error(e.weights()->problems().begin()->second);
-    const EvaluationRun r = e.evaluate();
-    return {r.result->outputs.at(0).metrics.sqnrDb, r.result->accuracy->quantizedTop1, r.result->accuracy->floatTop1,
-            e.weights()};
-}
-
-onnx::ModelProto readProto(const std::filesystem::path& path)
-{
-    onnx::ModelProto proto;
-    std::ifstream in(path, std::ios::binary);
-    if (!proto.ParseFromIstream(&in))
-        throw Error(path.string() + ": not a model");
-    return proto;
-}
-
-const onnx::TensorProto& initializerOf(const onnx::ModelProto& m, const std::string& name)
-{
-    for (const auto& t : m.graph().initializer())
-        if (t.name() == name)
-            return t;
-    throw Error("no initializer '" + name + "'");
-}
 
 // The model's first output on the evaluation inputs: simulated (the quantization
 // hook over the cached weights), from the float model, from the exported QDQ
