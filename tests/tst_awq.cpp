@@ -19,6 +19,7 @@
 #include <random>
 
 #include "io/npy.h"
+#include "layer_support.h"
 #include "quant/kernels.h"
 #include "quantization/awq.h"
 #include "quantization/input_hessian.h"
@@ -54,16 +55,6 @@ Layer outlierLayer(int64_t rows, int64_t cols, int64_t n, uint64_t seed)
         for (int64_t c = 0; c < cols; ++c)
             l.x(i, c) = std::nearbyint(normal(rng) * magnitude[size_t(c)] * 64.f) / 64.f;
     return l;
-}
-
-Tensor tensorOf(const Eigen::MatrixXf& m)
-{
-    Tensor t(DType::F32, {m.rows(), m.cols()});
-    auto v = t.mutableValues<float>();
-    for (int64_t r = 0; r < m.rows(); ++r)
-        for (int64_t c = 0; c < m.cols(); ++c)
-            v[size_t(r * m.cols() + c)] = m(r, c);
-    return t;
 }
 
 InputHessian statisticsOf(const Eigen::MatrixXf& x)

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "io/npy.h"
+#include "layer_support.h"
 #include "quant/kernels.h"
 #include "quantization/bias_correction.h"
 #include "quantization/input_hessian.h"
@@ -120,20 +121,7 @@ private slots:
         const Tensor w = randomTensor({6, 3, 3, 3}, rng, 0.2f);
         const Tensor x = randomTensor({4, 3, 9, 10}, rng, 0.7f, 0.8f);
         const Tensor wq = roundedInt4PerTensor(w);
-        QuantizableLayer layer;
-        layer.modulePath = "conv";
-        layer.opType = "Conv";
-        layer.weightShape = {6, 3, 3, 3};
-        Node node;
-        node.opType = "Conv";
-        Attribute strides, pads;
-        strides.name = "strides";
-        strides.kind = Attribute::Kind::Ints;
-        strides.ints = {2, 2};
-        pads.name = "pads";
-        pads.kind = Attribute::Kind::Ints;
-        pads.ints = {1, 1, 1, 1};
-        node.attributes = {strides, pads};
+        const auto [layer, node] = stride2Pad1Conv({6, 3, 3, 3});
         InputHessian stats(contractionFeatures(layer));
         accumulateLayerInput(layer, node, x, stats);
         const Eigen::VectorXd delta = biasCorrection(w, wq, 0, stats.mean(), "conv.weight");

@@ -14,6 +14,7 @@
 #include <random>
 
 #include "io/npy.h"
+#include "layer_support.h"
 #include "quant/kernels.h"
 #include "quantization/gptq.h"
 #include "quantization/input_hessian.h"
@@ -60,26 +61,6 @@ Layer randomLayer(int64_t rows, int64_t cols, int64_t n, uint64_t seed, int64_t 
     if (deadFeature >= 0)
         l.x.col(deadFeature).setZero();
     return l;
-}
-
-Tensor tensorOf(const Eigen::MatrixXf& m)
-{
-    Tensor t(DType::F32, {m.rows(), m.cols()});
-    auto v = t.mutableValues<float>();
-    for (int64_t r = 0; r < m.rows(); ++r)
-        for (int64_t c = 0; c < m.cols(); ++c)
-            v[size_t(r * m.cols() + c)] = m(r, c);
-    return t;
-}
-
-Eigen::MatrixXf matrixOf(const Tensor& t)
-{
-    const auto v = t.values<float>();
-    Eigen::MatrixXf m(t.shape()[0], t.shape()[1]);
-    for (int64_t r = 0; r < m.rows(); ++r)
-        for (int64_t c = 0; c < m.cols(); ++c)
-            m(r, c) = v[size_t(r * m.cols() + c)];
-    return m;
 }
 
 Eigen::MatrixXd hessianOf(const Eigen::MatrixXf& x)
@@ -225,20 +206,7 @@ private slots:
     void convHessianIsTheOneOfItsIm2colRows()
     {
         // Conv [O=3, C=2, 3, 3], stride 2, pads 1, dilation 1 on a [2, 2, 5, 6] input.
-        QuantizableLayer layer;
-        layer.modulePath = "conv";
-        layer.opType = "Conv";
-        layer.weightShape = {3, 2, 3, 3};
-        Node node;
-        node.opType = "Conv";
-        Attribute strides, pads;
-        strides.name = "strides";
-        strides.kind = Attribute::Kind::Ints;
-        strides.ints = {2, 2};
-        pads.name = "pads";
-        pads.kind = Attribute::Kind::Ints;
-        pads.ints = {1, 1, 1, 1};
-        node.attributes = {strides, pads};
+        const auto [layer, node] = stride2Pad1Conv({3, 2, 3, 3});
         std::mt19937 rng(3);
         std::normal_distribution<float> normal;
         Tensor x(DType::F32, {2, 2, 5, 6});
