@@ -124,6 +124,9 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         printWarnings(dataWarnings);
         TfliteOptions tflite;
         tflite.odml.maxBatches = options.maxBatches;
+        tflite.int8Io = args.value("--tflite-io") == "int8";
+        if (args.value("--tflite-grouped-conv") == "split")
+            tflite.groupedConv = TfliteGroupedConv::Split;
         const TfliteSummary s =
             exportTflite(*q.interpreter(), *q.plan(), *q.weights(), *calib, tflite, *out, {}, terminalProgress());
         for (const std::string& note : s.notes)
@@ -131,7 +134,9 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         exports["tflite"] = {
             {"path", s.path.string()}, {"bytes", s.bytes},         {"float_weight_bytes", s.floatWeightBytes},
             {"tensors", s.tensors},    {"operators", s.operators}, {"operators_by_type", s.operatorsByType},
-            {"notes", s.notes},        {"batches", s.batches}};
+            {"notes", s.notes},        {"batches", s.batches},
+            {"io", tflite.int8Io ? "int8" : "float"},
+            {"grouped_conv", tflite.groupedConv == TfliteGroupedConv::Split ? "split" : "native"}};
     }
     return exports;
 }
@@ -202,6 +207,9 @@ int runQuantize(const Arguments& args)
         throw UsageError("--export-odml needs --mode odml and --calib DATA");
     if (args.value("--export-tflite") && (options.mode != QuantizationMode::Odml || !options.calibFile))
         throw UsageError("--export-tflite needs --mode odml and --calib DATA");
+    for (const char* flag : {"--tflite-io", "--tflite-grouped-conv"})
+        if (args.value(flag) && !args.value("--export-tflite"))
+            throw UsageError(std::string(flag) + " applies to --export-tflite, which is not given");
     QuantizeReport report;
     Exploration exploration = openExploration(options, &report.times);
     const Exploration& quantization = exploration;
@@ -273,7 +281,8 @@ Command quantizeCommand()
                     "                      [--sensitivity one|all-but-one]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]\n"
-                    "                      [--export-tflite F.tflite]";
+                    "                      [--export-tflite F.tflite [--tflite-io float|int8]\n"
+                    "                       [--tflite-grouped-conv native|split]]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file (or --search)", {}, false},
@@ -338,6 +347,17 @@ Command quantizeCommand()
          "and --calib",
          {},
          false},
+        {"--tflite-io",
+         "TYPE",
+         "the inputs and outputs of --export-tflite: float (default; QUANTIZE and DEQUANTIZE at the edges) or "
+         "int8 (at their calibrated scales, for integer-only runtimes):",
+         {"float", "int8"}},
+        {"--tflite-grouped-conv",
+         "FORM",
+         "how --export-tflite writes grouped convolutions: native (default; one CONV_2D, as LiteRT and XNNPACK run "
+         "it) or split (SLICE, CONV_2D per group, CONCATENATION: the same codes, for Arm NN, whose parser ignores "
+         "the groups):",
+         {"native", "split"}},
     };
     spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"
                  "format otherwise.\n"

@@ -203,14 +203,24 @@ bool takesFusedActivation(const Node& node, OpScheme scheme)
 // Observes the values that get their own range, after the node producing them.
 class RangeObserver : public NodeObserver {
 public:
-    RangeObserver(std::map<std::string, Observer>& observers, std::map<std::string, Shape>& shapes)
-        : observers_(observers), shapes_(shapes)
+    RangeObserver(std::map<std::string, Observer>& observers, std::map<std::string, Shape>& shapes,
+                  std::map<std::string, std::vector<int64_t>>& integers)
+        : observers_(observers), shapes_(shapes), integers_(integers)
     {
     }
     void afterNode(NodeEvent& event) override
     {
         for (size_t k = 0; k < event.outputs.size() && k < event.node->outputs.size(); ++k) {
-            shapes_.try_emplace(event.node->outputs[k], event.outputs[k].shape());
+            const Tensor& t = event.outputs[k];
+            shapes_.try_emplace(event.node->outputs[k], t.shape());
+            if ((t.dtype() == DType::I64 || t.dtype() == DType::I32) && t.numel() <= kMaxIntegers) {
+                std::vector<int64_t> v;
+                if (t.dtype() == DType::I64)
+                    v.assign(t.values<int64_t>().begin(), t.values<int64_t>().end());
+                else
+                    v.assign(t.values<int32_t>().begin(), t.values<int32_t>().end());
+                integers_.try_emplace(event.node->outputs[k], std::move(v));
+            }
             const auto found = observers_.find(event.node->outputs[k]);
             if (found != observers_.end() && !event.outputs[k].empty())
                 found->second.observe(event.outputs[k]);
@@ -218,8 +228,10 @@ public:
     }
 
 private:
+    static constexpr int64_t kMaxIntegers = 16; // shape arithmetic, not data
     std::map<std::string, Observer>& observers_;
     std::map<std::string, Shape>& shapes_;
+    std::map<std::string, std::vector<int64_t>>& integers_;
 };
 
 void checkScales(const std::vector<float>& scales, const std::string& tensor)
@@ -483,7 +495,7 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
         observers.emplace(name, Observer(name, config));
     }
     calib.rewind();
-    RangeObserver observer(observers, result.shapes);
+    RangeObserver observer(observers, result.shapes, result.integers);
     const int64_t total = std::min(calib.batchCount(), options.maxBatches.value_or(calib.batchCount()));
     while (batchesRun < total) {
         cancel.check();

@@ -120,6 +120,9 @@ struct OdmlQuantization {
     std::map<std::string, QuantParams> activations;              // values with their own range -> int8 per tensor
     std::set<std::string> fixedByKernel;                         // of those, the ones the kernel fixes (LOGISTIC ...)
     std::map<std::string, Shape> shapes;                         // every value computed, as in the first batch
+    // Small integer values computed from shapes (a Slice's starts from Shape -> Gather -> Div),
+    // as in the first batch: what a converter folds into constants.
+    std::map<std::string, std::vector<int64_t>> integers;
     int64_t batches = 0;                                         // calibration batches run
 
     std::string root(std::string value) const; // the value whose range `value` shares

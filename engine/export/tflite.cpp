@@ -458,6 +458,20 @@ private:
     int32_t bias(const Node& node, size_t index, const std::string& name, int64_t channels, float inputScale,
                  const std::vector<float>& weightScales)
     {
+        return biasTensor(name, biasCodes(node, index, channels, inputScale, weightScales), inputScale, weightScales);
+    }
+    int32_t biasTensor(const std::string& name, const std::vector<int32_t>& q, float inputScale,
+                       const std::vector<float>& weightScales)
+    {
+        TensorQuant quant;
+        for (size_t c = 0; c < (weightScales.size() == 1 ? 1 : q.size()); ++c)
+            quant.scales.push_back(inputScale * weightScales[c]), quant.zeroPoints.push_back(0);
+        return b_.constant({name, {int32_t(q.size())}, tf::TensorType::Int32, 0, quant}, bytesOf(q));
+    }
+    // The bias in int32 at scale input scale × weight scale (zeros when the node has none).
+    std::vector<int32_t> biasCodes(const Node& node, size_t index, int64_t channels, float inputScale,
+                                   const std::vector<float>& weightScales)
+    {
         std::vector<float> b(size_t(channels), 0.0f);
         if (node.inputs.size() > index && !node.inputs[index].empty()) {
             const Tensor* t = q_.constant(model_, node.inputs[index]);
@@ -468,16 +482,13 @@ private:
             std::copy(f.values<float>().begin(), f.values<float>().end(), b.begin());
             summary_.floatWeightBytes += channels * 4;
         }
-        TensorQuant quant;
         std::vector<int32_t> q(b.size());
         for (size_t c = 0; c < b.size(); ++c) {
             const float scale = inputScale * weightScales[weightScales.size() == 1 ? 0 : c];
             const double v = std::nearbyint(double(b[c]) / double(scale));
             q[c] = int32_t(std::clamp(v, -2147483647.0, 2147483647.0));
-            if (weightScales.size() != 1 || c == 0)
-                quant.scales.push_back(scale), quant.zeroPoints.push_back(0);
         }
-        return b_.constant({name, {int32_t(channels)}, tf::TensorType::Int32, 0, quant}, bytesOf(q));
+        return q;
     }
 
     // ---- padding
@@ -534,16 +545,24 @@ private:
         if (sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right} && maxPool)
             return tf::Padding::Same; // MAX_POOL_2D's SAME ignores the padding, as ONNX's
         const TensorDesc src = b_.at(in.tensor);
-        if (maxPool && (!src.quant || src.quant->zeroPoints.at(0) != -128))
-            throw Refused("its padding is not TensorFlow's SAME and its input can be negative, so a zero PAD "
-                          "would change its maximum");
         std::vector<int32_t> shape = src.shape;
         shape[1] += int32_t(w.top + w.bottom), shape[2] += int32_t(w.left + w.right);
         const std::vector<int32_t> pads = {0, 0, int32_t(w.top), int32_t(w.bottom), int32_t(w.left), int32_t(w.right),
                                            0, 0};
         const int32_t padsTensor = int32Constant(what + "/paddings", pads, {4, 2});
         const int32_t out = b_.tensor({what + "/padded", shape, tf::TensorType::Int8, 0, src.quant});
-        b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {out}, BuiltinOptions::PadOptions, {}});
+        if (maxPool && (!src.quant || src.quant->zeroPoints.at(0) != -128)) {
+            // A PAD fills with the zero point, which could win the maximum when the input can be
+            // negative; PADV2 states the lowest code, −128, which never does (a window holds at
+            // least one input value). Where the zero point is −128 (after a ReLU) PAD is the same
+            // and more widely run: Arm NN 20.08's parser has no PADV2.
+            const std::vector<int8_t> lowest = {-128};
+            const int32_t value = b_.constant({what + "/padding_value", {1}, tf::TensorType::Int8, 0, src.quant},
+                                              bytesOf(lowest));
+            b_.op({BuiltinOperator::PadV2, {in.tensor, padsTensor, value}, {out}, BuiltinOptions::PadV2Options, {}});
+        } else {
+            b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {out}, BuiltinOptions::PadOptions, {}});
+        }
         in = {out, true};
         return tf::Padding::Valid;
     }
@@ -573,6 +592,10 @@ private:
             return reshape(node);
         if (t == "Transpose")
             return transpose(node);
+        if (t == "Slice")
+            return slice(node);
+        if (t == "Split")
+            return split(node);
         if (t == "Pad")
             return pad(node);
         if (t == "Sigmoid" || t == "Softmax" || t == "HardSwish")
@@ -583,7 +606,7 @@ private:
             return resize(node);
         throw Refused("no LiteRT op is written for it (the export writes CONV_2D, DEPTHWISE_CONV_2D, "
                       "FULLY_CONNECTED, ADD, MUL, CONCATENATION, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D, PAD, RESHAPE, "
-                      "TRANSPOSE, LOGISTIC, SOFTMAX, HARD_SWISH, RESIZE_NEAREST_NEIGHBOR)");
+                      "TRANSPOSE, SLICE, LOGISTIC, SOFTMAX, HARD_SWISH, RESIZE_NEAREST_NEIGHBOR)");
     }
 
     void conv(const Node& node, size_t i)
@@ -599,9 +622,12 @@ private:
         const int64_t o = w.dim(0), ipg = w.dim(1), kh = w.dim(2), kw = w.dim(3);
         const int64_t group = node.intAttribute("group", 1), channels = inShape[1];
         const bool depthwise = group > 1 && group == channels && ipg == 1 && o % channels == 0;
-        if (group != 1 && !depthwise)
-            throw Refused("a grouped convolution (group " + std::to_string(group) + " of " + std::to_string(channels) +
-                          " channels) is neither CONV_2D nor DEPTHWISE_CONV_2D");
+        // Any other grouping is a CONV_2D whose filter holds ipg = channels / group input channels:
+        // LiteRT derives the groups from the input's depth and the filter's.
+        if (group < 1 || channels != group * ipg || o % group != 0)
+            throw Refused("a grouped convolution (group " + std::to_string(group) + ", " + std::to_string(channels) +
+                          " input channels, " + std::to_string(ipg) + " per group, " + std::to_string(o) +
+                          " outputs) whose channels do not divide into its groups");
         const QuantParams wp = weightParams(i, w, false);
         const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
         // ONNX [O, I, kh, kw] → CONV_2D [O, kh, kw, I]; DEPTHWISE_CONV_2D [1, kh, kw, O].
@@ -623,8 +649,67 @@ private:
         const float inputScale = b_.at(in.tensor).quant->scales[0];
         const std::string out = outputValue(i);
         const Window win = window(node, {kh, kw}, inShape, onnxShape(node.outputs[0]));
-        const tf::Padding padMode = padding(in, win, inShape, node.name.empty() ? out : node.name, false);
-        const int32_t bt = bias(node, 2, (node.name.empty() ? out : node.name) + "/bias", o, inputScale, wp.scales);
+        const std::string label = node.name.empty() ? out : node.name;
+        const bool split = group > 1 && !depthwise && options_.groupedConv == TfliteGroupedConv::Split;
+        // Split: each group's slice is padded on its own, so that a PAD feeds its CONV_2D directly
+        // (Arm NN folds such a PAD into the convolution; alone, it pads int8 with the code 0 rather
+        // than the zero point).
+        const Placed unpadded = in;
+        tf::Padding padMode = split ? tf::Padding::Valid : padding(in, win, inShape, label, false);
+        auto convOptions = [&] {
+            fb::Table opt;
+            opt.scalar<int8_t>(tf::conv2d::padding, int8_t(padMode));
+            opt.scalar<int32_t>(tf::conv2d::stride_w, int32_t(win.sw));
+            opt.scalar<int32_t>(tf::conv2d::stride_h, int32_t(win.sh));
+            opt.scalar<int8_t>(tf::conv2d::fused_activation_function, fusedActivation(i));
+            opt.scalar<int32_t>(tf::conv2d::dilation_w_factor, int32_t(win.dw));
+            opt.scalar<int32_t>(tf::conv2d::dilation_h_factor, int32_t(win.dh));
+            return opt;
+        };
+        if (split) {
+            // One SLICE and one CONV_2D per group, joined by a CONCATENATION at the output's scale:
+            // the same codes as the grouped CONV_2D (each output channel's sum, requantization and
+            // clamp are unchanged), for consumers that do not run grouped CONV_2D.
+            const std::vector<int32_t> biasAll = biasCodes(node, 2, o, inputScale, wp.scales);
+            const Placed result = newActivation(out, out);
+            const TensorDesc resultDesc = b_.at(result.tensor);
+            const int64_t opg = o / group;
+            std::vector<int32_t> parts;
+            const std::vector<int32_t> inStored = b_.at(unpadded.tensor).shape;
+            const TensorQuant inQuant = *b_.at(unpadded.tensor).quant; // copies: b_ grows below
+            for (int64_t g = 0; g < group; ++g) {
+                const std::string part = label + "/group" + std::to_string(g);
+                std::vector<int32_t> size = inStored;
+                size[3] = int32_t(ipg);
+                Placed slice{sliceOp(unpadded.tensor, {0, 0, 0, int32_t(g * ipg)}, size, part + "/input", inQuant),
+                             true};
+                padMode = padding(slice, win, inShape, part, false);
+                const auto rows = [&](const auto& all, int64_t per) {
+                    using T = typename std::decay_t<decltype(all)>::value_type;
+                    return std::vector<T>(all.begin() + g * opg * per, all.begin() + (g + 1) * opg * per);
+                };
+                const std::vector<float> scales =
+                    wp.scales.size() == 1 ? wp.scales : rows(wp.scales, 1);
+                const TensorQuant partQuant{scales, std::vector<int64_t>(scales.size(), 0), 0};
+                const int32_t pw = b_.constant({part + "/weight", {int32_t(opg), int32_t(kh), int32_t(kw), int32_t(ipg)},
+                                                tf::TensorType::Int8, 0, partQuant},
+                                               bytesOf(rows(stored, kh * kw * ipg)));
+                const int32_t pb = biasTensor(part + "/bias", rows(biasAll, 1), inputScale, scales);
+                std::vector<int32_t> partShape = resultDesc.shape;
+                partShape[3] = int32_t(opg);
+                const int32_t py = b_.tensor({part, partShape, tf::TensorType::Int8, 0, resultDesc.quant});
+                b_.op({BuiltinOperator::Conv2D, {slice.tensor, pw, pb}, {py}, BuiltinOptions::Conv2DOptions,
+                       convOptions()});
+                parts.push_back(py);
+            }
+            fb::Table opt;
+            opt.scalar<int32_t>(tf::concatenation::axis, 3);
+            opt.scalar<int8_t>(tf::concatenation::fused_activation_function, int8_t(tf::Activation::None));
+            b_.op({BuiltinOperator::Concatenation, parts, {result.tensor}, BuiltinOptions::ConcatenationOptions,
+                   std::move(opt)});
+            return;
+        }
+        const int32_t bt = bias(node, 2, label + "/bias", o, inputScale, wp.scales);
         const Placed result = newActivation(out, out);
         fb::Table opt;
         if (depthwise) {
@@ -641,17 +726,8 @@ private:
                    BuiltinOptions::DepthwiseConv2DOptions,
                    std::move(opt)});
         } else {
-            opt.scalar<int8_t>(tf::conv2d::padding, int8_t(padMode));
-            opt.scalar<int32_t>(tf::conv2d::stride_w, int32_t(win.sw));
-            opt.scalar<int32_t>(tf::conv2d::stride_h, int32_t(win.sh));
-            opt.scalar<int8_t>(tf::conv2d::fused_activation_function, fusedActivation(i));
-            opt.scalar<int32_t>(tf::conv2d::dilation_w_factor, int32_t(win.dw));
-            opt.scalar<int32_t>(tf::conv2d::dilation_h_factor, int32_t(win.dh));
-            b_.op({BuiltinOperator::Conv2D,
-                   {in.tensor, wt, bt},
-                   {result.tensor},
-                   BuiltinOptions::Conv2DOptions,
-                   std::move(opt)});
+            b_.op({BuiltinOperator::Conv2D, {in.tensor, wt, bt}, {result.tensor}, BuiltinOptions::Conv2DOptions,
+                   convOptions()});
         }
     }
 
@@ -915,6 +991,108 @@ private:
         for (int k = 0; k < rank; ++k)
             p[size_t(k)] = in.nhwc ? kToNhwc[perm[size_t(kFromNchw[k])]] : int32_t(perm[size_t(k)]);
         placed_[node.outputs.at(0)] = {transposeOp(in.tensor, p, node.outputs[0]), in.nhwc};
+    }
+
+    // Input `k` of `node` as integers: a constant, or a value computed from shapes during
+    // calibration (fixed for the model's shapes). Empty when the input is absent.
+    std::vector<int64_t> integerInput(const Node& node, size_t k, const char* what) const
+    {
+        if (k >= node.inputs.size() || node.inputs[k].empty())
+            return {};
+        const std::string& name = node.inputs[k];
+        if (const Tensor* t = q_.constant(model_, name)) {
+            if (t->dtype() == DType::I64)
+                return {t->values<int64_t>().begin(), t->values<int64_t>().end()};
+            if (t->dtype() == DType::I32)
+                return {t->values<int32_t>().begin(), t->values<int32_t>().end()};
+            throw Refused(std::string("its ") + what + " '" + name + "' is not an integer tensor");
+        }
+        const auto computed = q_.integers.find(name);
+        if (computed == q_.integers.end())
+            throw Refused(std::string("its ") + what + " '" + name +
+                          "' is neither a constant nor computed from the model's shapes");
+        return computed->second;
+    }
+
+    // One SLICE of `in` (placed) from `begin` for `size` elements per axis, both in the ONNX
+    // value's axis order; the output shares the input's scale (a pass-through).
+    void writeSlice(const Placed& in, std::vector<int32_t> begin, std::vector<int32_t> size, const std::string& out)
+    {
+        if (onnxShape(out).size() != begin.size())
+            throw Refused("output '" + out + "' has another rank than its input");
+        begin = stored(begin, in.nhwc), size = stored(size, in.nhwc);
+        const int32_t beginTensor = int32Constant(out + "/begin", begin);
+        const int32_t sizeTensor = int32Constant(out + "/size", size);
+        const Placed result = newActivation(out, out);
+        if (result.nhwc != in.nhwc || b_.at(result.tensor).shape != size)
+            throw Refused("output '" + out + "' does not have the shape its slice gives");
+        b_.op({BuiltinOperator::Slice, {in.tensor, beginTensor, sizeTensor}, {result.tensor},
+               BuiltinOptions::SliceOptions, {}});
+    }
+    // A SLICE of stored tensor `in` (begin and size in its stored axis order) into a new tensor.
+    int32_t sliceOp(int32_t in, const std::vector<int32_t>& begin, const std::vector<int32_t>& size,
+                    const std::string& name, const TensorQuant& quant)
+    {
+        const int32_t beginTensor = int32Constant(name + "/begin", begin);
+        const int32_t sizeTensor = int32Constant(name + "/size", size);
+        const int32_t out = b_.tensor({name, size, tf::TensorType::Int8, 0, quant});
+        b_.op({BuiltinOperator::Slice, {in, beginTensor, sizeTensor}, {out}, BuiltinOptions::SliceOptions, {}});
+        return out;
+    }
+
+    void slice(const Node& node)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const Shape shape = onnxShape(node.inputs[0]);
+        const int64_t rank = int64_t(shape.size());
+        std::vector<int64_t> starts = intsAttribute(node, "starts", {}), ends = intsAttribute(node, "ends", {});
+        std::vector<int64_t> axes = intsAttribute(node, "axes", {}), steps;
+        if (node.inputs.size() > 1) { // opset 10+: the bounds are inputs
+            starts = integerInput(node, 1, "starts"), ends = integerInput(node, 2, "ends");
+            axes = integerInput(node, 3, "axes"), steps = integerInput(node, 4, "steps");
+        }
+        if (axes.empty())
+            for (size_t k = 0; k < starts.size(); ++k)
+                axes.push_back(int64_t(k));
+        if (starts.size() != ends.size() || axes.size() != starts.size() ||
+            (!steps.empty() && steps.size() != starts.size()))
+            throw Refused("its starts, ends, axes and steps differ in length");
+        std::vector<int32_t> begin(size_t(rank), 0), size(shape.begin(), shape.end());
+        for (size_t k = 0; k < axes.size(); ++k) {
+            const int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
+            if (axis < 0 || axis >= rank)
+                throw Refused("axis " + std::to_string(axes[k]) + " is outside rank " + std::to_string(rank));
+            if (!steps.empty() && steps[k] != 1)
+                throw Refused("a step of " + std::to_string(steps[k]) + " (SLICE takes steps of 1)");
+            const int64_t dim = shape[size_t(axis)];
+            auto clampIndex = [&](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t(0), dim); };
+            const int64_t from = clampIndex(starts[k]), to = clampIndex(ends[k]);
+            begin[size_t(axis)] = int32_t(from), size[size_t(axis)] = int32_t(std::max<int64_t>(to - from, 0));
+        }
+        writeSlice(in, begin, size, node.outputs.at(0));
+    }
+
+    // Split: one SLICE per output along the axis.
+    void split(const Node& node)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const Shape shape = onnxShape(node.inputs[0]);
+        const int64_t rank = int64_t(shape.size());
+        int64_t axis = node.intAttribute("axis", 0);
+        axis = axis < 0 ? axis + rank : axis;
+        if (axis < 0 || axis >= rank)
+            throw Refused("axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+        int32_t offset = 0;
+        for (const std::string& out : node.outputs) {
+            const Shape part = onnxShape(out); // the sizes the model computed, whichever form they were given in
+            std::vector<int32_t> begin(size_t(rank), 0), size(shape.begin(), shape.end());
+            begin[size_t(axis)] = offset;
+            size[size_t(axis)] = int32_t(part.at(size_t(axis)));
+            offset += size[size_t(axis)];
+            writeSlice(in, begin, size, out);
+        }
+        if (offset != shape[size_t(axis)])
+            throw Refused("its outputs do not cover axis " + std::to_string(axis));
     }
 
     void pad(const Node& node)

@@ -50,9 +50,17 @@
 
 namespace qs {
 
+// How a grouped convolution (neither plain nor depthwise) is written.
+enum class TfliteGroupedConv {
+    Native, // one CONV_2D whose filter holds a group's input channels (LiteRT, XNNPACK)
+    Split,  // SLICE + CONV_2D per group + CONCATENATION: the same codes, for consumers that
+            // miscompute grouped CONV_2D (Arm NN 20.08's TfLite parser ignores the groups)
+};
+
 struct TfliteOptions {
     OdmlOptions odml;    // fixed input/output ranges, calibration batches
     bool int8Io = false; // keep the model's inputs and outputs int8 (no QUANTIZE/DEQUANTIZE)
+    TfliteGroupedConv groupedConv = TfliteGroupedConv::Native;
 };
 
 struct TfliteSummary {

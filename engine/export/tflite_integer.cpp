@@ -192,6 +192,14 @@ int8_t hardSwishCode(int8_t code, const Spec& in, const Spec& out)
     return int8_t(clampInt8(value));
 }
 
+std::vector<int32_t> int32Values(const Spec& t)
+{
+    std::vector<int32_t> v(t.data.size() / 4);
+    if (!v.empty())
+        std::memcpy(v.data(), t.data.data(), v.size() * 4);
+    return v;
+}
+
 } // namespace
 
 TfliteIntegerExecutor::~TfliteIntegerExecutor() = default;
@@ -255,6 +263,12 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                      "input, weight and output must be 4-D");
                 need(op.strideW > 0 && op.strideH > 0 && op.dilationW > 0 && op.dilationH > 0,
                      "strides and dilations must be positive");
+                if (code == BuiltinOperator::Conv2D) {
+                    const int32_t depth = T[size_t(op.inputs[0])].shape[3], perGroup = w->shape[3];
+                    need(perGroup > 0 && depth % perGroup == 0 && int32_t(channels) % (depth / perGroup) == 0,
+                         "its filter's depth " + std::to_string(perGroup) + " does not divide the input's depth " +
+                             std::to_string(depth) + " into groups of its " + std::to_string(channels) + " outputs");
+                }
             } else {
                 need(w->shape.size() == 2, "its weight must be 2-D");
             }
@@ -322,6 +336,37 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             need(op.strideW > 0 && op.strideH > 0 && op.filterW > 0 && op.filterH > 0,
                  "strides and the filter must be positive");
             break;
+        case BuiltinOperator::Slice: {
+            need(op.inputs.size() == 3, "three inputs expected (input, begin, size)");
+            const Spec& x = T[size_t(op.inputs[0])];
+            const Spec& y = T[size_t(op.outputs[0])];
+            for (int k : {1, 2})
+                need(T[size_t(op.inputs[size_t(k)])].type == tf::TensorType::Int32 &&
+                         T[size_t(op.inputs[size_t(k)])].constant() &&
+                         T[size_t(op.inputs[size_t(k)])].numel() == int64_t(x.shape.size()),
+                     "its begin and size are not constant int32 vectors of the input's rank");
+            const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
+            const std::vector<int32_t> size = int32Values(T[size_t(op.inputs[2])]);
+            need(y.shape.size() == x.shape.size(), "its output has another rank than its input");
+            for (size_t d = 0; d < x.shape.size(); ++d) {
+                const int32_t extent = size[d] == -1 ? x.shape[d] - begin[d] : size[d];
+                need(begin[d] >= 0 && extent >= 0 && int64_t(begin[d]) + extent <= x.shape[d] && extent == y.shape[d],
+                     "its begin and size do not select its output's shape from its input");
+            }
+            need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
+                 "its output has other quantization parameters than its input (SLICE copies codes)");
+            break;
+        }
+        case BuiltinOperator::PadV2: {
+            need(op.inputs.size() == 3, "three inputs expected (input, paddings, value)");
+            const Spec& value = T[size_t(op.inputs[2])];
+            need(value.type == tf::TensorType::Int8 && value.constant() && value.numel() == 1 &&
+                     value.data.size() == 1 && value.scales == out->scales && value.zeroPoints == out->zeroPoints,
+                 "its padding value is not one constant int8 code at the output's scale");
+            need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
+                 "its output has other quantization parameters than its input");
+            [[fallthrough]];
+        }
         case BuiltinOperator::Pad:
         case BuiltinOperator::Transpose:
         case BuiltinOperator::ResizeNearestNeighbor:
@@ -344,14 +389,6 @@ struct Values {
     std::vector<std::vector<int8_t>> q; // int8 tensors
     std::vector<std::vector<float>> f;  // float32 tensors
 };
-
-std::vector<int32_t> int32Values(const Spec& t)
-{
-    std::vector<int32_t> v(t.data.size() / 4);
-    if (!v.empty())
-        std::memcpy(v.data(), t.data.data(), v.size() * 4);
-    return v;
-}
 
 struct Dims4 {
     int32_t n, h, w, c;
@@ -377,6 +414,8 @@ void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, 
     const int32_t padH = leadingPad(op.padding, in.h, kh, op.strideH, op.dilationH, out.h);
     const int32_t padW = leadingPad(op.padding, in.w, kw, op.strideW, op.dilationW, out.w);
     const int32_t inDepth = depthwise ? 1 : wT.shape[3];
+    // A grouped CONV_2D: output channel oc reads the inDepth input channels of its group.
+    const int32_t outPerGroup = depthwise ? 1 : out.c / (in.c / inDepth);
     for (int32_t b = 0; b < out.n; ++b)
         for (int32_t oy = 0; oy < out.h; ++oy)
             for (int32_t ox = 0; ox < out.w; ++ox)
@@ -397,7 +436,7 @@ void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, 
                                        (int32_t(x[in.at(b, iy, ix, ic)]) - inZp);
                             } else {
                                 const int8_t* wRow = w + ((int64_t(oc) * kh + fy) * kw + fx) * inDepth;
-                                const int8_t* xRow = x.data() + in.at(b, iy, ix, 0);
+                                const int8_t* xRow = x.data() + in.at(b, iy, ix, (oc / outPerGroup) * inDepth);
                                 for (int32_t ic = 0; ic < inDepth; ++ic)
                                     acc += int32_t(wRow[ic]) * (int32_t(xRow[ic]) - inZp);
                             }
@@ -572,7 +611,11 @@ void pad(const Operation& op, const std::vector<Spec>& T, Values& v)
     const std::vector<int32_t> pads = int32Values(T[size_t(op.inputs[1])]);
     const int rank = int(inT.shape.size());
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    std::fill(y.begin(), y.end(), int8_t(zeroPoint(outT))); // the padding value of a quantized PAD
+    // PAD fills with the zero point (the code of 0.0), PADV2 with its constant's code.
+    const bool stated = op.op == BuiltinOperator::PadV2;
+    std::fill(y.begin(), y.end(),
+              stated ? reinterpret_cast<const int8_t*>(T[size_t(op.inputs[2])].data.data())[0]
+                     : int8_t(zeroPoint(outT)));
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int32_t> index(size_t(rank), 0);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -603,6 +646,31 @@ void transpose(const Operation& op, const std::vector<Spec>& T, Values& v)
         int64_t from = 0;
         for (int k = 0; k < rank; ++k)
             from += index[size_t(k)] * inStrides[size_t(perm[size_t(k)])];
+        y[i] = x[size_t(from)];
+        for (int k = rank; k-- > 0;) {
+            if (++index[size_t(k)] < outT.shape[size_t(k)])
+                break;
+            index[size_t(k)] = 0;
+        }
+    }
+}
+
+// SLICE copies the codes of a box: begin and size were checked against the shapes in prepare.
+void slice(const Operation& op, const std::vector<Spec>& T, Values& v)
+{
+    const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
+    const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
+    const int rank = int(outT.shape.size());
+    std::vector<int64_t> inStrides(size_t(rank), 1);
+    for (int k = rank - 2; k >= 0; --k)
+        inStrides[size_t(k)] = inStrides[size_t(k + 1)] * inT.shape[size_t(k + 1)];
+    const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
+    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
+    std::vector<int32_t> index(size_t(rank), 0);
+    for (size_t i = 0; i < y.size(); ++i) {
+        int64_t from = 0;
+        for (int k = 0; k < rank; ++k)
+            from += (int64_t(begin[size_t(k)]) + index[size_t(k)]) * inStrides[size_t(k)];
         y[i] = x[size_t(from)];
         for (int k = rank; k-- > 0;) {
             if (++index[size_t(k)] < outT.shape[size_t(k)])
@@ -718,10 +786,14 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
             concatenation(op, p, T, v);
             break;
         case BuiltinOperator::Pad:
+        case BuiltinOperator::PadV2:
             pad(op, T, v);
             break;
         case BuiltinOperator::Transpose:
             transpose(op, T, v);
+            break;
+        case BuiltinOperator::Slice:
+            slice(op, T, v);
             break;
         case BuiltinOperator::ResizeNearestNeighbor:
             resizeNearest(op, T, v);

@@ -42,10 +42,14 @@ const char* tfliteOperatorName(BuiltinOperator op)
         return "SOFTMAX";
     case BuiltinOperator::Pad:
         return "PAD";
+    case BuiltinOperator::PadV2:
+        return "PADV2";
     case BuiltinOperator::Transpose:
         return "TRANSPOSE";
     case BuiltinOperator::Mean:
         return "MEAN";
+    case BuiltinOperator::Slice:
+        return "SLICE";
     case BuiltinOperator::ResizeNearestNeighbor:
         return "RESIZE_NEAREST_NEIGHBOR";
     case BuiltinOperator::Quantize:
