@@ -222,12 +222,14 @@ private slots:
 
         // The integer simulation of the file as written (export/tflite_integer.h).
         const std::string fileBytes = test::readFile(out.string());
-        const TfliteIntegerExecutor integer = TfliteIntegerExecutor::fromBytes(
-            std::span(reinterpret_cast<const uint8_t*>(fileBytes.data()), fileBytes.size()), out.string());
+        const std::span bytes(reinterpret_cast<const uint8_t*>(fileBytes.data()), fileBytes.size());
+        const TfliteIntegerExecutor integer = TfliteIntegerExecutor::fromBytes(bytes, out.string());
+        const TfliteIntegerExecutor reference =
+            TfliteIntegerExecutor::fromBytes(bytes, out.string(), TfliteArithmetic::Reference);
 
         const Tensor eval = NpzFile::open(kZoo / (name + "_eval.npz")).read("input").toFloat32();
         const std::string inputName = m.inputs.at(0).name, outputName = m.outputs.at(0).name;
-        std::vector<float> floatAll, simAll, integerAll;
+        std::vector<float> floatAll, simAll, integerAll, referenceAll;
         std::map<QString, std::vector<float>> consumerAll;
         for (int64_t row = 0; row < kEvalRows; ++row) {
             const int64_t per = eval.numel() / eval.dim(0);
@@ -242,6 +244,8 @@ private slots:
             const Tensor q = integer.run({toNhwc(x)}).at(0);
             QCOMPARE(q.numel(), f.numel());
             integerAll.insert(integerAll.end(), q.values<float>().begin(), q.values<float>().end());
+            const Tensor r = reference.run({toNhwc(x)}).at(0);
+            referenceAll.insert(referenceAll.end(), r.values<float>().begin(), r.values<float>().end());
             for (const Consumer& c : consumers()) {
                 QString error;
                 const Tensor y = runConsumer(c.program, c.arguments, out,
@@ -273,7 +277,8 @@ private slots:
                                       contents.operatorInputs[j].at(0) == padded && !t.zeroPoints.empty() &&
                                       std::abs(t.zeroPoints[0]) > 8);
         }
-        const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll), integerOut = tensorOf(integerAll);
+        const Tensor floatOut = tensorOf(floatAll), simOut = tensorOf(simAll), integerOut = tensorOf(integerAll),
+                     referenceOut = tensorOf(referenceAll);
         const double simVsFloat = sqnrDb(floatOut, simOut), integerVsFloat = sqnrDb(floatOut, integerOut);
         qInfo("%s: %lld bytes (float weights %lld bytes), %lld operators; fake-quant simulation vs float %.1f dB, "
               "integer simulation vs float %.2f dB",
@@ -281,14 +286,16 @@ private slots:
               static_cast<long long>(summary.operators), simVsFloat, integerVsFloat);
         struct Agreement {
             QString consumer;
-            double vsFakeQuant, vsInteger, vsFloat;
+            double vsFakeQuant, vsInteger, vsReference, vsFloat;
         };
         std::vector<Agreement> results;
         for (const auto& [consumer, values] : consumerAll) {
             const Tensor y = tensorOf(values);
-            const Agreement a{consumer, sqnrDb(simOut, y), sqnrDb(integerOut, y), sqnrDb(floatOut, y)};
-            qInfo("%s: %s vs integer simulation %.1f dB, vs fake-quant simulation %.1f dB, vs float %.2f dB%s",
-                  name.c_str(), qPrintable(consumer), a.vsInteger, a.vsFakeQuant, a.vsFloat,
+            const Agreement a{consumer, sqnrDb(simOut, y), sqnrDb(integerOut, y), sqnrDb(referenceOut, y),
+                              sqnrDb(floatOut, y)};
+            qInfo("%s: %s vs integer simulation %.1f dB (with the reference kernels' arithmetic %.1f dB), vs "
+                  "fake-quant simulation %.1f dB, vs float %.2f dB%s",
+                  name.c_str(), qPrintable(consumer), a.vsInteger, a.vsReference, a.vsFakeQuant, a.vsFloat,
                   consumer == "Arm NN" && paddedMaxPool ? " (Arm NN 20.08: padded MAX_POOL_2D)" : "");
             results.push_back(a);
         }
@@ -301,11 +308,13 @@ private slots:
         for (const Agreement& a : results) {
             if (a.consumer == "Arm NN" && paddedMaxPool)
                 continue;
-            // The integer simulation follows LiteRT's reference kernels; the consumers requantize in
-            // float in places (XNNPACK, Arm NN's CpuRef), a code apart near rounding ties, and deep
-            // models accumulate these: measured 31.1 dB (ResNet-18) to 44.9 dB (docs/export.md). The
-            // integer simulation must be at least that close, and closer than the fake-quant one.
-            QVERIFY2(a.vsInteger >= 30.0, qPrintable(a.consumer + QString(" vs integer simulation %1 dB").arg(a.vsInteger)));
+            // The integer simulation follows LiteRT's XNNPACK delegate, which LiteRT.js runs: 9 of 10
+            // zoo models bit for bit (200 dB), MNASNet 51.4 dB (docs/export.md); the issue asks 40.
+            // Arm NN's CpuRef has arithmetic of its own (a code apart near rounding ties, compounding
+            // through deep models): measured 35.9 to 51.8 dB.
+            const double bound = a.consumer == "LiteRT.js" ? 45.0 : 30.0;
+            QVERIFY2(a.vsInteger >= bound,
+                     qPrintable(a.consumer + QString(" vs integer simulation %1 dB").arg(a.vsInteger)));
             QVERIFY2(a.vsInteger >= a.vsFakeQuant,
                      qPrintable(a.consumer + QString(" vs integer simulation %1 dB, vs fake-quant %2 dB")
                                                  .arg(a.vsInteger)
@@ -738,6 +747,8 @@ private slots:
             m.inputs = {f}, m.outputs = {g};
             const std::vector<uint8_t> bytes = m.serialize();
             const TfliteIntegerExecutor probe = TfliteIntegerExecutor::fromBytes(bytes, c.name);
+            const TfliteIntegerExecutor reference =
+                TfliteIntegerExecutor::fromBytes(bytes, c.name, TfliteArithmetic::Reference);
             Shape inShape(c.input.begin(), c.input.end());
             Tensor in(DType::F32, inShape);
             std::normal_distribution<float> normal(0.0f, 2.0f);
@@ -749,23 +760,35 @@ private slots:
             const Tensor consumer = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR}, file,
                                                 path(file.stem().string()), {in}, error);
             QVERIFY2(!consumer.empty(), qPrintable(QString(c.name) + ": " + error));
-            const Tensor ours = probe.run({in}).at(0);
+            const Tensor ours = probe.run({in}).at(0), referenceOut = reference.run({in}).at(0);
             QCOMPARE(consumer.numel(), ours.numel());
-            int maxDiff = 0;
-            int64_t exact = 0;
-            const auto a = consumer.values<float>(), b = ours.values<float>();
-            for (size_t k = 0; k < a.size(); ++k) {
-                const int d = int(std::lround(std::fabs(double(a[k]) - double(b[k])) / double(scale)));
-                maxDiff = std::max(maxDiff, d);
-                exact += d == 0;
-            }
-            qInfo("%s: %lld of %lld codes equal to LiteRT.js's, largest difference %d", c.name,
-                  static_cast<long long>(exact), static_cast<long long>(a.size()), maxDiff);
-            QVERIFY2(maxDiff <= 1, c.name);
-            // XNNPACK's MEAN scales the sum in float, LiteRT's int8 kernel through a fixed-point
-            // multiplier: 53 of 64 codes equal when measured; everywhere else at least 97 %.
+            struct Agreement {
+                int maxDiff = 0;
+                int64_t exact = 0;
+            };
+            auto agreement = [&](const Tensor& t) {
+                Agreement r;
+                const auto a = consumer.values<float>(), b = t.values<float>();
+                for (size_t k = 0; k < a.size(); ++k) {
+                    const int d = int(std::lround(std::fabs(double(a[k]) - double(b[k])) / double(scale)));
+                    r.maxDiff = std::max(r.maxDiff, d);
+                    r.exact += d == 0;
+                }
+                return r;
+            };
+            const Agreement xnnpack = agreement(ours), referenceAgreement = agreement(referenceOut);
+            qInfo("%s: %lld of %lld codes equal to LiteRT.js's with XNNPACK's arithmetic, %lld with the reference "
+                  "kernels' (largest difference %d)",
+                  c.name, static_cast<long long>(xnnpack.exact), static_cast<long long>(consumer.numel()),
+                  static_cast<long long>(referenceAgreement.exact), referenceAgreement.maxDiff);
+            // The default arithmetic is the delegate's LiteRT.js runs: every code equal.
+            QVERIFY2(xnnpack.exact == consumer.numel(), c.name);
+            // The reference kernels requantize through fixed-point multipliers where XNNPACK uses a
+            // float scale: a code apart near rounding ties (MEAN: 56 of 64 codes equal when measured;
+            // everywhere else at least 97 %).
+            QVERIFY2(referenceAgreement.maxDiff <= 1, c.name);
             const bool mean = std::string(c.name).starts_with("MEAN");
-            QVERIFY2(double(exact) >= (mean ? 0.75 : 0.9) * double(a.size()), c.name);
+            QVERIFY2(double(referenceAgreement.exact) >= (mean ? 0.75 : 0.9) * double(consumer.numel()), c.name);
         }
     }
 

@@ -26,7 +26,7 @@ std::vector<int8_t> runInt8(const TinyTflite& m, const std::vector<std::vector<i
                             const std::vector<std::vector<int64_t>>& shapes)
 {
     const std::vector<uint8_t> bytes = m.serialize();
-    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model");
+    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model", TfliteArithmetic::Reference);
     std::vector<Tensor> in;
     for (size_t k = 0; k < inputs.size(); ++k)
         in.push_back(Tensor::fromVector(DType::I8, shapes[k], inputs[k]));
@@ -254,7 +254,7 @@ private slots:
         m.op(BuiltinOperator::Dequantize, {q}, {g});
         m.inputs = {f}, m.outputs = {g};
         const std::vector<uint8_t> bytes = m.serialize();
-        const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "edges");
+        const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "edges", TfliteArithmetic::Reference);
         const Tensor out =
             e.run({Tensor::fromVector(DType::F32, {4}, std::vector<float>{0.25f, -0.25f, 100.0f, 0.74f})}).at(0);
         QCOMPARE(std::vector<float>(out.values<float>().begin(), out.values<float>().end()),

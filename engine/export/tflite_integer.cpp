@@ -130,8 +130,18 @@ std::vector<int64_t> broadcastStrides(const std::vector<int32_t>& operand, const
 } // namespace
 
 // What each operation needs beyond its tensors, computed once.
+// XNNPACK's int8 ADD: both inputs scaled by integer multipliers with a shared shift chosen so
+// that the larger multiplier has 21 bits, a rounding bias folding in the zero points.
+struct XnnpackAdd {
+    int32_t a = 0, b = 0, bias = 0, shift = 0;
+};
+
 struct TfliteIntegerExecutor::Prepared {
+    bool xnnpack = false;              // TfliteArithmetic::Xnnpack
     std::vector<Multiplier> channel;   // CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: per output channel
+    std::vector<float> channelScale;   // the same, as XNNPACK's float requantization scales
+    float scale = 0.0f;                // MUL's product scale (XNNPACK)
+    XnnpackAdd add;                    // ADD (XNNPACK)
     Multiplier input1, input2, output; // ADD (input1, input2, output), MUL and MEAN (output)
     int32_t actMin = -128, actMax = 127;
     std::array<int8_t, 256> table{}; // LOGISTIC, HARD_SWISH, QUANTIZE int8 → int8: the code each code becomes
@@ -205,14 +215,16 @@ std::vector<int32_t> int32Values(const Spec& t)
 TfliteIntegerExecutor::~TfliteIntegerExecutor() = default;
 TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteIntegerExecutor&&) noexcept = default;
 
-TfliteIntegerExecutor TfliteIntegerExecutor::fromBytes(std::span<const uint8_t> bytes, const std::string& what)
+TfliteIntegerExecutor TfliteIntegerExecutor::fromBytes(std::span<const uint8_t> bytes, const std::string& what,
+                                                       TfliteArithmetic arithmetic)
 {
-    return TfliteIntegerExecutor(TfliteProgram::read(bytes, what), what);
+    return TfliteIntegerExecutor(TfliteProgram::read(bytes, what), what, arithmetic);
 }
 
-TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string what)
-    : program_(std::move(program)), what_(std::move(what))
+TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string what, TfliteArithmetic arithmetic)
+    : program_(std::move(program)), what_(std::move(what)), arithmetic_(arithmetic)
 {
+    const bool xnnpack = arithmetic == TfliteArithmetic::Xnnpack;
     const auto& T = program_.tensors;
     for (size_t k = 0; k < program_.operations.size(); ++k) {
         const Operation& op = program_.operations[k];
@@ -230,6 +242,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
         };
         need(!op.outputs.empty() && !op.inputs.empty(), "it has no input or no output");
         Prepared p;
+        p.xnnpack = xnnpack;
         const BuiltinOperator code = op.op;
         const bool float2int =
             code == BuiltinOperator::Quantize && T[size_t(op.inputs[0])].type == tf::TensorType::Float32;
@@ -275,6 +288,8 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             for (size_t c = 0; c < channels; ++c) {
                 const double ws = w->scales[w->scales.size() == 1 ? 0 : c];
                 p.channel.push_back(quantizeMultiplier(double(in->scales[0]) * ws / double(out->scales[0])));
+                // XNNPACK computes the scale in float: input × kernel / output.
+                p.channelScale.push_back(in->scales[0] * float(ws) / out->scales[0]);
             }
             break;
         }
@@ -286,6 +301,14 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             p.input1 = quantizeMultiplier(double(a->scales[0]) / twiceMax);
             p.input2 = quantizeMultiplier(double(b->scales[0]) / twiceMax);
             p.output = quantizeMultiplier(twiceMax / (double(1 << 20) * double(out->scales[0])));
+            const float as = a->scales[0] / out->scales[0], bs = b->scales[0] / out->scales[0];
+            const int exponent = std::ilogb(std::max(as, bs)); // the float's unbiased exponent
+            need(!xnnpack || (exponent >= -10 && exponent < 8),
+                 "its input/output scale ratios are outside XNNPACK's range [2^-10, 2^8)");
+            p.add.shift = 20 - exponent;
+            p.add.a = int32_t(std::lrintf(std::ldexp(as, p.add.shift)));
+            p.add.b = int32_t(std::lrintf(std::ldexp(bs, p.add.shift)));
+            p.add.bias = (1 << (p.add.shift - 1)) - p.add.a * zeroPoint(*a) - p.add.b * zeroPoint(*b);
             break;
         }
         case BuiltinOperator::Mul: {
@@ -293,6 +316,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             const Spec* a = int8Tensor(op.inputs[0], true);
             const Spec* b = int8Tensor(op.inputs[1], true);
             p.output = quantizeMultiplier(double(a->scales[0] * b->scales[0] / out->scales[0])); // float, as mul.cc
+            p.scale = a->scales[0] * b->scales[0] / out->scales[0];
             break;
         }
         case BuiltinOperator::Mean:
@@ -302,12 +326,19 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             p.output = quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]));
             break;
         case BuiltinOperator::Quantize:
-            if (!float2int)
+            if (!float2int && xnnpack) {
+                // XNNPACK's int8 conversion: an 8-bit fixed-point multiplier, rounding half up.
+                const int32_t multiplier = int32_t(std::lrintf(256.0f * (in->scales[0] / out->scales[0])));
+                for (int c = -128; c < 128; ++c)
+                    p.table[size_t(c + 128)] =
+                        int8_t(clampInt8(((zeroPoint(*out) << 8) + 0x80 + (c - zeroPoint(*in)) * multiplier) >> 8));
+            } else if (!float2int) {
                 for (int c = -128; c < 128; ++c)
                     p.table[size_t(c + 128)] = int8_t(clampInt8(
                         multiplyByQuantizedMultiplier(
                             c - zeroPoint(*in), quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]))) +
                         zeroPoint(*out)));
+            }
             break;
         case BuiltinOperator::Logistic:
             for (int c = -128; c < 128; ++c) { // LUTPopulate: the table LiteRT's int8 kernel fills in float
@@ -399,6 +430,25 @@ struct Dims4 {
     }
 };
 
+// XNNPACK's float requantization of a scaled accumulator: clamped to the fused activation's range
+// (less the zero point), rounded half to even, plus the zero point.
+int32_t xnnpackRound(float scaled, const TfliteIntegerExecutor::Prepared& p, int32_t outZp)
+{
+    scaled = std::clamp(scaled, float(p.actMin - outZp), float(p.actMax - outZp));
+    return int32_t(std::lrintf(scaled)) + outZp;
+}
+
+// An int32 accumulator of output channel `c` to its int8 code (clamped by the caller): LiteRT's
+// fixed-point multiplier, or XNNPACK's float scale, clamp and round half to even (its magic-number
+// rounding) before the zero point is added.
+int32_t requantize(int32_t acc, const TfliteIntegerExecutor::Prepared& p, size_t c, int32_t outZp)
+{
+    const size_t k = p.channel.size() == 1 ? 0 : c;
+    if (!p.xnnpack)
+        return multiplyByQuantizedMultiplier(acc, p.channel[k]) + outZp;
+    return xnnpackRound(float(acc) * p.channelScale[k], p, outZp);
+}
+
 void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T, Values& v,
                  bool depthwise)
 {
@@ -444,7 +494,7 @@ void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, 
                     }
                     if (!bias.empty())
                         acc += bias[size_t(oc)];
-                    acc = multiplyByQuantizedMultiplier(acc, p.channel[p.channel.size() == 1 ? 0 : size_t(oc)]) + outZp;
+                    acc = requantize(acc, p, size_t(oc), outZp);
                     y[out.at(b, oy, ox, oc)] = int8_t(std::clamp(acc, p.actMin, p.actMax));
                 }
 }
@@ -468,7 +518,7 @@ void fullyConnected(const Operation& op, const TfliteIntegerExecutor::Prepared& 
                 acc += int32_t(w[int64_t(o) * depth + d]) * (int32_t(x[size_t(b * depth + d)]) - inZp);
             if (!bias.empty())
                 acc += bias[size_t(o)];
-            acc = multiplyByQuantizedMultiplier(acc, p.channel[p.channel.size() == 1 ? 0 : size_t(o)]) + outZp;
+            acc = requantize(acc, p, size_t(o), outZp);
             y[size_t(b * outputs + o)] = int8_t(std::clamp(acc, p.actMin, p.actMax));
         }
 }
@@ -491,12 +541,16 @@ void binary(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const
             ia += index[k] * sa[k], ib += index[k] * sb[k];
         const int32_t x1 = int32_t(a[size_t(ia)]) - aZp, x2 = int32_t(b[size_t(ib)]) - bZp;
         int32_t r;
-        if (add) {
+        if (add && p.xnnpack) {
+            const int32_t acc = p.add.bias + int32_t(a[size_t(ia)]) * p.add.a + int32_t(b[size_t(ib)]) * p.add.b;
+            r = (acc >> p.add.shift) + outZp; // an arithmetic shift: rounding half up, with the bias
+        } else if (add) {
             const int32_t s1 = multiplyByQuantizedMultiplier(x1 * (1 << 20), p.input1);
             const int32_t s2 = multiplyByQuantizedMultiplier(x2 * (1 << 20), p.input2);
             r = multiplyByQuantizedMultiplier(s1 + s2, p.output) + outZp;
         } else {
-            r = multiplyByQuantizedMultiplier(x1 * x2, p.output) + outZp;
+            r = p.xnnpack ? xnnpackRound(float(x1 * x2) * p.scale, p, outZp)
+                          : multiplyByQuantizedMultiplier(x1 * x2, p.output) + outZp;
         }
         y[i] = int8_t(std::clamp(r, p.actMin, p.actMax));
         for (size_t k = shape.size(); k-- > 0;) {
@@ -580,6 +634,12 @@ void mean(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const s
     shift = std::min(shift, 31 + m.shift);
     m.value = int32_t((int64_t(m.value) << shift) / count);
     m.shift -= shift;
+    if (p.xnnpack) { // the sum less the zero points through one float scale, 1/count folded in
+        const float scale = inT.scales[0] / (outT.scales[0] * float(count));
+        for (size_t i = 0; i < sums.size(); ++i)
+            y[i] = int8_t(xnnpackRound(float(sums[i] - inZp * int32_t(count)) * scale, p, outZp));
+        return;
+    }
     for (size_t i = 0; i < sums.size(); ++i)
         y[i] = int8_t(clampInt8(multiplyByQuantizedMultiplier(int32_t(sums[i] - inZp * count), m) + outZp));
 }

@@ -1,7 +1,9 @@
 #pragma once
 // The integer program a LiteRT (.tflite) file holds, executed with the
-// arithmetic of LiteRT's int8 kernels (tensorflow/lite/kernels/internal/
-// reference and the builtin kernels' Prepare): int8 tensors; int32
+// arithmetic of LiteRT's int8 kernels: by default that of its XNNPACK delegate
+// where it differs (TfliteArithmetic below), else that of the reference
+// kernels (tensorflow/lite/kernels/internal/reference and the builtin kernels'
+// Prepare), which the rest of this comment describes: int8 tensors; int32
 // accumulation of (input − input zero point) × weight; int32 biases; per-
 // channel requantization through a 31-bit fixed-point multiplier and a shift
 // (QuantizeMultiplier via frexp; MultiplyByQuantizedMultiplier =
@@ -46,14 +48,29 @@ int16_t saturatingRoundingDoublingHighMul16(int16_t a, int16_t b);
 int16_t roundingDivideByPot16(int16_t x, int exponent);
 } // namespace tflite_fixed
 
+// Whose int8 arithmetic the executor follows where LiteRT's CPU paths round differently.
+enum class TfliteArithmetic {
+    // LiteRT's default CPU path, the XNNPACK delegate (LiteRT.js runs it): CONV_2D,
+    // DEPTHWISE_CONV_2D, FULLY_CONNECTED, MUL and MEAN requantize in float (the float scale,
+    // a clamp, rounding half to even); ADD scales both inputs by 21-bit integer multipliers with
+    // one shift; an int8 → int8 QUANTIZE uses an 8-bit fixed-point multiplier. The other
+    // operators as the reference kernels.
+    Xnnpack,
+    // LiteRT's reference kernels throughout (the fixed-point multipliers above).
+    Reference,
+};
+
 class TfliteIntegerExecutor {
 public:
     // Checks every operator's tensors (types, ranks, quantization) and computes the
     // multipliers once; an Error names the operator and what is wrong.
-    explicit TfliteIntegerExecutor(TfliteProgram program, std::string what = "the LiteRT model");
+    explicit TfliteIntegerExecutor(TfliteProgram program, std::string what = "the LiteRT model",
+                                   TfliteArithmetic arithmetic = TfliteArithmetic::Xnnpack);
     ~TfliteIntegerExecutor();
     TfliteIntegerExecutor(TfliteIntegerExecutor&&) noexcept;
-    static TfliteIntegerExecutor fromBytes(std::span<const uint8_t> bytes, const std::string& what);
+    static TfliteIntegerExecutor fromBytes(std::span<const uint8_t> bytes, const std::string& what,
+                                           TfliteArithmetic arithmetic = TfliteArithmetic::Xnnpack);
+    TfliteArithmetic arithmetic() const { return arithmetic_; }
 
     // One tensor per program input (float32 for a float input, int8 for an int8 one),
     // shapes as the program's; the program's outputs, float32 or int8 as it declares them.
@@ -66,6 +83,7 @@ public:
 private:
     TfliteProgram program_;
     std::string what_;
+    TfliteArithmetic arithmetic_ = TfliteArithmetic::Xnnpack;
     std::vector<Prepared> prepared_;
 };
 
