@@ -10,15 +10,21 @@
 #include <QtTest>
 
 #include <QAction>
+#include <QChart>
 #include <QComboBox>
+#include <QDockWidget>
 #include <QFile>
 #include <QFileDialog>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QGraphicsTextItem>
 #include <QHeaderView>
 #include <QPainter>
 #include <QProcess>
 #include <QScrollBar>
 #include <QSettings>
 #include <QStandardPaths>
+#include <QTabWidget>
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QTextEdit>
@@ -106,6 +112,7 @@ private slots:
     void darkThemeFromTheViewMenu();
     void monochromeIconsAreRedrawn();
     void layerColumnStaysWhileScrolling();
+    void chartTextNotCutAtTheDefaultDockWidth();
     void usableAtTwiceTheScale();
     void scaledTwiceChild();
 };
@@ -511,6 +518,62 @@ void TestGuiPolish::layerColumnStaysWhileScrolling()
     QTest::mouseClick(frozen->viewport(), Qt::LeftButton, {}, frozen->visualRect(child).center());
     QCOMPARE(view->currentIndex().siblingAtColumn(0), child);
     QVERIFY(window.inspector()->toPlainText().contains(child.data().toString()));
+    window.workspace()->setModified(false);
+}
+
+void TestGuiPolish::chartTextNotCutAtTheDefaultDockWidth()
+{
+    MainWindow window(false);
+    window.resize(1600, 1000);
+    window.show();
+    window.openRules(kW8A8);
+    QVERIFY(open(window));
+    window.setCalibrationFile(kCalib);
+    window.setEvaluationFile(kEval);
+    QSignalSpy evaluated(window.workspace(), &Workspace::evaluationChanged);
+    window.runWhenReady(true, true);
+    QVERIFY(evaluated.wait(120000));
+    const QModelIndex features = window.layerView()->model()->index(0, 0);
+    window.layerView()->setCurrentIndex(window.layerView()->model()->index(1, 0, features));
+    auto* chartsDock = window.findChild<QDockWidget*>(QStringLiteral("ChartsDock"));
+    QVERIFY(chartsDock);
+    chartsDock->raise();
+    QTest::qWait(300);
+    QStringList cut, legendCut;
+    auto* tabs = chartsDock->findChild<QTabWidget*>();
+    const int pages = tabs ? tabs->count() : 1;
+    for (int page = 0; page < pages; ++page) {
+        if (tabs)
+            tabs->setCurrentIndex(page);
+        QVERIFY(window.workspace()->jobs()->waitForIdle(60000));
+        QTest::qWait(300);
+        for (ChartFrame* frame : chartsDock->findChildren<ChartFrame*>()) {
+            if (!frame->isVisible())
+                continue;
+            // Qt Charts elides what does not fit (axis labels and titles, chart titles, legend entries) with "...".
+            for (QGraphicsItem* item : frame->chart()->scene()->items()) {
+                if (!item->isVisible())
+                    continue;
+                QString text;
+                if (auto* t = dynamic_cast<QGraphicsTextItem*>(item))
+                    text = t->toPlainText();
+                else if (auto* t = dynamic_cast<QGraphicsSimpleTextItem*>(item))
+                    text = t->text();
+                if (!text.endsWith(QStringLiteral("...")))
+                    continue;
+                bool inLegend = false;
+                for (QGraphicsItem* p = item; p && !inLegend; p = p->parentItem())
+                    inLegend = p == frame->chart()->legend();
+                const QString where = QStringLiteral("%1 (%2 px wide)").arg(text).arg(frame->width());
+                if (inLegend && frame->chart()->legend()->showToolTips())
+                    legendCut << where; // a legend entry longer than the legend: its tooltip has it whole
+                else
+                    cut << where;
+            }
+        }
+    }
+    QVERIFY2(cut.isEmpty(), qPrintable(cut.join(QLatin1Char('\n'))));
+    qInfo("legend entries elided (whole in their tooltips): %s", qPrintable(legendCut.join(QStringLiteral("; "))));
     window.workspace()->setModified(false);
 }
 
