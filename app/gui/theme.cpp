@@ -126,8 +126,10 @@ void applyTheme(ThemeChoice choice)
     case ThemeChoice::System:
         break;
     }
-    // Nothing set: Qt fills every role from the platform theme, and again when the desktop's changes.
-    QApplication::setPalette(QPalette());
+    // Nothing set: Qt fills every role from the platform theme, and again when the desktop's changes. (Only
+    // undone when a light or dark palette was set: at start-up the app's palette is left alone.)
+    if (QApplication::palette().resolveMask() != 0)
+        QApplication::setPalette(QPalette());
 }
 
 double iconContrast(const QIcon& icon, const QColor& background, int size)
