@@ -5,10 +5,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "graph/model.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
+#include "rules/regex_syntax.h"
 #include "session/evaluation.h"
 
 namespace qs {
@@ -154,6 +156,63 @@ QString layerInspectionHtml(const LayerInspection& in)
         if (in.evaluation->accumulated)
             html += row(QObject::tr("Accumulated"), metricsText(*in.evaluation->accumulated));
         html += QStringLiteral("</table>");
+    }
+    return html;
+}
+
+} // namespace qs
+
+namespace qs {
+
+namespace {
+
+// The pattern around a regex error: the excerpt with the refused character
+// marked, and a caret line under it (counted in characters, as the messages
+// count positions).
+QString regexPointerHtml(const std::string& pattern, size_t offset)
+{
+    offset = std::min(offset, pattern.size());
+    // At most kPatternExcerptLength characters around the position, as the error message quotes.
+    size_t begin = 0;
+    if (pattern.size() > kPatternExcerptLength) {
+        begin = offset > kPatternExcerptLength / 2 ? offset - kPatternExcerptLength / 2 : 0;
+        while (begin > 0 && (uint8_t(pattern[begin]) & 0xC0) == 0x80) // a UTF-8 character's first byte
+            --begin;
+    }
+    size_t end = std::min(pattern.size(), begin + kPatternExcerptLength);
+    while (end < pattern.size() && (uint8_t(pattern[end]) & 0xC0) == 0x80)
+        ++end;
+    const QString before = QString::fromStdString(pattern.substr(begin, offset - begin));
+    size_t next = offset < pattern.size() ? offset + 1 : offset;
+    while (next < end && (uint8_t(pattern[next]) & 0xC0) == 0x80)
+        ++next;
+    const QString at = QString::fromStdString(pattern.substr(offset, next - offset));
+    const QString after = next < end ? QString::fromStdString(pattern.substr(next, end - next)) : QString();
+    const QString lead = begin > 0 ? QStringLiteral("…") : QString();
+    const QString trail = end < pattern.size() ? QStringLiteral("…") : QString();
+    const QString marked = QStringLiteral("<span style='background:#c62828;color:white'>%1</span>")
+                               .arg(at.isEmpty() ? QStringLiteral("&nbsp;") : at.toHtmlEscaped());
+    const QString caret = QString(qsizetype(lead.size() + before.size()), QLatin1Char(' ')) + QLatin1Char('^');
+    return QStringLiteral("<pre style='margin:2px 0'>%1%2%3%4%5\n<span style='color:#c62828'>%6</span></pre>")
+        .arg(lead, before.toHtmlEscaped(), marked, after.toHtmlEscaped(), trail, caret);
+}
+
+} // namespace
+
+QString ruleProblemsHtml(const std::vector<RuleProblem>& problems)
+{
+    QString html;
+    for (const RuleProblem& p : problems) {
+        const QString where = p.field.empty()
+                                  ? QObject::tr("Rule %1").arg(p.rule + 1)
+                                  : QObject::tr("Rule %1, field <code>%2</code>").arg(p.rule + 1).arg(esc(p.field));
+        html += QStringLiteral("<div style='border-left:3px solid #c62828;padding-left:6px;margin-bottom:6px'>");
+        html += QStringLiteral("<b style='color:#c62828'>%1</b>").arg(where);
+        if (p.field == "module_path") {
+            if (const auto error = findRegexSyntaxError(p.pattern))
+                html += regexPointerHtml(p.pattern, error->offset);
+        }
+        html += QStringLiteral("<div>%1</div></div>").arg(esc(p.message));
     }
     return html;
 }

@@ -5,6 +5,8 @@
 // weight error and, after an evaluation, the activation errors.
 
 #include <cstddef>
+#include <string>
+#include <vector>
 
 #include <QString>
 
@@ -28,5 +30,19 @@ struct LayerInspection {
 };
 
 QString layerInspectionHtml(const LayerInspection& in);
+
+// A rule the rule table cannot use, as the Inspector shows it above the layer.
+struct RuleProblem {
+    size_t rule = 0;     // 0-based row of the rule table (shown counted from 1, as the messages count)
+    std::string field;   // the field the error names ("module_path" ...), empty when none
+    std::string pattern; // the module_path text when `field` is module_path
+    std::string message; // the engine's error
+};
+
+// The problems as HTML: each names the rule and its field and gives the engine's
+// message; for a module_path regex it shows the pattern with the character at
+// the position RE2 refuses (rules/regex_syntax.h: findRegexSyntaxError) marked
+// and a caret under it. Empty when there is none.
+QString ruleProblemsHtml(const std::vector<RuleProblem>& problems);
 
 } // namespace qs

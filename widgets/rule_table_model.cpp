@@ -105,6 +105,11 @@ QString RuleTableModel::firstError() const
     return {};
 }
 
+std::string RuleTableModel::errorField(int row) const
+{
+    return row >= 0 && size_t(row) < errorFields_.size() ? errorFields_[size_t(row)] : std::string();
+}
+
 std::string RuleTableModel::toJsonText() const
 {
     Json file = Json::object();

@@ -59,6 +59,8 @@ public:
     bool allValid() const;
     // The first row error as "rule N, field ...: ...", or empty.
     QString firstError() const;
+    // The schema field row `row`'s error names (empty: valid, or an error of no one field).
+    std::string errorField(int row) const;
     // The rule file text of the rows as written (invalid rows included).
     std::string toJsonText() const;
     // The resolution last given (empty without a model).

@@ -107,7 +107,7 @@ ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& pat
 }
 
 ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
-                                const ProgressCallback& progress)
+                                const ProgressCallback& progress, const OnnxExportOptions& options)
 {
     ExportOutcome out;
     out.title = QObject::tr("ONNX QDQ model");
@@ -117,7 +117,7 @@ ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, con
         statics = staticActivations(*in.plan, *in.statistics);
     if (progress)
         progress(0.1, "writing the QDQ model");
-    const OnnxExportSummary summary = exportOnnxQdq(*in.model, *in.plan, *in.weights, statics, path.toStdString());
+    const OnnxExportSummary summary = exportOnnxQdq(*in.model, *in.plan, *in.weights, statics, path.toStdString(), options);
     cancel.check();
     out.floatBytes = summary.floatBytes;
     out.quantizedBytes = summary.quantizedBytes;
@@ -126,6 +126,7 @@ ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, con
                 ? passed(
                       QObject::tr("onnx::checker passed (opset %1, IR %2)").arg(summary.opset).arg(summary.irVersion))
                 : QObject::tr("– onnx::checker not run: libonnx does not know opset %1").arg(summary.opset));
+    out.notes << QObject::tr("int4 form '%1'").arg(QString::fromUtf8(int4FormName(summary.int4Form)));
     out.notes << QObject::tr("8-bit form '%1': %2")
                      .arg(QString::fromUtf8(eightBitFormName(summary.eightBitForm)),
                           QString::fromStdString(eightBitFormReason(summary.eightBitForm)));
@@ -210,7 +211,7 @@ ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, con
 }
 
 ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
-                                  const ProgressCallback& progress)
+                                  const ProgressCallback& progress, bool int8Io)
 {
     ExportOutcome out;
     out.title = QObject::tr("LiteRT model (.tflite)");
@@ -220,6 +221,7 @@ ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, c
     auto data = in.openData(*in.calibration);
     TfliteOptions options;
     options.odml.maxBatches = in.calibration->maxBatches;
+    options.int8Io = int8Io;
     const TfliteSummary summary =
         exportTflite(*in.interpreter, *in.plan, *in.weights, *data, options, path.toStdString(), cancel, progress);
     out.floatBytes = summary.floatWeightBytes;
@@ -227,11 +229,12 @@ ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, c
     QStringList ops;
     for (const auto& [op, count] : summary.operatorsByType)
         ops << QStringLiteral("%1 %2").arg(QString::fromStdString(op)).arg(count);
-    out.notes << QObject::tr("%1 operators (%2), %3 tensors; int8 NHWC with float32 inputs and outputs; calibrated "
-                             "on %4 batches")
+    out.notes << QObject::tr("%1 operators (%2), %3 tensors; int8 NHWC with %4 inputs and outputs; calibrated "
+                             "on %5 batches")
                      .arg(summary.operators)
                      .arg(ops.join(QStringLiteral(", ")))
                      .arg(summary.tensors)
+                     .arg(int8Io ? QStringLiteral("int8") : QStringLiteral("float32"))
                      .arg(summary.batches);
     for (const std::string& note : summary.notes)
         out.notes << QString::fromStdString(note);

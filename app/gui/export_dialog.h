@@ -17,6 +17,7 @@
 #include <QStringList>
 
 #include "core/cancellation.h"
+#include "export/onnx_qdq.h"
 #include "session/exploration.h"
 
 namespace qs {
@@ -36,16 +37,18 @@ using ExportInputs = ExplorationSnapshot;
 
 ExportOutcome exportCheckpointChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                       const ProgressCallback& progress);
+// `options`: the opset, int4 and 8-bit forms the user chose (ExportOptionsDialog).
 ExportOutcome exportOnnxChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
-                                const ProgressCallback& progress);
+                                const ProgressCallback& progress, const OnnxExportOptions& options = {});
 // GGUF for llama.cpp (Llama-family Hugging Face folders): written, then its header reread.
 ExportOutcome exportGgufChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                 const ProgressCallback& progress);
 ExportOutcome exportOdmlChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
                                 const ProgressCallback& progress);
 // The full-integer LiteRT model (ODML mode): written, then reread with the bounds-checked reader.
+// `int8Io`: int8 inputs and outputs instead of float32 with QUANTIZE/DEQUANTIZE (TfliteOptions::int8Io).
 ExportOutcome exportTfliteChecked(const ExportInputs& in, const QString& path, const CancellationToken& cancel,
-                                  const ProgressCallback& progress);
+                                  const ProgressCallback& progress, bool int8Io = false);
 
 // `path` with `suffix` ("onnx") appended when the name the user typed has none
 // (a save dialog on some platforms adds nothing).

@@ -1,6 +1,7 @@
 #include "gui/main_window.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include <QApplication>
 #include <QCheckBox>
@@ -14,6 +15,7 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFileInfo>
+#include <QHeaderView>
 #include <QHBoxLayout>
 #include <QItemSelectionModel>
 #include <QLabel>
@@ -39,6 +41,7 @@
 #include "core/error.h"
 #include "gui/data_dialog.h"
 #include "gui/stall_watchdog.h"
+#include "gui/theme.h"
 #include "gui/workspace.h"
 #include "rules/regex_syntax.h"
 #if QUANTSCOPE_HAS_CHARTS
@@ -47,6 +50,7 @@
 #include "widgets/charts/rule_comparison_view.h"
 #include "widgets/charts/search_curve_view.h"
 #include "widgets/jobs/job_tracker.h"
+#include "widgets/frozen_column_tree_view.h"
 #include "widgets/layer_inspector.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
@@ -87,9 +91,11 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
     setWindowIcon(QIcon(QStringLiteral(":/icons/quantscope.svg")));
     setAcceptDrops(true);
     setDockNestingEnabled(true);
+    applyTheme(loadThemeChoice());
     createDocks();
     createActions();
     createStatusBar();
+    updateIconsForPalette();
     defaultState_ = saveState();
     readSettings();
 
@@ -106,6 +112,15 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
             layerView_->setColumnWidth(c, std::max(layerView_->columnWidth(c), result));
         for (const int c : {int(LayerTreeModel::NameColumn), int(LayerTreeModel::OpTypeColumn), int(LayerTreeModel::ShapeColumn)})
             layerView_->setColumnWidth(c, layerView_->columnWidth(c) + 16);
+        // A very long path does not push the figures out of view: the layer column takes at most what the key
+        // columns leave (and never under 200 px); its text is elided in the middle, the full path in the tooltip.
+        int keyColumns = 0;
+        for (const int c : {int(LayerTreeModel::WeightQTypeColumn), int(LayerTreeModel::ActQTypeColumn),
+                            int(LayerTreeModel::WeightSqnrColumn), int(LayerTreeModel::IsolatedSqnrColumn),
+                            int(LayerTreeModel::AccumulatedSqnrColumn)})
+            keyColumns += layerView_->columnWidth(c);
+        const int room = std::max(200, layerView_->viewport()->width() - keyColumns);
+        layerView_->setColumnWidth(LayerTreeModel::NameColumn, std::min(layerView_->columnWidth(LayerTreeModel::NameColumn), room));
         const auto model = workspace_->model();
         statusModel_->setText(tr("%1 · %2 layers · %3 parameters%4")
                                   .arg(QFileInfo(workspace_->modelPath()).fileName())
@@ -125,6 +140,8 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
     });
     connect(workspace_, &Workspace::modelFailed, this,
             [this](const QString& message) { showError(tr("Cannot open the model"), message); });
+    // A rule edit shows (or clears) its error in the Inspector at once, whether or not a plan follows.
+    connect(workspace_->rules(), &RuleTableModel::rulesChanged, this, &MainWindow::updateInspector);
     connect(workspace_, &Workspace::planChanged, this, [this] {
         updateInspector();
         updateActions();
@@ -181,9 +198,21 @@ void MainWindow::createDocks()
     proxy_->setFilterRole(LayerTreeModel::ModulePathRole);
     proxy_->setSortRole(LayerTreeModel::SortRole);
     proxy_->setFilterCaseSensitivity(Qt::CaseInsensitive);
-    layerView_ = new QTreeView(layers);
+    layerView_ = new FrozenColumnTreeView(layers); // the layer column stays while the figures scroll sideways
     layerView_->setObjectName(QStringLiteral("LayerView"));
     layerView_->setModel(proxy_);
+    layerView_->setTextElideMode(Qt::ElideMiddle); // a long path keeps its start and its layer name
+    // The key columns first: the layer, its types and its errors; what describes it (rule, op, shape, size) after.
+    {
+        QHeaderView* header = layerView_->header();
+        const int order[] = {LayerTreeModel::NameColumn,         LayerTreeModel::WeightQTypeColumn,
+                             LayerTreeModel::ActQTypeColumn,     LayerTreeModel::WeightSqnrColumn,
+                             LayerTreeModel::IsolatedSqnrColumn, LayerTreeModel::AccumulatedSqnrColumn,
+                             LayerTreeModel::RuleColumn,         LayerTreeModel::OpTypeColumn,
+                             LayerTreeModel::ShapeColumn,        LayerTreeModel::ParametersColumn};
+        for (int visual = 0; visual < int(std::size(order)); ++visual)
+            header->moveSection(header->visualIndex(order[visual]), visual);
+    }
     layerView_->setSortingEnabled(true);
     layerView_->sortByColumn(-1, Qt::AscendingOrder); // model order until the user sorts
     layerView_->setAlternatingRowColors(true);
@@ -413,10 +442,24 @@ std::optional<size_t> MainWindow::selectedLayer() const
 
 void MainWindow::updateInspector()
 {
+    // A rule the table cannot use comes first, pointing at the field (and in a regex, the position) at fault.
+    std::vector<RuleProblem> problems;
+    const RuleTableModel* table = workspace_->rules();
+    for (int row = 0; row < table->rowCount(); ++row) {
+        const QString error = table->index(row, 0).data(RuleTableModel::ErrorRole).toString();
+        if (error.isEmpty())
+            continue;
+        RuleProblem p{size_t(row), table->errorField(row), {}, error.toStdString()};
+        const auto& json = table->rows()[size_t(row)];
+        if (p.field == "module_path" && json.contains("module_path") && json["module_path"].is_string())
+            p.pattern = json["module_path"].get<std::string>();
+        problems.push_back(std::move(p));
+    }
+    const QString problemsHtml = ruleProblemsHtml(problems);
     const auto model = workspace_->model();
     const auto layer = selectedLayer();
     if (!model || !layer) {
-        inspector_->setHtml(layerInspectionHtml({}));
+        inspector_->setHtml(problemsHtml + layerInspectionHtml({}));
         return;
     }
     LayerInspection in;
@@ -436,7 +479,7 @@ void MainWindow::updateInspector()
                 in.evaluation = &l;
         in.evaluationStale = workspace_->evaluationGeneration() != workspace_->generation();
     }
-    inspector_->setHtml(layerInspectionHtml(in));
+    inspector_->setHtml(problemsHtml + layerInspectionHtml(in));
 }
 
 void MainWindow::log(const QString& text, LogLevel level)
@@ -713,6 +756,14 @@ void MainWindow::writeSettings()
     QSettings settings;
     settings.setValue(QStringLiteral("window/geometry"), saveGeometry());
     settings.setValue(QStringLiteral("window/state"), saveState());
+}
+
+void MainWindow::changeEvent(QEvent* event)
+{
+    QMainWindow::changeEvent(event);
+    // The theme changed (View ▸ Theme, or the desktop's): icons that would vanish on the new window colour are redrawn.
+    if (event->type() == QEvent::PaletteChange && viewMenu_)
+        updateIconsForPalette();
 }
 
 void MainWindow::closeEvent(QCloseEvent* event)

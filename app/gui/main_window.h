@@ -28,6 +28,8 @@ namespace qs {
 
 class Workspace;
 enum class LogLevel;
+enum class ExportFormat;
+struct ExportChoices;
 class RuleEditor;
 class RuleComparisonView;
 class SearchCurveView;
@@ -65,11 +67,16 @@ public:
     // the weights are ready (the command line's --calib / --eval).
     void runWhenReady(bool calibrate, bool evaluate);
 
+    // Writes the export to `path` with `choices` as a job (what File ▸ Export does
+    // after its options and save dialogs); its report goes to the log, a line per line.
+    void exportTo(ExportFormat format, const QString& path, const ExportChoices& choices);
+
     // The autosave file and whether a previous run left one behind.
     static QString autosavePath();
 
 protected:
     void closeEvent(QCloseEvent* event) override;
+    void changeEvent(QEvent* event) override;
     void dragEnterEvent(QDragEnterEvent* event) override;
     void dropEvent(QDropEvent* event) override;
 
@@ -80,6 +87,10 @@ private:
     void updateCharts(ChartsUpdate what);
     void createActions();
     void createStatusBar();
+    void createThemeMenu();
+    // Every action's icon redrawn to stay visible on the current palette and sized for 2x screens
+    // (theme.h: legibleIcon, iconAtEverySize).
+    void updateIconsForPalette();
     void readSettings();
     void writeSettings();
     void updateActions();
@@ -100,8 +111,8 @@ private:
     void offerRecovery();
     void editData(bool calibration);
     void maybeRunPending();
-    enum class ExportKind { Checkpoint, Onnx, Odml, Gguf, Tflite };
-    void startExport(ExportKind kind);
+    // Asks for the export's options (where it has any) and its file, then exportTo.
+    void startExport(ExportFormat format);
     std::optional<size_t> selectedLayer() const;
 
     bool askUser_;

@@ -4,6 +4,7 @@
 // them, the job progress shown for the user's jobs, and the export action.
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QClipboard>
 #include <QDockWidget>
@@ -26,6 +27,9 @@
 
 #include "core/error.h"
 #include "gui/export_dialog.h"
+#include "gui/export_options_dialog.h"
+#include "gui/help_dialogs.h"
+#include "gui/theme.h"
 #include "gui/workspace.h"
 #include "widgets/charts/rule_comparison_view.h"
 #include "widgets/charts/search_curve_view.h"
@@ -92,11 +96,11 @@ void MainWindow::createActions()
     });
     file->addSeparator();
     QMenu* exportMenu = file->addMenu(tr("&Export"));
-    exportCheckpoint_ = exportMenu->addAction(tr("Quantized &Checkpoint…"), this, [this] { startExport(ExportKind::Checkpoint); });
-    exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportKind::Onnx); });
-    exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportKind::Odml); });
-    exportGguf_ = exportMenu->addAction(tr("&GGUF for llama.cpp…"), this, [this] { startExport(ExportKind::Gguf); });
-    exportTflite_ = exportMenu->addAction(tr("&LiteRT Model (.tflite)…"), this, [this] { startExport(ExportKind::Tflite); });
+    exportCheckpoint_ = exportMenu->addAction(tr("Quantized &Checkpoint…"), this, [this] { startExport(ExportFormat::Checkpoint); });
+    exportOnnx_ = exportMenu->addAction(tr("ONNX &QDQ Model…"), this, [this] { startExport(ExportFormat::Onnx); });
+    exportOdml_ = exportMenu->addAction(tr("&ODML Annotations…"), this, [this] { startExport(ExportFormat::Odml); });
+    exportGguf_ = exportMenu->addAction(tr("&GGUF for llama.cpp…"), this, [this] { startExport(ExportFormat::Gguf); });
+    exportTflite_ = exportMenu->addAction(tr("&LiteRT Model (.tflite)…"), this, [this] { startExport(ExportFormat::Tflite); });
     file->addSeparator();
     QAction* quit = file->addAction(tr("&Quit"), this, &QWidget::close);
     quit->setShortcut(QKeySequence::Quit);
@@ -147,15 +151,24 @@ void MainWindow::createActions()
     viewMenu_->addSeparator();
     viewMenu_->addAction(tr("Reset Layout"), this, [this] { restoreState(defaultState_); });
     viewMenu_->addAction(tr("Expand All Layers"), this, [this] { layerView_->expandAll(); });
+    createThemeMenu();
 
     QMenu* help = menuBar()->addMenu(tr("&Help"));
+    help->addAction(tr("&User Guide"), this, [this] {
+        auto* guide = new UserGuideDialog(this);
+        guide->setAttribute(Qt::WA_DeleteOnClose);
+        guide->show();
+    })->setShortcut(QKeySequence::HelpContents);
+    help->addAction(tr("&Keyboard Shortcuts"), this, [this] {
+        QMessageBox box(this);
+        box.setWindowTitle(tr("Keyboard Shortcuts"));
+        box.setTextFormat(Qt::RichText);
+        box.setText(shortcutsHtml(this));
+        box.exec();
+    });
+    help->addSeparator();
     help->addAction(tr("&About Quantscope"), this, [this] {
-        QMessageBox::about(this, tr("About Quantscope"),
-                           tr("<h3>Quantscope %1</h3><p>A quantization explorer for neural-network models: regex "
-                              "rules, live per-layer errors, calibration and evaluation.</p>"
-                              "<p>Engine %2 · Qt %3 (built with %4)</p>")
-                               .arg(QStringLiteral(QUANTSCOPE_VERSION), QStringLiteral(QUANTSCOPE_VERSION),
-                                    QString::fromLatin1(qVersion()), QStringLiteral(QT_VERSION_STR)));
+        QMessageBox::about(this, tr("About Quantscope"), aboutHtml());
     })->setMenuRole(QAction::AboutRole);
     help->addAction(tr("About &Qt"), qApp, &QApplication::aboutQt)->setMenuRole(QAction::AboutQtRole);
 
@@ -173,6 +186,41 @@ void MainWindow::createActions()
     bar->addAction(evaluate_);
     bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
     rebuildRecentMenu();
+}
+
+void MainWindow::createThemeMenu()
+{
+    QMenu* menu = viewMenu_->addMenu(tr("&Theme"));
+    auto* group = new QActionGroup(this);
+    const ThemeChoice current = loadThemeChoice();
+    const std::pair<ThemeChoice, QString> choices[] = {{ThemeChoice::System, tr("Follow the &Desktop")},
+                                                       {ThemeChoice::Light, tr("&Light")},
+                                                       {ThemeChoice::Dark, tr("&Dark")}};
+    for (const auto& [choice, label] : choices) {
+        QAction* a = menu->addAction(label, this, [choice = choice] {
+            saveThemeChoice(choice);
+            applyTheme(choice);
+        });
+        a->setCheckable(true);
+        a->setChecked(choice == current);
+        a->setData(themeChoiceName(choice));
+        group->addAction(a);
+    }
+}
+
+void MainWindow::updateIconsForPalette()
+{
+    static const char* const kOriginal = "qsOriginalIcon";
+    for (QAction* a : findChildren<QAction*>()) {
+        QVariant original = a->property(kOriginal);
+        if (!original.isValid()) {
+            if (a->icon().isNull())
+                continue;
+            original = QVariant::fromValue(a->icon());
+            a->setProperty(kOriginal, original);
+        }
+        a->setIcon(legibleIcon(iconAtEverySize(original.value<QIcon>()), palette()));
+    }
 }
 
 void MainWindow::createStatusBar()
@@ -295,31 +343,43 @@ void MainWindow::updateActions()
                                             : QString());
 }
 
-void MainWindow::startExport(ExportKind kind)
+void MainWindow::startExport(ExportFormat format)
 {
-    static const char* const filters[] = {"Checkpoints (*.safetensors *.h5)", "ONNX models (*.onnx)",
-                                          "ODML annotations (*.json)", "GGUF models (*.gguf)",
-                                          "LiteRT models (*.tflite)"};
-    static const char* const suffixes[] = {"safetensors", "onnx", "json", "gguf", "tflite"};
-    QString path = QFileDialog::getSaveFileName(this, tr("Export"), lastFolder(QStringLiteral("export")),
-                                                tr(filters[int(kind)]));
-    if (path.isEmpty())
+    ExportChoices choices = loadExportChoices();
+    if (hasExportOptions(format)) {
+        ExportOptionsDialog options(format, choices, this);
+        if (options.exec() != QDialog::Accepted)
+            return;
+        choices = options.choices();
+        saveExportChoices(choices);
+    }
+    QFileDialog* dialog = newExportFileDialog(format, lastFolder(QStringLiteral("export")), this);
+    dialog->setAttribute(Qt::WA_DeleteOnClose, false);
+    const bool accepted = dialog->exec() == QDialog::Accepted && !dialog->selectedFiles().isEmpty();
+    const QString chosen = accepted ? dialog->selectedFiles().first() : QString();
+    delete dialog;
+    if (chosen.isEmpty())
         return;
-    path = withDefaultSuffix(path, QLatin1String(suffixes[int(kind)]));
+    // A native dialog may ignore the default suffix: the format's is added to a bare name here too.
+    exportTo(format, withDefaultSuffix(chosen, exportSuffix(format)), choices);
+}
+
+void MainWindow::exportTo(ExportFormat format, const QString& path, const ExportChoices& choices)
+{
     setLastFolder(QStringLiteral("export"), path);
     const ExportInputs in = workspace_->exploration().snapshot();
     std::function<ExportOutcome(const CancellationToken&, const ProgressCallback&)> work =
-        [kind, in, path](const CancellationToken& cancel, const ProgressCallback& progress) {
-            switch (kind) {
-            case ExportKind::Checkpoint:
+        [format, in, path, choices](const CancellationToken& cancel, const ProgressCallback& progress) {
+            switch (format) {
+            case ExportFormat::Checkpoint:
                 return exportCheckpointChecked(in, path, cancel, progress);
-            case ExportKind::Onnx:
-                return exportOnnxChecked(in, path, cancel, progress);
-            case ExportKind::Gguf:
+            case ExportFormat::Onnx:
+                return exportOnnxChecked(in, path, cancel, progress, choices.onnxOptions());
+            case ExportFormat::Gguf:
                 return exportGgufChecked(in, path, cancel, progress);
-            case ExportKind::Tflite:
-                return exportTfliteChecked(in, path, cancel, progress);
-            case ExportKind::Odml:
+            case ExportFormat::Tflite:
+                return exportTfliteChecked(in, path, cancel, progress, choices.tfliteInt8Io);
+            case ExportFormat::Odml:
                 break;
             }
             return exportOdmlChecked(in, path, cancel, progress);
@@ -333,6 +393,11 @@ void MainWindow::startExport(ExportKind kind)
                                             QRegularExpression::CaseInsensitiveOption),
                          QStringLiteral("\n"));
             text.remove(QRegularExpression(QStringLiteral("<[^>]*>")));
+            // The report's text was escaped for HTML (toHtmlEscaped); the log takes it as written.
+            text.replace(QStringLiteral("&lt;"), QStringLiteral("<"))
+                .replace(QStringLiteral("&gt;"), QStringLiteral(">"))
+                .replace(QStringLiteral("&quot;"), QStringLiteral("\""))
+                .replace(QStringLiteral("&amp;"), QStringLiteral("&"));
             const LogLevel level = outcome.allChecksPassed() ? LogLevel::Info : LogLevel::Warning;
             for (const QString& line : text.split(QLatin1Char('\n'), Qt::SkipEmptyParts))
                 if (!line.trimmed().isEmpty())

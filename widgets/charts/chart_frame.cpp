@@ -1,7 +1,9 @@
 #include "widgets/charts/chart_frame.h"
 
+#include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <vector>
 
 #include <QAbstractAxis>
 #include <QApplication>
@@ -9,6 +11,7 @@
 #include <QClipboard>
 #include <QFile>
 #include <QFileDialog>
+#include <QFontMetricsF>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
@@ -174,6 +177,7 @@ ChartFrame::ChartFrame(const QString& name, QWidget* parent)
     layout->addWidget(view_, 1);
     layout->addWidget(note_);
     applyPalette();
+    connect(chart_, &QGraphicsWidget::geometryChanged, this, &ChartFrame::fitText);
 }
 
 void ChartFrame::setNote(const QString& text)
@@ -303,6 +307,75 @@ void ChartFrame::applyPalette()
         axis->setGridLineColor(grid);
         axis->setMinorGridLineColor(grid);
     }
+    fitText();
+}
+
+void ChartFrame::fitText()
+{
+    // Qt Charts measures rich text a little wider than QFontMetrics does (document margins): a tenth to spare.
+    const qreal width = 0.9 * (chart_->size().width() - chart_->margins().left() - chart_->margins().right()) - 16;
+    if (width <= 40)
+        return; // not laid out yet
+    // Greedy word wrap of `text` to `room` px, lines joined by <br> (Qt Charts draws titles as rich text).
+    auto wrapped = [](const QString& text, const QFont& font, qreal room) {
+        QStringList lines;
+        const QFontMetricsF fm(font);
+        for (const QString& word : text.split(QLatin1Char(' '), Qt::SkipEmptyParts)) {
+            if (!lines.isEmpty() && fm.horizontalAdvance(lines.last() + QLatin1Char(' ') + word) <= room)
+                lines.last() += QLatin1Char(' ') + word;
+            else
+                lines << word;
+        }
+        return lines.join(QStringLiteral("<br>"));
+    };
+    static const char* const kTitle = "qsTitle";
+    static const char* const kWrapped = "qsWrappedTitle";
+    for (QAbstractAxis* axis : chart_->axes()) {
+        axis->setTruncateLabels(false);
+        if (axis->titleText() != axis->property(kWrapped).toString())
+            axis->setProperty(kTitle, axis->titleText()); // set by the view since the last fit
+        // Qt Charts gives an axis title the chart's length along it, not only the plot's.
+        const qreal room = axis->orientation() == Qt::Horizontal ? width : 0.9 * chart_->size().height() - 16;
+        if (room <= 40)
+            continue;
+        const QString text = wrapped(axis->property(kTitle).toString(), axis->titleFont(), room);
+        axis->setProperty(kWrapped, text);
+        if (axis->titleText() != text)
+            axis->setTitleText(text);
+    }
+
+    if (chart_->title() != wrappedTitle_)
+        title_ = chart_->title(); // set by the view since the last fit
+    wrappedTitle_ = wrapped(title_, chart_->titleFont(), width);
+    if (chart_->title() != wrappedTitle_)
+        chart_->setTitle(wrappedTitle_);
+    // An entry that does not fit even stacked shows its whole text as a tooltip.
+    chart_->legend()->setShowToolTips(true);
+
+    QLegend* legend = chart_->legend();
+    if (!legend->isVisible() || !legend->isAttachedToChart())
+        return;
+    const QFontMetricsF lfm(legend->font());
+    std::vector<qreal> entries; // each entry's width: its marker, gaps and label
+    qreal row = 0;
+    for (const QLegendMarker* marker : legend->markers())
+        if (marker->isVisible()) {
+            entries.push_back(lfm.horizontalAdvance(marker->label()) + 1.6 * lfm.height());
+            row += entries.back();
+        }
+    if (entries.empty() || (legend->alignment() != Qt::AlignBottom && legend->alignment() != Qt::AlignRight))
+        return;
+    // The layout that cuts fewer entries (an estimate: one row shares the width; a stack on the right gets about
+    // half of it).
+    auto cutAt = [&entries](qreal room) {
+        return std::count_if(entries.begin(), entries.end(), [room](qreal e) { return e > room; });
+    };
+    const auto cutInRow = row <= width ? 0 : cutAt(width / qreal(entries.size()));
+    const auto cutStacked = cutAt(0.5 * width);
+    // Below 300 px a stack would leave the plot too little: one row, entries elided (their tooltips whole).
+    const Qt::Alignment wanted = width >= 300 && cutStacked < cutInRow ? Qt::AlignRight : Qt::AlignBottom;
+    if (legend->alignment() != wanted)
+        legend->setAlignment(wanted);
 }
 
 void ChartFrame::changeEvent(QEvent* event)

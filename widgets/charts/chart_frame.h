@@ -67,7 +67,13 @@ public:
     void copyCsv() const;
 
     // Colours for the chart's parts from the palette; call after adding axes or series.
+    // Also fits the chart's text to its width (fitText).
     void applyPalette();
+    // What Qt Charts would elide with "..." at the current width is given room
+    // instead: axis labels are never truncated (the plot gives way), a title
+    // wider than the chart is wrapped onto lines, and a legend whose entries do
+    // not fit in one row is stacked on the right. Runs again on every resize.
+    void fitText();
     // The i-th series colour, legible on the palette's base colour.
     QColor seriesColor(int index) const;
     bool darkPalette() const;
@@ -84,6 +90,8 @@ protected:
 
 private:
     QString name_;
+    QString title_;        // the title as the view set it (the chart holds it wrapped)
+    QString wrappedTitle_; // what fitText set
     QChart* chart_;
     ChartView* view_;
     QLabel* note_;
