@@ -31,6 +31,7 @@ enum class LogLevel;
 class RuleEditor;
 class RuleComparisonView;
 class SearchCurveView;
+class GraphView;
 class SummaryBar;
 class StallWatchdog;
 
@@ -50,6 +51,7 @@ public:
     SummaryBar* summaryBar() const { return summary_; }
     RuleComparisonView* comparisonView() const { return comparison_; }
     SearchCurveView* searchView() const { return search_; }
+    GraphView* graphView() const { return graph_; }
     QLabel* statusJobLabel() const { return statusJob_; }
     QTextEdit* logView() const { return log_; }
 
@@ -87,6 +89,9 @@ private:
     void updateInspector();
     void updateSummary();
     void createComparisonAndSearch();
+    void createGraph();
+    // The graph view's colours from the results the workspace holds now.
+    void updateGraphColours();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void log(const QString& text, LogLevel level);
@@ -117,6 +122,7 @@ private:
     SummaryBar* summary_ = nullptr;
     RuleComparisonView* comparison_ = nullptr;
     SearchCurveView* search_ = nullptr;
+    GraphView* graph_ = nullptr;
     QString lastRulesFile_; // names A in the A/B view
     QMenu* recentMenu_ = nullptr;
     QMenu* viewMenu_ = nullptr;
