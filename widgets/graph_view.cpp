@@ -9,6 +9,7 @@
 #include <QGraphicsScene>
 #include <QGraphicsView>
 #include <QHBoxLayout>
+#include <QHelpEvent>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMouseEvent>
@@ -16,6 +17,7 @@
 #include <QPainterPath>
 #include <QStyleOptionGraphicsItem>
 #include <QToolButton>
+#include <QToolTip>
 #include <QVBoxLayout>
 #include <QWheelEvent>
 
@@ -47,6 +49,17 @@ QString dbText(double db)
     return QObject::tr("%1 dB").arg(db, 0, 'f', 1);
 }
 
+// "int8 [0, 4.21]" beside the marker: the qtype, and the range when calibrated.
+QString markerLabel(const QuantizationPoint& p)
+{
+    QString label = toQ(p.qtype);
+    if (p.range)
+        label += QStringLiteral(" [%1, %2]").arg(double(p.range->min), 0, 'g', 3).arg(double(p.range->max), 0, 'g', 3);
+    else if (!p.staticScale)
+        label += QObject::tr(" dynamic");
+    return label;
+}
+
 QString swatch(const QColor& c, const QString& text)
 {
     return QStringLiteral("<span style='background:%1;color:%1'>&nbsp;&nbsp;&nbsp;</span>&nbsp;%2&nbsp;&nbsp; ")
@@ -60,7 +73,7 @@ public:
     GraphNodeItem(size_t index, const LayoutNode& n)
         : index_(index), rect_(-n.width / 2, -n.height / 2, n.width, n.height), op_(toQ(n.opType)),
           name_(toQ(n.shortName)), io_(n.kind == LayoutNode::Kind::Input || n.kind == LayoutNode::Kind::Output),
-          folded_(n.kind == LayoutNode::Kind::FoldedRun)
+          folded_(n.kind == LayoutNode::Kind::FoldedRun), layer_(n.layer.has_value())
     {
         setPos(n.x, n.y);
         setZValue(1);
@@ -75,6 +88,14 @@ public:
         }
     }
     QColor fill() const { return fill_; }
+    // The third line of a layer's box: its value under the metric ("31.2 dB").
+    void setValueText(const QString& text)
+    {
+        if (value_ != text) {
+            value_ = text;
+            update();
+        }
+    }
     void setMarks(bool selected, bool matched, bool current, bool shared)
     {
         if (selected != selected_ || matched != matched_ || current != current_ || shared != shared_) {
@@ -125,21 +146,25 @@ public:
             p->drawText(text, Qt::AlignCenter, p->fontMetrics().elidedText(name_, Qt::ElideMiddle, int(text.width())));
             return;
         }
-        p->drawText(QRectF(text.left(), text.top(), text.width(), text.height() / 2),
-                    Qt::AlignHCenter | Qt::AlignBottom,
+        const int lines = layer_ ? 3 : 2;
+        const double line = text.height() / lines;
+        p->drawText(QRectF(text.left(), text.top(), text.width(), line), Qt::AlignCenter,
                     p->fontMetrics().elidedText(op_, Qt::ElideRight, int(text.width())));
         font.setBold(false);
         p->setFont(font);
-        p->drawText(QRectF(text.left(), text.center().y(), text.width(), text.height() / 2),
-                    Qt::AlignHCenter | Qt::AlignTop,
+        p->drawText(QRectF(text.left(), text.top() + line, text.width(), line), Qt::AlignCenter,
                     p->fontMetrics().elidedText(name_, Qt::ElideLeft, int(text.width())));
+        if (layer_)
+            p->drawText(QRectF(text.left(), text.top() + 2 * line, text.width(), line), Qt::AlignCenter,
+                        p->fontMetrics().elidedText(value_, Qt::ElideRight, int(text.width())));
     }
 
 private:
     size_t index_;
     QRectF rect_;
     QString op_, name_;
-    bool io_, folded_;
+    bool io_, folded_, layer_;
+    QString value_;
     QColor fill_ = nonLayerColour();
     bool selected_ = false, matched_ = false, current_ = false, shared_ = false;
 };
@@ -251,6 +276,22 @@ public:
     }
 
 protected:
+    // A node's tooltip is written when asked for: thousands of HTML strings per result would stall.
+    bool viewportEvent(QEvent* event) override
+    {
+        if (event->type() == QEvent::ToolTip) {
+            auto* help = static_cast<QHelpEvent*>(event);
+            for (QGraphicsItem* item : items(help->pos())) {
+                if (!item->toolTip().isEmpty())
+                    break; // a marker: its own tooltip
+                if (auto* node = dynamic_cast<GraphNodeItem*>(item)) {
+                    QToolTip::showText(help->globalPos(), owner_->nodeToolTip(node->index()), this);
+                    return true;
+                }
+            }
+        }
+        return QGraphicsView::viewportEvent(event);
+    }
     void wheelEvent(QWheelEvent* event) override
     {
         const double factor = std::pow(1.0015, event->angleDelta().y());
@@ -382,7 +423,6 @@ void GraphView::rebuildScene()
         scene_->addItem(new GraphEdgeItem(e));
     for (size_t i = 0; i < layout_->nodes.size(); ++i) {
         auto* item = new GraphNodeItem(i, layout_->nodes[i]);
-        item->setToolTip(nodeToolTip(i));
         scene_->addItem(item);
         nodes_.push_back(item);
     }
@@ -471,6 +511,15 @@ void GraphView::applyColours()
             fill = QColor(0xe3, 0xec, 0xf5);
         else if (n.layer) {
             fill = colouring_.colour(metric_, *n.layer);
+            if (metric_ == GraphMetric::Algorithm)
+                nodes_[i]->setValueText(*n.layer < colouring_.algorithm.size() &&
+                                                !colouring_.algorithm[*n.layer].empty()
+                                            ? toQ(colouring_.algorithm[*n.layer])
+                                            : tr("float"));
+            else if (const auto v = colouring_.value(metric_, *n.layer))
+                nodes_[i]->setValueText(dbText(*v));
+            else
+                nodes_[i]->setValueText(QStringLiteral("–"));
         } else if (n.kind == LayoutNode::Kind::FoldedRun) {
             std::optional<double> lowest;
             for (const size_t l : foldedLayers[i])
@@ -479,7 +528,6 @@ void GraphView::applyColours()
             fill = lowest ? sqnrColour(*lowest) : noValueColour();
         }
         nodes_[i]->setFill(fill);
-        nodes_[i]->setToolTip(nodeToolTip(i));
     }
     refreshFlags();
 
@@ -503,7 +551,7 @@ void GraphView::applyColours()
         // Near the consumer: the last control point before the end, three quarters of the way.
         const LayoutPoint a = spline[spline.size() >= 4 ? spline.size() - 4 : 0], b = spline.back();
         const QPointF at(a.x + 0.7 * (b.x - a.x), a.y + 0.7 * (b.y - a.y));
-        auto* marker = new GraphMarkerItem(at, toQ(p.qtype), !p.sharedWith.empty(), p.value, p.layer);
+        auto* marker = new GraphMarkerItem(at, markerLabel(p), !p.sharedWith.empty(), p.value, p.layer);
         QString tip = tr("<b>%1</b> quantized to <b>%2</b> at the input of <i>%3</i><br>")
                           .arg(toQ(p.value).toHtmlEscaped(), toQ(p.qtype), toQ(layer.modulePath).toHtmlEscaped());
         if (!p.staticScale)
@@ -557,7 +605,7 @@ void GraphView::updateLegend()
                                                              : tr("only this layer quantized"));
     }
     html += QStringLiteral("<span style='color:%1'>◆</span>&nbsp;%2&nbsp;&nbsp; ")
-                .arg(kMarker.name(), tr("quantized activation (qtype)"));
+                .arg(kMarker.name(), tr("quantized activation: qtype [range]"));
     html += QStringLiteral("<span style='color:%1'>◆ ▭</span>&nbsp;%2").arg(kShared.name(), tr("shared quantizer"));
     legend_->setText(html);
 }

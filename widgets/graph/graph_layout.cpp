@@ -186,7 +186,8 @@ GraphLayout layoutGraph(const Model& model, const std::vector<RepeatedRun>& runs
     for (LayoutNode& node : layout.nodes) {
         const bool io = node.kind == LayoutNode::Kind::Input || node.kind == LayoutNode::Kind::Output;
         node.width = std::max(54.0, std::max(textWidth(node.opType), textWidth(node.shortName)) + 14);
-        node.height = io ? 26 : 34;
+        // A layer's box has a third line: the value of the metric it is coloured by.
+        node.height = io ? 26 : node.layer ? 46 : 34;
     }
     cancel.check();
     if (progress)

@@ -107,7 +107,12 @@ std::vector<RepeatedRun> findRepeatedRuns(const Model& model)
             ++blocks.back().block.nodeCount;
             continue;
         }
-        blocks.push_back({{key->prefix, i, 1}, key->family});
+        Block b;
+        b.block.prefix = key->prefix;
+        b.block.firstNode = i;
+        b.block.nodeCount = 1;
+        b.family = key->family;
+        blocks.push_back(std::move(b));
     }
 
     std::vector<RepeatedRun> runs;
