@@ -625,8 +625,10 @@ void GraphView::updateSearch()
         for (size_t i = 0; i < layout_->nodes.size(); ++i) {
             const LayoutNode& n = layout_->nodes[i];
             std::string hay = lower(n.name);
-            if (n.layer && model_)
-                hay += "\n" + lower(model_->layers[*n.layer].modulePath);
+            if (n.layer && model_) {
+                hay += '\n';
+                hay += lower(model_->layers[*n.layer].modulePath);
+            }
             if (hay.find(needle) != std::string::npos)
                 matches_.push_back(i);
         }
