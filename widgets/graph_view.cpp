@@ -180,7 +180,7 @@ public:
         for (size_t k = 1; k + 2 < e.spline.size(); k += 3)
             path_.cubicTo(e.spline[k].x, e.spline[k].y, e.spline[k + 1].x, e.spline[k + 1].y, e.spline[k + 2].x,
                           e.spline[k + 2].y);
-        start_ = path_.pointAtPercent(0);
+        start_ = QPointF(e.spline[0].x, e.spline[0].y);
         end_ = e.arrowEnd ? QPointF(e.arrowEnd->x, e.arrowEnd->y) : path_.currentPosition();
         if (e.arrowEnd) {
             // An arrow head from the spline's end to dot's arrow tip.
@@ -189,7 +189,8 @@ public:
             const QPointF n(-d.y() * 0.5, d.x() * 0.5);
             arrow_ << end_ << base + n << base - n;
         }
-        bounds_ = path_.boundingRect().united(arrow_.boundingRect()).adjusted(-2, -2, 2, 2);
+        // The control points' rectangle holds the curve: cheaper than its exact bounds.
+        bounds_ = path_.controlPointRect().united(arrow_.boundingRect()).adjusted(-2, -2, 2, 2);
     }
     const QPainterPath& path() const { return path_; }
     QRectF boundingRect() const override { return bounds_; }
@@ -419,6 +420,7 @@ void GraphView::rebuildScene()
     if (!layout_ || !model_)
         return;
     nodes_.reserve(layout_->nodes.size());
+    scene_->setSceneRect(-20, -20, layout_->width + 40, layout_->height + 40);
     for (const LayoutEdge& e : layout_->edges)
         scene_->addItem(new GraphEdgeItem(e));
     for (size_t i = 0; i < layout_->nodes.size(); ++i) {
@@ -426,7 +428,6 @@ void GraphView::rebuildScene()
         scene_->addItem(item);
         nodes_.push_back(item);
     }
-    scene_->setSceneRect(-20, -20, layout_->width + 40, layout_->height + 40);
     applyColours();
     updateSearch();
     fitToView();
