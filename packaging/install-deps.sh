@@ -9,6 +9,7 @@ packages=(
   qt6-base-dev qt6-base-dev-tools qt6-charts-dev qt6-svg-dev libqt6svg6 qt6-qpa-plugins libqt6opengl6-dev libgl-dev libxkbcommon-dev libvulkan-dev
   libeigen3-dev libhdf5-dev libtbb-dev libonnx-dev libprotobuf-dev protobuf-compiler
   nlohmann-json3-dev zlib1g-dev libre2-dev libicu-dev
+  libgraphviz-dev
   python3 python3-numpy python3-h5py python3-onnx python3-torch python3-torchvision python3-sklearn libonnx-testdata
   xvfb xauth
   qemu-user

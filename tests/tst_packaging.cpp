@@ -101,7 +101,7 @@ private slots:
         QCOMPARE(debField(deb, QStringLiteral("Package")), QStringLiteral("quantscope"));
         QCOMPARE(debField(deb, QStringLiteral("Architecture")), QStringLiteral("amd64"));
         const QString depends = debField(deb, QStringLiteral("Depends"));
-        for (const char* library : {"libtbb12", "libonnx1", "libprotobuf32", "libhdf5-103-1", "qt6-qpa-plugins"})
+        for (const char* library : {"libtbb12", "libonnx1", "libprotobuf32", "libhdf5-103-1", "libgvc6", "qt6-qpa-plugins"})
             QVERIFY2(depends.contains(QLatin1String(library)), qPrintable(depends));
         const QString contents = run(QStringLiteral("dpkg-deb"), {QStringLiteral("-c"), deb}).output;
         QStringList expected{

@@ -49,6 +49,7 @@
 #endif
 #include "widgets/charts/rule_comparison_view.h"
 #include "widgets/charts/search_curve_view.h"
+#include "widgets/graph_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/frozen_column_tree_view.h"
 #include "widgets/layer_inspector.h"
@@ -246,6 +247,8 @@ void MainWindow::createDocks()
     connect(layerView_->selectionModel(), &QItemSelectionModel::currentRowChanged, this, [this] {
         updateInspector();
         updateCharts(ChartsUpdate::Selection);
+        if (graph_)
+            graph_->selectLayer(selectedLayer()); // emits nothing back
     });
 
     auto makeDock = [this](const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
@@ -277,7 +280,8 @@ void MainWindow::createDocks()
     QDockWidget* chartsDock = makeDock(tr("Charts"), QStringLiteral("ChartsDock"), createCharts(), Qt::RightDockWidgetArea);
     tabifyDockWidget(inspectorDock, chartsDock);
     createComparisonAndSearch();
-    for (const char* name : {"ComparisonDock", "SearchDock"})
+    createGraph();
+    for (const char* name : {"ComparisonDock", "SearchDock", "GraphDock"})
         if (auto* dock = findChild<QDockWidget*>(QLatin1String(name)))
             tabifyDockWidget(chartsDock, dock);
     inspectorDock->raise();
@@ -346,6 +350,56 @@ void MainWindow::createComparisonAndSearch()
         if (kind == JobKind::Search && cancelled)
             search_->setStatus(tr("Search cancelled."));
     });
+}
+
+void MainWindow::createGraph()
+{
+    graph_ = new GraphView(this);
+    graph_->setObjectName(QStringLiteral("GraphView"));
+    auto* dock = new QDockWidget(tr("Graph"), this);
+    dock->setObjectName(QStringLiteral("GraphDock"));
+    dock->setWidget(graph_);
+    addDockWidget(Qt::RightDockWidgetArea, dock);
+    connect(graph_, &GraphView::layerSelected, this, [this](size_t layer) {
+        const QModelIndex index = proxy_->mapFromSource(workspace_->layers()->indexOfLayer(layer));
+        if (index.isValid()) {
+            layerView_->setCurrentIndex(index);
+            layerView_->scrollTo(index);
+        }
+    });
+    connect(graph_, &GraphView::foldRequested, this, [this](const std::set<size_t>& runs) {
+        graph_->setStatus(runs.empty() ? tr("Unfolding…") : tr("Folding %n run(s) of blocks…", nullptr, int(runs.size())));
+        workspace_->layoutGraph(runs);
+    });
+    connect(workspace_, &Workspace::graphLayoutChanged, this, [this] {
+        const auto layout = workspace_->graphLayout();
+        graph_->setStatus(layout || !workspace_->model() || workspace_->model()->weightsOnly
+                              ? QString()
+                              : tr("Laying out the graph… (the status bar shows the progress)"));
+        if (workspace_->model() && workspace_->model()->weightsOnly)
+            graph_->setStatus(tr("A checkpoint of named tensors has no graph to draw."));
+        graph_->setGraph(layout, workspace_->model(), workspace_->repeatedRuns());
+        updateGraphColours();
+        graph_->selectLayer(selectedLayer());
+    });
+    connect(workspace_, &Workspace::graphLayoutFailed, this, [this](const QString& message) { graph_->setStatus(message); });
+    connect(workspace_->jobs(), &JobTracker::jobEnded, this, [this](JobKind kind, const QString&, bool cancelled) {
+        if (kind == JobKind::GraphLayout && cancelled)
+            graph_->setStatus(tr("Layout cancelled."));
+    });
+    for (auto signal : {&Workspace::planChanged, &Workspace::weightsUpdated, &Workspace::statisticsChanged,
+                        &Workspace::evaluationChanged, &Workspace::sensitivityChanged})
+        connect(workspace_, signal, this, &MainWindow::updateGraphColours);
+}
+
+void MainWindow::updateGraphColours()
+{
+    const auto model = workspace_->model();
+    if (!graph_ || !model)
+        return;
+    graph_->setColouring(graphColouring(*model, workspace_->plan().get(), workspace_->weights().get(),
+                                        workspace_->evaluation().get(), workspace_->sensitivity().get(),
+                                        workspace_->statistics().get()));
 }
 
 void MainWindow::updateSummary()

@@ -33,6 +33,7 @@ struct ExportChoices;
 class RuleEditor;
 class RuleComparisonView;
 class SearchCurveView;
+class GraphView;
 class SummaryBar;
 class StallWatchdog;
 
@@ -52,6 +53,7 @@ public:
     SummaryBar* summaryBar() const { return summary_; }
     RuleComparisonView* comparisonView() const { return comparison_; }
     SearchCurveView* searchView() const { return search_; }
+    GraphView* graphView() const { return graph_; }
     QLabel* statusJobLabel() const { return statusJob_; }
     QTextEdit* logView() const { return log_; }
 
@@ -98,6 +100,9 @@ private:
     void updateInspector();
     void updateSummary();
     void createComparisonAndSearch();
+    void createGraph();
+    // The graph view's colours from the results the workspace holds now.
+    void updateGraphColours();
     void addRecentFile(const QString& path);
     void rebuildRecentMenu();
     void log(const QString& text, LogLevel level);
@@ -128,6 +133,7 @@ private:
     SummaryBar* summary_ = nullptr;
     RuleComparisonView* comparison_ = nullptr;
     SearchCurveView* search_ = nullptr;
+    GraphView* graph_ = nullptr;
     QString lastRulesFile_; // names A in the A/B view
     QMenu* recentMenu_ = nullptr;
     QMenu* viewMenu_ = nullptr;

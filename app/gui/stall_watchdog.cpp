@@ -24,6 +24,8 @@ StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
             if (!started_.load())
                 continue;
             const int64_t gap = nowMs() - lastBeat_.load();
+            if (gap > longest_.load())
+                longest_.store(gap);
             if (gap > limit_.count() + 10) {
                 inStall = true;
                 worst = std::max(worst, gap);

@@ -23,6 +23,9 @@ public:
     static bool wanted();
     // Stalls seen so far.
     int stalls() const { return stalls_.load(); }
+    // The longest gap between two beats seen so far, stall or not (the beat's
+    // own 10 ms included; the watcher looks every 10 ms).
+    int64_t longestGapMs() const { return longest_.load(); }
 
 private:
     static int64_t nowMs();
@@ -33,6 +36,7 @@ private:
     std::atomic<bool> started_{false};
     std::atomic<bool> stop_{false};
     std::atomic<int> stalls_{0};
+    std::atomic<int64_t> longest_{0};
     std::thread watcher_;
 };
 

@@ -92,6 +92,7 @@ void Workspace::applyLoaded(LoadedModel loaded)
     const QString whyNotRunnable = QString::fromStdString(loaded.whyNotRunnable);
     jobs_->cancel(JobKind::Search);
     jobs_->cancel(JobKind::Comparison);
+    jobs_->cancel(JobKind::GraphLayout);
     if (cleanOnLoad_.calibration || cleanOnLoad_.evaluation) {
         // Another model: no data settings of the last one (its data would not fit this model) unless
         // set since the open, no undo history of its edits, not modified. The rules stay. A session
@@ -136,7 +137,41 @@ void Workspace::applyLoaded(LoadedModel loaded)
     emit statisticsChanged();
     emit evaluationChanged();
     emit modelLoaded();
+    repeatedRuns_ = findRepeatedRuns(model);
+    graphLayout_.reset();
+    emit graphLayoutChanged();
+    if (!model.weightsOnly)
+        layoutGraph({});
     restorePendingSession();
+}
+
+void Workspace::layoutGraph(const std::set<size_t>& folded)
+{
+    const std::shared_ptr<const Model> model = exploration_.modelPtr();
+    if (!model)
+        return;
+    const auto runs = std::make_shared<const std::vector<RepeatedRun>>(repeatedRuns_);
+    std::function<std::shared_ptr<const GraphLayout>(const CancellationToken&, const ProgressCallback&)> work =
+        [model, runs, folded](const CancellationToken& cancel, const ProgressCallback& progress) {
+            return std::make_shared<const GraphLayout>(qs::layoutGraph(*model, *runs, folded, cancel, progress));
+        };
+    jobs_->start<std::shared_ptr<const GraphLayout>>(
+        JobKind::GraphLayout, tr("Laying out the graph"), work,
+        [this, model](std::shared_ptr<const GraphLayout> layout) {
+            if (model != exploration_.modelPtr())
+                return; // another model was opened meanwhile
+            graphLayout_ = std::move(layout);
+            emit logMessage(tr("Graph laid out: %1 nodes, %2 edges in %3 s")
+                                .arg(graphLayout_->nodes.size())
+                                .arg(graphLayout_->edges.size())
+                                .arg(graphLayout_->seconds, 0, 'f', 2),
+                            LogLevel::Info);
+            emit graphLayoutChanged();
+        },
+        [this](const QString& message) {
+            emit logMessage(message, LogLevel::Warning);
+            emit graphLayoutFailed(message);
+        });
 }
 
 void Workspace::onRulesChanged()

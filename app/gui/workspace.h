@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,8 @@
 #include "session/exploration.h"
 #include "session/rule_comparison.h"
 #include "session/rule_search.h"
+#include "widgets/graph/graph_layout.h"
+#include "widgets/graph/repeated_blocks.h"
 #include "widgets/jobs/job_kind.h"
 
 class QUndoStack;
@@ -115,6 +118,14 @@ public:
     // Replaces the rules by those of point `index` of searchResult() (undoable).
     void applySearchPoint(size_t index);
 
+    // ---- the graph view (widgets/graph/graph_layout.h)
+    // Lays out the model's graph as a job (started when a model opens) with the
+    // repeated runs in `folded` folded; graphLayoutChanged or graphLayoutFailed follows.
+    void layoutGraph(const std::set<size_t>& folded);
+    std::shared_ptr<const GraphLayout> graphLayout() const { return graphLayout_; }
+    // The model's runs of repeated blocks (what can be folded).
+    const std::vector<RepeatedRun>& repeatedRuns() const { return repeatedRuns_; }
+
     // ---- sessions
     SessionFile toSession() const;
     // Restores rules, data and cached results after the session's model is loaded.
@@ -138,6 +149,8 @@ signals:
     void comparisonChanged();
     void searchFinished();
     void searchFailed(const QString& message);
+    void graphLayoutChanged();
+    void graphLayoutFailed(const QString& message);
     // A line for the Log dock: something the user should know of (Warning: a
     // rule that matches nothing, a layer left float) or something that failed (Error).
     void logMessage(const QString& text, LogLevel level);
@@ -183,6 +196,9 @@ private:
     std::shared_ptr<const RuleSearchResult> searchResult_;
     std::shared_ptr<const SearchCandidates> searchCandidates_;
     std::shared_ptr<const Model> searchModel_; // the model the search result's choices index
+
+    std::shared_ptr<const GraphLayout> graphLayout_;
+    std::vector<RepeatedRun> repeatedRuns_;
 
     bool modified_ = false;
     bool changedOutsideUndo_ = false;

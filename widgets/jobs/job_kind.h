@@ -23,6 +23,7 @@ enum class JobKind {
     ScaleRange,       // the scale-range chart's data
     Comparison,       // A against B: the comparison of the kept results with the current ones
     Search,           // the smallest rules that meet a target
+    GraphLayout,      // the graph view's layout (Graphviz)
 };
 
 struct JobKindInfo {
@@ -31,7 +32,7 @@ struct JobKindInfo {
     bool userFacing;       // progress bar, "Cancel Jobs" cancels it, logged when cancelled
 };
 
-inline constexpr std::array<JobKindInfo, 11> kJobKinds{{
+inline constexpr std::array<JobKindInfo, 12> kJobKinds{{
     {JobKind::Load, "load", true},
     {JobKind::Weights, "weights", false},
     {JobKind::Calibrate, "calibrate", true},
@@ -43,6 +44,7 @@ inline constexpr std::array<JobKindInfo, 11> kJobKinds{{
     {JobKind::ScaleRange, "scale ranges", false},
     {JobKind::Comparison, "comparison", false},
     {JobKind::Search, "search", true},
+    {JobKind::GraphLayout, "graph layout", true},
 }};
 
 constexpr const JobKindInfo& jobKindInfo(JobKind kind)
