@@ -78,14 +78,22 @@ constexpr std::array<QuantTypeInfo, 42> kQTypes{{
              "GGUF q5_K (weights only): super-blocks of 256, 6-bit sub-block scales and mins; 5.5 bits/weight"),
     ggufType(QType::Q6K, "q6_k", 6, 256,
              "GGUF q6_K (weights only): super-blocks of 256, int8 sub-block scales; 6.5625 bits/weight"),
-    lutType(QType::Lut1, "lut1", 1, "palettized (weights only): 1-bit codes into a k-means table of 2 float entries per group"),
-    lutType(QType::Lut2, "lut2", 2, "palettized (weights only): 2-bit codes into a k-means table of 4 float entries per group"),
-    lutType(QType::Lut3, "lut3", 3, "palettized (weights only): 3-bit codes into a k-means table of 8 float entries per group"),
-    lutType(QType::Lut4, "lut4", 4, "palettized (weights only): 4-bit codes into a k-means table of 16 float entries per group"),
-    lutType(QType::Lut5, "lut5", 5, "palettized (weights only): 5-bit codes into a k-means table of 32 float entries per group"),
-    lutType(QType::Lut6, "lut6", 6, "palettized (weights only): 6-bit codes into a k-means table of 64 float entries per group"),
-    lutType(QType::Lut7, "lut7", 7, "palettized (weights only): 7-bit codes into a k-means table of 128 float entries per group"),
-    lutType(QType::Lut8, "lut8", 8, "palettized (weights only): 8-bit codes into a k-means table of 256 float entries per group"),
+    lutType(QType::Lut1, "lut1", 1,
+            "palettized (weights only): 1-bit codes into a k-means table of 2 float entries per group"),
+    lutType(QType::Lut2, "lut2", 2,
+            "palettized (weights only): 2-bit codes into a k-means table of 4 float entries per group"),
+    lutType(QType::Lut3, "lut3", 3,
+            "palettized (weights only): 3-bit codes into a k-means table of 8 float entries per group"),
+    lutType(QType::Lut4, "lut4", 4,
+            "palettized (weights only): 4-bit codes into a k-means table of 16 float entries per group"),
+    lutType(QType::Lut5, "lut5", 5,
+            "palettized (weights only): 5-bit codes into a k-means table of 32 float entries per group"),
+    lutType(QType::Lut6, "lut6", 6,
+            "palettized (weights only): 6-bit codes into a k-means table of 64 float entries per group"),
+    lutType(QType::Lut7, "lut7", 7,
+            "palettized (weights only): 7-bit codes into a k-means table of 128 float entries per group"),
+    lutType(QType::Lut8, "lut8", 8,
+            "palettized (weights only): 8-bit codes into a k-means table of 256 float entries per group"),
 }};
 
 constexpr bool tableFollowsEnum()
@@ -158,7 +166,10 @@ bool isMicroscaling(QType t) { return qtypeInfo(t).kind == QKind::Microscaling; 
 
 bool isGgufBlock(QType t) { return qtypeInfo(t).kind == QKind::GgufBlock; }
 
-bool isLut(QType t) { return qtypeInfo(t).kind == QKind::Lut; }
+bool isLut(QType t)
+{
+    return qtypeInfo(t).kind == QKind::Lut;
+}
 
 bool hasOwnBlockScales(QType t) { return isMicroscaling(t) || isGgufBlock(t); }
 

@@ -88,8 +88,10 @@ float symmetricBound(QType t, bool narrowRange)
     case QKind::Lut:
         break;
     }
-    throw Error(std::string(q.name) + (q.kind == QKind::Lut ? " palettizes with a k-means table" :
-                                      " computes its own block scales (GGUF block format)") + "; it has no symmetric bound");
+    throw Error(std::string(q.name) +
+                (q.kind == QKind::Lut ? " palettizes with a k-means table"
+                                      : " computes its own block scales (GGUF block format)") +
+                "; it has no symmetric bound");
 }
 
 float restrictScale(float scale, ScaleRestriction r)
@@ -168,7 +170,8 @@ std::vector<Range> saturationRanges(const QuantParams& p)
 {
     const QuantTypeInfo& q = qtypeInfo(p.qtype);
     if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock || q.kind == QKind::Lut)
-        throw Error(std::string(q.name) + ": saturation ranges come from its block scales or tables, not from QuantParams");
+        throw Error(std::string(q.name) +
+                    ": saturation ranges come from its block scales or tables, not from QuantParams");
     double lo = 0, hi = 0; // the grid's ends in code units, beyond which a value saturates
     switch (q.kind) {
     case QKind::Integer:
