@@ -9,7 +9,7 @@
 // - on the demo CNN, lut4 beats int4 round-to-nearest per channel on weight SQNR
 //   in every layer (the issue's target), and lut8 beats int8;
 // - rules refuse it as an activation type, and the ONNX QDQ, ODML and LiteRT
-//   exports refuse it naming the layer.
+//   exports refuse it naming the layer (LiteRT through quantscope-cli).
 
 #include <QtTest>
 
@@ -273,6 +273,18 @@ private slots:
         QVERIFY2(onnx.contains("layer 'features/conv1'") && onnx.contains("lut4") && onnx.contains("checkpoint"),
                  qPrintable(onnx));
         QVERIFY(!std::filesystem::exists(out));
+
+        // LiteRT (full-integer ODML) names every lut layer; as the user runs it.
+        const std::string rules = (dir.path() + "/lut4.json").toStdString();
+        writeFile(rules, R"({"version":1,"rules":[{"weight_qtype":"lut4","act_qtype":"int8"}]})");
+        const QString tflite = dir.path() + "/q.tflite";
+        const CliRun r = runCli({"quantize", kModel, "--mode", "odml", "--rules", QString::fromStdString(rules),
+                                 "--calib", kCalib, "--export-tflite", tflite});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("layer 'features/conv1': weight_qtype lut4 is palettized") &&
+                     r.err.contains("layer 'classifier/fc2'"),
+                 r.err.constData());
+        QVERIFY(!QFile::exists(tflite));
     }
 };
 
