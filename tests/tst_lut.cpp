@@ -21,6 +21,7 @@
 #include "export/checkpoint_reader.h"
 #include "export/onnx_qdq.h"
 #include "io/npy.h"
+#include "io/safetensors.h"
 #include "quant/kernels.h"
 #include "quant/palettization.h"
 #include "quantization/tensor_quantization.h"
@@ -212,6 +213,11 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::filesystem::path folder = dir.path().toStdString();
+        // The simulated weights, for the independent reader (tests/export/check_checkpoint.py).
+        std::vector<SafetensorsTensor> reference;
+        for (const auto& [layer, w] : e.weights()->weights())
+            reference.push_back({e.model().layers[layer].weightName, w->fakeQuant.clone(), ""});
+        writeSafetensors(folder / "reference.safetensors", reference);
         for (const char* name : {"w.safetensors", "w.h5"}) {
             exportCheckpoint(e.model(), *e.plan(), *e.weights(), e.rules(), folder / name);
             const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / name);
@@ -238,6 +244,17 @@ private slots:
                 const int64_t bytes = quantizedWeightBytes(*w, n);
                 QCOMPARE(bytes, (n * bits + 7) / 8 + int64_t(p.lut.size()) * 4);
             }
+            // An independent reader, written from docs/formats.md, decodes the same weights bit for bit.
+            QProcess python;
+            python.start(kPython, {QStringLiteral(QUANTSCOPE_TEST_DATA "/../export/check_checkpoint.py"),
+                                   QString::fromStdString((folder / name).string()),
+                                   QString::fromStdString((folder / "reference.safetensors").string())});
+            QVERIFY(python.waitForFinished(60000));
+            const QByteArray said = python.readAllStandardOutput() + python.readAllStandardError();
+            QVERIFY2(python.exitStatus() == QProcess::NormalExit && python.exitCode() == 0, said.constData());
+            QVERIFY2(said.contains(QByteArray::number(qlonglong(e.weights()->weights().size())) +
+                                   " quantized tensors checked, 0 mismatches"),
+                     said.constData());
         }
     }
 
