@@ -13,13 +13,15 @@
 #include <nlohmann/json.hpp>
 #include <tbb/global_control.h>
 
+#include "algorithm_support.h"
 #include "analysis/method_comparison.h"
-#include "quantization/tensor_quantization.h"
-#include "quantization/rule_resolution.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
 #include "quant/kernels.h"
+#include "quantization/rule_resolution.h"
+#include "quantization/tensor_quantization.h"
 #include "runtime/op_registry.h"
+#include "session/algorithm_comparison.h"
 
 #include "test_support.h"
 
@@ -649,6 +651,90 @@ np.savez(sys.argv[2], x=rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
         QCOMPARE(table.exitCode, 0);
         QVERIFY(table.out.contains("skipped minmax"));
         QVERIFY(table.out.contains("SQNR dB"));
+    }
+
+    // --algorithms on the demo's fc1 under an int4 rule: every variant's weight SQNR is the one
+    // the pipeline gets for that rule, the output figures are the engine's, and gptq's output
+    // error is below rtn's.
+    void compareMethodsAlgorithms()
+    {
+        QTemporaryDir dir;
+        const std::string rulesFile = (dir.path() + "/r.json").toStdString();
+        test::writeFile(rulesFile, R"({"version":1,"rules":[{"weight_qtype":"int4"}]})");
+        const QStringList args{"compare-methods",
+                               test::kModel,
+                               "--tensor",
+                               "classifier/fc1",
+                               "--algorithms",
+                               "--rules",
+                               QString::fromStdString(rulesFile),
+                               "--calib",
+                               test::kCalib};
+        const Run r = runCli(args + QStringList{"--json"});
+        QVERIFY2(r.exitCode == 0, r.err.constData());
+        const nlohmann::json j = nlohmann::json::parse(r.out.toStdString());
+        QCOMPARE(j["layer"].get<std::string>(), std::string("classifier/fc1"));
+        std::map<std::string, nlohmann::json> byVariant;
+        for (const auto& a : j["algorithms"])
+            byVariant[a["variant"].get<std::string>()] = a;
+        for (const char* v : {"rtn", "rtn + bias_correction", "gptq", "gptq + bias_correction", "awq",
+                              "awq + bias_correction", "lut4", "lut4 + bias_correction"})
+            QVERIFY2(byVariant.count(v), v);
+        QVERIFY(j["skipped"].empty());
+
+        // The weights the pipeline computes for each variant's rule, on the same calibration.
+        auto pipelineSqnr = [](const std::string& rule) {
+            Exploration e;
+            e.setModel(loadExplorationModel(test::kModel));
+            e.setRules(RuleSet::fromJson(R"({"version":1,"rules":[)" + rule + "]}"));
+            e.setCalibrationData(test::file(test::kCalib));
+            if (e.needsCalibration())
+                e.calibrate(KeptHistograms::AsPlanNeeds);
+            e.updateWeights();
+            for (const auto& [layer, w] : e.weights()->weights())
+                if (e.model().layers[layer].modulePath == "classifier/fc1")
+                    return w->metrics.sqnrDb;
+            throw Error("fc1 not quantized");
+        };
+        QCOMPARE(byVariant["rtn"]["weight_sqnr_db"].get<double>(), pipelineSqnr(R"({"weight_qtype":"int4"})"));
+        QCOMPARE(byVariant["gptq"]["weight_sqnr_db"].get<double>(),
+                 pipelineSqnr(R"({"weight_qtype":"int4","algorithm":"gptq"})"));
+        QCOMPARE(byVariant["awq"]["weight_sqnr_db"].get<double>(),
+                 pipelineSqnr(R"({"weight_qtype":"int4","algorithm":"awq"})"));
+        QCOMPARE(byVariant["lut4"]["weight_sqnr_db"].get<double>(), pipelineSqnr(R"({"weight_qtype":"lut4"})"));
+
+        // The output figures are the engine's for the same statistics.
+        Exploration e;
+        e.setModel(loadExplorationModel(test::kModel));
+        const RuleSet rules = RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int4"}]})");
+        const size_t layer = *e.namedTensor("classifier/fc1").layer;
+        e.setRules(rulesReadingInputsOf(e.model(), rules, layer));
+        e.setCalibrationData(test::file(test::kCalib));
+        e.calibrate(KeptHistograms::AsPlanNeeds);
+        const AlgorithmComparison c = compareAlgorithms(e.model(), rules, layer, *e.statistics()->hessians().at(layer));
+        QCOMPARE(j["calibration_rows"].get<int64_t>(), c.calibrationRows);
+        for (const AlgorithmRow& row : c.rows) {
+            QVERIFY2(byVariant.count(row.variant), row.variant.c_str());
+            QCOMPARE(byVariant[row.variant]["output_mse"].get<double>(), row.outputMse);
+            QCOMPARE(byVariant[row.variant]["output_sqnr_db"].get<double>(), row.outputSqnrDb);
+            qInfo("fc1 int4 %-32s weight %.2f dB, output %.2f dB", row.variant.c_str(), row.weight.sqnrDb,
+                  row.outputSqnrDb);
+        }
+        const double rtn = byVariant["rtn"]["output_sqnr_db"].get<double>();
+        QVERIFY(byVariant["gptq"]["output_sqnr_db"].get<double>() >= rtn);
+        // Bias correction removes the mean of the output error: never more error than without it.
+        QVERIFY(byVariant["rtn + bias_correction"]["output_mse"].get<double>() <=
+                byVariant["rtn"]["output_mse"].get<double>());
+
+        // The table names every variant; usage errors exit 2.
+        const Run table = runCli(args);
+        QVERIFY2(table.exitCode == 0, table.err.constData());
+        QVERIFY(table.out.contains("output SQNR dB") && table.out.contains("lut4 + bias_correction"));
+        QCOMPARE(runCli(args + QStringList{"--qtype", "int8"}).exitCode, 2);
+        QCOMPARE(runCli(QStringList{"compare-methods", test::kModel, "--tensor", "classifier/fc1", "--algorithms",
+                                    "--rules", QString::fromStdString(rulesFile)})
+                     .exitCode,
+                 2);
     }
 
     // The metrics compare-methods prints, against plain loops (quant/metrics.h).

@@ -395,6 +395,8 @@ private slots:
         for (const qs::QuantTypeInfo& q : allQTypes()) {
             if (q.kind == QKind::GgufBlock)
                 continue; // one implementation, checked against llama.cpp's own in tst_gguf_blocks
+            if (q.kind == QKind::Lut)
+                continue; // one implementation, checked against a NumPy k-means in tst_lut
             for (const LayoutCase& lc : layoutCases()) {
                 const BlockLayout& layout = lc.layout;
                 const bool mx = q.kind == QKind::Microscaling;

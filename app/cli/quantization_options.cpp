@@ -27,7 +27,9 @@ std::string layoutNotes()
            "--tile elements. mxfp8, mxfp4 and nvfp4 compute their own block scales (blocks of 32, 32 and 16\n"
            "along the last axis) and take no --granularity, --axis or --tile; so do the GGUF block formats\n"
            "q8_0, q4_0, q4_1, q5_0, q5_1 (blocks of 32) and q4_k, q5_k, q6_k (256), encoded as llama.cpp's\n"
-           "reference quantizers do along the last axis, whose length must be a multiple of the block.";
+           "reference quantizers do along the last axis, whose length must be a multiple of the block.\n"
+           "lut1 ... lut8 find a table of 2^n float32 entries per group (the granularity above) by k-means\n"
+           "and replace each value by its nearest entry; their method is absmax (no range is calibrated).";
 }
 
 QuantizationSpec quantizationSpecFrom(const Arguments& args)

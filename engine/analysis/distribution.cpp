@@ -155,7 +155,7 @@ DistributionData weightDistribution(const Tensor& x, const Tensor& fakeQuant, co
     if (d.elements == 0)
         throw Error("distribution of '" + d.tensor + "': no elements");
     d.range = envelope;
-    if (oneGroup && !hasOwnBlockScales(q.params.qtype))
+    if (oneGroup && !hasOwnBlockScales(q.params.qtype) && !isLut(q.params.qtype))
         d.grid = groupQuant(q.params, *onlyGroup);
     d.clippedFraction = double(d.clipped) / double(d.elements);
     d.mean = sum / double(d.elements);
@@ -224,7 +224,7 @@ DistributionData activationDistribution(const Observer& observer, const QuantPar
     d.values = emptyHistogram(lo, hi, bins);
     d.fakeQuant = emptyHistogram(lo, hi, bins);
     const HistogramBinning valueBin(float(d.values.lo), float(d.values.hi), bins);
-    if (!hasOwnBlockScales(params.qtype) && params.layout.groupCount() == 1)
+    if (!hasOwnBlockScales(params.qtype) && !isLut(params.qtype) && params.layout.groupCount() == 1)
         d.grid = groupQuant(params, 0);
 
     // One pass for the moments and error extents, one to bin.

@@ -93,6 +93,11 @@ std::vector<MethodResult> compareMethods(const Tensor& x, const QuantizationSpec
         mx.method = CalibrationMethod::parse("absmax");
         return {measure(x, mx, std::string(info.name) + " block scales", tensorName)};
     }
+    if (isLut(spec.qtype)) {
+        QuantizationSpec lut = spec;
+        lut.method = CalibrationMethod::parse("absmax");
+        return {measure(x, lut, std::string(info.name) + " k-means table", tensorName)};
+    }
     // An unsigned type under a symmetric method would zero the negative values
     // (calibrateRanges refuses it): those methods are skipped, not the comparison.
     bool negative = false;

@@ -198,6 +198,7 @@ int entropyLevels(QType t, bool symmetric, bool narrowRange)
         return int(values.size());
     }
     case QKind::GgufBlock:
+    case QKind::Lut:
         break; // its own block scales: never calibrated (calib/compatibility.h)
     }
     return 1;

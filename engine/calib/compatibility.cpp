@@ -22,6 +22,17 @@ MethodCompatibility methodCompatibility(QType qtype, const CalibrationMethod& me
         }
         return c;
     }
+    if (info.kind == QKind::Lut) {
+        // k-means finds the table from the values themselves: there is no range to
+        // calibrate (an explicit `symmetric` does not apply; the plan notes it).
+        if (method.kind != CalibrationKind::AbsMax || method.factor != 1.0) {
+            c.problem = MethodCompatibility::Problem::BlockScalesNeedAbsmax;
+            c.reason = typeText + " finds its table by k-means on the values, with no range to calibrate; " +
+                       (methodField.empty() ? std::string("the method") : std::string(methodField)) +
+                       " must be absmax (or left unset), not '" + method.toString() + "'";
+        }
+        return c;
+    }
     try {
         c.symmetric = method.resolveSymmetric(symmetric);
     } catch (const Error& e) {

@@ -196,6 +196,25 @@ template <class T> Tensor groupTensor(const WeightJob& job, DType dtype, const s
     return t.permuted(inversePermutation(job.perm));
 }
 
+// A lut weight's tables in the weight's axis order: the scale shape with a last
+// axis of 2^bits entries.
+Tensor lutTensor(const WeightJob& job)
+{
+    Shape shape = job.layout.gridShape();
+    shape.push_back(int64_t(1) << qtypeInfo(job.params->qtype).bits);
+    Tensor t = Tensor::fromVector(DType::F32, shape, job.params->lut);
+    std::vector<int> perm = inversePermutation(job.perm);
+    perm.push_back(int(perm.size()));
+    return t.permuted(perm);
+}
+
+Shape lutShape(const WeightJob& job)
+{
+    Shape shape = job.grid;
+    shape.push_back(int64_t(1) << qtypeInfo(job.params->qtype).bits);
+    return shape;
+}
+
 // Codes per byte of W.qvalue: packed 1-, 2- and 4-bit codes; one code per element otherwise (int16 included).
 int storedCodesPerByte(QType t)
 {
@@ -290,8 +309,13 @@ nlohmann::ordered_json manifestEntry(const WeightJob& job, const std::string& so
                                                                       : nlohmann::ordered_json(nullptr);
     e["module_path"] = job.info->modulePath;
     e["op_type"] = job.info->opType;
-    e["qvalue"] = w + ".qvalue";
-    e["scale"] = w + ".scale";
+    const bool lut = isLut(spec.qtype);
+    e["qvalue"] = lut ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w + ".qvalue");
+    e["scale"] = lut ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(w + ".scale");
+    // lut types: the codes (indices into the group's table) and the tables.
+    e["codes"] = lut ? nlohmann::ordered_json(w + ".codes") : nlohmann::ordered_json(nullptr);
+    e["lut"] = lut ? nlohmann::ordered_json(w + ".lut") : nlohmann::ordered_json(nullptr);
+    e["lut_shape"] = lut ? nlohmann::ordered_json(lutShape(job)) : nlohmann::ordered_json(nullptr);
     e["zero_point"] = job.params && !job.params->symmetric ? nlohmann::ordered_json(w + ".zero_point")
                                                            : nlohmann::ordered_json(nullptr);
     e["block_scale"] =
@@ -406,10 +430,16 @@ ExportSummary exportCheckpoint(const Model& model, const QuantizationPlan& plan,
         ++summary.quantizedWeights;
         const QType t = params.qtype;
         const size_t firstEntry = entries.size();
-        entries.push_back({nt.name + ".qvalue", std::string(safetensorsDTypeName(codeDType(t))), qvalueShape(job),
-                           [&job, &source] { return qvalueOf(job, source); }, entry.dump()});
-        entries.push_back({nt.name + ".scale", "F32", job.grid,
-                           [&job] { return groupTensor(job, DType::F32, job.params->scales); }, ""});
+        if (isLut(t)) {
+            entries.push_back({nt.name + ".codes", "U8", qvalueShape(job),
+                               [&job, &source] { return qvalueOf(job, source); }, entry.dump()});
+            entries.push_back({nt.name + ".lut", "F32", lutShape(job), [&job] { return lutTensor(job); }, ""});
+        } else {
+            entries.push_back({nt.name + ".qvalue", std::string(safetensorsDTypeName(codeDType(t))), qvalueShape(job),
+                               [&job, &source] { return qvalueOf(job, source); }, entry.dump()});
+            entries.push_back({nt.name + ".scale", "F32", job.grid,
+                               [&job] { return groupTensor(job, DType::F32, job.params->scales); }, ""});
+        }
         if (!params.symmetric) {
             entries.push_back({nt.name + ".zero_point", std::string(safetensorsDTypeName(zeroPointDType(t))), job.grid,
                                [&job] {

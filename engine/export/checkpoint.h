@@ -26,6 +26,12 @@
 //                 e4m3 block scale codes (F8_E4M3). Informative: W.scale already
 //                 holds their decoded value (times the global scale for nvfp4).
 //   W.global_scale nvfp4 only: F32 [1], the per-tensor scale.
+//   W.codes, W.lut lut1 … lut8 in place of W.qvalue and W.scale: W.codes the
+//                 group's table index of every element (U8, packed as W.qvalue
+//                 is: 1-, 2- and 4-bit codes share bytes, 3-, 5-, 6-, 7- and
+//                 8-bit codes take a byte each); W.lut F32, the tables, shape
+//                 G + [2^bits] (G as W.scale's), each ascending. Element x[i0, …]
+//                 is lut[i0 / block[0], …, code].
 // value = (grid(code) − zero_point) · scale for integer-like types,
 //         grid(code) · scale for float formats, nf4 and microscaling elements,
 // which is bit for bit the weight quantizer's fake-quant (quant/kernels.h).
@@ -37,7 +43,8 @@
 // original), code_dtype, packed, codes_per_byte, granularity, axis, tile_axis,
 // tile_size, block, scale_shape, symmetric, narrow_range, scale_restriction,
 // method, rounding, seed, module_path, op_type, qvalue, scale, zero_point,
-// block_scale, global_scale}}, float_tensors [names written unchanged].
+// block_scale, global_scale, codes, lut, lut_shape}} (lut types: qvalue and
+// scale null, codes and lut the keys), float_tensors [names written unchanged].
 //
 // HDF5 layout: one dataset per safetensors key, at `/` + key (a `/` inside a
 // key makes groups); each W.qvalue dataset also carries its tensor's manifest

@@ -1,6 +1,7 @@
 #include "export/checkpoint_reader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -100,8 +101,13 @@ QuantizedCheckpoint QuantizedCheckpoint::open(const std::filesystem::path& path)
         info.restriction = *r;
         if (info.qtype == QType::NvFp4)
             info.globalScale = field<float>(t, "global_scale_value", at);
-        info.qvalueKey = field<std::string>(t, "qvalue", at);
-        info.scaleKey = field<std::string>(t, "scale", at);
+        if (isLut(info.qtype)) {
+            info.qvalueKey = field<std::string>(t, "codes", at);
+            info.lutKey = field<std::string>(t, "lut", at);
+        } else {
+            info.qvalueKey = field<std::string>(t, "qvalue", at);
+            info.scaleKey = field<std::string>(t, "scale", at);
+        }
         if (!info.symmetric)
             info.zeroPointKey = field<std::string>(t, "zero_point", at);
         if (const auto it = t.find("corrected_bias"); it != t.end() && !it->is_null())
@@ -144,6 +150,23 @@ QuantParams QuantizedCheckpoint::params(const std::string& name) const
     p.symmetric = i.symmetric;
     p.options = {i.narrowRange, i.restriction};
     p.globalScale = i.globalScale;
+    if (isLut(i.qtype)) {
+        Shape shape = p.layout.gridShape();
+        shape.push_back(int64_t(1) << qtypeInfo(i.qtype).bits);
+        const Tensor lut = stored(i.lutKey);
+        if (lut.dtype() != DType::F32 || lut.shape() != shape)
+            throw Error(path_.string() + ": '" + i.lutKey + "' must be float32 of shape " + shapeToString(shape) +
+                        ", is " + std::string(dtypeName(lut.dtype())) + " " + shapeToString(lut.shape()));
+        const auto v = lut.values<float>();
+        p.lut.assign(v.begin(), v.end());
+        const size_t k = size_t(shape.back());
+        for (size_t g = 0; g < p.lut.size() / k; ++g) {
+            const float largest = std::max(std::fabs(p.lut[g * k]), std::fabs(p.lut[g * k + k - 1]));
+            p.scales.push_back(largest > 0 ? largest : 1.0f);
+        }
+        checkQuantParams(p, i.shape, name);
+        return p;
+    }
     const Tensor scale = stored(i.scaleKey);
     if (scale.dtype() != DType::F32 || scale.shape() != p.layout.gridShape())
         throw Error(path_.string() + ": '" + i.scaleKey + "' must be float32 of shape " +

@@ -29,7 +29,9 @@ struct CheckpointTensorInfo {
     bool narrowRange = false;
     ScaleRestriction restriction = ScaleRestriction::Float;
     float globalScale = 1.0f;                      // nvfp4
-    std::string qvalueKey, scaleKey, zeroPointKey; // zeroPointKey empty when symmetric
+    std::string qvalueKey, scaleKey, zeroPointKey; // zeroPointKey empty when symmetric; lut types: qvalueKey
+                                                   // is W.codes, scaleKey empty
+    std::string lutKey;                            // lut types: W.lut (the tables); empty otherwise
     std::string correctedBiasKey;                  // bias_correction: the layer's bias, float32 [O]; empty otherwise
     std::string inputScaleKey; // awq: the weight is dequantize(codes) / input_scale (broadcast); empty otherwise
 };
@@ -54,7 +56,7 @@ public:
     // Throws Error naming the tensor when it is not a quantized weight.
     const CheckpointTensorInfo& info(const std::string& name) const;
 
-    // Scales and zero points over the weight's own axes (layout {shape, block}).
+    // Scales and zero points (lut types: the tables) over the weight's own axes (layout {shape, block}).
     QuantParams params(const std::string& name) const;
     // One code per element, the weight's shape (unpacked), dtype codeDType(qtype).
     Tensor codes(const std::string& name) const;

@@ -411,6 +411,12 @@ OdmlQuantization computeOdmlQuantization(const Interpreter& interpreter, const Q
                 refuse(what + lq->problem);
                 continue;
             }
+            if (lq->weight && isLut(lq->weight->qtype)) {
+                refuse(what + "weight_qtype " + std::string(qtypeName(lq->weight->qtype)) +
+                       " is palettized (codes into a k-means table), which LiteRT's int8 kernels cannot hold; "
+                       "ODML needs weight_qtype int8");
+                continue;
+            }
             if (!lq->weight || lq->weight->qtype != QType::Int8) {
                 refuse(what + "ODML needs weight_qtype int8");
                 continue;

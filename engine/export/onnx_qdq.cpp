@@ -77,6 +77,11 @@ std::pair<int32_t, int64_t> onnxCodeType(QType t, const std::string& who)
     case QType::Fp8E5M2:
         return {kOnnxFloat8E5M2, kFloat8Opset};
     default:
+        if (isLut(t))
+            throw Error("ONNX export: " + who + " is palettized to " + std::string(qtypeName(t)) +
+                        " (codes into a k-means table per group), which ONNX's QuantizeLinear/DequantizeLinear "
+                        "cannot hold; export a checkpoint (--export-checkpoint: codes and tables) or use int4/int8 "
+                        "for this layer");
         throw Error("ONNX export: " + who + " is quantized to " + std::string(qtypeName(t)) +
                     ", which ONNX's QuantizeLinear/DequantizeLinear cannot hold (int8, uint8, int16, int4, uint4, "
                     "fp8_e4m3 and fp8_e5m2 can be exported)");

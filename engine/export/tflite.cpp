@@ -416,6 +416,10 @@ private:
         if (!lq || !lq->weight || lq->layer >= model_.layers.size())
             throw Refused("the quantization plan has no int8 weight for this node");
         const QuantizableLayer& layer = model_.layers[lq->layer];
+        if (isLut(lq->weight->qtype))
+            throw Error("layer '" + layer.modulePath + "': weight_qtype " + std::string(qtypeName(lq->weight->qtype)) +
+                        " is palettized (codes into a k-means table), which LiteRT's int8 kernels cannot hold; "
+                        "use int8 for LiteRT");
         if (lq->biasCorrection)
             throw Error("layer '" + layer.modulePath +
                         "': the LiteRT export computes its int32 biases from the "

@@ -111,6 +111,7 @@ float nearestGridValue(QType t, IntegerGrid grid, float v)
         return decodeNf4(encodeNf4(v));
     case QKind::Microscaling:
     case QKind::GgufBlock:
+    case QKind::Lut:
         break; // an element type is never microscaling; GGUF blocks have no element grid
     }
     throw Error(std::string(qtypeName(t)) + " has no element grid");
@@ -144,6 +145,7 @@ float stochasticGridValue(QType t, IntegerGrid grid, float v, float u)
         return stochasticNf4(v, u);
     case QKind::Microscaling:
     case QKind::GgufBlock:
+    case QKind::Lut:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element grid");
@@ -171,6 +173,7 @@ uint32_t codeOfGridValue(QType t, float g)
         return encodeNf4(g);
     case QKind::Microscaling:
     case QKind::GgufBlock:
+    case QKind::Lut:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element codes");
@@ -199,6 +202,7 @@ float gridValueOfCode(QType t, uint32_t code)
         return decodeNf4(uint8_t(code));
     case QKind::Microscaling:
     case QKind::GgufBlock:
+    case QKind::Lut:
         break;
     }
     throw Error(std::string(qtypeName(t)) + " has no element codes");

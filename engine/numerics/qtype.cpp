@@ -24,7 +24,12 @@ constexpr QuantTypeInfo ggufType(QType t, std::string_view name, int bits, int b
     return {t, name, QKind::GgufBlock, bits, true, 0, 0, 0.f, blockSize, t, summary};
 }
 
-constexpr std::array<QuantTypeInfo, 34> kQTypes{{
+constexpr QuantTypeInfo lutType(QType t, std::string_view name, int bits, std::string_view summary)
+{
+    return {t, name, QKind::Lut, bits, true, 0, 0, 0.f, 0, t, summary};
+}
+
+constexpr std::array<QuantTypeInfo, 42> kQTypes{{
     intType(QType::Int1, "int1", 1, "signed 1-bit integer, codes -1..0"),
     intType(QType::Int2, "int2", 2, "signed 2-bit integer, codes -2..1"),
     intType(QType::Int3, "int3", 3, "signed 3-bit integer, codes -4..3"),
@@ -73,6 +78,22 @@ constexpr std::array<QuantTypeInfo, 34> kQTypes{{
              "GGUF q5_K (weights only): super-blocks of 256, 6-bit sub-block scales and mins; 5.5 bits/weight"),
     ggufType(QType::Q6K, "q6_k", 6, 256,
              "GGUF q6_K (weights only): super-blocks of 256, int8 sub-block scales; 6.5625 bits/weight"),
+    lutType(QType::Lut1, "lut1", 1,
+            "palettized (weights only): 1-bit codes into a k-means table of 2 float entries per group"),
+    lutType(QType::Lut2, "lut2", 2,
+            "palettized (weights only): 2-bit codes into a k-means table of 4 float entries per group"),
+    lutType(QType::Lut3, "lut3", 3,
+            "palettized (weights only): 3-bit codes into a k-means table of 8 float entries per group"),
+    lutType(QType::Lut4, "lut4", 4,
+            "palettized (weights only): 4-bit codes into a k-means table of 16 float entries per group"),
+    lutType(QType::Lut5, "lut5", 5,
+            "palettized (weights only): 5-bit codes into a k-means table of 32 float entries per group"),
+    lutType(QType::Lut6, "lut6", 6,
+            "palettized (weights only): 6-bit codes into a k-means table of 64 float entries per group"),
+    lutType(QType::Lut7, "lut7", 7,
+            "palettized (weights only): 7-bit codes into a k-means table of 128 float entries per group"),
+    lutType(QType::Lut8, "lut8", 8,
+            "palettized (weights only): 8-bit codes into a k-means table of 256 float entries per group"),
 }};
 
 constexpr bool tableFollowsEnum()
@@ -80,7 +101,7 @@ constexpr bool tableFollowsEnum()
     for (size_t i = 0; i < kQTypes.size(); ++i)
         if (static_cast<size_t>(kQTypes[i].type) != i)
             return false;
-    return kQTypes.size() == static_cast<size_t>(QType::Q6K) + 1;
+    return kQTypes.size() == static_cast<size_t>(QType::Lut8) + 1;
 }
 static_assert(tableFollowsEnum(), "kQTypes must list every QType in enum order");
 
@@ -144,6 +165,11 @@ bool isIntegerLike(QType t)
 bool isMicroscaling(QType t) { return qtypeInfo(t).kind == QKind::Microscaling; }
 
 bool isGgufBlock(QType t) { return qtypeInfo(t).kind == QKind::GgufBlock; }
+
+bool isLut(QType t)
+{
+    return qtypeInfo(t).kind == QKind::Lut;
+}
 
 bool hasOwnBlockScales(QType t) { return isMicroscaling(t) || isGgufBlock(t); }
 

@@ -34,6 +34,10 @@ enum class QType : uint8_t {
     Q4K,  // super-blocks of 256: 8 × 32 4-bit codes, 6-bit scales and mins, fp16 d and dmin
     Q5K,  // super-blocks of 256: 8 × 32 5-bit codes, 6-bit scales and mins, fp16 d and dmin
     Q6K,  // super-blocks of 256: 16 × 16 6-bit codes, int8 scales, fp16 d
+    // Palettized (look-up table) weights, weight-only: per group (tensor, channel
+    // or tile) a table of 2^n float32 entries found by k-means, n-bit codes
+    // indexing it (quant/palettization.h).
+    Lut1, Lut2, Lut3, Lut4, Lut5, Lut6, Lut7, Lut8,
 };
 
 enum class QKind : uint8_t {
@@ -44,6 +48,7 @@ enum class QKind : uint8_t {
     Codebook,     // a fixed table of values (nf4)
     Microscaling, // element format + per-block shared scale computed by the type itself
     GgufBlock,    // a GGUF block format: block bytes as llama.cpp's reference quantizer writes them
+    Lut,          // k-means palettization: per group a float table of 2^bits entries (QuantParams::lut)
 };
 
 struct QuantTypeInfo {
@@ -80,6 +85,8 @@ IntegerGrid integerGrid(QType t, bool narrowRange);
 bool isIntegerLike(QType t); // Integer, Binary, Ternary
 bool isMicroscaling(QType t);
 bool isGgufBlock(QType t);
+// lut1 … lut8: weight-only, per-group tables found by k-means (quant/palettization.h).
+bool isLut(QType t);
 // Whether the type computes its own scales from the data (microscaling and GGUF
 // block formats): no calibration method but absmax, no tile size.
 bool hasOwnBlockScales(QType t);
@@ -87,7 +94,8 @@ bool hasOwnBlockScales(QType t);
 // Storage bits per weight, scales included: the type's bits for per-tensor and
 // per-channel types (their scales are negligible); mxfp8/mxfp4 add 8/32, nvfp4
 // 8/16; a GGUF block format is its block bytes · 8 / block size (q4_0 4.5,
-// q4_k 4.5, q6_k 6.5625).
+// q4_k 4.5, q6_k 6.5625). A lut type is its code bits (its tables, 2^bits
+// float32 entries per group, depend on the granularity: quantizedWeightBytes).
 double bitsPerWeight(QType t);
 
 } // namespace qs

@@ -1,6 +1,7 @@
 #include "quant/kernels.h"
 
 #include "quant/gguf_quantization.h"
+#include "quant/palettization.h"
 
 #include <atomic>
 #include <bit>
@@ -117,6 +118,8 @@ template <class Fn> void withFastGrid(const QuantParams& p, Fn&& fn)
         return;
     case QKind::GgufBlock:
         throw Error(std::string(q.name) + " has no element grid (GGUF block format)");
+    case QKind::Lut:
+        throw Error(std::string(q.name) + " has no element grid (a per-group k-means table)");
     }
 }
 
@@ -276,6 +279,10 @@ void checkQuantParams(const QuantParams& params, const Shape& shape, std::string
         throw Error(name + ": " + std::string(qtypeName(params.qtype)) +
                     " is a GGUF block format: llama.cpp's blocks, not one code per element, which only a GGUF "
                     "file holds; use int4/int8 (with tile_size) for this export");
+    if (isLut(params.qtype)) {
+        checkLutParams(params, shape, tensorName);
+        return;
+    }
     if (params.layout.shape != shape || params.layout.block.size() != shape.size())
         throw Error(name + " has shape " + shapeToString(shape) + " but its quantization parameters are for " +
                     shapeToString(params.layout.shape));
@@ -315,6 +322,13 @@ void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<
             throw Error("tensor '" + std::string(tensorName) + "' has shape " + shapeToString(input.shape()) +
                         " but its quantization parameters are for " + shapeToString(params.layout.shape));
         ggufFakeQuantizeInto(input, params.qtype, out, tensorName);
+        return;
+    }
+    if (isLut(params.qtype)) {
+        if (rounding != Rounding::Nearest)
+            throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(params.qtype)) +
+                        " takes each value's nearest table entry; stochastic rounding does not apply");
+        lutFakeQuantizeInto(input, params, out, tensorName);
         return;
     }
     checkQuantParams(params, input.shape(), tensorName);
@@ -374,6 +388,12 @@ Tensor fakeQuantize(const Tensor& input, const QuantParams& params, Rounding rou
 Tensor quantize(const Tensor& input, const QuantParams& params, Rounding rounding, uint64_t seed,
                 std::string_view tensorName)
 {
+    if (isLut(params.qtype)) {
+        if (rounding != Rounding::Nearest)
+            throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(params.qtype)) +
+                        " takes each value's nearest table entry; stochastic rounding does not apply");
+        return lutQuantize(input, params, tensorName);
+    }
     checkQuantParams(params, input.shape(), tensorName);
     const DType codeType = codeDType(params.qtype);
     Tensor out(codeType, input.shape());
@@ -429,6 +449,8 @@ Tensor quantize(const Tensor& input, const QuantParams& params, Rounding roundin
 
 Tensor dequantize(const Tensor& codes, const QuantParams& params)
 {
+    if (isLut(params.qtype))
+        return lutDequantize(codes, params);
     checkQuantParams(params, codes.shape(), "codes");
     checkCodes(codes, params);
     Tensor out(DType::F32, codes.shape());

@@ -85,9 +85,13 @@ float symmetricBound(QType t, bool narrowRange)
     case QKind::Codebook:
         return 1.0f;
     case QKind::GgufBlock:
+    case QKind::Lut:
         break;
     }
-    throw Error(std::string(q.name) + " computes its own block scales (GGUF block format); it has no symmetric bound");
+    throw Error(std::string(q.name) +
+                (q.kind == QKind::Lut ? " palettizes with a k-means table"
+                                      : " computes its own block scales (GGUF block format)") +
+                "; it has no symmetric bound");
 }
 
 float restrictScale(float scale, ScaleRestriction r)
@@ -113,9 +117,9 @@ QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<
                                   const ScaleOptions& options, std::string_view tensorName)
 {
     const QuantTypeInfo& q = qtypeInfo(t);
-    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock)
+    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock || q.kind == QKind::Lut)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(q.name) +
-                    " computes its own block scales from the data; ranges do not apply");
+                    " computes its own block scales (or tables) from the data; ranges do not apply");
     if (!symmetric && q.kind != QKind::Integer)
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(q.name) +
                     " has no zero point; use a symmetric calibration method");
@@ -165,8 +169,9 @@ QuantParams quantParamsFromRanges(QType t, const BlockLayout& layout, std::span<
 std::vector<Range> saturationRanges(const QuantParams& p)
 {
     const QuantTypeInfo& q = qtypeInfo(p.qtype);
-    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock)
-        throw Error(std::string(q.name) + ": saturation ranges come from its block scales, not from QuantParams");
+    if (q.kind == QKind::Microscaling || q.kind == QKind::GgufBlock || q.kind == QKind::Lut)
+        throw Error(std::string(q.name) +
+                    ": saturation ranges come from its block scales or tables, not from QuantParams");
     double lo = 0, hi = 0; // the grid's ends in code units, beyond which a value saturates
     switch (q.kind) {
     case QKind::Integer:
@@ -190,6 +195,7 @@ std::vector<Range> saturationRanges(const QuantParams& p)
         hi = 1;
         break;
     case QKind::GgufBlock:
+    case QKind::Lut:
         break; // refused above
     }
     std::vector<Range> out(p.scales.size());

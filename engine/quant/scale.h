@@ -67,6 +67,11 @@ struct QuantParams {
     std::vector<float> scales;       // one per group, row-major over layout.gridShape()
     std::vector<int32_t> zeroPoints; // one per group when asymmetric; empty when symmetric
     float globalScale = 1.0f;        // nvfp4's per-tensor fp32 scale (the block scales are e4m3 in its units)
+    // lut types: per group (row-major over layout.gridShape()) its table of 2^bits
+    // float32 entries, ascending; a value's code is its nearest entry's index
+    // (quant/palettization.h). `scales` then hold each table's largest magnitude
+    // (1 for an all-zero table), for display only. Empty for every other type.
+    std::vector<float> lut;
 };
 
 // Computes scales and zero points for each group from its range. `tensorName`

@@ -90,6 +90,35 @@ void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQ
     lq.weightSeed = 0;
 }
 
+// A lut type finds its table by k-means on the weight's values: the rule's
+// fields about a scale's range and rounding do not apply (granularity and
+// tile_size do: they cut the groups). Each one the rule sets is named in the
+// layer's note, and reset so that equal encodings compare (and cache) equal.
+void lutWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQuantization& lq)
+{
+    std::vector<std::string> ignored;
+    if (rule.symmetric)
+        ignored.push_back("symmetric");
+    if (rule.narrowRange)
+        ignored.push_back("narrow_range");
+    if (rule.scaleRestriction != ScaleRestriction::Float)
+        ignored.push_back("scale_restriction");
+    if (rule.rounding != Rounding::Nearest)
+        ignored.push_back("rounding");
+    if (!ignored.empty()) {
+        std::string fields;
+        for (size_t i = 0; i < ignored.size(); ++i)
+            fields += (i == 0 ? "" : i + 1 == ignored.size() ? " and " : ", ") + ignored[i];
+        lq.note += (lq.note.empty() ? "" : "; ") + fields + (ignored.size() == 1 ? " does" : " do") +
+                   " not apply to the weight's " + std::string(qtypeName(spec.qtype)) +
+                   ", whose table is found by k-means and whose values take their nearest entry";
+    }
+    spec.symmetric.reset();
+    spec.options = ScaleOptions{};
+    lq.weightRounding = Rounding::Nearest;
+    lq.weightSeed = 0;
+}
+
 // Why GPTQ or AWQ cannot run on this layer as written, or "": it needs the layer's
 // calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
 // with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads).
@@ -183,6 +212,8 @@ void planWeight(const Model& model, const QuantizableLayer& layer, const Quantiz
     lq.biasCorrection = rule.biasCorrection;
     if (isGgufBlock(spec.qtype))
         ggufWeightSpec(rule, spec, lq);
+    if (isLut(spec.qtype))
+        lutWeightSpec(rule, spec, lq);
     lq.weight = spec;
 
     const std::string what = "weight '" + layer.weightName + "' " + shapeToString(layer.weightShape);

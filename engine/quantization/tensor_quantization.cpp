@@ -1,6 +1,7 @@
 #include "quantization/tensor_quantization.h"
 
 #include <algorithm>
+#include <cfloat>
 
 #include "calib/calibrate.h"
 #include "calib/compatibility.h"
@@ -9,6 +10,7 @@
 #include "numerics/qtype.h"
 #include "quant/gguf_quantization.h"
 #include "quant/microscaling.h"
+#include "quant/palettization.h"
 
 namespace qs {
 
@@ -54,6 +56,19 @@ TensorQuantization ggufQuantization(const Tensor& x, const QuantizationSpec& spe
     return q;
 }
 
+TensorQuantization lutQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName,
+                                   const CancellationToken& cancel)
+{
+    TensorQuantization q;
+    q.params = lutParams(x, spec.qtype, layoutFor(x.shape(), spec), tensorName, cancel);
+    const size_t k = size_t(1) << qtypeInfo(spec.qtype).bits;
+    const size_t groups = q.params.scales.size();
+    for (size_t g = 0; g < groups; ++g)
+        q.ranges.push_back({q.params.lut[g * k], q.params.lut[g * k + k - 1]});
+    q.saturation.assign(groups, Range{-FLT_MAX, FLT_MAX});
+    return q;
+}
+
 } // namespace
 
 BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec)
@@ -74,7 +89,8 @@ BlockLayout layoutFor(const Shape& shape, const QuantizationSpec& spec)
     return BlockLayout::tiled(shape, axis, rank - 1, tile);
 }
 
-TensorQuantization computeQuantization(const Tensor& input, const QuantizationSpec& spec, std::string_view tensorName)
+TensorQuantization computeQuantization(const Tensor& input, const QuantizationSpec& spec, std::string_view tensorName,
+                                       const CancellationToken& cancel)
 {
     const Tensor x = input.dtype() == DType::F32 || input.dtype() == DType::F16 || input.dtype() == DType::BF16
                          ? input
@@ -86,6 +102,8 @@ TensorQuantization computeQuantization(const Tensor& input, const QuantizationSp
         return microscalingQuantization(x, spec, tensorName);
     if (isGgufBlock(spec.qtype))
         return ggufQuantization(x, spec, tensorName);
+    if (isLut(spec.qtype))
+        return lutQuantization(x, spec, tensorName, cancel);
 
     const CalibrationTarget target{spec.qtype, spec.options, spec.symmetric};
     const bool symmetric = compatibility.symmetric;

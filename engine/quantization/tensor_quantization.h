@@ -2,7 +2,8 @@
 // Quantizing one tensor the way a rule would, end to end: a qtype, a
 // calibration method string, a granularity and scale options give the groups'
 // calibrated ranges (calib) and from them the QuantParams (quant); the
-// microscaling types compute their own block scales from the data instead, and
+// microscaling types compute their own block scales from the data instead, the
+// lut types a k-means table per group (quant/palettization.h), and
 // the GGUF block formats are encoded as llama.cpp's reference quantizers do
 // (blocks along the last axis; granularity, axis, tile size, symmetry and the
 // scale options do not apply to them).
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "calib/method.h"
+#include "core/cancellation.h"
 #include "core/tensor.h"
 #include "quant/scale.h"
 #include "rules/rule.h"
@@ -49,7 +51,9 @@ struct TensorQuantization {
     // ±absmax; unsigned types with a symmetric method: [0, absmax]; asymmetric: widened
     // to include 0); microscaling blocks: ±scale · the element format's largest value;
     // GGUF blocks: the block's own [min, max] widened to include 0 (also `saturation`:
-    // their reference quantizers fit every block to its data, so nothing counts as clipped).
+    // their reference quantizers fit every block to its data, so nothing counts as clipped);
+    // lut types: the table's [first, last] entry (saturation: unbounded, as a nearest
+    // entry is never a clipped value's only error).
     std::vector<Range> ranges;
     // Per group, the range outside of which values saturate under the scale actually
     // used (saturationRanges in quant/scale.h: pow2/fp16 restrictions, narrow range and
@@ -61,10 +65,13 @@ struct TensorQuantization {
 };
 
 // Calibrates and computes the quantization parameters of `x` (float32, float16
-// or bfloat16; other dtypes are converted to float32 first). Throws Error naming
+// or bfloat16; other dtypes are converted to float32 first). A lut type's tables
+// are found group by group in parallel; `cancel` is checked between groups
+// (the others take no time worth cancelling). Throws Error naming
 // `tensorName` for a NaN/Inf, a method the qtype cannot use (an asymmetric method
 // on a float or codebook type), a microscaling type with a method other than absmax,
 // or an unsigned type under a symmetric method on data with negative values.
-TensorQuantization computeQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName);
+TensorQuantization computeQuantization(const Tensor& x, const QuantizationSpec& spec, std::string_view tensorName,
+                                       const CancellationToken& cancel = {});
 
 } // namespace qs

@@ -16,6 +16,8 @@ int64_t quantizedWeightBytes(const QuantizedWeight& w, int64_t elements)
         return bytes + (t == QType::NvFp4 ? 4 : 0);
     }
     const int64_t codes = (elements * qtypeInfo(t).bits + 7) / 8;
+    if (isLut(t))
+        return codes + int64_t(p.lut.size()) * 4; // float32 table entries, 2^bits per group
     return codes + int64_t(p.scales.size()) * 4 + int64_t(p.zeroPoints.size());
 }
 

@@ -8,7 +8,8 @@
 //              one float32 per scale and one byte per zero point; the
 //              microscaling and GGUF block types are their block bytes
 //              (bitsPerWeight: scales included), nvfp4 adds its float32
-//              global scale. A layer the plan leaves float (or whose weight
+//              global scale; a lut type is its packed codes plus its
+//              tables (2^bits float32 entries per group). A layer the plan leaves float (or whose weight
 //              could not be quantized) takes its float bytes.
 
 #include <cstddef>

@@ -99,7 +99,7 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         q.quantization = std::move(g.quantization);
         fake = std::move(g.rounded);
     } else {
-        q.quantization = computeQuantization(x, spec, layer.weightName);
+        q.quantization = computeQuantization(x, spec, layer.weightName, cancel);
         fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);
     }
 

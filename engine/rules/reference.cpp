@@ -41,6 +41,8 @@ std::string_view kindName(QKind k)
         return "microscaling";
     case QKind::GgufBlock:
         return "gguf block";
+    case QKind::Lut:
+        return "lut";
     }
     return "";
 }

@@ -157,6 +157,12 @@ void QuantizationRule::validate(size_t index) const
                        std::string(qtypeName(*actQType)) +
                            " is a GGUF block format for weights only (llama.cpp quantizes activations itself); "
                            "use it as weight_qtype, and int8 or fp8_e4m3 (or none) as act_qtype");
+    if (actQType && isLut(*actQType))
+        throwRuleError(index, "act_qtype",
+                       std::string(qtypeName(*actQType)) +
+                           " palettizes weights (a k-means table per group, found once from the weight's values); "
+                           "activations change with every input, so use it as weight_qtype, and int8 or fp8_e4m3 "
+                           "(or none) as act_qtype");
     if (actQType) {
         if (actCalibration) {
             checkMethod(index, "act_calibration", *actCalibration, symmetric, *actQType, "act_qtype");

@@ -65,12 +65,12 @@ std::vector<std::string> qtypeNames()
     return names;
 }
 
-// The GGUF block formats are weight-only (rule validation refuses them as act_qtype).
+// The GGUF block formats and the lut types are weight-only (rule validation refuses them as act_qtype).
 std::vector<std::string> activationQTypeNames()
 {
     std::vector<std::string> names;
     for (const auto& q : allQTypes())
-        if (q.kind != QKind::GgufBlock)
+        if (q.kind != QKind::GgufBlock && q.kind != QKind::Lut)
             names.emplace_back(q.name);
     return names;
 }

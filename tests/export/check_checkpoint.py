@@ -4,7 +4,8 @@
 safetensors header by hand (8-byte little-endian length + JSON) or opens the
 HDF5 file with h5py, decodes every quantized weight's codes, applies its scales
 and zero points and compares the result bit for bit with a reference
-safetensors file of float32 fake-quantized weights (same names).
+safetensors file of float32 fake-quantized weights (same names). lut1 ... lut8
+weights are W.codes indexing the group's table in W.lut.
 
 usage: check_checkpoint.py CHECKPOINT REFERENCE.safetensors
 Prints one line per weight; exits 1 on any mismatch, 2 on a malformed file."""
@@ -112,9 +113,26 @@ def broadcast(groups, block, shape):
     return full
 
 
+def palettized(entry, tensors):
+    """lut1 ... lut8: codes index the group's table, W.lut of shape scale_shape + [2^bits]."""
+    shape = entry["shape"]
+    count = int(np.prod(shape)) if shape else 1
+    q = get(tensors, entry["codes"])
+    codes = (unpack(q, entry["bits"], count) if entry["packed"] else q.reshape(-1)).reshape(shape)
+    lut = get(tensors, entry["lut"]).astype(np.float32)
+    if list(lut.shape) != entry["scale_shape"] + [2 ** entry["bits"]]:
+        raise ValueError("lut shape %s, manifest says %s" % (list(lut.shape), entry["lut_shape"]))
+    groups = np.ravel_multi_index(
+        np.meshgrid(*[np.arange(n) // b for n, b in zip(shape, entry["block"])], indexing="ij"),
+        entry["scale_shape"])
+    return lut.reshape(-1, 2 ** entry["bits"])[groups, codes.astype(np.int64)]
+
+
 def dequantize(entry, tensors):
     shape = entry["shape"]
     count = int(np.prod(shape)) if shape else 1
+    if entry.get("lut") is not None:
+        return palettized(entry, tensors)
     q = get(tensors, entry["qvalue"])
     if entry["packed"]:
         codes = unpack(q, entry["bits"], count).reshape(shape)
