@@ -202,8 +202,10 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
     CrossLayerEqualization result;
     const std::vector<QuantizableLayer>& layers = model.layers;
     std::set<size_t> wanted;
+    // A layer whose quantization has a problem (it stays float) is still
+    // equalized: equalization rewrites the float model, whatever is quantized after.
     for (const LayerQuantization& lq : plan.layers())
-        if (lq.equalize && lq.problem.empty())
+        if (lq.equalize)
             wanted.insert(lq.layer);
     if (wanted.empty())
         return result;
@@ -271,7 +273,7 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
             continue;
         }
         if (!wanted.contains(second)) {
-            skip(second, "the rule of '" + l2.modulePath + "' does not set equalize (or leaves it with a problem)");
+            skip(second, "the rule of '" + l2.modulePath + "' does not set equalize");
             continue;
         }
         if (std::string why = layerProblem(model, layers, second, readers); !why.empty()) {

@@ -63,7 +63,8 @@ std::vector<double> equalizationScales(const std::vector<double>& firstRanges,
                                        const std::vector<double>& secondRanges);
 
 // Finds the pairs among the layers `plan` sets equalize on (both layers of a
-// pair must; a layer with a problem is left out) and equalizes them. Pairs
+// pair must; a layer whose quantization has a problem is equalized all the
+// same) and equalizes them. Pairs
 // that cannot be equalized are listed in `skipped`, not errors. Throws Error
 // naming a weight that is not finite.
 CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan& plan);
