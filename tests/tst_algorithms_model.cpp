@@ -298,7 +298,8 @@ private slots:
     {
         QTest::addColumn<QString>("rule");
         // equalize's least gain over RTN, and equalize + bias_correction's over equalize alone (a negative value:
-        // not asserted): the measured gains (docs/algorithms.md: +0.89, +3.34, +3.13 dB; +1.73 dB at int6) less a margin.
+        // not asserted): the measured gains (docs/algorithms.md: +0.89, +3.34, +3.13 dB; +1.73 dB at int6) less a
+        // margin.
         QTest::addColumn<double>("liftDb");
         QTest::addColumn<double>("correctionLiftDb");
         QTest::newRow("w8a8 per tensor")

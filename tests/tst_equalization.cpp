@@ -89,9 +89,9 @@ private slots:
         const Model& loaded = *e.loaded().model;
         for (int k = 0; k < pairs.size(); ++k) {
             const EqualizedPair& p = eq->pairs[size_t(k)];
-            QCOMPARE(QString::fromStdString(loaded.layers[p.first].modulePath + ">" +
-                                            loaded.layers[p.second].modulePath),
-                     pairs[k]);
+            QCOMPARE(
+                QString::fromStdString(loaded.layers[p.first].modulePath + ">" + loaded.layers[p.second].modulePath),
+                pairs[k]);
             const Tensor ref = readNpy(folder_ / (name + "_scales_" + std::to_string(k) + ".npy"));
             QCOMPARE(size_t(ref.numel()), p.scales.size());
             const double worst = maxRelativeDifference(p.scales, ref.values<double>());

@@ -25,8 +25,7 @@ Readers readersOf(const Model& model)
 
 bool isGraphOutput(const Model& model, const std::string& value)
 {
-    return std::any_of(model.outputs.begin(), model.outputs.end(),
-                       [&](const ValueInfo& v) { return v.name == value; });
+    return std::any_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& v) { return v.name == value; });
 }
 
 bool isLinearFamily(const std::string& op)
@@ -39,8 +38,8 @@ bool isLinearFamily(const std::string& op)
 // pools, which take a maximum or a mean within each channel.
 bool isPositivelyHomogeneous(const Node& node)
 {
-    static const char* const kOps[] = {"Relu", "LeakyRelu", "MaxPool", "AveragePool", "GlobalAveragePool",
-                                       "GlobalMaxPool"};
+    static const char* const kOps[] = {"Relu",        "LeakyRelu",         "MaxPool",
+                                       "AveragePool", "GlobalAveragePool", "GlobalMaxPool"};
     return std::any_of(std::begin(kOps), std::end(kOps), [&](const char* op) { return node.opType == op; }) &&
            (node.domain.empty() || node.domain == "ai.onnx") && !node.inputs.empty() && !node.outputs.empty();
 }
@@ -187,8 +186,7 @@ bool CrossLayerEqualization::operator==(const CrossLayerEqualization& o) const
     return true;
 }
 
-std::vector<double> equalizationScales(const std::vector<double>& firstRanges,
-                                       const std::vector<double>& secondRanges)
+std::vector<double> equalizationScales(const std::vector<double>& firstRanges, const std::vector<double>& secondRanges)
 {
     std::vector<double> s(firstRanges.size(), 1.0);
     for (size_t i = 0; i < s.size(); ++i)
@@ -327,9 +325,8 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
         for (EqualizedPair& p : result.pairs) {
             Working &a = work.at(p.first), &b = work.at(p.second);
             const int64_t channels = int64_t(p.scales.size());
-            const std::vector<double> s =
-                equalizationScales(channelRanges(a.weight, a.outChannel, channels),
-                                   channelRanges(b.weight, b.inChannel, channels));
+            const std::vector<double> s = equalizationScales(channelRanges(a.weight, a.outChannel, channels),
+                                                             channelRanges(b.weight, b.inChannel, channels));
             for (size_t e = 0; e < a.weight.size(); ++e)
                 a.weight[e] /= s[size_t(a.outChannel[e])];
             for (size_t i = 0; i < a.bias.size(); ++i)
@@ -350,8 +347,8 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
         const QuantizableLayer& l = layers[index];
         result.tensors.push_back({l.weightName, floatsOf(w.weight, l.weightShape)});
         if (!w.biasName.empty() && std::find_if(result.pairs.begin(), result.pairs.end(), [&](const EqualizedPair& p) {
-                                        return p.first == index;
-                                    }) != result.pairs.end())
+                                       return p.first == index;
+                                   }) != result.pairs.end())
             result.tensors.push_back({w.biasName, floatsOf(w.bias, model.initializer(w.biasName)->shape())});
     }
     return result;

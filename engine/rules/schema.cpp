@@ -419,8 +419,8 @@ const std::array<RuleField, 18> kFields{{
      none, readBiasCorrection, writeBiasCorrection},
     {"equalize", RuleFieldKind::Bool, false, "false", 0, "boolean", "`false`",
      "cross-layer equalization: this layer's output channels and the next layer's input channels (when its rule "
-     "sets equalize too and only Relu, LeakyRelu, pools or nothing lies between) are rescaled by s = sqrt(r1/r2) so that "
-     "both weight ranges become sqrt(r1·r2); the float model computes the same function; Conv→Conv (depthwise "
+     "sets equalize too and only Relu, LeakyRelu, pools or nothing lies between) are rescaled by s = sqrt(r1/r2) so "
+     "that both weight ranges become sqrt(r1·r2); the float model computes the same function; Conv→Conv (depthwise "
      "included) and Gemm/MatMul→Gemm/MatMul; data-free; docs/algorithms.md",
      none, readEqualize, writeEqualize},
 }};

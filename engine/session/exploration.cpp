@@ -461,10 +461,10 @@ void Exploration::rebuildWarnings()
     const std::string rulesName = rulesSource_.empty() ? std::string("rules") : rulesSource_;
     if (equalization_)
         for (const SkippedPair& p : equalization_->skipped)
-            warnings_.push_back({ExplorationWarning::Kind::LayerNote, p.first, plan_->forLayer(p.first)
-                                                                                   ? std::optional<size_t>(plan_->forLayer(p.first)->rule)
-                                                                                   : std::nullopt,
-                                 "equalize", layerName(m, p.first) + ": not equalized with the next layer: " + p.reason});
+            warnings_.push_back(
+                {ExplorationWarning::Kind::LayerNote, p.first,
+                 plan_->forLayer(p.first) ? std::optional<size_t>(plan_->forLayer(p.first)->rule) : std::nullopt,
+                 "equalize", layerName(m, p.first) + ": not equalized with the next layer: " + p.reason});
     for (size_t r : plan_->resolution().unusedRules)
         warnings_.push_back({ExplorationWarning::Kind::UnusedRule,
                              {},

@@ -30,7 +30,8 @@ class Searcher {
 public:
     Searcher(Exploration& x, const SearchCandidates& candidates, const SearchTarget& target,
              const CancellationToken& cancel, const ProgressCallback& progress)
-        : x_(x), model_(*x.loaded().model), candidates_(candidates), target_(target), cancel_(cancel), progress_(progress)
+        : x_(x), model_(*x.loaded().model), candidates_(candidates), target_(target), cancel_(cancel),
+          progress_(progress)
     {
     }
 
