@@ -39,14 +39,16 @@ struct Outcome {
     std::shared_ptr<const WeightQuantizer> weights;
 };
 
-// The demo under `rules`, in the CLI's order: calibration (when an algorithm reads it), weights, evaluation.
-inline Outcome run(const RuleSet& rules)
+// The demo (or `model` with its data) under `rules`, in the CLI's order:
+// calibration (when an algorithm reads it), weights, evaluation.
+inline Outcome run(const RuleSet& rules, const char* model = kModel, const char* calib = kCalib,
+                   const char* eval = kEval)
 {
     Exploration e;
-    e.setModel(loadExplorationModel(kModel));
+    e.setModel(loadExplorationModel(model));
     e.setRules(rules);
-    e.setCalibrationData(file(kCalib));
-    e.setEvaluationData(file(kEval));
+    e.setCalibrationData(file(calib));
+    e.setEvaluationData(file(eval));
     if (e.needsCalibration())
         e.calibrate(KeptHistograms::AsPlanNeeds);
     e.updateWeights();

@@ -1,5 +1,6 @@
 #include "cli/model_quantization.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <unistd.h>
@@ -84,6 +85,15 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
     const std::string rulesName = options.rulesFile->string();
     exploration.setRules(std::move(*rules), rulesName);
     printWarnings(exploration.warnings());
+    if (const auto eq = exploration.equalization())
+        for (const EqualizedPair& p : eq->pairs) {
+            const auto [low, high] = std::minmax_element(p.scales.begin(), p.scales.end());
+            std::fprintf(stderr, "equalize: %s -> %s%s: %zu channels, scales %.4g to %.4g (%d sweeps)\n",
+                         exploration.model().layers[p.first].modulePath.c_str(),
+                         exploration.model().layers[p.second].modulePath.c_str(),
+                         p.through.empty() ? "" : (" through " + p.through).c_str(), p.scales.size(), *low, *high,
+                         eq->sweeps);
+        }
     if (exploration.needsCalibration() && !options.calibFile)
         for (const LayerQuantization& lq : exploration.plan()->layers()) {
             if (!lq.problem.empty())

@@ -90,6 +90,22 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
     j["calibration"] = r.calibFile.empty()
                            ? nlohmann::json()
                            : nlohmann::json{{"file", r.calibFile}, {"batches", q.statistics()->batches()}};
+    j["equalization"] = nullptr;
+    if (const auto eq = q.equalization()) {
+        nlohmann::json pairs = nlohmann::json::array(), skipped = nlohmann::json::array();
+        for (const EqualizedPair& p : eq->pairs) {
+            const auto [low, high] = std::minmax_element(p.scales.begin(), p.scales.end());
+            pairs.push_back({{"first", model.layers[p.first].modulePath},
+                             {"second", model.layers[p.second].modulePath},
+                             {"through", p.through},
+                             {"channels", p.scales.size()},
+                             {"min_scale", *low},
+                             {"max_scale", *high}});
+        }
+        for (const SkippedPair& p : eq->skipped)
+            skipped.push_back({{"layer", model.layers[p.first].modulePath}, {"reason", p.reason}});
+        j["equalization"] = {{"pairs", pairs}, {"skipped", skipped}, {"sweeps", eq->sweeps}};
+    }
     j["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const QuantizableLayer& layer = model.layers[i];

@@ -353,6 +353,19 @@ onnx::ModelProto readSource(const Model& model)
     for (size_t scope = 1; scope <= model.subgraphs.size(); ++scope)
         writeBackFoldedConstants(scopeProto(*proto.mutable_graph(), model, scope), *model.subgraphs[scope - 1].graph,
                                  4);
+    // Tensors the session rewrote (cross-layer equalization) are written with their new values.
+    for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
+        if (!model.isReplacedInitializer(t.name()))
+            continue;
+        const Tensor& values = *model.initializer(t.name());
+        const std::string name = t.name();
+        t.Clear();
+        t.set_name(name);
+        t.set_data_type(onnxElementTypeOf(values.dtype()));
+        for (int64_t d : values.shape())
+            t.add_dims(d);
+        t.set_raw_data(std::string(static_cast<const char*>(values.rawData()), values.nbytes()));
+    }
     // External data is copied in from the tensors the loader mapped (and checked).
     for (auto& t : *proto.mutable_graph()->mutable_initializer()) {
         if (t.data_location() != onnx::TensorProto::EXTERNAL)

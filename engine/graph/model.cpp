@@ -78,6 +78,15 @@ std::string Model::scopePath(size_t scope) const
     return subgraphs[scope - 1].modulePath;
 }
 
+void Model::replaceInitializer(std::string_view name, qs::Tensor tensor)
+{
+    const auto it = initializerIndex_.find(std::string(name));
+    if (it == initializerIndex_.end())
+        throw Error(sourcePath.string() + ": no initializer '" + std::string(name) + "' to replace");
+    initializers_[it->second].tensor = std::move(tensor);
+    replaced_.insert(std::string(name));
+}
+
 size_t Model::removeInitializers(const std::unordered_set<std::string>& names)
 {
     std::vector<NamedTensor> kept;

@@ -152,6 +152,13 @@ public:
     bool isInitializer(std::string_view name) const { return initializer(name) != nullptr; }
     // Removes the initializers named in `names` (others keep their order); returns how many were removed.
     size_t removeInitializers(const std::unordered_set<std::string>& names);
+    // Gives the initializer called `name` new values (the same name and place;
+    // what cross-layer equalization does to a layer's weight and bias). An Error
+    // naming it when the model has no such initializer.
+    void replaceInitializer(std::string_view name, qs::Tensor tensor);
+    // Whether `name` was given new values by replaceInitializer: writers that
+    // copy the source file's graph (the ONNX export) write such a tensor from here.
+    bool isReplacedInitializer(std::string_view name) const { return replaced_.contains(std::string(name)); }
     // A subgraph layer's weight is also an initializer of the main model, under
     // the name its layer's weightName gives (`<scope path>/<name>` for a tensor
     // of the subgraph itself): every reader of weights by name finds it there.
@@ -168,6 +175,7 @@ private:
     std::vector<NamedTensor> initializers_;
     std::unordered_map<std::string, size_t> initializerIndex_;
     std::unordered_set<std::string> subgraphWeights_;
+    std::unordered_set<std::string> replaced_;
 };
 
 } // namespace qs

@@ -381,6 +381,7 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         LayerQuantization lq;
         lq.layer = l;
         lq.rule = *rule;
+        lq.equalize = r.equalize;
         if (r.weightQType)
             planWeight(model, layer, r, lq);
         if (r.actQType)

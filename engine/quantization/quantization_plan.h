@@ -68,6 +68,10 @@ struct LayerQuantization {
     // bias_correction: the rounded weight's output mean shift on the calibration
     // inputs (read from weightAlgorithmInput) is added to the layer's bias.
     bool biasCorrection = false;
+    // equalize: the layer takes part in cross-layer equalization with its
+    // neighbours that set it too (quantization/equalization.h); the session then
+    // runs on the equalized model.
+    bool equalize = false;
     // Whether the weight quantizer reads the layer's calibration inputs (an
     // algorithm other than rtn, or bias_correction): calibration comes first.
     bool readsCalibrationInputs() const { return weightAlgorithm.needsCalibration() || biasCorrection; }

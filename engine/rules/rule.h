@@ -92,6 +92,10 @@ struct QuantizationRule {
     // Empirical bias correction: the output mean shift the rounded weight causes on
     // the calibration inputs is added to the layer's bias (docs/algorithms.md). Default false.
     bool biasCorrection = false;
+    // Cross-layer equalization: this layer and the next matched layer that also
+    // sets it (through Relu, LeakyRelu, pools or nothing) get their channel ranges
+    // equalized before quantization (docs/algorithms.md). Default false.
+    bool equalize = false;
 
     // Checks the combinations the fields cannot check alone (a symmetric override
     // the method refuses, an asymmetric method on a type without zero points, a

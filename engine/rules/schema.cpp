@@ -339,6 +339,16 @@ void writeBiasCorrection(const QuantizationRule& r, Json& o)
         o["bias_correction"] = true;
 }
 
+void readEqualize(QuantizationRule& r, const Json& v)
+{
+    r.equalize = boolValue(v);
+}
+void writeEqualize(const QuantizationRule& r, Json& o)
+{
+    if (r.equalize)
+        o["equalize"] = true;
+}
+
 std::vector<std::string> algorithmSyntaxes()
 {
     std::vector<std::string> names;
@@ -352,7 +362,7 @@ std::vector<std::string> none()
     return {};
 }
 
-const std::array<RuleField, 17> kFields{{
+const std::array<RuleField, 18> kFields{{
     {"module_path", RuleFieldKind::Regex, false, ".*", 0, "string (regex)", "`.*`",
      "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
      "(`conv1` does not match `layer1/conv1`)",
@@ -407,6 +417,12 @@ const std::array<RuleField, 17> kFields{{
      "channel, to the layer's bias (a zero bias is created when it has none); Conv and Gemm; needs calibration data; "
      "docs/algorithms.md",
      none, readBiasCorrection, writeBiasCorrection},
+    {"equalize", RuleFieldKind::Bool, false, "false", 0, "boolean", "`false`",
+     "cross-layer equalization: this layer's output channels and the next layer's input channels (when its rule "
+     "sets equalize too and only Relu, LeakyRelu, pools or nothing lies between) are rescaled by s = sqrt(r1/r2) so "
+     "that both weight ranges become sqrt(r1·r2); the float model computes the same function; Conv→Conv (depthwise "
+     "included) and Gemm/MatMul→Gemm/MatMul; data-free; docs/algorithms.md",
+     none, readEqualize, writeEqualize},
 }};
 
 size_t editDistance(std::string_view a, std::string_view b)

@@ -275,8 +275,11 @@ void Exploration::setModel(LoadedModel loaded)
 {
     loaded_ = std::move(loaded);
     model_ = loaded_.model;
+    interpreter_ = loaded_.interpreter;
+    equalization_.reset();
     mode_ = loaded_.mode;
     ++generation_;
+    modelGeneration_ = generation_;
     // The fake-quantized weights are kept only for a model that runs (the hook
     // reads them on every run); otherwise the cache holds parameters and metrics.
     auto weights = std::make_shared<WeightQuantizer>();
@@ -293,6 +296,7 @@ void Exploration::setModel(LoadedModel loaded)
     if (model_) {
         try {
             plan_ = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *rules_, mode_));
+            takeEqualization(equalize(plan_.get()));
         } catch (const Error& e) {
             // Rules that contradict themselves on this model's shared weights:
             // the model opens float until the rules are edited, and says why.
@@ -335,8 +339,11 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
 {
     auto next = std::make_shared<const RuleSet>(std::move(rules));
     std::shared_ptr<const QuantizationPlan> plan;
-    if (model_)
-        plan = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *next, mode_));
+    Equalized equalized;
+    if (model_) {
+        plan = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*loaded_.model, *next, mode_));
+        equalized = equalize(plan.get());
+    }
     Staleness s;
     s.plan = true;
     const bool weightsWereCurrent = weightsCurrent();
@@ -348,6 +355,14 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
         if (weightsWereCurrent && plan_ && sameWeights(*plan_, *plan))
             weightsGeneration_ = generation_;
         plan_ = std::move(plan);
+        if (takeEqualization(std::move(equalized))) {
+            // Another float model: its weights, statistics and results are all new.
+            weightsGeneration_ = 0;
+            if (statistics_) {
+                statistics_.reset();
+                s.statistics = true;
+            }
+        }
     }
     s.weights = !weightsCurrent();
     s.statistics = statistics_ && plan_ && !statistics_->covers(*plan_);
@@ -382,6 +397,49 @@ Staleness Exploration::setEvaluationData(std::optional<DataConfig> config)
     return s;
 }
 
+Exploration::Equalized Exploration::equalize(const QuantizationPlan* plan) const
+{
+    Equalized e{nullptr, loaded_.model, loaded_.interpreter};
+    if (!plan || !loaded_.model || loaded_.model->weightsOnly ||
+        std::none_of(plan->layers().begin(), plan->layers().end(),
+                     [](const LayerQuantization& lq) { return lq.equalize; }))
+        return e;
+    auto eq = std::make_shared<const CrossLayerEqualization>(equalizeLayers(*loaded_.model, *plan));
+    e.equalization = eq;
+    if (eq->pairs.empty())
+        return e;
+    // The same pairs and scales as now: the same model.
+    if (equalization_ && equalization_->pairs.size() == eq->pairs.size() &&
+        std::equal(eq->pairs.begin(), eq->pairs.end(), equalization_->pairs.begin(),
+                   [](const EqualizedPair& a, const EqualizedPair& b) {
+                       return a.first == b.first && a.second == b.second && a.scales == b.scales;
+                   })) {
+        e.model = model_;
+        e.interpreter = interpreter_;
+        return e;
+    }
+    Model m = equalizedModel(*loaded_.model, *eq);
+    if (loaded_.interpreter) {
+        e.interpreter = std::make_shared<const Interpreter>(std::move(m));
+        e.model = std::shared_ptr<const Model>(e.interpreter, &e.interpreter->model());
+    } else {
+        e.model = std::make_shared<const Model>(std::move(m));
+        e.interpreter = nullptr;
+    }
+    return e;
+}
+
+bool Exploration::takeEqualization(Equalized e)
+{
+    equalization_ = std::move(e.equalization);
+    if (e.model == model_)
+        return false;
+    model_ = std::move(e.model);
+    interpreter_ = std::move(e.interpreter);
+    modelGeneration_ = generation_;
+    return true;
+}
+
 void Exploration::rebuildWarnings()
 {
     warnings_.clear();
@@ -401,6 +459,12 @@ void Exploration::rebuildWarnings()
     if (!plan_)
         return;
     const std::string rulesName = rulesSource_.empty() ? std::string("rules") : rulesSource_;
+    if (equalization_)
+        for (const SkippedPair& p : equalization_->skipped)
+            warnings_.push_back(
+                {ExplorationWarning::Kind::LayerNote, p.first,
+                 plan_->forLayer(p.first) ? std::optional<size_t>(plan_->forLayer(p.first)->rule) : std::nullopt,
+                 "equalize", layerName(m, p.first) + ": not equalized with the next layer: " + p.reason});
     for (size_t r : plan_->resolution().unusedRules)
         warnings_.push_back({ExplorationWarning::Kind::UnusedRule,
                              {},
@@ -426,7 +490,7 @@ ExplorationSnapshot Exploration::snapshot() const
     ExplorationSnapshot s;
     s.generation = generation_;
     s.model = model_;
-    s.interpreter = loaded_.interpreter;
+    s.interpreter = interpreter_;
     s.rules = rules_;
     s.plan = plan_;
     s.weights = weights_;
@@ -447,7 +511,7 @@ WeightJob Exploration::weightJob() const
 
 bool Exploration::apply(WeightResult result)
 {
-    if (!model_ || result.generation < weightsGeneration_)
+    if (!model_ || result.generation < weightsGeneration_ || result.generation < modelGeneration_)
         return false;
     weights_ = std::move(result.weights);
     weightsGeneration_ = result.generation;
@@ -484,7 +548,7 @@ CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
 {
     if (!model_)
         throw Error("no model is open");
-    if (!loaded_.interpreter)
+    if (!interpreter_)
         throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
     if (!calibration_)
         throw Error("no calibration data is set");
@@ -496,7 +560,7 @@ CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
 
 bool Exploration::apply(CalibrationResult result)
 {
-    if (!model_ || !result.statistics)
+    if (!model_ || !result.statistics || (result.generation && result.generation < modelGeneration_))
         return false;
     statistics_ = std::move(result.statistics);
     return true;
@@ -511,7 +575,7 @@ EvaluationJob Exploration::evaluationJob() const
 {
     if (!model_)
         throw Error("no model is open");
-    if (!loaded_.interpreter)
+    if (!interpreter_)
         throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
     if (!evaluation_)
         throw Error("no evaluation data is set");

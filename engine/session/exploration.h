@@ -29,6 +29,7 @@
 #include "graph/batch_norm_folding.h"
 #include "graph/model.h"
 #include "io/data_source.h"
+#include "quantization/equalization.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
 #include "rules/ruleset.h"
@@ -187,7 +188,13 @@ public:
     const Model& model() const { return *model_; }
     std::shared_ptr<const Model> modelPtr() const { return model_; }
     const LoadedModel& loaded() const { return loaded_; }
-    std::shared_ptr<const Interpreter> interpreter() const { return loaded_.interpreter; }
+    // With `equalize` rules, model(), modelPtr() and interpreter() are the
+    // equalized model (quantization/equalization.h): the float model every stage,
+    // evaluation and export runs on. loaded().model stays the file's.
+    std::shared_ptr<const Interpreter> interpreter() const { return interpreter_; }
+    // The cross-layer equalization of the current rules: the pairs equalized and
+    // those skipped, with why; null when no rule sets equalize.
+    std::shared_ptr<const CrossLayerEqualization> equalization() const { return equalization_; }
     QuantizationMode mode() const { return mode_; }
     // A tensor of the model by a name a user types: a layer's module path or
     // weight name (then `layer` and its channel axis are set), or any
@@ -283,10 +290,23 @@ public:
 
 private:
     void rebuildWarnings();
+    // The equalization `plan` asks of the loaded model, and the model and
+    // interpreter it gives (the loaded ones when no pair is equalized).
+    struct Equalized {
+        std::shared_ptr<const CrossLayerEqualization> equalization;
+        std::shared_ptr<const Model> model;
+        std::shared_ptr<const Interpreter> interpreter;
+    };
+    Equalized equalize(const QuantizationPlan* plan) const;
+    // Takes `e`; true when the model changed (results of the old one are then dropped).
+    bool takeEqualization(Equalized e);
 
     std::shared_ptr<const ImageDecoder> decoder_;
     LoadedModel loaded_;
-    std::shared_ptr<const Model> model_;
+    std::shared_ptr<const Model> model_; // the loaded model, or its equalized copy
+    std::shared_ptr<const Interpreter> interpreter_;
+    std::shared_ptr<const CrossLayerEqualization> equalization_;
+    uint64_t modelGeneration_ = 0; // the generation model_ was last replaced at
     QuantizationMode mode_ = QuantizationMode::Ptq;
 
     std::shared_ptr<const RuleSet> rules_;

@@ -30,7 +30,8 @@ class Searcher {
 public:
     Searcher(Exploration& x, const SearchCandidates& candidates, const SearchTarget& target,
              const CancellationToken& cancel, const ProgressCallback& progress)
-        : x_(x), model_(x.model()), candidates_(candidates), target_(target), cancel_(cancel), progress_(progress)
+        : x_(x), model_(*x.loaded().model), candidates_(candidates), target_(target), cancel_(cancel),
+          progress_(progress)
     {
     }
 
@@ -48,7 +49,7 @@ private:
     void advance(const std::string& what);
 
     Exploration& x_;
-    const Model& model_;
+    const Model& model_; // the loaded model: its layers are those of every (equalized) model the rules give
     const SearchCandidates& candidates_;
     const SearchTarget& target_;
     const CancellationToken& cancel_;

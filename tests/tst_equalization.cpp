@@ -1,0 +1,195 @@
+// Cross-layer equalization (quantization/equalization.h) checked against an
+// independent NumPy equalization written from the paper
+// (tests/equalize/cle_reference.py), on two small ONNX models the script
+// writes: Conv -> Relu -> depthwise Conv -> Relu -> Conv 1x1 -> Clip -> Conv 1x1
+// (a 3-layer chain with a depthwise pair, and a pair through ReLU6 that must be
+// skipped) and Gemm(transB) -> Relu -> Gemm -> MatMul (a pair with nothing
+// between). Through the session: the scales and the equalized weights and
+// biases equal the reference's, the equalized float model computes what the
+// loaded one does, and rules without equalize leave the model as loaded.
+
+#include <QtTest>
+
+#include <cmath>
+
+#include "io/npy.h"
+#include "rules/ruleset.h"
+#include "session/exploration.h"
+#include "test_support.h"
+
+using namespace qs;
+using namespace qs::test;
+
+namespace {
+
+const QString kReference = QStringLiteral(QUANTSCOPE_TEST_DATA "/../equalize/cle_reference.py");
+
+double maxRelativeDifference(std::span<const double> a, std::span<const double> b)
+{
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-30));
+    return worst;
+}
+
+// max |a − b| / max |b|
+double relativeToRange(const Tensor& a, const Tensor& b)
+{
+    const auto x = a.values<float>(), y = b.values<float>();
+    double diff = 0, range = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        diff = std::max(diff, std::abs(double(x[i]) - double(y[i])));
+        range = std::max(range, std::abs(double(y[i])));
+    }
+    return diff / range;
+}
+
+} // namespace
+
+class TestEqualization : public QObject {
+    Q_OBJECT
+
+    QTemporaryDir dir_;
+    std::filesystem::path folder_;
+
+    Exploration open(const std::string& model, const char* rules)
+    {
+        Exploration e;
+        e.setModel(loadExplorationModel(folder_ / (model + ".onnx")));
+        e.setRules(RuleSet::fromJson(rules));
+        return e;
+    }
+
+private slots:
+    void initTestCase()
+    {
+        QVERIFY(dir_.isValid());
+        folder_ = dir_.path().toStdString();
+        QVERIFY(runPython(kReference, {dir_.path()}));
+    }
+
+    void scalesAndWeightsMatchTheNumpyReference_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("pairs"); // "first>second" module paths, model order
+        QTest::newRow("conv chain with a depthwise pair") << "conv_chain" << QStringList{"conv1>dw", "dw>pw"};
+        QTest::newRow("gemm, gemm, matmul") << "linear_chain" << QStringList{"fc1>fc2", "fc2>fc3"};
+    }
+    void scalesAndWeightsMatchTheNumpyReference()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, pairs);
+        const std::string name = model.toStdString();
+        const Exploration e = open(name, R"({"version":1,"rules":[{"weight_qtype":"int8","equalize":true}]})");
+        const auto eq = e.equalization();
+        QVERIFY(eq);
+        QCOMPARE(int(eq->pairs.size()), int(pairs.size()));
+        const int64_t refSweeps = readNpy(folder_ / (name + "_sweeps.npy")).values<int64_t>()[0];
+        QCOMPARE(int64_t(eq->sweeps), refSweeps);
+        const Model& loaded = *e.loaded().model;
+        for (int k = 0; k < pairs.size(); ++k) {
+            const EqualizedPair& p = eq->pairs[size_t(k)];
+            QCOMPARE(
+                QString::fromStdString(loaded.layers[p.first].modulePath + ">" + loaded.layers[p.second].modulePath),
+                pairs[k]);
+            const Tensor ref = readNpy(folder_ / (name + "_scales_" + std::to_string(k) + ".npy"));
+            QCOMPARE(size_t(ref.numel()), p.scales.size());
+            const double worst = maxRelativeDifference(p.scales, ref.values<double>());
+            qInfo("%s pair %s: %zu scales in [%.3f, %.3f], %d sweeps, max relative difference to NumPy %.2e",
+                  name.c_str(), qPrintable(pairs[k]), p.scales.size(),
+                  *std::min_element(p.scales.begin(), p.scales.end()),
+                  *std::max_element(p.scales.begin(), p.scales.end()), eq->sweeps, worst);
+            QVERIFY(worst < 1e-6);
+            // Not the trivial answer: the channels were uneven.
+            QVERIFY(std::any_of(p.scales.begin(), p.scales.end(), [](double s) { return std::abs(s - 1) > 0.1; }));
+        }
+        // Every tensor the reference rewrote, and only those, is rewritten in the session's model.
+        int compared = 0;
+        for (const NamedTensor& t : e.model().initializers()) {
+            const auto file = folder_ / (name + "__" + t.name + ".npy");
+            const Tensor* original = loaded.initializer(t.name);
+            if (!std::filesystem::exists(file)) {
+                QVERIFY2(t.tensor.rawData() == original->rawData() || relativeToRange(t.tensor, *original) == 0,
+                         t.name.c_str());
+                continue;
+            }
+            const Tensor ref = readNpy(file);
+            QCOMPARE(t.tensor.shape(), ref.shape());
+            const double d = relativeToRange(t.tensor, ref);
+            QVERIFY2(d < 1e-6, (t.name + ": " + std::to_string(d)).c_str());
+            QVERIFY(relativeToRange(*original, ref) > 1e-3); // it did change
+            ++compared;
+        }
+        QCOMPARE(compared, name == "conv_chain" ? 5 : 5);
+    }
+
+    void theEqualizedModelComputesTheSameFunction_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::newRow("conv chain") << "conv_chain";
+        QTest::newRow("linear chain") << "linear_chain";
+    }
+    void theEqualizedModelComputesTheSameFunction()
+    {
+        QFETCH(QString, model);
+        const std::string name = model.toStdString();
+        const Exploration e = open(name, R"({"version":1,"rules":[{"equalize":true}]})");
+        QVERIFY(e.equalization() && !e.equalization()->pairs.empty());
+        QVERIFY(e.interpreter() != e.loaded().interpreter);
+        const Tensor x = readNpy(folder_ / (name + "_x.npy"));
+        const auto original = e.loaded().interpreter->run({{"x", x}});
+        const auto equalized = e.interpreter()->run({{"x", x}});
+        const Tensor& y = original.begin()->second;
+        const double d = relativeToRange(equalized.begin()->second, y);
+        qInfo("%s: output of the equalized model vs the loaded one: max |difference| / max |y| = %.2e", name.c_str(),
+              d);
+        QVERIFY(d < 1e-5);
+    }
+
+    void skippedPairsSayWhy()
+    {
+        const Exploration e = open("conv_chain", R"({"version":1,"rules":[{"equalize":true}]})");
+        const auto eq = e.equalization();
+        QVERIFY(eq);
+        const Model& m = e.model();
+        bool clip = false, output = false;
+        for (const SkippedPair& p : eq->skipped) {
+            const std::string& path = m.layers[p.first].modulePath;
+            if (path == "pw") {
+                clip = p.reason.find("Clip") != std::string::npos;
+                QVERIFY2(clip, p.reason.c_str());
+            }
+            if (path == "head")
+                output = p.reason.find("graph output") != std::string::npos;
+        }
+        QVERIFY(clip);
+        QVERIFY(output);
+        // ... and the session shows each as a note on the layer.
+        int notes = 0;
+        for (const ExplorationWarning& w : e.warnings())
+            if (w.field == "equalize" && w.kind == ExplorationWarning::Kind::LayerNote)
+                ++notes;
+        QCOMPARE(notes, 2);
+    }
+
+    void onlyLayersWhoseRulesSayEqualizeArePaired()
+    {
+        // dw without equalize: neither conv1>dw nor dw>pw can be equalized.
+        Exploration e = open("conv_chain", R"({"version":1,"rules":[
+            {"module_path":"dw","weight_qtype":"int8"},
+            {"weight_qtype":"int8","equalize":true}]})");
+        QVERIFY(e.equalization());
+        QVERIFY(e.equalization()->pairs.empty());
+        QVERIFY(e.modelPtr() == e.loaded().model);
+        // Turning equalize off gives the loaded model back; on again, an equalized one.
+        e.setRules(RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int8","equalize":true}]})"));
+        QVERIFY(e.modelPtr() != e.loaded().model);
+        e.setRules(RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int8"}]})"));
+        QVERIFY(!e.equalization());
+        QVERIFY(e.modelPtr() == e.loaded().model);
+        QVERIFY(e.interpreter() == e.loaded().interpreter);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestEqualization)
+#include "tst_equalization.moc"
