@@ -52,8 +52,13 @@ std::vector<std::string> outerScopeNames(const onnx::GraphProto& graph)
 
 std::string describeNode(const Node& node, size_t nodeIndex)
 {
-    return "node " + (node.name.empty() ? "#" + std::to_string(nodeIndex) : "'" + node.name + "'") + " (" +
-           node.opType + ")";
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict) on "#" + std::string&& here.
+    std::string text = "node ";
+    if (node.name.empty())
+        text.append("#").append(std::to_string(nodeIndex));
+    else
+        text.append("'").append(node.name).append("'");
+    return text.append(" (").append(node.opType).append(")");
 }
 
 // Walks the subgraphs of a model in scope order, collecting their layers.

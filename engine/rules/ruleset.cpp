@@ -137,7 +137,10 @@ ParsedRuleFile parseRuleFile(std::string_view text, std::string_view source)
 // How explain() quotes a pattern or path: whole when short, else its start.
 std::string inQuotes(std::string_view text)
 {
-    return "\"" + excerptAround(text, 0) + "\"";
+    std::string quoted = "\"";
+    quoted += excerptAround(text, 0);
+    quoted += '"';
+    return quoted;
 }
 
 } // namespace
