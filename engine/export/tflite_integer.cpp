@@ -404,6 +404,17 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             need(op.inputs.size() >= 2 && T[size_t(op.inputs[1])].type == tf::TensorType::Int32 &&
                      T[size_t(op.inputs[1])].constant(),
                  "its second input is not a constant int32 tensor");
+            if (code == BuiltinOperator::Transpose) {
+                const size_t rank = T[size_t(op.inputs[0])].shape.size();
+                std::vector<int32_t> perm = int32Values(T[size_t(op.inputs[1])]);
+                bool permutation = perm.size() == rank && out->shape.size() == rank;
+                for (size_t k = 0; permutation && k < rank; ++k)
+                    permutation = perm[k] >= 0 && size_t(perm[k]) < rank &&
+                                  out->shape[k] == T[size_t(op.inputs[0])].shape[size_t(perm[k])];
+                std::sort(perm.begin(), perm.end());
+                permutation = permutation && std::adjacent_find(perm.begin(), perm.end()) == perm.end();
+                need(permutation, "its perm is not a permutation of the input's axes giving the output's shape");
+            }
             break;
         default:
             break;
@@ -691,28 +702,44 @@ void pad(const Operation& op, const std::vector<Spec>& T, Values& v)
     }
 }
 
+// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const std::vector<int32_t>& shape)
+{
+    std::vector<int64_t> strides(shape.size(), 1);
+    for (size_t k = shape.size(); k-- > 1;)
+        strides[k - 1] = strides[k] * shape[k];
+    return strides;
+}
+
+// Moves codes: the output's element at index (i0, i1, ...) of `outShape` is the input's at
+// offset base + i0·strides[0] + i1·strides[1] + ...
+void moveCodes(const std::vector<int8_t>& x, std::vector<int8_t>& y, const std::vector<int32_t>& outShape,
+               int64_t base, const std::vector<int64_t>& strides)
+{
+    const size_t rank = outShape.size();
+    std::vector<int32_t> index(rank, 0);
+    for (size_t i = 0; i < y.size(); ++i) {
+        int64_t from = base;
+        for (size_t k = 0; k < rank; ++k)
+            from += index[k] * strides[k];
+        y[i] = x[size_t(from)];
+        for (size_t k = rank; k-- > 0;) {
+            if (++index[k] < outShape[k])
+                break;
+            index[k] = 0;
+        }
+    }
+}
+
 void transpose(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
     const std::vector<int32_t> perm = int32Values(T[size_t(op.inputs[1])]);
-    const int rank = int(outT.shape.size());
-    std::vector<int64_t> inStrides(size_t(rank), 1);
-    for (int k = rank - 2; k >= 0; --k)
-        inStrides[size_t(k)] = inStrides[size_t(k + 1)] * inT.shape[size_t(k + 1)];
-    const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
-    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    std::vector<int32_t> index(size_t(rank), 0);
-    for (size_t i = 0; i < y.size(); ++i) {
-        int64_t from = 0;
-        for (int k = 0; k < rank; ++k)
-            from += index[size_t(k)] * inStrides[size_t(perm[size_t(k)])];
-        y[i] = x[size_t(from)];
-        for (int k = rank; k-- > 0;) {
-            if (++index[size_t(k)] < outT.shape[size_t(k)])
-                break;
-            index[size_t(k)] = 0;
-        }
-    }
+    const std::vector<int64_t> inStrides = stridesOf(inT.shape);
+    std::vector<int64_t> strides(perm.size());
+    for (size_t k = 0; k < perm.size(); ++k)
+        strides[k] = inStrides[size_t(perm[k])];
+    moveCodes(v.q[size_t(op.inputs[0])], v.q[size_t(op.outputs[0])], outT.shape, 0, strides);
 }
 
 // SLICE copies the codes of a box: begin and size were checked against the shapes in prepare.
@@ -720,24 +747,11 @@ void slice(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
     const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
-    const int rank = int(outT.shape.size());
-    std::vector<int64_t> inStrides(size_t(rank), 1);
-    for (int k = rank - 2; k >= 0; --k)
-        inStrides[size_t(k)] = inStrides[size_t(k + 1)] * inT.shape[size_t(k + 1)];
-    const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
-    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    std::vector<int32_t> index(size_t(rank), 0);
-    for (size_t i = 0; i < y.size(); ++i) {
-        int64_t from = 0;
-        for (int k = 0; k < rank; ++k)
-            from += (int64_t(begin[size_t(k)]) + index[size_t(k)]) * inStrides[size_t(k)];
-        y[i] = x[size_t(from)];
-        for (int k = rank; k-- > 0;) {
-            if (++index[size_t(k)] < outT.shape[size_t(k)])
-                break;
-            index[size_t(k)] = 0;
-        }
-    }
+    const std::vector<int64_t> strides = stridesOf(inT.shape);
+    int64_t base = 0;
+    for (size_t k = 0; k < strides.size(); ++k)
+        base += int64_t(begin[k]) * strides[k];
+    moveCodes(v.q[size_t(op.inputs[0])], v.q[size_t(op.outputs[0])], outT.shape, base, strides);
 }
 
 void resizeNearest(const Operation& op, const std::vector<Spec>& T, Values& v)

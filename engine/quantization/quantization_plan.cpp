@@ -54,14 +54,13 @@ std::vector<int> quantizationAxes(const QuantizableLayer& layer, bool alongContr
     return axes;
 }
 
-// A GGUF block format is encoded exactly as llama.cpp's reference quantizer
-// does: the rule's fields that would change that do not apply to the weight.
-// Each one the rule sets is named in the layer's note, and the spec is reset
-// to the defaults so that equal encodings compare (and cache) equal.
-void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQuantization& lq)
+// Names in the layer's note the fields the rule sets that do not apply to the weight's qtype
+// (`granularity` too when `withGranularity`), and why (`because`).
+void noteFieldsThatDoNotApply(const QuantizationRule& rule, const QuantizationSpec& spec, LayerQuantization& lq,
+                              bool withGranularity, const char* because)
 {
     std::vector<std::string> ignored;
-    if (rule.granularity != QuantizationSpec{}.granularity)
+    if (withGranularity && rule.granularity != QuantizationSpec{}.granularity)
         ignored.push_back("granularity");
     if (rule.symmetric)
         ignored.push_back("symmetric");
@@ -71,14 +70,22 @@ void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQ
         ignored.push_back("scale_restriction");
     if (rule.rounding != Rounding::Nearest)
         ignored.push_back("rounding");
-    if (!ignored.empty()) {
-        std::string fields;
-        for (size_t i = 0; i < ignored.size(); ++i)
-            fields += (i == 0 ? "" : i + 1 == ignored.size() ? " and " : ", ") + ignored[i];
-        lq.note += (lq.note.empty() ? "" : "; ") + fields + (ignored.size() == 1 ? " does" : " do") +
-                   " not apply to the weight's " + std::string(qtypeName(spec.qtype)) +
-                   ", whose blocks are encoded as llama.cpp's reference quantizer does";
-    }
+    if (ignored.empty())
+        return;
+    std::string fields;
+    for (size_t i = 0; i < ignored.size(); ++i)
+        fields += (i == 0 ? "" : i + 1 == ignored.size() ? " and " : ", ") + ignored[i];
+    lq.note += (lq.note.empty() ? "" : "; ") + fields + (ignored.size() == 1 ? " does" : " do") +
+               " not apply to the weight's " + std::string(qtypeName(spec.qtype)) + ", " + because;
+}
+
+// A GGUF block format is encoded exactly as llama.cpp's reference quantizer
+// does: the rule's fields that would change that do not apply to the weight.
+// Each one the rule sets is named in the layer's note, and the spec is reset
+// to the defaults so that equal encodings compare (and cache) equal.
+void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQuantization& lq)
+{
+    noteFieldsThatDoNotApply(rule, spec, lq, true, "whose blocks are encoded as llama.cpp's reference quantizer does");
     const QType t = spec.qtype;
     const CalibrationMethod method = spec.method;
     const int axis = spec.axis;
@@ -96,23 +103,8 @@ void ggufWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQ
 // layer's note, and reset so that equal encodings compare (and cache) equal.
 void lutWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQuantization& lq)
 {
-    std::vector<std::string> ignored;
-    if (rule.symmetric)
-        ignored.push_back("symmetric");
-    if (rule.narrowRange)
-        ignored.push_back("narrow_range");
-    if (rule.scaleRestriction != ScaleRestriction::Float)
-        ignored.push_back("scale_restriction");
-    if (rule.rounding != Rounding::Nearest)
-        ignored.push_back("rounding");
-    if (!ignored.empty()) {
-        std::string fields;
-        for (size_t i = 0; i < ignored.size(); ++i)
-            fields += (i == 0 ? "" : i + 1 == ignored.size() ? " and " : ", ") + ignored[i];
-        lq.note += (lq.note.empty() ? "" : "; ") + fields + (ignored.size() == 1 ? " does" : " do") +
-                   " not apply to the weight's " + std::string(qtypeName(spec.qtype)) +
-                   ", whose table is found by k-means and whose values take their nearest entry";
-    }
+    noteFieldsThatDoNotApply(rule, spec, lq, false,
+                             "whose table is found by k-means and whose values take their nearest entry");
     spec.symmetric.reset();
     spec.options = ScaleOptions{};
     lq.weightRounding = Rounding::Nearest;
