@@ -35,16 +35,13 @@
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
 #include "widgets/rule_table_model.h"
+#include "gui_support.h"
 
 using namespace qs;
+using namespace gui_test;
 
 namespace {
 
-const QString kRoot = QStringLiteral(QUANTSCOPE_TEST_DATA "/../..");
-const QString kModel = kRoot + QStringLiteral("/resources/demo/digits/digits_cnn.onnx");
-const QString kCalib = kRoot + QStringLiteral("/resources/demo/digits/digits_calib.npz");
-const QString kEval = kRoot + QStringLiteral("/resources/demo/digits/digits_eval.npz");
-const QString kW8A8 = kRoot + QStringLiteral("/resources/rules/w8a8_per_channel.json");
 
 bool loadModel(Workspace& ws, const QString& path = kModel)
 {
@@ -66,14 +63,6 @@ bool weightsCurrent(Workspace& ws)
 QModelIndex cell(Workspace& ws, size_t layer, int column)
 {
     return ws.layers()->indexOfLayer(layer).siblingAtColumn(column);
-}
-
-DataConfig fileData(const QString& path)
-{
-    DataConfig c;
-    c.path = path.toStdString();
-    c.batchSize = 64;
-    return c;
 }
 
 } // namespace

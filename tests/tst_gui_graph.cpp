@@ -46,17 +46,13 @@
 #include "widgets/graph_view.h"
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_tree_model.h"
+#include "gui_support.h"
 
 using namespace qs;
+using namespace gui_test;
 
 namespace {
 
-const QString kRoot = QStringLiteral(QUANTSCOPE_TEST_DATA "/../..");
-const QString kModel = kRoot + QStringLiteral("/resources/demo/digits/digits_cnn.onnx");
-const QString kCalib = kRoot + QStringLiteral("/resources/demo/digits/digits_calib.npz");
-const QString kEval = kRoot + QStringLiteral("/resources/demo/digits/digits_eval.npz");
-const QString kW8A8 = kRoot + QStringLiteral("/resources/rules/w8a8_per_channel.json");
-const QString kScreenshots = kRoot + QStringLiteral("/docs/screenshots");
 const QString kBlocks6 = QStringLiteral(QUANTSCOPE_GRAPH_DIR "/blocks_6.onnx");
 const QString kBlocks400 = QStringLiteral(QUANTSCOPE_GRAPH_DIR "/blocks_400.onnx");
 
@@ -65,23 +61,6 @@ std::shared_ptr<const Model> load(const QString& path)
     LoadOptions options;
     options.interpreter = false;
     return loadExplorationModel(path.toStdString(), options).model;
-}
-
-DataConfig fileData(const QString& path)
-{
-    DataConfig c;
-    c.path = path.toStdString();
-    c.batchSize = 64;
-    return c;
-}
-
-bool waitFor(const std::function<bool()>& done, int timeoutMs)
-{
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < timeoutMs)
-        QTest::qWait(20);
-    return done();
 }
 
 // Opens `path` in the window and waits for its layout and current weights.

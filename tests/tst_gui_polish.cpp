@@ -47,26 +47,13 @@
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_table_model.h"
+#include "gui_support.h"
 
 using namespace qs;
+using namespace gui_test;
 
 namespace {
 
-const QString kRoot = QStringLiteral(QUANTSCOPE_TEST_DATA "/../..");
-const QString kModel = kRoot + QStringLiteral("/resources/demo/digits/digits_cnn.onnx");
-const QString kCalib = kRoot + QStringLiteral("/resources/demo/digits/digits_calib.npz");
-const QString kEval = kRoot + QStringLiteral("/resources/demo/digits/digits_eval.npz");
-const QString kScreenshots = kRoot + QStringLiteral("/docs/screenshots");
-const QString kW8A8 = kRoot + QStringLiteral("/resources/rules/w8a8_per_channel.json");
-
-bool waitFor(const std::function<bool()>& done, int timeoutMs)
-{
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < timeoutMs)
-        QTest::qWait(10);
-    return done();
-}
 
 bool open(MainWindow& window)
 {

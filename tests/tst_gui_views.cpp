@@ -38,35 +38,14 @@
 #include "widgets/rule_comparison_model.h"
 #include "widgets/rule_table_model.h"
 #include "widgets/summary_bar.h"
+#include "gui_support.h"
 
 using namespace qs;
+using namespace gui_test;
 
 namespace {
 
-const QString kRoot = QStringLiteral(QUANTSCOPE_TEST_DATA "/../..");
-const QString kModel = kRoot + QStringLiteral("/resources/demo/digits/digits_cnn.onnx");
-const QString kCalib = kRoot + QStringLiteral("/resources/demo/digits/digits_calib.npz");
-const QString kEval = kRoot + QStringLiteral("/resources/demo/digits/digits_eval.npz");
-const QString kW8A8 = kRoot + QStringLiteral("/resources/rules/w8a8_per_channel.json");
 const QString kW4 = kRoot + QStringLiteral("/resources/rules/w4_weight_only_tile32.json");
-const QString kScreenshots = kRoot + QStringLiteral("/docs/screenshots");
-
-DataConfig fileData(const QString& path)
-{
-    DataConfig c;
-    c.path = path.toStdString();
-    c.batchSize = 64;
-    return c;
-}
-
-bool waitFor(const std::function<bool()>& done, int timeoutMs)
-{
-    QElapsedTimer t;
-    t.start();
-    while (!done() && t.elapsed() < timeoutMs)
-        QTest::qWait(20);
-    return done();
-}
 
 bool weightsCurrent(Workspace& ws)
 {
