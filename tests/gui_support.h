@@ -1,8 +1,10 @@
 #pragma once
-// What the GUI tests share: the bundled demo's files, data settings for them, and a wait
-// that keeps the event loop running.
+// What the GUI tests share: the bundled demo's files, data settings for them, a wait that
+// keeps the event loop running, and a run of quantscope-cli.
 
 #include <QElapsedTimer>
+#include <QProcess>
+#include <QStringList>
 #include <QString>
 #include <QtTest>
 
@@ -36,6 +38,19 @@ inline bool waitFor(const std::function<bool()>& done, int timeoutMs)
     while (!done() && t.elapsed() < timeoutMs)
         QTest::qWait(10);
     return done();
+}
+
+// Runs quantscope-cli; its standard output, or an empty array with a warning naming the
+// arguments and the CLI's error.
+inline QByteArray runCli(const QStringList& args)
+{
+    QProcess p;
+    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
+    if (!p.waitForFinished(300000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
+        qWarning("quantscope-cli %s: %s", qPrintable(args.join(' ')), p.readAllStandardError().constData());
+        return {};
+    }
+    return p.readAllStandardOutput();
 }
 
 } // namespace gui_test

@@ -117,17 +117,6 @@ void saveShot(QWidget* w, const QString& name)
     qInfo("screenshot: %s", qPrintable(QDir::cleanPath(kScreenshots + QLatin1Char('/') + name)));
 }
 
-QByteArray runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
-    if (!p.waitForFinished(300000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
-        qWarning("quantscope-cli %s: %s", qPrintable(args.join(' ')), p.readAllStandardError().constData());
-        return {};
-    }
-    return p.readAllStandardOutput();
-}
-
 std::optional<size_t> currentLayer(MainWindow& window)
 {
     const QModelIndex index = window.layerView()->currentIndex();

@@ -52,18 +52,6 @@ bool weightsCurrent(Workspace& ws)
     return waitFor([&] { return ws.weightsGeneration() == ws.generation(); }, 30000);
 }
 
-// Runs quantscope-cli; its standard output, or a failed test.
-QByteArray runCli(const QStringList& args)
-{
-    QProcess p;
-    p.start(QStringLiteral(QUANTSCOPE_CLI), args);
-    if (!p.waitForFinished(300000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
-        qWarning("quantscope-cli %s: %s", qPrintable(args.join(' ')), p.readAllStandardError().constData());
-        return {};
-    }
-    return p.readAllStandardOutput();
-}
-
 nlohmann::json readJson(const QString& path)
 {
     std::ifstream in(path.toStdString());

@@ -5,6 +5,7 @@
 
 #include "core/block_layout.h"
 #include "core/error.h"
+#include "quantization/input_hessian.h"
 
 namespace qs {
 
@@ -26,24 +27,6 @@ std::vector<int64_t> inputChannelOf(const Shape& shape, int inputAxis)
     for (size_t k = 0; k < channel.size(); ++k)
         channel[k] = (int64_t(k) / inner) % length;
     return channel;
-}
-
-// The rows of `t` (float32) along `channelAxis`, its other axes in order as the columns.
-Eigen::MatrixXd rowsOf(const Tensor& t, int channelAxis)
-{
-    std::vector<int> order{channelAxis};
-    for (int a = 0; a < t.rank(); ++a)
-        if (a != channelAxis)
-            order.push_back(a);
-    const Tensor m = t.permuted(order);
-    const int64_t rows = t.shape()[size_t(channelAxis)];
-    const int64_t cols = rows ? t.numel() / rows : 0;
-    const auto v = m.values<float>();
-    Eigen::MatrixXd out(rows, cols);
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-            out(r, c) = double(v[size_t(r * cols + c)]);
-    return out;
 }
 
 } // namespace
@@ -85,7 +68,7 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
 
     const std::vector<int64_t> channel = inputChannelOf(w.shape(), inputAxis);
     const auto wv = w.values<float>();
-    const Eigen::MatrixXd wRows = rowsOf(w, channelAxis);
+    const Eigen::MatrixXd wRows = channelRows(w, channelAxis);
     Shape scaleShape(size_t(rank), 1);
     scaleShape[size_t(inputAxis)] = inputs;
 
@@ -115,7 +98,7 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
             for (size_t k = 0; k < rv.size(); ++k)
                 rv[k] = gv[k] / s32[size_t(channel[k])];
         }
-        const Eigen::MatrixXd e = wRows - rowsOf(rounded, channelAxis);
+        const Eigen::MatrixXd e = wRows - channelRows(rounded, channelAxis);
         const double loss = ((e * hessian).cwiseProduct(e)).sum();
         best.losses.push_back(loss);
         if (i == 0 || loss < best.losses[size_t(best.alphaIndex)]) {

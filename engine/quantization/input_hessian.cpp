@@ -151,4 +151,21 @@ void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const
     }
 }
 
+Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis)
+{
+    std::vector<int> order{channelAxis};
+    for (int a = 0; a < weight.rank(); ++a)
+        if (a != channelAxis)
+            order.push_back(a);
+    const Tensor m = weight.permuted(order);
+    const int64_t rows = weight.shape()[size_t(channelAxis)];
+    const int64_t cols = rows ? weight.numel() / rows : 0;
+    const auto v = m.values<float>();
+    Eigen::MatrixXd out(rows, cols);
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c)
+            out(r, c) = double(v[size_t(r * cols + c)]);
+    return out;
+}
+
 } // namespace qs

@@ -53,4 +53,8 @@ int64_t contractionFeatures(const QuantizableLayer& layer);
 // input whose shape the layer cannot contract.
 void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const Tensor& input, InputHessian& hessian);
 
+// A float32 weight as a matrix [O, F]: its channel axis (in range) first, the other axes in
+// order as the columns — the Hessian's feature order.
+Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis);
+
 } // namespace qs

@@ -12,6 +12,7 @@
 #include "core/block_layout.h"
 #include "core/error.h"
 #include "numerics/qtype.h"
+#include "quantization/input_hessian.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
 #include "session/rule_search.h"
@@ -45,24 +46,9 @@ QType integerOfBits(int bits)
 }
 
 // The weight as a matrix [O, F]: its channel axis first, the others in order (the Hessian's feature order).
-Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis)
+Eigen::MatrixXd weightRows(const Tensor& weight, int channelAxis)
 {
-    const Tensor w = weight.toFloat32();
-    const int rank = w.rank();
-    const int axis = normalizeAxis(channelAxis, rank, "channel axis");
-    std::vector<int> perm{axis};
-    for (int a = 0; a < rank; ++a)
-        if (a != axis)
-            perm.push_back(a);
-    const Tensor p = w.permuted(perm);
-    const int64_t rows = w.shape()[size_t(axis)];
-    const int64_t cols = rows ? w.numel() / rows : 0;
-    const auto v = p.values<float>();
-    Eigen::MatrixXd m(rows, cols);
-    for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c)
-            m(r, c) = double(v[size_t(r * cols + c)]);
-    return m;
+    return channelRows(weight.toFloat32(), normalizeAxis(channelAxis, weight.rank(), "channel axis"));
 }
 
 } // namespace
@@ -104,7 +90,7 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
     const Tensor* weight = model.initializer(l.weightName);
     if (!weight)
         throw Error("layer '" + l.modulePath + "': weight '" + l.weightName + "' is not in the model");
-    const Eigen::MatrixXd w = channelRows(*weight, l.channelAxis);
+    const Eigen::MatrixXd w = weightRows(*weight, l.channelAxis);
     if (w.cols() != inputs.features())
         throw Error("layer '" + l.modulePath + "': its calibration statistics have " +
                     std::to_string(inputs.features()) + " features, its weight contracts " + std::to_string(w.cols()));
@@ -161,7 +147,7 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
             const QuantizedWeight q = WeightQuantizer::quantize(model, *lq, &inputs, cancel);
             row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             row.weight = q.metrics;
-            const Eigen::MatrixXd d = w - channelRows(q.fakeQuant, l.channelAxis);
+            const Eigen::MatrixXd d = w - weightRows(q.fakeQuant, l.channelAxis);
             double error = (d * m).cwiseProduct(d).sum();
             if (v.biasCorrection)
                 error -= (d * mu).squaredNorm();
