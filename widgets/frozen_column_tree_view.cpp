@@ -113,7 +113,12 @@ void FrozenColumnTreeView::placeFrozen()
     const int width = columnWidth(0);
     frozen_->setGeometry(frameWidth(), frameWidth(), width, viewport()->height() + header()->height());
     frozen_->header()->setFixedHeight(header()->height());
-    frozen_->setVisible(horizontalScrollBar()->value() > 0);
+    const bool shown = horizontalScrollBar()->value() > 0;
+    if (shown && expansionStale_ && model()) {
+        syncExpanded({});
+        expansionStale_ = false;
+    }
+    frozen_->setVisible(shown);
 }
 
 void FrozenColumnTreeView::resizeEvent(QResizeEvent* event)
@@ -125,8 +130,9 @@ void FrozenColumnTreeView::resizeEvent(QResizeEvent* event)
 void FrozenColumnTreeView::updateGeometries()
 {
     QTreeView::updateGeometries();
-    if (model())
-        syncExpanded({});
+    // Walking every row here cost tens of milliseconds per layout of a large model; the
+    // overlay catches up when it is shown, and expanded()/collapsed() keep it so after.
+    expansionStale_ = true;
     placeFrozen();
 }
 

@@ -31,8 +31,10 @@ private:
     void syncFrozenColumns();
     // The overlay's rows expanded as the main view's are (QTreeView::expandAll emits no expanded()).
     void syncExpanded(const QModelIndex& parent);
+    // Places the overlay, shown only while the view is scrolled sideways (its rows synced then).
     void placeFrozen();
     QTreeView* frozen_;
+    bool expansionStale_ = true;
 };
 
 } // namespace qs

@@ -5,6 +5,7 @@
 #include <map>
 
 #include <QComboBox>
+#include <QElapsedTimer>
 #include <QGraphicsItem>
 #include <QGraphicsScene>
 #include <QGraphicsView>
@@ -16,6 +17,7 @@
 #include <QPainter>
 #include <QPainterPath>
 #include <QStyleOptionGraphicsItem>
+#include <QTimer>
 #include <QToolButton>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -31,6 +33,8 @@ namespace {
 // boxes and edges straight lines: thousands of them stay cheap to paint.
 constexpr double kTextDetail = 0.45;
 constexpr double kMinScale = 0.005, kMaxScale = 6.0;
+// Work per turn of the event loop while a scene is built or an old one deleted.
+constexpr qint64 kSliceMs = 8;
 const QColor kSelected(0x15, 0x65, 0xc0);
 const QColor kMatched(0xef, 0x6c, 0x00);
 const QColor kShared(0x7b, 0x1f, 0xa2);
@@ -64,6 +68,14 @@ QString swatch(const QColor& c, const QString& text)
 {
     return QStringLiteral("<span style='background:%1;color:%1'>&nbsp;&nbsp;&nbsp;</span>&nbsp;%2&nbsp;&nbsp; ")
         .arg(c.name(), text.toHtmlEscaped());
+}
+
+// A query brings the scene's BSP index up to date with the items added since the
+// last one. Left alone, Qt indexes them when its index timer fires, which a new
+// scene or scene rectangle sets to two seconds: every item at once, in the first paint.
+void indexNow(QGraphicsScene* scene)
+{
+    (void)scene->items(QPointF(-1e9, -1e9));
 }
 
 } // namespace
@@ -273,6 +285,7 @@ public:
         setTransformationAnchor(QGraphicsView::AnchorUnderMouse);
         setViewportUpdateMode(QGraphicsView::SmartViewportUpdate);
         setOptimizationFlag(QGraphicsView::DontAdjustForAntialiasing, true);
+        setOptimizationFlag(QGraphicsView::DontSavePainterState, true);
         setBackgroundBrush(palette().base());
     }
 
@@ -324,9 +337,11 @@ private:
     QPoint pressAt_;
 };
 
-GraphView::GraphView(QWidget* parent) : QWidget(parent), scene_(new QGraphicsScene(this))
+GraphView::GraphView(QWidget* parent) : QWidget(parent), scene_(newScene(0)), buildTimer_(new QTimer(this))
 {
-    scene_->setItemIndexMethod(QGraphicsScene::BspTreeIndex); // static items: the index suited to them
+    buildTimer_->setSingleShot(true);
+    buildTimer_->setInterval(0);
+    connect(buildTimer_, &QTimer::timeout, this, &GraphView::buildSlice);
     canvas_ = new GraphCanvas(this, scene_);
     canvas_->setObjectName(QStringLiteral("GraphCanvas"));
 
@@ -411,31 +426,95 @@ void GraphView::setGraph(std::shared_ptr<const GraphLayout> layout, std::shared_
     rebuildScene();
 }
 
+QGraphicsScene* GraphView::newScene(size_t items)
+{
+    auto* scene = new QGraphicsScene(this);
+    scene->setItemIndexMethod(QGraphicsScene::BspTreeIndex); // static items: the index suited to them
+    // The depth Qt would choose for this many items, fixed up front: left to
+    // itself the index is rebuilt whole each time a slice grows past a power of two.
+    scene->setBspTreeDepth(std::max(5, int(std::ceil(std::log2(double(std::max<size_t>(items, 2)))))));
+    return scene;
+}
+
 void GraphView::rebuildScene()
 {
-    scene_->clear();
+    // The scene shown goes off screen, to be deleted a slice at a time.
+    RetiringScene old{scene_, std::move(edges_)};
+    old.items.insert(old.items.end(), nodes_.begin(), nodes_.end());
+    old.items.insert(old.items.end(), markers_.begin(), markers_.end());
+    retiring_.push_back(std::move(old));
+    edges_.clear();
     nodes_.clear();
     markers_.clear();
     matches_.clear();
-    if (!layout_ || !model_)
-        return;
-    nodes_.reserve(layout_->nodes.size());
-    scene_->setSceneRect(-20, -20, layout_->width + 40, layout_->height + 40);
-    for (const LayoutEdge& e : layout_->edges)
-        scene_->addItem(new GraphEdgeItem(e));
-    for (size_t i = 0; i < layout_->nodes.size(); ++i) {
-        auto* item = new GraphNodeItem(i, layout_->nodes[i]);
-        scene_->addItem(item);
-        nodes_.push_back(item);
+    const size_t items = layout_ && model_ ? layout_->edges.size() + layout_->nodes.size() : 0;
+    scene_ = newScene(items);
+    if (items) {
+        scene_->setSceneRect(-20, -20, layout_->width + 40, layout_->height + 40);
+        edges_.reserve(layout_->edges.size());
+        nodes_.reserve(layout_->nodes.size());
     }
+    indexNow(scene_);
+    canvas_->setScene(nullptr);
+    buildNext_ = 0;
+    sceneReady_ = false;
+    buildSlice();
+}
+
+void GraphView::buildSlice()
+{
+    QElapsedTimer clock;
+    clock.start();
+    if (!sceneReady_) {
+        const size_t edges = layout_ && model_ ? layout_->edges.size() : 0;
+        const size_t total = layout_ && model_ ? edges + layout_->nodes.size() : 0;
+        if (buildNext_ < total) {
+            while (buildNext_ < total && clock.elapsed() < kSliceMs)
+                for (const size_t end = std::min(total, buildNext_ + 64); buildNext_ < end; ++buildNext_) {
+                    if (buildNext_ < edges) {
+                        edges_.push_back(new GraphEdgeItem(layout_->edges[buildNext_]));
+                        scene_->addItem(edges_.back());
+                    } else {
+                        const size_t node = buildNext_ - edges;
+                        nodes_.push_back(new GraphNodeItem(node, layout_->nodes[node]));
+                        scene_->addItem(nodes_.back());
+                    }
+                }
+            // Each slice's items indexed within its slice, not all at the first paint.
+            indexNow(scene_);
+        } else {
+            finishScene(); // a turn of its own: colours and search, then the scene is shown
+        }
+    }
+    while (!retiring_.empty() && clock.elapsed() < kSliceMs) {
+        RetiringScene& old = retiring_.front();
+        for (size_t k = 0; k < 64 && !old.items.empty(); ++k) {
+            delete old.items.back();
+            old.items.pop_back();
+        }
+        if (old.items.empty()) {
+            delete old.scene;
+            retiring_.erase(retiring_.begin());
+        }
+    }
+    if (!sceneReady_ || !retiring_.empty())
+        buildTimer_->start();
+}
+
+void GraphView::finishScene()
+{
+    sceneReady_ = true;
     applyColours();
     updateSearch();
+    indexNow(scene_);
+    canvas_->setScene(scene_);
     fitToView();
     if (selectedLayer_) {
         const auto keep = selectedLayer_;
         selectedLayer_.reset();
         selectLayer(keep);
     }
+    emit sceneBuilt();
 }
 
 QString GraphView::nodeToolTip(size_t i) const
@@ -493,7 +572,7 @@ QColor GraphView::nodeFill(size_t node) const
 void GraphView::applyColours()
 {
     updateLegend();
-    if (!layout_ || !model_)
+    if (!layout_ || !model_ || !sceneReady_) // the build applies them when it ends
         return;
     // Which layers each folded node holds: it takes their lowest value.
     std::map<size_t, std::vector<size_t>> foldedLayers;
@@ -641,7 +720,7 @@ void GraphView::updateSearch()
 
 void GraphView::refreshFlags()
 {
-    if (!layout_)
+    if (!layout_ || !sceneReady_)
         return;
     const std::optional<size_t> current = currentMatch();
     for (size_t i = 0; i < nodes_.size(); ++i) {
@@ -663,7 +742,7 @@ std::optional<size_t> GraphView::currentMatch() const
 
 void GraphView::nextMatch()
 {
-    if (matches_.empty())
+    if (matches_.empty() || !sceneReady_)
         return;
     const size_t node = matches_[matchCursor_ % matches_.size()];
     matchCursor_ = (matchCursor_ + 1) % matches_.size();
@@ -726,7 +805,7 @@ void GraphView::selectLayer(std::optional<size_t> layer)
     if (layer == selectedLayer_)
         return;
     selectedLayer_ = layer;
-    if (!layout_ || !model_)
+    if (!layout_ || !model_ || !sceneReady_) // the build centres it when it ends
         return;
     refreshFlags();
     if (!layer || *layer >= model_->layers.size())

@@ -11,6 +11,11 @@
 // Drawing stays cheap at a few thousand nodes: items are static (the scene's
 // BSP index), at low zoom nodes are plain boxes and edges straight lines
 // without text or antialiasing (levelOfDetailFromTransform).
+//
+// A new layout's scene is built a slice at a time (at most kSliceMs of work
+// per turn of the event loop, into a scene not yet shown), and the scene it
+// replaces is deleted the same way, so that a graph of thousands of nodes never
+// holds the GUI thread for long. sceneReady() says when the new one is shown.
 
 #include <memory>
 #include <optional>
@@ -24,10 +29,12 @@
 #include "widgets/graph_colouring.h"
 
 class QComboBox;
+class QGraphicsItem;
 class QGraphicsScene;
 class QGraphicsView;
 class QLabel;
 class QLineEdit;
+class QTimer;
 class QToolButton;
 
 namespace qs {
@@ -47,6 +54,9 @@ public:
     // (what the Fold button offers). Keeps the selection and metric.
     void setGraph(std::shared_ptr<const GraphLayout> layout, std::shared_ptr<const Model> model,
                   std::vector<RepeatedRun> runs);
+    // Whether the scene of the current layout is built and shown (sceneBuilt() is
+    // emitted when it is).
+    bool sceneReady() const { return sceneReady_; }
     // A line shown instead of the graph (laying out…, an error) or over it; empty hides it.
     void setStatus(const QString& text);
     void setColouring(GraphColouring colouring);
@@ -82,12 +92,18 @@ public:
 
 signals:
     void layerSelected(size_t layer);
+    // The scene of the layout given last to setGraph is built and shown.
+    void sceneBuilt();
     // The runs to fold (empty: unfold all); the app lays out again.
     void foldRequested(const std::set<size_t>& runs);
 
 private:
     friend class GraphCanvas;
     void rebuildScene();
+    // One turn of the build: retire old items, then add new ones, within the time budget.
+    void buildSlice();
+    void finishScene();
+    QGraphicsScene* newScene(size_t items);
     void applyColours();
     void updateLegend();
     void updateSearch();
@@ -98,6 +114,15 @@ private:
 
     GraphCanvas* canvas_;
     QGraphicsScene* scene_;
+    QTimer* buildTimer_;
+    size_t buildNext_ = 0;  // next item to add: edges first, then nodes
+    bool sceneReady_ = true;
+    // Scenes replaced by a newer layout, their items deleted a slice at a time.
+    struct RetiringScene {
+        QGraphicsScene* scene;
+        std::vector<QGraphicsItem*> items;
+    };
+    std::vector<RetiringScene> retiring_;
     QComboBox* metricCombo_;
     QLineEdit* search_;
     QToolButton* fold_;
@@ -111,6 +136,7 @@ private:
     GraphColouring colouring_;
     GraphMetric metric_ = GraphMetric::AccumulatedSqnr;
     std::optional<size_t> selectedLayer_;
+    std::vector<QGraphicsItem*> edges_;
     std::vector<GraphNodeItem*> nodes_; // by layout node
     std::vector<GraphMarkerItem*> markers_;
     std::vector<size_t> matches_;

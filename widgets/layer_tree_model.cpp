@@ -3,6 +3,7 @@
 #include <QBrush>
 #include <QColor>
 #include <QFont>
+#include <QHash>
 #include <QLocale>
 #include <QStringList>
 
@@ -57,6 +58,8 @@ void LayerTreeModel::setLayers(std::vector<QuantizableLayer> layers)
     layers_ = std::move(layers);
     root_ = std::make_unique<TreeNode>();
     leafOfLayer_.assign(layers_.size(), nullptr);
+    // Groups by full path: a module with hundreds of layers is not searched child by child for each.
+    QHash<QString, TreeNode*> groups;
     for (size_t i = 0; i < layers_.size(); ++i) {
         const QStringList parts = QString::fromStdString(layers_[i].modulePath).split(QLatin1Char('/'));
         TreeNode* node = root_.get();
@@ -65,18 +68,19 @@ void LayerTreeModel::setLayers(std::vector<QuantizableLayer> layers)
             TreeNode* next = nullptr;
             // A group is reused; a leaf is always new (paths are unique, but a
             // layer's path may also be another layer's group prefix).
+            const QString path = node == root_.get() ? parts[p] : node->path + QLatin1Char('/') + parts[p];
             if (!last)
-                for (auto& child : node->children)
-                    if (!child->layer && child->name == parts[p])
-                        next = child.get();
+                next = groups.value(path, nullptr);
             if (!next) {
                 auto child = std::make_unique<TreeNode>();
                 child->name = parts[p];
-                child->path = node == root_.get() ? parts[p] : node->path + QLatin1Char('/') + parts[p];
+                child->path = path;
                 child->parent = node;
                 child->row = int(node->children.size());
                 next = child.get();
                 node->children.push_back(std::move(child));
+                if (!last)
+                    groups.insert(path, next);
             }
             if (!layers_[i].sharesWeightOf) // a shared weight counts once, under its first reader
                 next->parameters += layers_[i].parameterCount;

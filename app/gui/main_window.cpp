@@ -102,7 +102,8 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
 
     connect(workspace_, &Workspace::logMessage, this, &MainWindow::log);
     connect(workspace_, &Workspace::modelLoaded, this, [this] {
-        addRecentFile(workspace_->modelPath());
+        // The settings file is written after this turn: opening a model keeps the GUI thread short.
+        QTimer::singleShot(0, this, [this, path = workspace_->modelPath()] { addRecentFile(path); });
         layerView_->expandAll();
         for (int c = 0; c < LayerTreeModel::ColumnCount; ++c)
             layerView_->resizeColumnToContents(c);
@@ -218,6 +219,9 @@ void MainWindow::createDocks()
     layerView_->sortByColumn(-1, Qt::AscendingOrder); // model order until the user sorts
     layerView_->setAlternatingRowColors(true);
     layerView_->setUniformRowHeights(true);
+    // Fitting a column to its contents measures the rows in view and this many more (Qt's default
+    // is 1000): a model of hundreds of layers opens without holding the GUI thread for each column.
+    layerView_->header()->setResizeContentsPrecision(50);
     layerView_->setSelectionBehavior(QAbstractItemView::SelectRows);
     // The figures a user came for, always in view above the layer table.
     summary_ = new SummaryBar(layers);
@@ -395,7 +399,7 @@ void MainWindow::createGraph()
 void MainWindow::updateGraphColours()
 {
     const auto model = workspace_->model();
-    if (!graph_ || !model)
+    if (!graph_ || !model || !workspace_->graphLayout()) // a new layout brings its colours
         return;
     graph_->setColouring(graphColouring(*model, workspace_->plan().get(), workspace_->weights().get(),
                                         workspace_->evaluation().get(), workspace_->sensitivity().get(),

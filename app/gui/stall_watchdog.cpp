@@ -1,5 +1,7 @@
 #include "gui/stall_watchdog.h"
 
+#include <pthread.h>
+
 #include <QtGlobal>
 
 namespace qs {
@@ -7,11 +9,14 @@ namespace qs {
 StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
     : QObject(parent), limit_(limit), lastBeat_(nowMs())
 {
+    pthread_getcpuclockid(pthread_self(), &guiClock_);
+    lastBeatCpuUs_.store(guiCpuUs());
     beat_.setInterval(10);
     // Watching starts with the first beat, i.e. once the event loop runs: the
     // time before (building the window) is start-up, not a stall.
     connect(&beat_, &QTimer::timeout, this, [this] {
         lastBeat_.store(nowMs());
+        lastBeatCpuUs_.store(guiCpuUs());
         started_.store(true);
     });
     beat_.start();
@@ -26,6 +31,9 @@ StallWatchdog::StallWatchdog(std::chrono::milliseconds limit, QObject* parent)
             const int64_t gap = nowMs() - lastBeat_.load();
             if (gap > longest_.load())
                 longest_.store(gap);
+            const int64_t busy = guiCpuUs() - lastBeatCpuUs_.load();
+            if (busy > longestBusyUs_.load())
+                longestBusyUs_.store(busy);
             if (gap > limit_.count() + 10) {
                 inStall = true;
                 worst = std::max(worst, gap);
@@ -53,6 +61,13 @@ bool StallWatchdog::wanted()
 #else
     return qEnvironmentVariableIntValue("QUANTSCOPE_WATCHDOG") == 1;
 #endif
+}
+
+int64_t StallWatchdog::guiCpuUs() const
+{
+    timespec t{};
+    clock_gettime(guiClock_, &t);
+    return int64_t(t.tv_sec) * 1000000 + t.tv_nsec / 1000;
 }
 
 int64_t StallWatchdog::nowMs()

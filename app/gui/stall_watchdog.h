@@ -8,6 +8,8 @@
 #include <chrono>
 #include <thread>
 
+#include <time.h>
+
 #include <QObject>
 #include <QTimer>
 
@@ -26,9 +28,14 @@ public:
     // The longest gap between two beats seen so far, stall or not (the beat's
     // own 10 ms included; the watcher looks every 10 ms).
     int64_t longestGapMs() const { return longest_.load(); }
+    // The most CPU time the GUI thread used between two beats: how long its own
+    // work held the event loop, whatever else ran on the machine.
+    int64_t longestBusyMs() const { return longestBusyUs_.load() / 1000; }
 
 private:
     static int64_t nowMs();
+    // CPU time of the thread that made the watchdog (the GUI thread).
+    int64_t guiCpuUs() const;
 
     std::chrono::milliseconds limit_;
     QTimer beat_;
@@ -37,6 +44,9 @@ private:
     std::atomic<bool> stop_{false};
     std::atomic<int> stalls_{0};
     std::atomic<int64_t> longest_{0};
+    clockid_t guiClock_{};
+    std::atomic<int64_t> lastBeatCpuUs_{0};
+    std::atomic<int64_t> longestBusyUs_{0};
     std::thread watcher_;
 };
 
