@@ -256,6 +256,26 @@ void TestGuiGraph::repeatedBlocksFoldAndUnfold()
         QCOMPARE(folded.nodeOfGraphNode[n], run);
     QVERIFY(folded.nodeOfGraphNode[0] != run && folded.nodeOfGraphNode[31] != run);
 
+    // Double-clicking a folded run's box asks for that run alone to open, the other staying folded.
+    {
+        auto brokenModel = std::make_shared<Model>(changed);
+        const auto both = std::make_shared<GraphLayout>(layoutGraph(changed, broken, {0, 1}));
+        GraphView view;
+        view.resize(600, 900);
+        view.show();
+        QSignalSpy built(&view, &GraphView::sceneBuilt);
+        view.setGraph(both, brokenModel, broken);
+        QVERIFY(built.wait(10000));
+        QSignalSpy fold(&view, &GraphView::foldRequested);
+        const size_t first = both->nodeOfGraphNode[1]; // the first run's node
+        QCOMPARE(both->nodes[first].run, std::optional<size_t>(0));
+        QGraphicsView* canvas = view.view();
+        canvas->centerOn(view.nodeCentre(first));
+        QTest::mouseDClick(canvas->viewport(), Qt::LeftButton, {}, canvas->mapFromScene(view.nodeCentre(first)));
+        QCOMPARE(fold.count(), 1);
+        QCOMPARE(fold.first().first().value<std::set<size_t>>(), std::set<size_t>{1});
+    }
+
     // In the app: the Fold button lays out again as a job, and unfolds back.
     MainWindow window(false);
     window.resize(1400, 900);

@@ -331,6 +331,17 @@ protected:
                 return;
             }
     }
+    void mouseDoubleClickEvent(QMouseEvent* event) override
+    {
+        if (event->button() == Qt::LeftButton)
+            for (QGraphicsItem* item : items(event->position().toPoint()))
+                if (auto* node = dynamic_cast<GraphNodeItem*>(item)) {
+                    owner_->nodeDoubleClicked(node->index());
+                    event->accept();
+                    return;
+                }
+        QGraphicsView::mouseDoubleClickEvent(event);
+    }
 
 private:
     GraphView* owner_;
@@ -798,6 +809,16 @@ void GraphView::nodeClicked(size_t node)
     selectedLayer_ = layer;
     refreshFlags();
     emit layerSelected(layer);
+}
+
+void GraphView::nodeDoubleClicked(size_t node)
+{
+    if (!layout_ || node >= layout_->nodes.size() || !layout_->nodes[node].run)
+        return;
+    // That run opens; the others stay as they are.
+    std::set<size_t> folded = layout_->foldedRuns;
+    folded.erase(*layout_->nodes[node].run);
+    emit foldRequested(folded);
 }
 
 void GraphView::selectLayer(std::optional<size_t> layer)

@@ -5,7 +5,9 @@
 // drawn as markers on the edges that carry them (qtype and range in the
 // tooltip), shared quantizers outlined. Drag pans, the wheel zooms around the
 // cursor, "Fit" shows everything; the search field highlights matching nodes
-// and Enter centres the next one. Clicking a layer's node emits layerSelected;
+// and Enter centres the next one; the Fold button folds every run of repeated
+// blocks, and double-clicking a folded run's node unfolds that run alone.
+// Clicking a layer's node emits layerSelected;
 // selectLayer() selects and centres without emitting (no feedback loop).
 //
 // Drawing stays cheap at a few thousand nodes: items are static (the scene's
@@ -111,6 +113,8 @@ private:
     void refreshFlags();
     void nextMatch();
     void nodeClicked(size_t node);
+    // A folded run's node unfolds that run alone.
+    void nodeDoubleClicked(size_t node);
 
     GraphCanvas* canvas_;
     QGraphicsScene* scene_;
