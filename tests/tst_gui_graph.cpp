@@ -32,6 +32,7 @@
 #include <QWheelEvent>
 
 #include <fstream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -47,6 +48,8 @@
 #include "widgets/jobs/job_tracker.h"
 #include "widgets/layer_tree_model.h"
 #include "gui_support.h"
+#include "widgets/charts/charts_panel.h"
+#include "widgets/charts/distribution_view.h"
 
 using namespace qs;
 using namespace gui_test;
@@ -445,7 +448,7 @@ void TestGuiGraph::selectionColoursAndMarkersOnTheDemo()
     QTemporaryDir dir;
     const QString reportFile = dir.filePath(QStringLiteral("r.json"));
     QVERIFY(!runCli({"quantize", kModel, "--rules", kW8A8, "--calib", kCalib, "--eval", kEval, "--batch-size", "64",
-                     "--report", reportFile})
+                     "--sensitivity", "one", "--report", reportFile})
                  .isNull());
     std::ifstream in(reportFile.toStdString());
     const nlohmann::json report = nlohmann::json::parse(in);
@@ -499,16 +502,46 @@ void TestGuiGraph::selectionColoursAndMarkersOnTheDemo()
     graph->setMetric(GraphMetric::AccumulatedSqnr);
     QVERIFY(graph->legend()->text().contains(QStringLiteral("dB")));
 
+    // Sensitivity, run in the app: each layer's node takes the colour of the output SQNR with only
+    // that layer quantized, as the CLI's ranking gives it.
+    QSignalSpy ranked(&ws, &Workspace::sensitivityChanged);
+    ws.runSensitivity(SensitivityKind::OneLayer);
+    QVERIFY(ranked.wait(120000));
+    QTest::qWait(50);
+    graph->metricCombo()->setCurrentIndex(graph->metricCombo()->findData(int(GraphMetric::Sensitivity)));
+    QCOMPARE(report["sensitivity"]["ranking"].size(), model.layers.size());
+    for (const auto& entry : report["sensitivity"]["ranking"]) {
+        const auto& sqnr = entry["output"]["sqnr_db"];
+        const double db = sqnr.is_null() ? std::numeric_limits<double>::infinity() : sqnr.get<double>();
+        QCOMPARE(graph->nodeFill(*layout->nodeOfLayer(entry["layer"].get<size_t>())), sqnrColour(db));
+    }
+    QVERIFY(graph->legend()->text().contains(QStringLiteral("only this layer quantized")));
+    graph->setMetric(GraphMetric::AccumulatedSqnr);
+
     // Selection: a click on a node selects its layer in the table and the Inspector; the table selects the node.
+    // The Charts follow a node click too: the distribution shows the clicked layer's weight.
+    auto* charts = window.findChild<ChartsPanel*>();
+    QVERIFY(charts);
+    auto shownElements = [&](size_t layer) {
+        const int64_t want = model.layers[layer].parameterCount;
+        return waitFor(
+            [&] {
+                const DistributionData* d = charts->distributionView()->data();
+                return !charts->distributionView()->busy() && d && d->elements == want;
+            },
+            30000);
+    };
     const size_t last = model.layers.size() - 1;
     clickNode(graph, *layout->nodeOfLayer(last));
     QCOMPARE(currentLayer(window), std::optional<size_t>(last));
     QCOMPARE(graph->selectedLayer(), std::optional<size_t>(last));
     QVERIFY(window.inspector()->toPlainText().contains(QString::fromStdString(model.layers[last].modulePath)));
+    QVERIFY(shownElements(last));
     selectInTable(window, 0);
     QCOMPARE(graph->selectedLayer(), std::optional<size_t>(0));
     QCOMPARE(currentLayer(window), std::optional<size_t>(0)); // no echo back from the graph
     QVERIFY(window.inspector()->toPlainText().contains(QString::fromStdString(model.layers[0].modulePath)));
+    QVERIFY(shownElements(0));
 
     // The screenshot: the graph dock on its own, coloured by accumulated SQNR, the quantization points visible.
     auto* dock = window.findChild<QDockWidget*>(QStringLiteral("GraphDock"));
