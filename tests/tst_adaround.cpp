@@ -219,10 +219,12 @@ private slots:
         QTest::addColumn<int>("bits");
         QTest::addColumn<bool>("symmetric");
         QTest::addColumn<int>("seed");
+        QTest::addColumn<int>("tile");
         for (int seed = 1; seed <= 3; ++seed) {
-            QTest::addRow("int4 seed %d", seed) << 4 << true << seed;
-            QTest::addRow("int4 asymmetric seed %d", seed) << 4 << false << seed;
-            QTest::addRow("int8 seed %d", seed) << 8 << true << seed;
+            QTest::addRow("int4 seed %d", seed) << 4 << true << seed << 0;
+            QTest::addRow("int4 asymmetric seed %d", seed) << 4 << false << seed << 0;
+            QTest::addRow("int8 seed %d", seed) << 8 << true << seed << 0;
+            QTest::addRow("int4 asymmetric tiles of 16, seed %d", seed) << 4 << false << seed << 16;
         }
     }
 
@@ -231,9 +233,12 @@ private slots:
         QFETCH(int, bits);
         QFETCH(bool, symmetric);
         QFETCH(int, seed);
+        QFETCH(int, tile);
         const Layer l = randomLayer(24, 80, 400, uint64_t(seed) + 100);
         const Tensor w = tensorOf(l.w);
-        const QuantizationSpec spec = intSpec(bits, symmetric);
+        QuantizationSpec spec = intSpec(bits, symmetric);
+        if (tile)
+            spec.tileSize = double(tile);
         const AdaroundResult r = adaroundQuantize(w, spec, WeightAlgorithm::parse("adaround,300"), hessianOf(l.x), "w");
         const Eigen::MatrixXf rtn =
             matrixOf(fakeQuantize(w, computeQuantization(w, spec, "w").params, Rounding::Nearest, 0, "w"));

@@ -266,6 +266,21 @@ private slots:
         QVERIFY(adaround.outputSqnrDb > rtn.outputSqnrDb + liftDb);
     }
 
+    void adaroundLeavesTheDepthwiseConvsFloatSayingWhy()
+    {
+        const Model model = loadOnnx(kDepthwiseModel);
+        const QuantizationPlan plan = QuantizationPlan::build(model, int4Rules("adaround"));
+        std::vector<std::string> refused;
+        for (const LayerQuantization& lq : plan.layers())
+            if (!lq.problem.empty()) {
+                refused.push_back(model.layers[lq.layer].modulePath);
+                QVERIFY2(lq.problem.find("algorithm adaround takes Conv with one group (this one has ") !=
+                             std::string::npos,
+                         lq.problem.c_str());
+            }
+        QCOMPARE(refused, (std::vector<std::string>{"features/3", "features/9", "features/15"}));
+    }
+
     void adaroundLowersEveryLayersOutputErrorAndExportsRunAsSimulated()
     {
         Exploration e;
