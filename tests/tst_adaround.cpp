@@ -6,7 +6,8 @@
 //   (its im2col patches written out here by hand) — and reaches the same
 //   objective;
 // - the layer's output error on the calibration inputs, ||W·X − Ŵ·X||², is
-//   never above round-to-nearest's, computed here from X;
+//   never above round-to-nearest's, computed here from X (per channel and in
+//   asymmetric tiles);
 // - the result is the same for one thread and for many;
 // - bad Hessians and grids are errors naming the tensor.
 
