@@ -8,7 +8,7 @@
 // - the layer's output error on the calibration inputs, ||W·X − Ŵ·X||², is
 //   never above round-to-nearest's, computed here from X (per channel and in
 //   asymmetric tiles);
-// - the result is the same for one thread and for many;
+// - the result is the same for one thread and for many; a cancel stops it;
 // - bad Hessians and grids are errors naming the tensor.
 
 #include <QtTest>
@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 
 #include "io/npy.h"
 #include "layer_support.h"
@@ -263,6 +264,31 @@ private slots:
         }
         QCOMPARE(bytesOf(one.rounded), bytesOf(many.rounded));
         QVERIFY(one.flipped > 0);
+    }
+
+    void stopsWhenCancelledWhileItRuns()
+    {
+        // 100 000 steps on a 64×256 layer would take minutes; a cancel 100 ms in stops it within the next 32 steps.
+        const Layer l = randomLayer(64, 256, 300, 6);
+        const Tensor w = tensorOf(l.w);
+        const Eigen::MatrixXd h = hessianOf(l.x);
+        CancellationToken cancel;
+        std::thread canceller([cancel]() mutable {
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+            cancel.cancel();
+        });
+        QElapsedTimer timer;
+        timer.start();
+        bool cancelled = false;
+        try {
+            adaroundQuantize(w, intSpec(4, true), WeightAlgorithm::parse("adaround,100000"), h, "w", cancel);
+        } catch (const Cancelled&) {
+            cancelled = true;
+        }
+        canceller.join();
+        qInfo("cancelled after %lld ms", (long long)timer.elapsed());
+        QVERIFY(cancelled);
+        QVERIFY(timer.elapsed() < 10000);
     }
 
     void channelAxisOtherThanTheFirst()
