@@ -678,7 +678,8 @@ np.savez(sys.argv[2], x=rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
         for (const auto& a : j["algorithms"])
             byVariant[a["variant"].get<std::string>()] = a;
         for (const char* v : {"rtn", "rtn + bias_correction", "gptq", "gptq + bias_correction", "awq",
-                              "awq + bias_correction", "lut4", "lut4 + bias_correction"})
+                              "awq + bias_correction", "adaround", "adaround + bias_correction", "lut4",
+                              "lut4 + bias_correction"})
             QVERIFY2(byVariant.count(v), v);
         QVERIFY(j["skipped"].empty());
 
@@ -701,6 +702,8 @@ np.savez(sys.argv[2], x=rng.standard_normal((4, 3, 8, 8)).astype(np.float32))
                  pipelineSqnr(R"({"weight_qtype":"int4","algorithm":"gptq"})"));
         QCOMPARE(byVariant["awq"]["weight_sqnr_db"].get<double>(),
                  pipelineSqnr(R"({"weight_qtype":"int4","algorithm":"awq"})"));
+        QCOMPARE(byVariant["adaround"]["weight_sqnr_db"].get<double>(),
+                 pipelineSqnr(R"({"weight_qtype":"int4","algorithm":"adaround"})"));
         QCOMPARE(byVariant["lut4"]["weight_sqnr_db"].get<double>(), pipelineSqnr(R"({"weight_qtype":"lut4"})"));
 
         // The output figures are the engine's for the same statistics.

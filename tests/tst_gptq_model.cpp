@@ -3,7 +3,8 @@
 // the weights follow, and the model's output against float is better than
 // round-to-nearest's at int4 per channel. The checkpoint and the ONNX QDQ
 // exports hold exactly the weights the simulation ran with, decoded from the
-// files element for element.
+// files element for element — GPTQ's and AdaRound's, which both round onto the
+// rule's own grid.
 
 #include <QtTest>
 
@@ -87,11 +88,19 @@ private slots:
         QCOMPARE(e.weights()->find(3)->algorithm.kind, WeightAlgorithmKind::Rtn);
     }
 
-    void exportsHoldTheGptqWeightsBitForBit()
+    void exportsHoldTheAlgorithmsWeightsBitForBit_data()
     {
+        QTest::addColumn<QString>("algorithm");
+        QTest::newRow("gptq") << "gptq";
+        QTest::newRow("adaround") << "adaround";
+    }
+
+    void exportsHoldTheAlgorithmsWeightsBitForBit()
+    {
+        QFETCH(QString, algorithm);
         Exploration e;
         e.setModel(loadExplorationModel(kModel));
-        e.setRules(int4Rules("gptq"));
+        e.setRules(int4Rules(algorithm.toStdString()));
         e.setCalibrationData(file(kCalib));
         e.calibrate(KeptHistograms::AsPlanNeeds);
         e.updateWeights();
@@ -107,12 +116,14 @@ private slots:
 
         exportCheckpoint(model, *e.plan(), weights, e.rules(), folder / "w.safetensors");
         const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
-        QVERIFY(checkpoint.manifest().find("\"algorithm\":\"gptq\"") != std::string::npos);
+        QVERIFY(checkpoint.manifest().find("\"algorithm\":\"" + algorithm.toStdString() + "\"") != std::string::npos);
 
         exportOnnxQdq(model, *e.plan(), weights, {}, folder / "q.onnx");
         const onnx::ModelProto qdq = readProto(folder / "q.onnx");
 
+        QCOMPARE(weights.weights().size(), size_t(5));
         for (const auto& [layer, w] : weights.weights()) {
+            QCOMPARE(std::string(w->algorithm.name()), algorithm.toStdString());
             const std::string& name = model.layers[layer].weightName;
             const QByteArray simulated = bytesOf(w->fakeQuant);
             QCOMPARE(bytesOf(checkpoint.dequantized(name)), simulated);

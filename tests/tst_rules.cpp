@@ -265,9 +265,21 @@ private slots:
             "has no zero point");
         row("symmetric without act method", oneRule(R"("act_qtype": "int8", "symmetric": true)"),
             "rule 1, field \"symmetric\": act_calibration is not set, so the mode picks it");
-        row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround")"),
-            "rule 1, field \"algorithm\": unknown algorithm 'adaround'; expected rtn, gptq[,damp[,act_order]] or "
-            "awq[,grid]");
+        row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "brecq")"),
+            "rule 1, field \"algorithm\": unknown algorithm 'brecq'; expected rtn, gptq[,damp[,act_order]], "
+            "awq[,grid] or adaround[,iters[,lambda]]");
+        row("adaround iterations", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround,0")"),
+            "rule 1, field \"algorithm\": algorithm 'adaround,0': iters is the number of Adam steps");
+        row("adaround lambda", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround,100,-1")"),
+            "rule 1, field \"algorithm\": algorithm 'adaround,100,-1': lambda weighs the rounding regulariser");
+        row("adaround options", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround,100,0.1,3")"),
+            "rule 1, field \"algorithm\": algorithm 'adaround,100,0.1,3': adaround takes at most two options");
+        row("adaround on fp8", oneRule(R"("weight_qtype": "fp8_e4m3", "algorithm": "adaround")"),
+            "rule 1, field \"algorithm\": adaround rounds onto an integer grid; weight_qtype fp8_e4m3 is not an "
+            "integer");
+        row("adaround stochastic",
+            oneRule(R"("weight_qtype": "int4", "algorithm": "adaround", "rounding": "stochastic")"),
+            "rule 1, field \"algorithm\": adaround learns each weight's rounding itself");
         row("awq grid", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,0")"),
             "rule 1, field \"algorithm\": algorithm 'awq,0': the grid is the number of exponents tried");
         row("awq options", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,20,1")"),
@@ -341,7 +353,9 @@ private slots:
             QVERIFY2(loadError(json) == "<no error>", qPrintable(loadError(json)));
         }
         for (const auto& a : allWeightAlgorithms()) {
-            const std::string options = a.kind == WeightAlgorithmKind::Awq ? ",10" : ",0.1,0";
+            const std::string options = a.kind == WeightAlgorithmKind::Awq        ? ",10"
+                                        : a.kind == WeightAlgorithmKind::Adaround ? ",500,0.1"
+                                                                                  : ",0.1,0";
             for (const std::string& text : {std::string(a.name), std::string(a.name) + options}) {
                 if (a.kind == WeightAlgorithmKind::Rtn && text != a.name)
                     continue;
@@ -626,7 +640,10 @@ private slots:
             {"weight_qtype": "int4", "algorithm": "gptq,0.050,0"},
             {"weight_qtype": "int4", "algorithm": "gptq,0.01,1"},
             {"weight_qtype": "int4", "algorithm": "awq,20"},
-            {"weight_qtype": "int4", "algorithm": "awq,8"}]})";
+            {"weight_qtype": "int4", "algorithm": "awq,8"},
+            {"weight_qtype": "int4", "algorithm": "adaround,1000,0.010"},
+            {"weight_qtype": "int4", "algorithm": "adaround,500"},
+            {"weight_qtype": "int4", "algorithm": "adaround,1000,0.25"}]})";
         const RuleSet set = RuleSet::fromJson(text);
         const QuantizationRule& r = set.rules()[0];
         QCOMPARE(r.modulePath.text(), std::string("layer[0-9]+/conv.*"));
@@ -656,6 +673,10 @@ private slots:
         QCOMPARE(json["rules"][3].dump(), std::string(R"({"algorithm":"gptq,0.05,0","weight_qtype":"int4"})"));
         QCOMPARE(json["rules"][4].dump(), std::string(R"({"algorithm":"gptq","weight_qtype":"int4"})"));
         QCOMPARE(json["rules"][5].dump(), std::string(R"({"algorithm":"awq","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][7].dump(), std::string(R"({"algorithm":"adaround","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][8].dump(), std::string(R"({"algorithm":"adaround,500","weight_qtype":"int4"})"));
+        QCOMPARE(json["rules"][9].dump(), std::string(R"({"algorithm":"adaround,1000,0.25","weight_qtype":"int4"})"));
+        QCOMPARE(set.rules()[9].algorithm.adaroundLambda, 0.25);
         QCOMPARE(json["rules"][6].dump(), std::string(R"({"algorithm":"awq,8","weight_qtype":"int4"})"));
         QCOMPARE(set.rules()[6].algorithm.kind, WeightAlgorithmKind::Awq);
         QCOMPARE(set.rules()[6].algorithm.awqGrid, 8);

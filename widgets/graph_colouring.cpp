@@ -79,6 +79,8 @@ QColor algorithmColour(const std::string& algorithm)
         return QColor(0xf5, 0xb9, 0x6e);
     if (algorithm == "awq")
         return QColor(0xb8, 0xe0, 0x9a);
+    if (algorithm == "adaround")
+        return QColor(0xf0, 0xa8, 0xc8);
     return QColor(0xd6, 0xb4, 0xf0);
 }
 

@@ -46,7 +46,7 @@ struct GraphColouring {
     std::vector<std::optional<double>> weightSqnr, isolatedSqnr, accumulatedSqnr;
     std::vector<std::optional<double>> sensitivity; // output SQNR of the sensitivity run, dB
     bool sensitivityAllButOne = false;
-    std::vector<std::string> algorithm;                // "rtn", "gptq", "awq"; "" when the weight stays float
+    std::vector<std::string> algorithm;                // "rtn", "gptq", "awq", "adaround"; "" when the weight stays float
     std::vector<std::vector<size_t>> weightSharedWith; // the other layers reading the same weight
     std::vector<QuantizationPoint> points;
 

@@ -681,7 +681,7 @@ void GraphView::updateLegend()
 {
     QString html;
     if (metric_ == GraphMetric::Algorithm) {
-        for (const char* a : {"rtn", "gptq", "awq"})
+        for (const char* a : {"rtn", "gptq", "awq", "adaround"})
             html += swatch(algorithmColour(a), QString::fromLatin1(a));
         html += swatch(algorithmColour(""), tr("weight float"));
     } else {

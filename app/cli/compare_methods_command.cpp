@@ -100,8 +100,8 @@ int runCompareAlgorithms(const Arguments& args)
     if (!args.value("--rules"))
         throw UsageError("--algorithms compares under the layer's rule: give --rules R.json");
     if (!args.value("--calib"))
-        throw UsageError("--algorithms measures the layer's output on calibration inputs (and gptq and awq read "
-                         "them): give --calib DATA");
+        throw UsageError("--algorithms measures the layer's output on calibration inputs (and gptq, awq and adaround "
+                         "read them): give --calib DATA");
     const RuleSet rules = RuleSet::load(*args.value("--rules"));
     ModelQuantizationOptions options;
     options.modelFile = args.positionals()[0];
@@ -284,7 +284,7 @@ Command compareMethodsCommand()
     }
     spec.options.push_back({"--algorithms",
                             "",
-                            "MODEL --tensor NAME: compare rtn, gptq, awq, bias_correction and lutN on "
+                            "MODEL --tensor NAME: compare rtn, gptq, awq, adaround, bias_correction and lutN on "
                             "the layer under its rule in --rules",
                             {},
                             false});
@@ -309,9 +309,10 @@ Command compareMethodsCommand()
         "mse, sqnr_db (null when exact), fraction_clipped, note (when there is one)}],\n"
         "skipped: [{method, reason}]}; range, scales and zero_points are per-group arrays when there are\n"
         "several groups.\n"
-        "--algorithms: the layer's weight under its rule with algorithm rtn, gptq and awq (the rule's options\n"
-        "when it names that algorithm), each without and with bias_correction, and lutN (k-means palettization\n"
-        "at the rule's bits, same granularity); variants the layer cannot take are listed as skipped with why.\n"
+        "--algorithms: the layer's weight under its rule with algorithm rtn, gptq, awq and adaround (the rule's\n"
+        "options when it names that algorithm), each without and with bias_correction, and lutN (k-means\n"
+        "palettization at the rule's bits, same granularity); variants the layer cannot take are listed as\n"
+        "skipped with why.\n"
         "output SQNR/MSE: the layer's output before its bias on the --calib inputs, only this layer quantized,\n"
         "from the inputs' second moments (docs/algorithms.md); time: the rounding alone. JSON: {model, layer,\n"
         "weight, rule, calibration_rows, calibration_seconds, algorithms: [{variant, algorithm,\n"

@@ -111,8 +111,9 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
     const Model& m = exploration.model();
     auto calibrate = [&] {
         if (!exploration.interpreter())
-            throw Error(options.modelFile.string() + ": static activation scales and algorithms gptq and awq need a "
-                                                     "model with a graph to run");
+            throw Error(options.modelFile.string() +
+                        ": static activation scales and algorithms gptq, awq and adaround need a "
+                        "model with a graph to run");
         // One run of fixed rules: histograms only where a rule's method reads them.
         const CalibrationResult calibration =
             exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());

@@ -305,7 +305,7 @@ Command quantizeCommand()
         {"--mode", "M", "how rules apply, default ptq (odml: act_calibration defaults to minmax):", {"ptq", "odml"}},
         {"--calib",
          "DATA",
-         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq/awq",
+         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq/awq/adaround",
          {},
          false},
         {"--eval", "DATA", "evaluation data: per-layer and output errors, accuracy when it has labels", {}, false},
@@ -369,13 +369,13 @@ Command quantizeCommand()
                  "in batches of exactly that size, and --batch-size must equal it (else exit 1 naming the\n"
                  "input); rows after the last whole batch are left out, with a warning. A dynamic batch\n"
                  "dimension takes --batch-size (default 32) and a shorter last batch.\n"
-                 "A rule with act_static_scale or algorithm gptq or awq needs --calib (else exit 1 naming the\n"
-                 "rule); dynamic activations are calibrated on each batch. gptq and awq round the weights from\n"
-                 "the calibration run's layer inputs (docs/algorithms.md). Unused rules and layers a rule\n"
-                 "cannot apply to are warnings on stderr.\n"
+                 "A rule with act_static_scale or algorithm gptq, awq or adaround needs --calib (else exit 1\n"
+                 "naming the rule); dynamic activations are calibrated on each batch. gptq, awq and adaround\n"
+                 "round the weights from the calibration run's layer inputs (docs/algorithms.md). Unused rules\n"
+                 "and layers a rule cannot apply to are warnings on stderr.\n"
                  "The table has one row per layer: module path, op, rule (- = float), weight qtype, the\n"
-                 "algorithm that rounded it (rtn, gptq, awq; - = float), activation qtype, and SQNRs in dB:\n"
-                 "weight (the weight against its fake-quantized self), isolated (the layer's output with only\n"
+                 "algorithm that rounded it (rtn, gptq, awq, adaround; - = float), activation qtype, and SQNRs\n"
+                 "in dB: weight (the weight against its fake-quantized self), isolated (the layer's output with only\n"
                  "this layer quantized, on the float model's inputs) and accumulated (the layer's output with\n"
                  "every layer quantized), both against the float run over all --eval batches. Then each graph\n"
                  "output's SQNR, cosine and max abs error, and top-1 (top-5 for more than 5 classes) of the\n"

@@ -206,7 +206,7 @@ Command runCommand()
         {"--rules", "R.json", "a rule file: run fake-quantized (weights and activations as the rules say)", {}, false},
         {"--calib",
          "DATA",
-         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq/awq",
+         "calibration data (.npz, .npy, HDF5) for rules with act_static_scale or algorithm gptq/awq/adaround",
          {},
          false},
         {"--batch-size",

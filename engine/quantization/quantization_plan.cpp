@@ -111,15 +111,15 @@ void lutWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQu
     lq.weightSeed = 0;
 }
 
-// Why GPTQ or AWQ cannot run on this layer as written, or "": it needs the layer's
+// Why GPTQ, AWQ or AdaRound cannot run on this layer as written, or "": it needs the layer's
 // calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
 // with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads).
 std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
                              LayerQuantization& lq)
 {
-    const std::string name = lq.weightAlgorithm.kind == WeightAlgorithmKind::Gptq  ? "algorithm gptq"
-                             : lq.weightAlgorithm.kind == WeightAlgorithmKind::Awq ? "algorithm awq"
-                                                                                   : "bias_correction";
+    // (The messages read "algorithm <name> ...": the name alone, never "algorithm" twice.)
+    const std::string name(lq.weightAlgorithm.kind != WeightAlgorithmKind::Rtn ? lq.weightAlgorithm.name()
+                                                                               : std::string_view("bias_correction"));
     if (!layer.node || !layer.weightInput)
         return "algorithm " + name + " needs the layer's calibration inputs, and a weights-only model has none to run";
     const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);

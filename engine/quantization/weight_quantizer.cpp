@@ -10,6 +10,7 @@
 #include "core/mapped_file.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
+#include "quantization/adaround.h"
 #include "quantization/awq.h"
 #include "quantization/bias_correction.h"
 #include "quantization/gptq.h"
@@ -91,13 +92,19 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         // In the quantized axis order, as x.
         fake = axes.empty() ? std::move(a.rounded) : a.rounded.permuted(axes);
         clipReference = axes.empty() ? std::move(a.scaled) : a.scaled.permuted(axes);
-    } else if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
+    } else if (q.algorithm.kind == WeightAlgorithmKind::Gptq || q.algorithm.kind == WeightAlgorithmKind::Adaround) {
         if (!hessian || hessian->rows() == 0)
             throw Error("algorithm " + q.algorithm.toString() +
                         " needs the layer's calibration inputs: run calibration (quantscope-cli: --calib DATA)");
-        GptqResult g = gptqQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
-        q.quantization = std::move(g.quantization);
-        fake = std::move(g.rounded);
+        if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
+            GptqResult g = gptqQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
+            q.quantization = std::move(g.quantization);
+            fake = std::move(g.rounded);
+        } else {
+            AdaroundResult a = adaroundQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
+            q.quantization = std::move(a.quantization);
+            fake = std::move(a.rounded);
+        }
     } else {
         q.quantization = computeQuantization(x, spec, layer.weightName, cancel);
         fake = fakeQuantize(x, q.quantization.params, q.rounding, q.seed, layer.weightName);

@@ -117,7 +117,10 @@ std::string renderRulesReference()
           "rule asks, for example:\n"
           "\n"
           "```\n"
-          "layers 'layers/0/self_attn_2' and 'layers/0/self_attn_1_1' read the same weight 'layers.0.self_attn.out_proj.weight', which is quantized once for both, but the rules quantize it as int8 per_channel absmax (rule 1) in the first and as float (no rule matches it) in the second; make the rules that match these layers agree on the weight\n"
+          "layers 'layers/0/self_attn_2' and 'layers/0/self_attn_1_1' read the same weight "
+          "'layers.0.self_attn.out_proj.weight', which is quantized once for both, but the rules quantize it as int8 "
+          "per_channel absmax (rule 1) in the first and as float (no rule matches it) in the second; make the rules "
+          "that match these layers agree on the weight\n"
           "```\n"
           "\n"
           "Activations are not shared: each layer's input keeps its own rule. In the sensitivity analyses,\n"
@@ -206,7 +209,8 @@ std::string renderRulesReference()
           "  not 1/n.\n"
           "- `rounding_seed` without `\"rounding\": \"stochastic\"`; an axis listed twice in `act_batch_axes`.\n"
           "- A GGUF block format (`q8_0` ... `q6_k`) as `act_qtype`: they are weight-only.\n"
-          "- `algorithm: gptq` without an integer `weight_qtype`, or with `\"rounding\": \"stochastic\"`.\n\n";
+          "- `algorithm` `gptq`, `awq` or `adaround` without an integer `weight_qtype`, or with\n"
+          "  `\"rounding\": \"stochastic\"`.\n\n";
 
     md += "## Errors\n\n"
           "An error names the file, the rule and the field, and says what to set. Regex errors give the\n"

@@ -128,7 +128,7 @@ void QuantizationRule::validate(size_t index) const
                        "or remove rounding_seed");
 
     if (algorithm.kind != WeightAlgorithmKind::Rtn) {
-        const std::string name = algorithm.kind == WeightAlgorithmKind::Gptq ? "gptq" : "awq";
+        const std::string name(algorithm.name());
         if (!weightQType)
             throwRuleError(index, "algorithm",
                            name + " rounds the weights, but weight_qtype is not set; set an integer weight_qtype such "
@@ -143,6 +143,8 @@ void QuantizationRule::validate(size_t index) const
                            name +
                                (algorithm.kind == WeightAlgorithmKind::Gptq
                                     ? " rounds to nearest and compensates the error"
+                                : algorithm.kind == WeightAlgorithmKind::Adaround
+                                    ? " learns each weight's rounding itself"
                                     : " rounds to nearest and searches its scales on that rounding") +
                                "; set \"rounding\": \"nearest\" or use algorithm rtn");
     }

@@ -408,9 +408,10 @@ const std::array<RuleField, 18> kFields{{
      readRoundingSeed, writeRoundingSeed},
     {"algorithm", RuleFieldKind::Method, false, "rtn", 0, "string", "`rtn`",
      "how the weights are rounded onto their grid: `rtn` (round to nearest), `gptq[,damp[,act_order]]` (GPTQ from "
-     "the layer's calibration inputs; damp default 0.01, act_order default 1) or `awq[,grid]` (activation-aware "
-     "per-input-channel scaling, exponent searched over `grid` points, default 20); gptq and awq need calibration "
-     "data; docs/algorithms.md",
+     "the layer's calibration inputs; damp default 0.01, act_order default 1), `awq[,grid]` (activation-aware "
+     "per-input-channel scaling, exponent searched over `grid` points, default 20) or `adaround[,iters[,lambda]]` "
+     "(learned up/down rounding of every weight; iters default 1000 Adam steps, lambda default 0.01); all but rtn "
+     "need calibration data; docs/algorithms.md",
      algorithmSyntaxes, readAlgorithm, writeAlgorithm},
     {"bias_correction", RuleFieldKind::Bool, false, "false", 0, "boolean", "`false`",
      "adds the output mean shift the rounded weight causes on the calibration inputs, (W − Ŵ)·E[x] per output "

@@ -13,7 +13,7 @@ namespace qs {
 
 namespace {
 
-constexpr std::array<WeightAlgorithmInfo, 3> kAlgorithms{{
+constexpr std::array<WeightAlgorithmInfo, 4> kAlgorithms{{
     {WeightAlgorithmKind::Rtn, "rtn", "rtn", "round to nearest, each weight on its own (the default)"},
     {WeightAlgorithmKind::Gptq, "gptq", "gptq[,damp[,act_order]]",
      "GPTQ: columns rounded in turn, each rounding error compensated on the columns left through the inverse "
@@ -23,6 +23,10 @@ constexpr std::array<WeightAlgorithmInfo, 3> kAlgorithms{{
      "AWQ: each input channel j of the weight scaled by s_j = mean|x_j|^alpha over the layer's calibration inputs "
      "before rounding and divided by it after, alpha the best of grid points i/grid, i = 0..grid-1 (default 20), "
      "on the layer's output error over its calibration inputs"},
+    {WeightAlgorithmKind::Adaround, "adaround", "adaround[,iters[,lambda]]",
+     "AdaRound: each weight learns whether it rounds up or down, by iters Adam steps (default 1000) on the layer's "
+     "output error over its calibration inputs plus lambda (default 0.01) times a regulariser annealed to force "
+     "each choice to 0 or 1"},
 }};
 
 std::vector<std::string_view> split(std::string_view text)
@@ -46,6 +50,22 @@ double number(std::string_view text, std::string_view whole, std::string_view wh
         throw Error("algorithm '" + std::string(whole) + "': " + std::string(what) + " '" + std::string(text) +
                     "' is not a number");
     return v;
+}
+
+// The shortest text that reads back to the same double.
+std::string shortest(double value)
+{
+    char text[32];
+    std::snprintf(text, sizeof text, "%.17g", value);
+    for (int digits = 1; digits <= 17; ++digits) {
+        char shorter[32];
+        std::snprintf(shorter, sizeof shorter, "%.*g", digits, value);
+        if (std::strtod(shorter, nullptr) == value) {
+            std::snprintf(text, sizeof text, "%s", shorter);
+            break;
+        }
+    }
+    return text;
 }
 
 } // namespace
@@ -77,9 +97,29 @@ WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
         }
         return a;
     }
+    if (parts[0] == "adaround") {
+        a.kind = WeightAlgorithmKind::Adaround;
+        if (parts.size() > 3)
+            throw Error("algorithm '" + std::string(text) +
+                        "': adaround takes at most two options, adaround,iters,lambda");
+        if (parts.size() > 1) {
+            const double iters = number(parts[1], text, "iters");
+            if (!(iters >= 1 && iters <= 100000 && iters == std::floor(iters)))
+                throw Error("algorithm '" + std::string(text) +
+                            "': iters is the number of Adam steps, a whole number from 1 to 100000, such as 1000");
+            a.adaroundIterations = int(iters);
+        }
+        if (parts.size() > 2) {
+            a.adaroundLambda = number(parts[2], text, "lambda");
+            if (!(a.adaroundLambda >= 0 && a.adaroundLambda <= 1000))
+                throw Error("algorithm '" + std::string(text) +
+                            "': lambda weighs the rounding regulariser, a number from 0 to 1000, such as 0.01");
+        }
+        return a;
+    }
     if (parts[0] != "gptq")
         throw Error("unknown algorithm '" + std::string(text) +
-                    "'; expected rtn, gptq[,damp[,act_order]] or awq[,grid]");
+                    "'; expected rtn, gptq[,damp[,act_order]], awq[,grid] or adaround[,iters[,lambda]]");
     a.kind = WeightAlgorithmKind::Gptq;
     if (parts.size() > 3)
         throw Error("algorithm '" + std::string(text) + "': gptq takes at most two options, gptq,damp,act_order");
@@ -98,27 +138,31 @@ WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
     return a;
 }
 
+std::string_view WeightAlgorithm::name() const
+{
+    for (const WeightAlgorithmInfo& info : kAlgorithms)
+        if (info.kind == kind)
+            return info.name;
+    return "rtn";
+}
+
 std::string WeightAlgorithm::toString() const
 {
     if (kind == WeightAlgorithmKind::Rtn)
         return "rtn";
     if (kind == WeightAlgorithmKind::Awq)
         return awqGrid == WeightAlgorithm{}.awqGrid ? "awq" : "awq," + std::to_string(awqGrid);
+    if (kind == WeightAlgorithmKind::Adaround) {
+        const WeightAlgorithm defaults;
+        if (adaroundLambda != defaults.adaroundLambda)
+            return "adaround," + std::to_string(adaroundIterations) + "," + shortest(adaroundLambda);
+        return adaroundIterations == defaults.adaroundIterations ? "adaround"
+                                                                 : "adaround," + std::to_string(adaroundIterations);
+    }
     const WeightAlgorithm defaults{WeightAlgorithmKind::Gptq};
     if (dampening == defaults.dampening && actOrder == defaults.actOrder)
         return "gptq";
-    char damp[32];
-    std::snprintf(damp, sizeof damp, "%.17g", dampening);
-    // The shortest text that reads back to the same double.
-    for (int digits = 1; digits <= 17; ++digits) {
-        char shorter[32];
-        std::snprintf(shorter, sizeof shorter, "%.*g", digits, dampening);
-        if (std::strtod(shorter, nullptr) == dampening) {
-            std::snprintf(damp, sizeof damp, "%s", shorter);
-            break;
-        }
-    }
-    return "gptq," + std::string(damp) + (actOrder ? "" : ",0");
+    return "gptq," + shortest(dampening) + (actOrder ? "" : ",0");
 }
 
 } // namespace qs

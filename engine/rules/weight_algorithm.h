@@ -14,6 +14,11 @@
 //                             divides the rounded weight by s_j again, α the best of
 //                             `grid` points i/grid, i = 0..grid-1 (default 20), on the
 //                             layer's output error over its calibration inputs.
+//   adaround[,iters[,lambda]] AdaRound (Nagel et al. 2020): learns, per weight, whether
+//                             it rounds up or down, minimising the layer's output error
+//                             on its calibration inputs plus lambda times an annealed
+//                             regulariser that drives each choice to 0 or 1 (iters
+//                             default 1000 Adam steps, lambda default 0.01).
 
 #include <cstdint>
 #include <span>
@@ -22,7 +27,7 @@
 
 namespace qs {
 
-enum class WeightAlgorithmKind : uint8_t { Rtn, Gptq, Awq };
+enum class WeightAlgorithmKind : uint8_t { Rtn, Gptq, Awq, Adaround };
 
 struct WeightAlgorithmInfo {
     WeightAlgorithmKind kind;
@@ -35,15 +40,19 @@ std::span<const WeightAlgorithmInfo> allWeightAlgorithms();
 
 struct WeightAlgorithm {
     WeightAlgorithmKind kind = WeightAlgorithmKind::Rtn;
-    double dampening = 0.01; // gptq: fraction of mean(diag H) added to H's diagonal, in (0, 1]
-    bool actOrder = true;    // gptq: columns in descending diag(H) order
-    int awqGrid = 20;        // awq: α is searched over i/awqGrid, i = 0..awqGrid-1, in [1, 1000]
+    double dampening = 0.01;       // gptq: fraction of mean(diag H) added to H's diagonal, in (0, 1]
+    bool actOrder = true;          // gptq: columns in descending diag(H) order
+    int awqGrid = 20;              // awq: α is searched over i/awqGrid, i = 0..awqGrid-1, in [1, 1000]
+    int adaroundIterations = 1000; // adaround: Adam steps, in [1, 100000]
+    double adaroundLambda = 0.01;  // adaround: weight of the rounding regulariser, in [0, 1000]
 
-    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0", "awq", "awq,10"; throws Error quoting the
-    // text and saying what to write.
+    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0", "awq", "awq,10", "adaround", "adaround,500,0.1";
+    // throws Error quoting the text and saying what to write.
     static WeightAlgorithm parse(std::string_view text);
     // Canonical text that parse() reads back to the same algorithm.
     std::string toString() const;
+    // The algorithm's name without its options: "rtn", "gptq", "awq", "adaround".
+    std::string_view name() const;
     // Whether the algorithm reads the layer's calibration inputs (everything but rtn).
     bool needsCalibration() const { return kind != WeightAlgorithmKind::Rtn; }
 

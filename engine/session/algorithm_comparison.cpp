@@ -99,12 +99,12 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
     const double signal = (w * m).cwiseProduct(w).sum();
 
     std::vector<QuantizationRule> variants;
-    for (WeightAlgorithmKind kind : {WeightAlgorithmKind::Rtn, WeightAlgorithmKind::Gptq, WeightAlgorithmKind::Awq}) {
+    for (const WeightAlgorithmInfo& info : allWeightAlgorithms()) {
         QuantizationRule r = base;
-        r.algorithm = base.algorithm.kind == kind ? base.algorithm
-                      : kind == WeightAlgorithmKind::Rtn
-                          ? WeightAlgorithm{}
-                          : WeightAlgorithm::parse(kind == WeightAlgorithmKind::Gptq ? "gptq" : "awq");
+        // The rule's own options when it names this algorithm, else the algorithm's defaults.
+        WeightAlgorithm defaults;
+        defaults.kind = info.kind;
+        r.algorithm = base.algorithm.kind == info.kind ? base.algorithm : defaults;
         for (bool bias : {false, true}) {
             r.biasCorrection = bias;
             variants.push_back(r);

@@ -1,7 +1,7 @@
 #pragma once
 // `compare-methods MODEL --tensor NAME --algorithms`: one layer's weight rounded
-// by every algorithm under the layer's own rule — rtn, gptq and awq (the rule's
-// options when it names that algorithm, else the defaults), each with
+// by every algorithm under the layer's own rule — rtn, gptq, awq and adaround
+// (the rule's options when it names that algorithm, else the defaults), each with
 // bias_correction off and on, and lutN at the rule's bit width — side by side:
 // the weight's SQNR, the layer's output error on the calibration inputs with
 // only this layer quantized, and the time the rounding took.
