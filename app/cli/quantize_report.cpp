@@ -113,7 +113,7 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
             nlohmann::json layers = nlohmann::json::array();
             for (size_t l : in.layers)
                 layers.push_back(model.layers[l].modulePath);
-            nlohmann::json entry{{"activation", in.value}, {"layers", layers},       {"producer", in.producer},
+            nlohmann::json entry{{"activation", in.value},       {"layers", layers},  {"producer", in.producer},
                                  {"producer_op", in.producerOp}, {"alpha", in.alpha}, {"channels", in.channels}};
             if (!in.scales.empty()) {
                 const auto [low, high] = std::minmax_element(in.scales.begin(), in.scales.end());

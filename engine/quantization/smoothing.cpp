@@ -58,7 +58,8 @@ std::string layerProblem(const Model& model, const QuantizationPlan& plan, size_
     if (!lq.problem.empty() || !lq.activation)
         return "its input activation is not quantized (set act_qtype): SmoothQuant eases activation quantization";
     if (layer.weightDType != DType::F32)
-        return "its weight is " + std::string(dtypeName(layer.weightDType)) + ", and smoothing rewrites float32 weights";
+        return "its weight is " + std::string(dtypeName(layer.weightDType)) +
+               ", and smoothing rewrites float32 weights";
     if (layer.weightShape.size() != 2 || layer.contractionAxes.size() != 1)
         return "its weight has rank " + std::to_string(layer.weightShape.size()) + " (smoothing takes rank 2)";
     if (layer.sharesWeightOf)
@@ -103,8 +104,8 @@ std::string findProducer(const Model& model, const Readers& readers, SmoothedInp
         if (!n.outputs.empty() && n.outputs[0] == x)
             producer = &n;
     if (!producer) {
-        const bool input = std::any_of(model.inputs.begin(), model.inputs.end(),
-                                       [&](const ValueInfo& v) { return v.name == x; });
+        const bool input =
+            std::any_of(model.inputs.begin(), model.inputs.end(), [&](const ValueInfo& v) { return v.name == x; });
         return input ? "'" + x + "' is a graph input: no op produces it to take 1/s"
                      : "no node's first output is '" + x + "'";
     }
@@ -145,6 +146,11 @@ std::string findProducer(const Model& model, const Readers& readers, SmoothedInp
         for (size_t o = 1; why.empty() && o < p.outputs.size(); ++o)
             if (!p.outputs[o].empty() && readerCount(readers, p.outputs[o]) > 0)
                 why = "its output '" + p.outputs[o] + "' is read too";
+    } else if (p.opType == "Mul" && p.inputs.size() == 2 &&
+               (model.isInitializer(p.inputs[0]) != model.isInitializer(p.inputs[1]))) {
+        // A per-channel scale: the weight of an RMSNorm written out as ops (the Llama graph of a
+        // checkpoint folder multiplies the normalized x by its [K] weight last).
+        why = vectorParam(model.isInitializer(p.inputs[0]) ? p.inputs[0] : p.inputs[1]);
     } else if (p.opType == "MatMul" || p.opType == "Gemm" || p.opType == "Add") {
         // A linear layer, possibly as MatMul followed by an Add of its bias (PyTorch's export of Linear).
         const Node* linear = &p;
@@ -182,7 +188,7 @@ std::string findProducer(const Model& model, const Readers& readers, SmoothedInp
     } else {
         return "'" + x + "' is produced by a " + nodeLabel(p) +
                ", which cannot absorb 1/s per channel (SmoothQuant folds into LayerNormalization, RMSNorm, "
-               "or a Gemm/MatMul's output channels)";
+               "a Mul by a per-channel constant, or a Gemm/MatMul's output channels)";
     }
     if (!why.empty())
         return "its producer " + nodeLabel(p) + " cannot take 1/s: " + why;

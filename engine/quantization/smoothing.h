@@ -9,10 +9,13 @@
 // data of the float model; max|W_j| the absolute maximum of the weight's input
 // channel j, over every layer that reads X (q, k and v after one LayerNorm share
 // one s, as in the paper). 1/s is folded into the op producing X — the scale
-// and bias of a LayerNormalization, the scale of an RMSNorm
-// (SimplifiedLayerNormalization, RMSNormalization), or the output channels (and
-// bias) of a Gemm/MatMul with a constant weight, through an Add of a constant
-// bias — so the graph stays as it is and computes the same function.
+// and bias of a LayerNormalization, the scale of an RMSNorm (the constant
+// [K] operand of the Mul that ends an RMSNorm written out as ops, as the Llama
+// graph of a checkpoint folder does; SimplifiedLayerNormalization and
+// RMSNormalization nodes too, though the interpreter runs neither yet), or the
+// output channels (and bias) of a Gemm/MatMul with a constant weight, through
+// an Add of a constant bias — so the graph stays as it is and computes the
+// same function.
 //
 // An X that cannot take 1/s (another reader that is not a smoothed layer, a
 // graph input, an op such as Gelu or Reshape in between) leaves its layers as
@@ -40,7 +43,7 @@ struct SmoothedInput {
     std::string value;          // X, as the model names it
     std::vector<size_t> layers; // the model layers reading X (model order); all are smoothed
     std::string producer;       // the node that takes 1/s (its name, else "<op> producing X")
-    std::string producerOp;     // LayerNormalization, SimplifiedLayerNormalization, RMSNormalization, MatMul, Gemm
+    std::string producerOp;     // LayerNormalization, Mul (RMSNorm's weight), MatMul, Gemm, "MatMul + Add" ...
     double alpha = 0;           // the layers' smooth_alpha
     int64_t channels = 0;       // K: X's last axis, the weights' input channels
     // The producer's tensors that are divided by s, each with the axis that runs over X's channels.

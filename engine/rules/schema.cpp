@@ -441,9 +441,10 @@ const std::array<RuleField, 19> kFields{{
      none, readEqualize, writeEqualize},
     {"smooth_alpha", RuleFieldKind::Number, true, "0", 0, "number or null", "`0` (off)",
      "SmoothQuant: a MatMul/Gemm whose input activation is quantized gets its input channels rescaled by s_j = "
-     "max|X_j|^α / max|W_j|^(1−α) (max|X_j| from a float calibration pass; layers reading the same X share s), W·diag(s) "
-     "is quantized and 1/s is folded into the op producing X (LayerNormalization, RMSNorm, Gemm/MatMul); the float "
-     "model computes the same function; needs calibration data; docs/algorithms.md",
+     "max|X_j|^α / max|W_j|^(1−α) (max|X_j| from a float calibration pass; layers reading the same X share s), "
+     "W·diag(s) is quantized and 1/s is folded into the op producing X (LayerNormalization, RMSNorm, Gemm/MatMul); "
+     "layers whose X no op can take 1/s are skipped with a note; the float model computes the same function; needs "
+     "calibration data; docs/algorithms.md",
      none, readSmoothAlpha, writeSmoothAlpha},
 }};
 

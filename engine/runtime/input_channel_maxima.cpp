@@ -36,8 +36,8 @@ public:
             for (size_t e = 0; e < v.size(); ++e) {
                 const double a = std::abs(double(v[e]));
                 if (!std::isfinite(a))
-                    throw Error("smooth_alpha: activation '" + w.value + "' holds a value that is not finite at index " +
-                                std::to_string(e));
+                    throw Error("smooth_alpha: activation '" + w.value +
+                                "' holds a value that is not finite at index " + std::to_string(e));
                 double& m = w.maxima[e % size_t(k)];
                 m = std::max(m, a);
             }
@@ -63,11 +63,9 @@ private:
 
 } // namespace
 
-std::map<std::string, std::vector<double>> inputChannelMaxima(const Interpreter& interpreter,
-                                                             const SmoothQuant& targets, DataSource& data,
-                                                             std::optional<int64_t> maxBatches,
-                                                             const CancellationToken& cancel,
-                                                             const ProgressCallback& progress)
+std::map<std::string, std::vector<double>>
+inputChannelMaxima(const Interpreter& interpreter, const SmoothQuant& targets, DataSource& data,
+                   std::optional<int64_t> maxBatches, const CancellationToken& cancel, const ProgressCallback& progress)
 {
     ChannelMaximaObserver observer(interpreter.model(), targets);
     data.rewind();

@@ -23,9 +23,9 @@ namespace qs {
 // and batch for a batch the model rejects, and the value for an activation
 // whose last axis is not the layers' channel count or holds NaN/Inf.
 std::map<std::string, std::vector<double>> inputChannelMaxima(const Interpreter& interpreter,
-                                                             const SmoothQuant& targets, DataSource& data,
-                                                             std::optional<int64_t> maxBatches,
-                                                             const CancellationToken& cancel = {},
-                                                             const ProgressCallback& progress = {});
+                                                              const SmoothQuant& targets, DataSource& data,
+                                                              std::optional<int64_t> maxBatches,
+                                                              const CancellationToken& cancel = {},
+                                                              const ProgressCallback& progress = {});
 
 } // namespace qs

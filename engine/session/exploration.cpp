@@ -216,10 +216,11 @@ CalibrationResult CalibrationJob::run(const CancellationToken& cancel, const Pro
                 return {};
             return [&progress, offset](double f, std::string_view step) { progress(offset + f / 2, step); };
         };
-        const auto maxima = inputChannelMaxima(*floatInterpreter, *smoothing, *data, options.maxBatches, cancel,
-                                               half(0));
+        const auto maxima =
+            inputChannelMaxima(*floatInterpreter, *smoothing, *data, options.maxBatches, cancel, half(0));
         cancel.check();
-        auto smoothed = std::make_shared<const SmoothQuant>(smoothLayers(floatInterpreter->model(), *smoothing, maxima));
+        auto smoothed =
+            std::make_shared<const SmoothQuant>(smoothLayers(floatInterpreter->model(), *smoothing, maxima));
         r.smoothedInterpreter =
             std::make_shared<const Interpreter>(smoothedModel(floatInterpreter->model(), *smoothed));
         r.smoothedModel = std::shared_ptr<const Model>(r.smoothedInterpreter, &r.smoothedInterpreter->model());
@@ -619,7 +620,8 @@ CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
         throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
     if (!calibration_)
         throw Error("no calibration data is set");
-    CalibrationJob job{snapshot(), {}};
+    CalibrationJob job;
+    job.in = snapshot();
     job.options.maxBatches = calibration_->maxBatches;
     job.options.histograms = histograms;
     job.smoothing = smoothing_;

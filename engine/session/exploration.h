@@ -152,7 +152,7 @@ struct CalibrationResult {
 struct CalibrationJob {
     ExplorationSnapshot in;
     CalibrationOptions options;
-    std::shared_ptr<const SmoothQuant> smoothing;         // the targets (and, when current, the scales); may be null
+    std::shared_ptr<const SmoothQuant> smoothing;        // the targets (and, when current, the scales); may be null
     std::shared_ptr<const Interpreter> floatInterpreter; // phase 1 runs on it
     bool smoothingCurrent = false;                       // in.interpreter is already the smoothed model
     CalibrationResult run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;

@@ -13,12 +13,13 @@ X, which then share one s (q, k and v after one LayerNorm, as the paper does):
 and 1/s is folded into what produces X: a LayerNormalization's scale and bias,
 or a linear producer's output channels (its weight's columns and its bias).
 Activations are processed in model order of their first reader, each from the
-weights as the earlier ones left them. A layer whose X is produced by an op
+weights as the earlier ones left them. An RMSNorm's weight (a Mul by a
+per-channel constant) takes 1/s like a LayerNorm's scale. A layer whose X is produced by an op
 that is not per-channel linear (Relu here) is not smoothed. Everything is
 float64; the smoothed tensors are rounded to float32 at the end.
 
 usage: smoothquant_reference.py DIR
-  For each model M in (ln_qkv, linear_chain) writes DIR/M.onnx, DIR/M_calib.npz
+  For each model M in (ln_qkv, linear_chain, rms_mlp) writes DIR/M.onnx, DIR/M_calib.npz
   (array x), and for each alpha A in (0.5, 0.75): DIR/M_a<A*100>_scales_<k>.npy
   (float64, activation k in model order) and DIR/M_a<A*100>__<initializer>.npy
   (float32, every smoothed tensor).
@@ -30,6 +31,10 @@ usage: smoothquant_reference.py DIR
     (12->10) -> MatMul fc3 (10->6) -> Add b3 -> MatMul fc4 (6->5). fc1 is
     skipped (x is a graph input); fc2 folds into fc1, fc3 into fc2, fc4 into
     fc3 + b3.
+  rms_mlp: x [N, 5, 12] -> RMSNorm written out as ops (Mul, ReduceMean, Add eps,
+    Sqrt, Reciprocal, Mul, then Mul by its weight with outlier channels, as the
+    Llama graph of a checkpoint folder does) -> MatMul gate and up (12->9, one
+    shared s, folded into the RMSNorm weight) -> Mul. Nothing is skipped.
 """
 import os
 import sys
@@ -149,11 +154,50 @@ def linear_chain(rng):
     return nodes, inputs, outputs, t, x, smooth
 
 
+def rms_mlp(rng):
+    k = 12
+    t = {
+        "eps": np.array([1e-6], dtype=np.float32),
+        "rms_weight": (rng.uniform(0.5, 1.5, k) * np.where(np.arange(k) % 4 == 1, 30.0, 1.0)).astype(np.float32),
+        "w_gate": (0.3 * rng.standard_normal((k, 9))).astype(np.float32),
+        "w_up": (0.3 * rng.standard_normal((k, 9))).astype(np.float32),
+    }
+    nodes = [
+        helper.make_node("Mul", ["x", "x"], ["sq"], name="/norm/square"),
+        helper.make_node("ReduceMean", ["sq"], ["ms"], name="/norm/mean_square", axes=[-1], keepdims=1),
+        helper.make_node("Add", ["ms", "eps"], ["mse"], name="/norm/plus_eps"),
+        helper.make_node("Sqrt", ["mse"], ["root"], name="/norm/root"),
+        helper.make_node("Reciprocal", ["root"], ["inv"], name="/norm/inverse_root"),
+        helper.make_node("Mul", ["x", "inv"], ["normed"], name="/norm/normalized"),
+        helper.make_node("Mul", ["rms_weight", "normed"], ["h"], name="/norm/scaled"),
+        helper.make_node("MatMul", ["h", "w_gate"], ["gate"], name="/gate/MatMul"),
+        helper.make_node("MatMul", ["h", "w_up"], ["up"], name="/up/MatMul"),
+        helper.make_node("Mul", ["gate", "up"], ["out"], name="/mlp/Mul"),
+    ]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5, k])]
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 5, 9])]
+    x = (rng.standard_normal((10, 5, k)) + rng.uniform(-1, 1, k)).astype(np.float32)
+
+    def smooth(alpha):
+        w = {n: v.astype(np.float64) for n, v in t.items()}
+        xs = x.astype(np.float64)
+        h = xs / np.sqrt((xs * xs).mean(axis=-1, keepdims=True) + w["eps"][0]) * w["rms_weight"]
+        w_max = np.max([np.abs(w[n]).max(axis=1) for n in ("w_gate", "w_up")], axis=0)
+        s = scales_of(channel_max(h), w_max, alpha)
+        for n in ("w_gate", "w_up"):
+            w[n] = w[n] * s[:, None]
+        w["rms_weight"] = w["rms_weight"] / s
+        changed = ("rms_weight", "w_gate", "w_up")
+        return [s], {n: w[n].astype(np.float32) for n in changed}
+
+    return nodes, inputs, outputs, t, x, smooth
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(20)
-    for name, build in (("ln_qkv", ln_qkv), ("linear_chain", linear_chain)):
+    for name, build in (("ln_qkv", ln_qkv), ("linear_chain", linear_chain), ("rms_mlp", rms_mlp)):
         nodes, inputs, outputs, tensors, x, smooth = build(rng)
         graph = helper.make_graph(nodes, name, inputs, outputs,
                                   [numpy_helper.from_array(v, n) for n, v in tensors.items()])
