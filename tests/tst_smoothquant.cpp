@@ -27,7 +27,9 @@
 #include "export/qdq_graph.h"
 #include "io/npy.h"
 #include "io/npz.h"
+#include "io/onnx_loader.h"
 #include "rules/ruleset.h"
+#include "runtime/quantization_hook.h"
 #include "session/exploration.h"
 #include "test_support.h"
 
@@ -290,7 +292,8 @@ private slots:
         const std::filesystem::path folder = dir.path().toStdString();
         exportCheckpoint(model, *e.plan(), *e.weights(), e.rules(), folder / "w.safetensors");
         const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
-        exportOnnxQdq(model, *e.plan(), *e.weights(), staticActivations(*e.plan(), *e.statistics()), folder / "q.onnx");
+        const std::map<size_t, StaticActivation> statics = staticActivations(*e.plan(), *e.statistics());
+        exportOnnxQdq(model, *e.plan(), *e.weights(), statics, folder / "q.onnx");
         const onnx::ModelProto qdq = readProto(folder / "q.onnx");
         for (const char* name : {"ln_scale", "ln_bias"}) {
             const Tensor& smoothed = *model.initializer(name);
@@ -300,6 +303,18 @@ private slots:
             QVERIFY(written);
             const auto v = smoothed.values<float>();
             QVERIFY(std::equal(v.begin(), v.end(), written->begin(), written->end()));
+        }
+        // The exported QDQ model, run by our interpreter, gives the simulation's outputs.
+        const std::map<std::string, Tensor> x{{"x", NpzFile::open(folder_ / "ln_qkv_calib.npz").read("x")}};
+        QuantizationHook hook(model, *e.plan(), *e.weights(), statics);
+        RunOptions options;
+        options.observer = &hook;
+        const auto simulated = Interpreter(model).run(x, options);
+        const auto exported = Interpreter(loadOnnx(folder / "q.onnx")).run(x);
+        for (const auto& [output, y] : simulated) {
+            const double d = relativeToRange(exported.at(output), y);
+            qInfo("output %s: exported QDQ model vs simulation, max |difference| / max |y| = %.2e", output.c_str(), d);
+            QVERIFY(d < 1e-5);
         }
     }
 
