@@ -280,6 +280,36 @@ private slots:
         QVERIFY(e.modelPtr() == e.loaded().model);
     }
 
+    void smoothingRunsOnTheEqualizedModel()
+    {
+        // equalize pairs fc1 -> fc2 -> fc3 of the linear chain first; smoothing then rescales that model.
+        Exploration e = open("linear_chain", smoothRules(0.5, R"(, "equalize": true)"));
+        QVERIFY(e.equalization() && !e.equalization()->pairs.empty());
+        const auto equalized = e.modelPtr();
+        QVERIFY(equalized != e.loaded().model);
+        e.calibrate(KeptHistograms::AsPlanNeeds);
+        QVERIFY(e.smoothing() && e.smoothing()->inputs.size() == 3);
+        QVERIFY(e.modelPtr() != equalized);
+        // The smoothed weight of fc2 is the equalized one times s (rows), divided by the next s (columns).
+        const Tensor& w2 = *e.model().initializer("w2");
+        const Tensor& w2Equalized = *equalized->initializer("w2");
+        const std::vector<double>& s2 = e.smoothing()->inputs[0].scales;
+        const std::vector<double>& s3 = e.smoothing()->inputs[1].scales;
+        double worst = 0;
+        for (int64_t j = 0; j < w2.shape()[0]; ++j)
+            for (int64_t n = 0; n < w2.shape()[1]; ++n) {
+                const size_t i = size_t(j * w2.shape()[1] + n);
+                const double expected = double(w2Equalized.values<float>()[i]) * s2[size_t(j)] / s3[size_t(n)];
+                worst = std::max(worst, std::abs(double(w2.values<float>()[i]) - expected) / std::abs(expected));
+            }
+        QVERIFY2(worst < 1e-6, std::to_string(worst).c_str());
+        const std::map<std::string, Tensor> x{{"x", NpzFile::open(folder_ / "linear_chain_calib.npz").read("x")}};
+        const Tensor y = e.loaded().interpreter->run(x).at("out");
+        const double d = relativeToRange(e.interpreter()->run(x).at("out"), y);
+        qInfo("equalized + smoothed float model vs loaded: max |difference| / max |y| = %.2e", d);
+        QVERIFY(d < 1e-5);
+    }
+
     void exportsHoldTheSmoothedTensors()
     {
         Exploration e = open("ln_qkv", smoothRules(0.5, R"(, "act_static_scale": true)"));
