@@ -393,7 +393,8 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
         }
     }
     s.weights = !weightsCurrent();
-    s.statistics = statistics_ && plan_ && !statistics_->covers(*plan_);
+    // Statistics that do not cover the plan, or of a model smooth_alpha now asks to smooth first.
+    s.statistics = statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending());
     if (sensitivity_) {
         // A ranking is of the rules it ran with; it would be shown as current.
         sensitivity_.reset();
