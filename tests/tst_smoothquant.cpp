@@ -20,6 +20,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "algorithm_support.h"
 #include "export/checkpoint.h"
 #include "export/checkpoint_reader.h"
@@ -346,6 +348,35 @@ private slots:
             qInfo("output %s: exported QDQ model vs simulation, max |difference| / max |y| = %.2e", output.c_str(), d);
             QVERIFY(d < 1e-5);
         }
+    }
+
+    void theCliSmoothsAndReportsIt()
+    {
+        const std::string rules = (folder_ / "smooth.json").string(), report = (folder_ / "report.json").string();
+        writeFile(rules, smoothRules(0.5));
+        const QString model = QString::fromStdString((folder_ / "ln_qkv.onnx").string());
+        const QString calib = QString::fromStdString((folder_ / "ln_qkv_calib.npz").string());
+        // Without calibration data: one error naming the field.
+        CliRun r = runCli({"quantize", model, "--rules", QString::fromStdString(rules)});
+        QCOMPARE(r.exitCode, 1);
+        QVERIFY2(r.err.contains("sets smooth_alpha (layer 'q')") && r.err.contains("--calib"), r.err.constData());
+        r = runCli({"quantize", model, "--rules", QString::fromStdString(rules), "--calib", calib, "--report",
+                    QString::fromStdString(report)});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.err.contains("smooth_alpha 0.5: q, k, v (1/s into LayerNormalization '/ln/LayerNormalization'): "
+                                "16 channels"),
+                 r.err.constData());
+        QVERIFY2(r.err.contains("warning: layer 'p': not smoothed: "), r.err.constData());
+        const auto j = nlohmann::json::parse(readFile(report));
+        QCOMPARE(j["smoothing"]["inputs"].size(), size_t(1));
+        QCOMPARE(j["smoothing"]["inputs"][0]["layers"], nlohmann::json({"q", "k", "v"}));
+        QCOMPARE(j["smoothing"]["inputs"][0]["producer_op"].get<std::string>(), std::string("LayerNormalization"));
+        QCOMPARE(j["smoothing"]["skipped"][0]["layer"].get<std::string>(), std::string("p"));
+        // The same scales as the session's.
+        Exploration e = open("ln_qkv", smoothRules(0.5));
+        e.calibrate(KeptHistograms::AsPlanNeeds);
+        const std::vector<double>& s = e.smoothing()->inputs[0].scales;
+        QCOMPARE(j["smoothing"]["inputs"][0]["max_scale"].get<double>(), *std::max_element(s.begin(), s.end()));
     }
 
     void aBadAlphaIsARuleError()
