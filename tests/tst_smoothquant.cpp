@@ -379,6 +379,19 @@ private slots:
         QCOMPARE(j["smoothing"]["inputs"][0]["max_scale"].get<double>(), *std::max_element(s.begin(), s.end()));
     }
 
+    void weightOnlyRulesSmoothNothing()
+    {
+        // SmoothQuant eases activation quantization: a layer whose input stays float is skipped, and saying so.
+        Exploration e = open("ln_qkv", R"({"version":1,"rules":[{"weight_qtype":"int8","smooth_alpha":0.5}]})");
+        QVERIFY(e.smoothing());
+        QVERIFY(e.smoothing()->inputs.empty());
+        QCOMPARE(e.smoothing()->skipped.size(), size_t(4));
+        for (const SkippedSmoothing& k : e.smoothing()->skipped)
+            QVERIFY2(k.reason.find("input activation is not quantized") != std::string::npos, k.reason.c_str());
+        QVERIFY(!e.needsCalibration() && !e.smoothingPending());
+        QVERIFY(e.modelPtr() == e.loaded().model);
+    }
+
     void aBadAlphaIsARuleError()
     {
         for (const char* alpha : {"1.5", "-0.1", "\"half\""}) {

@@ -55,7 +55,9 @@ std::string layerProblem(const Model& model, const QuantizationPlan& plan, size_
                "producer along that axis is not implemented";
     if (layer.opType != "MatMul" && layer.opType != "Gemm")
         return "smooth_alpha takes MatMul and Gemm, and this is a " + layer.opType;
-    if (!lq.problem.empty() || !lq.activation)
+    if (!lq.problem.empty())
+        return "its rule cannot apply (the layer stays float): " + lq.problem;
+    if (!lq.activation)
         return "its input activation is not quantized (set act_qtype): SmoothQuant eases activation quantization";
     if (layer.weightDType != DType::F32)
         return "its weight is " + std::string(dtypeName(layer.weightDType)) +
