@@ -30,6 +30,7 @@
 #include "io/npy.h"
 #include "io/npz.h"
 #include "io/onnx_loader.h"
+#include "ort_support.h"
 #include "rules/ruleset.h"
 #include "runtime/quantization_hook.h"
 #include "session/exploration.h"
@@ -348,6 +349,41 @@ private slots:
             qInfo("output %s: exported QDQ model vs simulation, max |difference| / max |y| = %.2e", output.c_str(), d);
             QVERIFY(d < 1e-5);
         }
+    }
+
+    // The smoothed transformer block's QDQ export, run by our interpreter, gives the simulation's outputs
+    // exactly; ONNX Runtime runs it too, to within what its int8 kernels differ on this block.
+    void theBlocksQdqExportRunsAsSimulated()
+    {
+        Exploration e;
+        e.setModel(loadExplorationModel(kBlock));
+        e.setRules(RuleSet::fromJson(smoothRules(0.5, R"(, "act_static_scale": true)")));
+        e.setCalibrationData(file(kBlockCalib));
+        e.calibrate(KeptHistograms::AsPlanNeeds);
+        e.updateWeights();
+        QVERIFY(e.weights()->problems().empty());
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::filesystem::path exported = std::filesystem::path(dir.path().toStdString()) / "block_q.onnx";
+        const std::map<size_t, StaticActivation> statics = staticActivations(*e.plan(), *e.statistics());
+        exportOnnxQdq(e.model(), *e.plan(), *e.weights(), statics, exported);
+        const std::map<std::string, Tensor> x{{"x", NpzFile::open(kBlockEval).read("x")}};
+        QuantizationHook hook(e.model(), *e.plan(), *e.weights(), statics);
+        RunOptions options;
+        options.observer = &hook;
+        const Tensor simulated = Interpreter(e.model()).run(x, options).at("out");
+        const Tensor floatRun = e.loaded().interpreter->run(x).at("out");
+        const double ours = relativeToRange(Interpreter(loadOnnx(exported)).run(x).at("out"), simulated);
+        const double ort = relativeToRange(runOnnxRuntime(exported, x).at("out"), simulated);
+        const double moved = relativeToRange(floatRun, simulated);
+        qInfo("smoothed block, exported QDQ vs simulation: max |difference| / max |y| ours %.2e, ONNX Runtime %.2e "
+              "(quantization moved the outputs by %.2e)",
+              ours, ort, moved);
+        QVERIFY(ours <= 1e-5);
+        // ONNX Runtime's int8 kernels differ from the simulation on this block by 4.1e-3 of the output
+        // range, and by 5.2e-3 on the same block without smoothing (measured by hand): not smoothing's.
+        QVERIFY(ort <= 1e-2);
+        QVERIFY(moved > 1e-2);
     }
 
     void theCliSmoothsAndReportsIt()
