@@ -98,13 +98,19 @@ std::string parameterProblem(const Model& model, const Readers& readers, const s
 }
 
 // The tensors of the producer of X that take 1/s, or why it cannot.
+// The node whose first output is `value`, or null.
+const Node* producerOf(const Model& model, const std::string& value)
+{
+    for (const Node& n : model.nodes)
+        if (!n.outputs.empty() && n.outputs[0] == value)
+            return &n;
+    return nullptr;
+}
+
 std::string findProducer(const Model& model, const Readers& readers, SmoothedInput& in)
 {
     const std::string& x = in.value;
-    const Node* producer = nullptr;
-    for (const Node& n : model.nodes)
-        if (!n.outputs.empty() && n.outputs[0] == x)
-            producer = &n;
+    const Node* producer = producerOf(model, x);
     if (!producer) {
         const bool input =
             std::any_of(model.inputs.begin(), model.inputs.end(), [&](const ValueInfo& v) { return v.name == x; });
@@ -130,6 +136,35 @@ std::string findProducer(const Model& model, const Readers& readers, SmoothedInp
         in.divided.push_back({name, axis});
         return {};
     };
+    // A linear layer's output channels (and bias) take 1/s: `p` is a MatMul/Gemm with a constant
+    // weight, or an Add of one's output and a constant bias (PyTorch's export of Linear). Sets `label`.
+    auto linearFold = [&](const Node& p, std::string& label) -> std::string {
+        const Node* linear = &p;
+        label = p.opType;
+        if (p.opType == "Add") {
+            if (p.inputs.size() != 2)
+                return "it is an Add without two inputs";
+            const bool firstConstant = model.isInitializer(p.inputs[0]);
+            const std::string& bias = firstConstant ? p.inputs[0] : p.inputs[1];
+            const std::string& other = firstConstant ? p.inputs[1] : p.inputs[0];
+            linear = producerOf(model, other);
+            if (!model.isInitializer(bias) || !linear ||
+                (linear->opType != "MatMul" && linear->opType != "Gemm") || !isDefaultDomain(*linear))
+                return "it is not a MatMul/Gemm plus a constant bias";
+            if (readerCount(readers, other) != 1 || isGraphOutput(model, other))
+                return "the output of " + nodeLabel(*linear) + " before the bias Add is read elsewhere too";
+            if (std::string w = vectorParam(bias); !w.empty())
+                return "its bias " + w;
+            label = linear->opType + " + Add";
+        }
+        const Node& l = *linear;
+        if (l.inputs.size() < 2 || !model.isInitializer(l.inputs[1]))
+            return "its weight is not a constant";
+        std::string why = weightParam(l.inputs[1], l.opType == "MatMul" || l.intAttribute("transB", 0) == 0 ? 1 : 0);
+        if (why.empty() && l.opType == "Gemm" && l.inputs.size() > 2 && !l.inputs[2].empty())
+            why = vectorParam(l.inputs[2]);
+        return why;
+    };
     const Node& p = *producer;
     std::string why;
     if (!isDefaultDomain(p) && p.domain != "com.microsoft") {
@@ -153,44 +188,32 @@ std::string findProducer(const Model& model, const Readers& readers, SmoothedInp
         // A per-channel scale: the weight of an RMSNorm written out as ops (the Llama graph of a
         // checkpoint folder multiplies the normalized x by its [K] weight last).
         why = vectorParam(model.isInitializer(p.inputs[0]) ? p.inputs[0] : p.inputs[1]);
-    } else if (p.opType == "MatMul" || p.opType == "Gemm" || p.opType == "Add") {
-        // A linear layer, possibly as MatMul followed by an Add of its bias (PyTorch's export of Linear).
-        const Node* linear = &p;
-        if (p.opType == "Add") {
-            if (p.inputs.size() != 2)
-                return "'" + x + "' is produced by an Add without two inputs";
-            const bool firstConstant = model.isInitializer(p.inputs[0]);
-            const std::string& bias = firstConstant ? p.inputs[0] : p.inputs[1];
-            const std::string& other = firstConstant ? p.inputs[1] : p.inputs[0];
-            linear = nullptr;
-            for (const Node& n : model.nodes)
-                if (!n.outputs.empty() && n.outputs[0] == other && (n.opType == "MatMul" || n.opType == "Gemm") &&
-                    isDefaultDomain(n))
-                    linear = &n;
-            if (!model.isInitializer(bias) || !linear)
-                return "'" + x + "' is produced by an " + nodeLabel(p) +
-                       " that is not a MatMul/Gemm plus a constant bias; SmoothQuant folds 1/s into "
-                       "LayerNormalization, RMSNorm, Gemm or MatMul";
-            if (readerCount(readers, other) != 1 || isGraphOutput(model, other))
-                return "the output of " + nodeLabel(*linear) + " before the bias Add is read elsewhere too";
-            if (std::string w = vectorParam(bias); !w.empty())
-                return "its bias " + w;
-            in.producer = p.name.empty() ? in.producer : p.name;
-            in.producerOp = linear->opType + " + Add";
+    } else if (p.opType == "Mul" && p.inputs.size() == 2) {
+        // An elementwise product a·b (Llama's MLP: SiLU(gate)·up): (a·b)/s = a·(b/s), so the linear
+        // layer producing one operand, read by this Mul alone, takes 1/s.
+        why = "neither of its operands comes from a MatMul/Gemm (with a constant weight, read by this Mul alone) "
+              "that could take 1/s";
+        for (const std::string& operand : p.inputs) {
+            const Node* q = producerOf(model, operand);
+            if (!q || readerCount(readers, operand) != 1 || isGraphOutput(model, operand) ||
+                (q->opType != "MatMul" && q->opType != "Gemm" && q->opType != "Add") || !isDefaultDomain(*q))
+                continue;
+            const size_t kept = in.divided.size();
+            std::string label;
+            if (linearFold(*q, label).empty()) {
+                in.producer = q->name.empty() ? label + " producing '" + operand + "'" : q->name;
+                in.producerOp = "Mul of " + label;
+                why.clear();
+                break;
+            }
+            in.divided.resize(kept);
         }
-        const Node& l = *linear;
-        if (l.inputs.size() < 2 || !model.isInitializer(l.inputs[1]))
-            why = "its weight is not a constant";
-        else if (l.opType == "MatMul")
-            why = weightParam(l.inputs[1], 1);
-        else
-            why = weightParam(l.inputs[1], l.intAttribute("transB", 0) != 0 ? 0 : 1);
-        if (why.empty() && l.opType == "Gemm" && l.inputs.size() > 2 && !l.inputs[2].empty())
-            why = vectorParam(l.inputs[2]);
+    } else if (p.opType == "MatMul" || p.opType == "Gemm" || p.opType == "Add") {
+        why = linearFold(p, in.producerOp);
     } else {
         return "'" + x + "' is produced by a " + nodeLabel(p) +
                ", which cannot absorb 1/s per channel (SmoothQuant folds into LayerNormalization, RMSNorm, "
-               "a Mul by a per-channel constant, or a Gemm/MatMul's output channels)";
+               "a Mul by a per-channel constant or of a linear layer's output, or a Gemm/MatMul's output channels)";
     }
     if (!why.empty())
         return "its producer " + nodeLabel(p) + " cannot take 1/s: " + why;

@@ -14,7 +14,9 @@ and 1/s is folded into what produces X: a LayerNormalization's scale and bias,
 or a linear producer's output channels (its weight's columns and its bias).
 Activations are processed in model order of their first reader, each from the
 weights as the earlier ones left them. An RMSNorm's weight (a Mul by a
-per-channel constant) takes 1/s like a LayerNorm's scale. A layer whose X is produced by an op
+per-channel constant) takes 1/s like a LayerNorm's scale; a product a * b of
+two computed operands takes it in the linear layer producing one of them
+((a * b) / s = a * (b / s)). A layer whose X is produced by an op
 that is not per-channel linear (Relu here) is not smoothed. Everything is
 float64; the smoothed tensors are rounded to float32 at the end.
 
@@ -34,7 +36,8 @@ usage: smoothquant_reference.py DIR
   rms_mlp: x [N, 5, 12] -> RMSNorm written out as ops (Mul, ReduceMean, Add eps,
     Sqrt, Reciprocal, Mul, then Mul by its weight with outlier channels, as the
     Llama graph of a checkpoint folder does) -> MatMul gate and up (12->9, one
-    shared s, folded into the RMSNorm weight) -> Mul. Nothing is skipped.
+    shared s, folded into the RMSNorm weight) -> SiLU(gate) * up -> MatMul down
+    (9->7; its s folded into up's columns through the product). Nothing is skipped.
 """
 import os
 import sys
@@ -161,6 +164,7 @@ def rms_mlp(rng):
         "rms_weight": (rng.uniform(0.5, 1.5, k) * np.where(np.arange(k) % 4 == 1, 30.0, 1.0)).astype(np.float32),
         "w_gate": (0.3 * rng.standard_normal((k, 9))).astype(np.float32),
         "w_up": (0.3 * rng.standard_normal((k, 9))).astype(np.float32),
+        "w_down": (0.3 * rng.standard_normal((9, 7))).astype(np.float32),
     }
     nodes = [
         helper.make_node("Mul", ["x", "x"], ["sq"], name="/norm/square"),
@@ -172,10 +176,13 @@ def rms_mlp(rng):
         helper.make_node("Mul", ["rms_weight", "normed"], ["h"], name="/norm/scaled"),
         helper.make_node("MatMul", ["h", "w_gate"], ["gate"], name="/gate/MatMul"),
         helper.make_node("MatMul", ["h", "w_up"], ["up"], name="/up/MatMul"),
-        helper.make_node("Mul", ["gate", "up"], ["out"], name="/mlp/Mul"),
+        helper.make_node("Sigmoid", ["gate"], ["gate_sigmoid"], name="/mlp/Sigmoid"),
+        helper.make_node("Mul", ["gate", "gate_sigmoid"], ["silu"], name="/mlp/silu"),
+        helper.make_node("Mul", ["silu", "up"], ["gated"], name="/mlp/gated"),
+        helper.make_node("MatMul", ["gated", "w_down"], ["out"], name="/down/MatMul"),
     ]
     inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 5, k])]
-    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 5, 9])]
+    outputs = [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["n", 5, 7])]
     x = (rng.standard_normal((10, 5, k)) + rng.uniform(-1, 1, k)).astype(np.float32)
 
     def smooth(alpha):
@@ -187,8 +194,15 @@ def rms_mlp(rng):
         for n in ("w_gate", "w_up"):
             w[n] = w[n] * s[:, None]
         w["rms_weight"] = w["rms_weight"] / s
-        changed = ("rms_weight", "w_gate", "w_up")
-        return [s], {n: w[n].astype(np.float32) for n in changed}
+        # down reads SiLU(gate) * up (of the float model): 1/s goes into up's columns, as earlier
+        # groups left them.
+        gate, up = h @ t["w_gate"].astype(np.float64), h @ t["w_up"].astype(np.float64)
+        gated = gate / (1.0 + np.exp(-gate)) * up
+        s_down = scales_of(channel_max(gated), np.abs(w["w_down"]).max(axis=1), alpha)
+        w["w_down"] = w["w_down"] * s_down[:, None]
+        w["w_up"] = w["w_up"] / s_down[None, :]
+        changed = ("rms_weight", "w_gate", "w_up", "w_down")
+        return [s, s_down], {n: w[n].astype(np.float32) for n in changed}
 
     return nodes, inputs, outputs, t, x, smooth
 
