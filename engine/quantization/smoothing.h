@@ -12,10 +12,11 @@
 // and bias of a LayerNormalization, the scale of an RMSNorm (the constant
 // [K] operand of the Mul that ends an RMSNorm written out as ops, as the Llama
 // graph of a checkpoint folder does; SimplifiedLayerNormalization and
-// RMSNormalization nodes too, though the interpreter runs neither yet), or the
+// RMSNormalization nodes too, though the interpreter runs neither yet), the
 // output channels (and bias) of a Gemm/MatMul with a constant weight, through
-// an Add of a constant bias — so the graph stays as it is and computes the
-// same function.
+// an Add of a constant bias, or such a layer producing one operand of a
+// product a·b (SwiGLU's SiLU(gate)·up: (a·b)/s = a·(b/s)) — so the graph stays
+// as it is and computes the same function.
 //
 // An X that cannot take 1/s (another reader that is not a smoothed layer, a
 // graph input, an op such as Gelu or Reshape in between) leaves its layers as
@@ -43,7 +44,7 @@ struct SmoothedInput {
     std::string value;          // X, as the model names it
     std::vector<size_t> layers; // the model layers reading X (model order); all are smoothed
     std::string producer;       // the node that takes 1/s (its name, else "<op> producing X")
-    std::string producerOp;     // LayerNormalization, Mul (RMSNorm's weight), MatMul, Gemm, "MatMul + Add" ...
+    std::string producerOp;     // LayerNormalization, Mul, MatMul, Gemm, "MatMul + Add", "Mul of Gemm" ...
     double alpha = 0;           // the layers' smooth_alpha
     int64_t channels = 0;       // K: X's last axis, the weights' input channels
     // The producer's tensors that are divided by s, each with the axis that runs over X's channels.
