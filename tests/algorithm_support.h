@@ -35,7 +35,7 @@ inline RuleSet int4Rules(const std::string& algorithm, const std::string& extra 
 
 struct Outcome {
     double outputSqnrDb = 0;
-    double top1 = 0, floatTop1 = 0;
+    double top1 = 0, floatTop1 = 0; // 0 for data without labels
     std::shared_ptr<const WeightQuantizer> weights;
 };
 
@@ -55,8 +55,9 @@ inline Outcome run(const RuleSet& rules, const char* model = kModel, const char*
     if (!e.weights()->problems().empty())
         throw Error(e.weights()->problems().begin()->second);
     const EvaluationRun r = e.evaluate();
-    return {r.result->outputs.at(0).metrics.sqnrDb, r.result->accuracy->quantizedTop1, r.result->accuracy->floatTop1,
-            e.weights()};
+    const auto& accuracy = r.result->accuracy; // none for data without labels
+    return {r.result->outputs.at(0).metrics.sqnrDb, accuracy ? accuracy->quantizedTop1 : 0.0,
+            accuracy ? accuracy->floatTop1 : 0.0, e.weights()};
 }
 
 inline onnx::ModelProto readProto(const std::filesystem::path& path)

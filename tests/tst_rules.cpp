@@ -293,6 +293,8 @@ private slots:
             "rule 1, field \"bias_correction\": ");
         row("equalize not a boolean", oneRule(R"("weight_qtype": "int8", "equalize": "yes")"),
             "rule 1, field \"equalize\": ");
+        row("smooth_alpha above 1", oneRule(R"("smooth_alpha": 1.5)"), "rule 1, field \"smooth_alpha\": ");
+        row("smooth_alpha not a number", oneRule(R"("smooth_alpha": "0.5")"), "rule 1, field \"smooth_alpha\": ");
         row("awq stochastic", oneRule(R"("weight_qtype": "int4", "algorithm": "awq", "rounding": "stochastic")"),
             "rule 1, field \"algorithm\": awq rounds to nearest");
         row("gptq dampening", oneRule(R"("weight_qtype": "int4", "algorithm": "gptq,0")"),
@@ -632,7 +634,8 @@ private slots:
              "act_qtype": "uint8", "weight_calibration": "percentile,99.9", "act_calibration": "minmax,0.9",
              "granularity": "per_tensor", "tile_size": 0.125, "act_static_scale": true, "act_batch_axes": [0, 2],
              "narrow_range": true, "symmetric": false, "scale_restriction": "pow2", "rounding": "stochastic",
-             "rounding_seed": 18446744073709551615, "bias_correction": true, "equalize": true},
+             "rounding_seed": 18446744073709551615, "bias_correction": true, "equalize": true,
+             "smooth_alpha": 0.5},
             {"tile_size": 64, "weight_qtype": "fp8", "act_calibration": "absmax", "act_batch_axes": []},
             {"module_path": ".*", "op_types": [], "weight_qtype": null, "weight_calibration": "absmax",
              "granularity": "per_channel", "act_batch_axes": [0], "narrow_range": false, "rounding": "nearest",
@@ -663,6 +666,8 @@ private slots:
         QVERIFY(r.biasCorrection);
         QVERIFY(r.equalize);
         QVERIFY(!set.rules()[1].equalize);
+        QCOMPARE(r.smoothAlpha, 0.5);
+        QCOMPARE(set.rules()[1].smoothAlpha, 0.0);
 
         const std::string saved = set.toJson();
         QCOMPARE(RuleSet::fromJson(saved), set);

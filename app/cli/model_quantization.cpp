@@ -102,6 +102,9 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
             if (lq.activation && lq.activation->staticScale)
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
                             layer + "'); static activation scales need calibration data: give --calib DATA");
+            if (lq.smoothAlpha > 0 && exploration.smoothingPending())
+                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets smooth_alpha (layer '" + layer +
+                            "'), which reads the activations' per-channel maxima from calibration: give --calib DATA");
             if (lq.weight && lq.readsCalibrationInputs())
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets " +
                             (lq.weightAlgorithm.needsCalibration() ? "algorithm " + lq.weightAlgorithm.toString()
@@ -119,6 +122,16 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
             exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());
         printWarnings(calibration.warnings);
         t.calibration = calibration.seconds;
+        if (const auto sq = calibration.smoothing)
+            for (const SmoothedInput& in : sq->inputs) {
+                const auto [low, high] = std::minmax_element(in.scales.begin(), in.scales.end());
+                std::string layers;
+                for (size_t l : in.layers)
+                    layers += (layers.empty() ? "" : ", ") + exploration.model().layers[l].modulePath;
+                std::fprintf(stderr, "smooth_alpha %.3g: %s (1/s into %s '%s'): %lld channels, scales %.4g to %.4g\n",
+                             in.alpha, layers.c_str(), in.producerOp.c_str(), in.producer.c_str(),
+                             static_cast<long long>(in.channels), *low, *high);
+            }
     };
     // An algorithm such as gptq rounds the weights from the calibration's Hessians: calibration first.
     const bool calibrateFirst = exploration.weightsNeedCalibration();

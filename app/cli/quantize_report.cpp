@@ -106,6 +106,26 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
             skipped.push_back({{"layer", model.layers[p.first].modulePath}, {"reason", p.reason}});
         j["equalization"] = {{"pairs", pairs}, {"skipped", skipped}, {"sweeps", eq->sweeps}};
     }
+    j["smoothing"] = nullptr;
+    if (const auto sq = q.smoothing()) {
+        nlohmann::json inputs = nlohmann::json::array(), skipped = nlohmann::json::array();
+        for (const SmoothedInput& in : sq->inputs) {
+            nlohmann::json layers = nlohmann::json::array();
+            for (size_t l : in.layers)
+                layers.push_back(model.layers[l].modulePath);
+            nlohmann::json entry{{"activation", in.value},       {"layers", layers},  {"producer", in.producer},
+                                 {"producer_op", in.producerOp}, {"alpha", in.alpha}, {"channels", in.channels}};
+            if (!in.scales.empty()) {
+                const auto [low, high] = std::minmax_element(in.scales.begin(), in.scales.end());
+                entry["min_scale"] = *low;
+                entry["max_scale"] = *high;
+            }
+            inputs.push_back(std::move(entry));
+        }
+        for (const SkippedSmoothing& k : sq->skipped)
+            skipped.push_back({{"layer", model.layers[k.layer].modulePath}, {"reason", k.reason}});
+        j["smoothing"] = {{"inputs", inputs}, {"skipped", skipped}};
+    }
     j["layers"] = nlohmann::json::array();
     for (size_t i = 0; i < model.layers.size(); ++i) {
         const QuantizableLayer& layer = model.layers[i];

@@ -374,6 +374,7 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         lq.layer = l;
         lq.rule = *rule;
         lq.equalize = r.equalize;
+        lq.smoothAlpha = r.smoothAlpha;
         if (r.weightQType)
             planWeight(model, layer, r, lq);
         if (r.actQType)

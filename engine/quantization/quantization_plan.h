@@ -72,6 +72,9 @@ struct LayerQuantization {
     // neighbours that set it too (quantization/equalization.h); the session then
     // runs on the equalized model.
     bool equalize = false;
+    // smooth_alpha (0 = off): SmoothQuant's α for this layer's input channels
+    // (quantization/smoothing.h); the session then runs on the smoothed model.
+    double smoothAlpha = 0;
     // Whether the weight quantizer reads the layer's calibration inputs (an
     // algorithm other than rtn, or bias_correction): calibration comes first.
     bool readsCalibrationInputs() const { return weightAlgorithm.needsCalibration() || biasCorrection; }

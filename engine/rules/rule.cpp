@@ -117,6 +117,11 @@ void QuantizationRule::validate(size_t index) const
         }
     }
 
+    if (!std::isfinite(smoothAlpha) || smoothAlpha < 0 || smoothAlpha > 1)
+        throwRuleError(index, "smooth_alpha",
+                       "must be between 0 and 1 (0 = off; the paper's default is 0.5), got " +
+                           std::to_string(smoothAlpha));
+
     std::unordered_set<int> axes; // a set, not a pairwise check: the list may be long in a hostile file
     for (const int axis : actBatchAxes)
         if (!axes.insert(axis).second)

@@ -96,6 +96,11 @@ struct QuantizationRule {
     // sets it (through Relu, LeakyRelu, pools or nothing) get their channel ranges
     // equalized before quantization (docs/algorithms.md). Default false.
     bool equalize = false;
+    // SmoothQuant's migration strength α in [0, 1]: the input channels of this
+    // MatMul/Gemm (whose activation is quantized) are rescaled by
+    // s_j = max|X_j|^α / max|W_j|^(1−α), folded into the op producing X
+    // (docs/algorithms.md). Default 0 (off).
+    double smoothAlpha = 0;
 
     // Checks the combinations the fields cannot check alone (a symmetric override
     // the method refuses, an asymmetric method on a type without zero points, a

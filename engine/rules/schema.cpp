@@ -349,6 +349,22 @@ void writeEqualize(const QuantizationRule& r, Json& o)
         o["equalize"] = true;
 }
 
+void readSmoothAlpha(QuantizationRule& r, const Json& v)
+{
+    if (v.is_null()) {
+        r.smoothAlpha = 0;
+        return;
+    }
+    if (!v.is_number())
+        wrongType(v, "a number from 0 to 1 (0.5 is the paper's default) or null");
+    r.smoothAlpha = v.get<double>();
+}
+void writeSmoothAlpha(const QuantizationRule& r, Json& o)
+{
+    if (r.smoothAlpha != 0)
+        o["smooth_alpha"] = r.smoothAlpha;
+}
+
 std::vector<std::string> algorithmSyntaxes()
 {
     std::vector<std::string> names;
@@ -362,7 +378,7 @@ std::vector<std::string> none()
     return {};
 }
 
-const std::array<RuleField, 18> kFields{{
+const std::array<RuleField, 19> kFields{{
     {"module_path", RuleFieldKind::Regex, false, ".*", 0, "string (regex)", "`.*`",
      "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
      "(`conv1` does not match `layer1/conv1`)",
@@ -424,6 +440,13 @@ const std::array<RuleField, 18> kFields{{
      "that both weight ranges become sqrt(r1·r2); the float model computes the same function; Conv→Conv (depthwise "
      "included) and Gemm/MatMul→Gemm/MatMul; data-free; docs/algorithms.md",
      none, readEqualize, writeEqualize},
+    {"smooth_alpha", RuleFieldKind::Number, true, "0", 0, "number or null", "`0` (off)",
+     "SmoothQuant: a MatMul/Gemm whose input activation is quantized gets its input channels rescaled by s_j = "
+     "max|X_j|^α / max|W_j|^(1−α) (max|X_j| from a float calibration pass; layers reading the same X share s), "
+     "W·diag(s) is quantized and 1/s is folded into the op producing X (LayerNormalization, RMSNorm, Gemm/MatMul); "
+     "layers whose X no op can take 1/s are skipped with a note; the float model computes the same function; needs "
+     "calibration data; docs/algorithms.md",
+     none, readSmoothAlpha, writeSmoothAlpha},
 }};
 
 size_t editDistance(std::string_view a, std::string_view b)

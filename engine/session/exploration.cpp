@@ -13,6 +13,7 @@
 #include "io/image_folder.h"
 #include "io/model_loader.h"
 #include "io/synthetic_data.h"
+#include "runtime/input_channel_maxima.h"
 #include "runtime/op_registry.h"
 #include "session/integer_evaluation.h"
 
@@ -206,8 +207,31 @@ CalibrationResult CalibrationJob::run(const CancellationToken& cancel, const Pro
                               {},
                               "calibrating on synthetic data: the ranges are not representative of real inputs"});
     const std::unique_ptr<DataSource> data = in.openData(*in.calibration, &r.warnings);
+    const Interpreter* calibrated = in.interpreter.get();
+    ProgressCallback calibrationProgress = progress;
+    // Phase 1 (smooth_alpha): the float model's per-channel maxima, then the smoothed copy.
+    if (smoothing && !smoothing->inputs.empty() && !smoothingCurrent) {
+        auto half = [&progress](double offset) -> ProgressCallback {
+            if (!progress)
+                return {};
+            return [&progress, offset](double f, std::string_view step) { progress(offset + f / 2, step); };
+        };
+        const auto maxima =
+            inputChannelMaxima(*floatInterpreter, *smoothing, *data, options.maxBatches, cancel, half(0));
+        cancel.check();
+        auto smoothed =
+            std::make_shared<const SmoothQuant>(smoothLayers(floatInterpreter->model(), *smoothing, maxima));
+        r.smoothedInterpreter =
+            std::make_shared<const Interpreter>(smoothedModel(floatInterpreter->model(), *smoothed));
+        r.smoothedModel = std::shared_ptr<const Model>(r.smoothedInterpreter, &r.smoothedInterpreter->model());
+        r.floatModel = std::shared_ptr<const Model>(floatInterpreter, &floatInterpreter->model());
+        r.smoothing = std::move(smoothed);
+        calibrated = r.smoothedInterpreter.get();
+        calibrationProgress = half(0.5);
+    }
+    // Phase 2: the calibration of the (smoothed) model every later stage runs on.
     r.statistics = std::make_shared<const ActivationStatistics>(
-        calibrateActivations(*in.interpreter, *in.plan, *data, options, cancel, progress));
+        calibrateActivations(*calibrated, *in.plan, *data, options, cancel, calibrationProgress));
     r.seconds = secondsSince(start);
     return r;
 }
@@ -274,9 +298,11 @@ Exploration::Exploration(std::shared_ptr<const ImageDecoder> decoder)
 void Exploration::setModel(LoadedModel loaded)
 {
     loaded_ = std::move(loaded);
-    model_ = loaded_.model;
-    interpreter_ = loaded_.interpreter;
+    model_ = floatModel_ = loaded_.model;
+    interpreter_ = floatInterpreter_ = loaded_.interpreter;
     equalization_.reset();
+    smoothing_.reset();
+    smoothingData_.reset();
     mode_ = loaded_.mode;
     ++generation_;
     modelGeneration_ = generation_;
@@ -297,6 +323,7 @@ void Exploration::setModel(LoadedModel loaded)
         try {
             plan_ = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *rules_, mode_));
             takeEqualization(equalize(plan_.get()));
+            takeSmoothingTargets();
         } catch (const Error& e) {
             // Rules that contradict themselves on this model's shared weights:
             // the model opens float until the rules are edited, and says why.
@@ -355,7 +382,8 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
         if (weightsWereCurrent && plan_ && sameWeights(*plan_, *plan))
             weightsGeneration_ = generation_;
         plan_ = std::move(plan);
-        if (takeEqualization(std::move(equalized))) {
+        const bool newFloatModel = takeEqualization(std::move(equalized));
+        if (takeSmoothingTargets() || newFloatModel) {
             // Another float model: its weights, statistics and results are all new.
             weightsGeneration_ = 0;
             if (statistics_) {
@@ -365,7 +393,8 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
         }
     }
     s.weights = !weightsCurrent();
-    s.statistics = statistics_ && plan_ && !statistics_->covers(*plan_);
+    // Statistics that do not cover the plan, or of a model smooth_alpha now asks to smooth first.
+    s.statistics = statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending());
     if (sensitivity_) {
         // A ranking is of the rules it ran with; it would be shown as current.
         sensitivity_.reset();
@@ -414,8 +443,8 @@ Exploration::Equalized Exploration::equalize(const QuantizationPlan* plan) const
                    [](const EqualizedPair& a, const EqualizedPair& b) {
                        return a.first == b.first && a.second == b.second && a.scales == b.scales;
                    })) {
-        e.model = model_;
-        e.interpreter = interpreter_;
+        e.model = floatModel_;
+        e.interpreter = floatInterpreter_;
         return e;
     }
     Model m = equalizedModel(*loaded_.model, *eq);
@@ -432,12 +461,43 @@ Exploration::Equalized Exploration::equalize(const QuantizationPlan* plan) const
 bool Exploration::takeEqualization(Equalized e)
 {
     equalization_ = std::move(e.equalization);
-    if (e.model == model_)
+    if (e.model == floatModel_)
         return false;
-    model_ = std::move(e.model);
-    interpreter_ = std::move(e.interpreter);
+    model_ = floatModel_ = std::move(e.model);
+    interpreter_ = floatInterpreter_ = std::move(e.interpreter);
+    smoothingData_.reset(); // a smoothing of another float model
     modelGeneration_ = generation_;
     return true;
+}
+
+bool Exploration::takeSmoothingTargets()
+{
+    std::shared_ptr<const SmoothQuant> next;
+    if (plan_ && floatModel_ && !floatModel_->weightsOnly &&
+        std::any_of(plan_->layers().begin(), plan_->layers().end(),
+                    [](const LayerQuantization& lq) { return lq.smoothAlpha > 0; }))
+        next = std::make_shared<const SmoothQuant>(smoothingTargets(*floatModel_, *plan_));
+    const bool smoothed = model_ != floatModel_;
+    // The same activations, layers, producers and alphas: the smoothing held (and its model) still holds.
+    if (smoothed && next && smoothing_ && next->sameTargets(*smoothing_)) {
+        auto kept = std::make_shared<SmoothQuant>(*smoothing_);
+        kept->skipped = next->skipped;
+        smoothing_ = std::move(kept);
+        return false;
+    }
+    smoothing_ = std::move(next);
+    smoothingData_.reset();
+    if (!smoothed)
+        return false;
+    model_ = floatModel_;
+    interpreter_ = floatInterpreter_;
+    modelGeneration_ = generation_;
+    return true;
+}
+
+bool Exploration::smoothingPending() const
+{
+    return smoothing_ && !smoothing_->inputs.empty() && (!smoothingData_ || smoothingData_ != calibration_);
 }
 
 void Exploration::rebuildWarnings()
@@ -459,6 +519,12 @@ void Exploration::rebuildWarnings()
     if (!plan_)
         return;
     const std::string rulesName = rulesSource_.empty() ? std::string("rules") : rulesSource_;
+    if (smoothing_)
+        for (const SkippedSmoothing& k : smoothing_->skipped)
+            warnings_.push_back(
+                {ExplorationWarning::Kind::LayerNote, k.layer,
+                 plan_->forLayer(k.layer) ? std::optional<size_t>(plan_->forLayer(k.layer)->rule) : std::nullopt,
+                 "smooth_alpha", layerName(m, k.layer) + ": not smoothed: " + k.reason});
     if (equalization_)
         for (const SkippedPair& p : equalization_->skipped)
             warnings_.push_back(
@@ -523,6 +589,9 @@ bool Exploration::weightsNeedCalibration() const
 {
     if (!plan_)
         return false;
+    // Smoothed weights come from the calibration's first phase.
+    if (smoothing_ && !smoothing_->inputs.empty())
+        return true;
     return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
         return lq.problem.empty() && lq.weight && lq.readsCalibrationInputs();
     });
@@ -552,9 +621,13 @@ CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
         throw Error(loaded_.whyNotRunnable.empty() ? "the model cannot run" : loaded_.whyNotRunnable);
     if (!calibration_)
         throw Error("no calibration data is set");
-    CalibrationJob job{snapshot(), {}};
+    CalibrationJob job;
+    job.in = snapshot();
     job.options.maxBatches = calibration_->maxBatches;
     job.options.histograms = histograms;
+    job.smoothing = smoothing_;
+    job.floatInterpreter = floatInterpreter_;
+    job.smoothingCurrent = !smoothingPending();
     return job;
 }
 
@@ -562,6 +635,21 @@ bool Exploration::apply(CalibrationResult result)
 {
     if (!model_ || !result.statistics || (result.generation && result.generation < modelGeneration_))
         return false;
+    if (result.smoothing) {
+        // A smoothing of other targets or of another float model is dropped with its statistics.
+        if (!smoothing_ || !result.smoothing->sameTargets(*smoothing_) || result.floatModel != floatModel_)
+            return false;
+        auto taken = std::make_shared<SmoothQuant>(*result.smoothing);
+        taken->skipped = smoothing_->skipped;
+        smoothing_ = std::move(taken);
+        smoothingData_ = calibration_;
+        model_ = std::move(result.smoothedModel);
+        interpreter_ = std::move(result.smoothedInterpreter);
+        modelGeneration_ = generation_;
+        weightsGeneration_ = 0; // weights of the unsmoothed model
+    } else if (smoothingPending()) {
+        return false; // statistics of a model that is not the one smoothing asks for
+    }
     statistics_ = std::move(result.statistics);
     return true;
 }
@@ -583,6 +671,8 @@ EvaluationJob Exploration::evaluationJob() const
         throw Error("the weights of the current rules are still being computed; try again in a moment");
     if (needsCalibration() && !(statistics_ && statistics_->covers(*plan_)))
         throw Error("these rules quantize activations with static scales: run calibration first");
+    if (smoothingPending())
+        throw Error("these rules set smooth_alpha: run calibration first (it computes the smoothing)");
     EvaluationJob job{snapshot(), {}};
     job.options.maxBatches = evaluation_->maxBatches;
     return job;
@@ -625,7 +715,9 @@ CalibrationResult Exploration::calibrate(KeptHistograms histograms, const Cancel
                                          const ProgressCallback& progress)
 {
     CalibrationResult r = calibrationJob(histograms).run(cancel, progress);
-    apply(CalibrationResult{r.generation, r.statistics, {}, r.seconds});
+    CalibrationResult copy = r;
+    copy.warnings.clear();
+    apply(std::move(copy));
     return r;
 }
 
@@ -678,8 +770,12 @@ std::vector<std::string> Exploration::restoreResults(const SessionFile& s)
     }
     if (s.modelSha256 != loaded_.sha256)
         return log;
+    const bool smoothed = smoothing_ && !smoothing_->inputs.empty();
+    if (smoothed && !s.activationStatistics.is_null())
+        log.push_back("Cached statistics dropped: the rules set smooth_alpha, whose smoothing a new calibration "
+                      "computes (session files do not hold it)");
     try {
-        if (!s.activationStatistics.is_null())
+        if (!s.activationStatistics.is_null() && !smoothed)
             statistics_ =
                 std::make_shared<const ActivationStatistics>(ActivationStatistics::fromJson(s.activationStatistics));
     } catch (const Error& e) {

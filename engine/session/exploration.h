@@ -31,6 +31,7 @@
 #include "io/data_source.h"
 #include "quantization/equalization.h"
 #include "quantization/quantization_plan.h"
+#include "quantization/smoothing.h"
 #include "quantization/weight_quantizer.h"
 #include "rules/ruleset.h"
 #include "runtime/activation_calibration.h"
@@ -136,10 +137,24 @@ struct CalibrationResult {
     std::shared_ptr<const ActivationStatistics> statistics;
     std::vector<ExplorationWarning> warnings;
     double seconds = 0;
+    // Set when the job smoothed the model first (smooth_alpha rules): the
+    // smoothing with its scales, the float model it rewrote, and the smoothed
+    // model (and its interpreter) the statistics are of.
+    std::shared_ptr<const SmoothQuant> smoothing;
+    std::shared_ptr<const Model> floatModel, smoothedModel;
+    std::shared_ptr<const Interpreter> smoothedInterpreter;
 };
+// With smooth_alpha rules, calibration has two phases: (1) the float model
+// (loaded, or equalized) runs over the calibration data for the per-channel
+// maxima of the smoothed activations, and the smoothing rewrites a copy of it;
+// (2) the usual calibration runs on that smoothed copy. Phase 1 is skipped when
+// the smoothing held is of the same targets and data (`smoothingCurrent`).
 struct CalibrationJob {
     ExplorationSnapshot in;
     CalibrationOptions options;
+    std::shared_ptr<const SmoothQuant> smoothing;        // the targets (and, when current, the scales); may be null
+    std::shared_ptr<const Interpreter> floatInterpreter; // phase 1 runs on it
+    bool smoothingCurrent = false;                       // in.interpreter is already the smoothed model
     CalibrationResult run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;
 };
 
@@ -195,6 +210,15 @@ public:
     // The cross-layer equalization of the current rules: the pairs equalized and
     // those skipped, with why; null when no rule sets equalize.
     std::shared_ptr<const CrossLayerEqualization> equalization() const { return equalization_; }
+    // With smooth_alpha rules, model(), modelPtr() and interpreter() are, once a
+    // calibration has run, the smoothed model (quantization/smoothing.h; on top of
+    // the equalized one). The smoothing of the current rules: the activations
+    // smoothed (scales once calibrated) and the layers skipped, with why; null
+    // when no rule sets smooth_alpha.
+    std::shared_ptr<const SmoothQuant> smoothing() const { return smoothing_; }
+    // Whether the rules smooth layers whose smoothing is not yet computed from
+    // the current calibration data (a calibration computes it).
+    bool smoothingPending() const;
     QuantizationMode mode() const { return mode_; }
     // A tensor of the model by a name a user types: a layer's module path or
     // weight name (then `layer` and its channel axis are set), or any
@@ -300,12 +324,20 @@ private:
     Equalized equalize(const QuantizationPlan* plan) const;
     // Takes `e`; true when the model changed (results of the old one are then dropped).
     bool takeEqualization(Equalized e);
+    // Takes the smoothing targets of the current plan on the float model; when
+    // they differ from the held ones, the model goes back to the float one
+    // (true: its weights and statistics are then dropped).
+    bool takeSmoothingTargets();
 
     std::shared_ptr<const ImageDecoder> decoder_;
     LoadedModel loaded_;
-    std::shared_ptr<const Model> model_; // the loaded model, or its equalized copy
+    std::shared_ptr<const Model> model_; // floatModel_, or its smoothed copy
     std::shared_ptr<const Interpreter> interpreter_;
+    std::shared_ptr<const Model> floatModel_; // the loaded model, or its equalized copy
+    std::shared_ptr<const Interpreter> floatInterpreter_;
     std::shared_ptr<const CrossLayerEqualization> equalization_;
+    std::shared_ptr<const SmoothQuant> smoothing_;
+    std::optional<DataConfig> smoothingData_; // the data model_'s smoothing is of; none: not smoothed yet
     uint64_t modelGeneration_ = 0; // the generation model_ was last replaced at
     QuantizationMode mode_ = QuantizationMode::Ptq;
 

@@ -114,6 +114,9 @@ EvaluationResult Searcher::evaluateRules(RuleSet rules, bool full)
 {
     cancel_.check();
     x_.setRules(std::move(rules), "search");
+    // smooth_alpha: the smoothed weights come from the calibration's first phase.
+    if (x_.smoothingPending())
+        x_.calibrate(KeptHistograms::AsPlanNeeds, cancel_);
     x_.updateWeights(cancel_);
     for (const auto& [layer, why] : x_.weights()->problems())
         throw Error("layer '" + model_.layers[layer].modulePath + "' (weight '" + model_.layers[layer].weightName +
