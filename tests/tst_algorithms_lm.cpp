@@ -1,4 +1,4 @@
-// GPTQ and AWQ on a trained language model, the perplexity targets of issue 20:
+// GPTQ on a trained language model, the perplexity targets of issue 20:
 // the tiny Llama of the LLM fixtures (tests/llm/make_llama.py, llama_f32), its
 // decoder linears quantized weights-only (embeddings and lm_head stay float),
 // calibrated on one half of the held-out text after reference/eval.txt and
@@ -91,17 +91,17 @@ private slots:
     void gptqRecoversMostOfRoundToNearestsIncrease_data()
     {
         QTest::addColumn<QString>("qtype");
-        QTest::addColumn<QString>("extra"); // more rule fields
-        QTest::addColumn<double>("rtnAtLeast");       // RTN's increase: a precondition, so the fraction means something
-        QTest::addColumn<double>("recoversAtLeast");  // GPTQ's recovered fraction
-        QTest::addColumn<double>("sqnrGainAtLeast");  // GPTQ over RTN, logits SQNR in dB
+        QTest::addColumn<QString>("extra");          // more rule fields
+        QTest::addColumn<double>("rtnAtLeast");      // RTN's increase: a precondition, so the fraction means something
+        QTest::addColumn<double>("recoversAtLeast"); // GPTQ's recovered fraction
+        QTest::addColumn<double>("sqnrGainAtLeast"); // GPTQ over RTN, logits SQNR in dB
         // Measured (docs/algorithms.md): int4 RTN +0.31%, GPTQ recovers 75%, +6.5 dB;
         // int3 RTN +1.34%, GPTQ recovers 76%, +7.0 dB; int3 in tiles of 32: RTN +1.10%,
         // GPTQ recovers 80%, +7.1 dB.
         QTest::newRow("int4 per channel") << QStringLiteral("int4") << QString() << 0.0015 << 0.6 << 4.0;
         QTest::newRow("int3 per channel") << QStringLiteral("int3") << QString() << 0.008 << 0.6 << 4.0;
-        QTest::newRow("int3 tiles of 32") << QStringLiteral("int3") << QStringLiteral(R"(,"tile_size":32)") << 0.008
-                                          << 0.6 << 4.0;
+        QTest::newRow("int3 tiles of 32")
+            << QStringLiteral("int3") << QStringLiteral(R"(,"tile_size":32)") << 0.008 << 0.6 << 4.0;
     }
 
     void gptqRecoversMostOfRoundToNearestsIncrease()
