@@ -189,14 +189,19 @@ void TestGuiAlgorithms::algorithmsMatchTheCliAndApply()
     auto* tabs = charts->findChild<QTabWidget*>();
     QVERIFY(tabs);
     tabs->setCurrentIndex(1);
-    if (auto* dock = qobject_cast<QDockWidget*>(charts->parentWidget()))
-        dock->raise();
+    // Floated and wide enough for the chart and the table side by side.
+    auto* dock = qobject_cast<QDockWidget*>(charts->parentWidget());
+    QVERIFY(dock);
+    dock->setFloating(true);
+    dock->resize(1300, 620);
+    dock->raise();
     view->table()->selectRow(gptqRow);
     QDir().mkpath(kScreenshots);
-    QTest::qWait(200);
+    QTest::qWait(300);
     const QPixmap shot = charts->grab();
     QVERIFY(!shot.isNull());
     QVERIFY(shot.save(kScreenshots + QStringLiteral("/methods_algorithms.png")));
+    dock->setFloating(false);
 
     // Apply awq + bias_correction: one undoable edit of rule 0.
     int awqRow = -1, lutRow = -1;

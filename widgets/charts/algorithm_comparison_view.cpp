@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include <QBarCategoryAxis>
-#include <QBarSeries>
+#include <QHorizontalBarSeries>
 #include <QBarSet>
 #include <QHBoxLayout>
 #include <QHeaderView>
@@ -187,12 +187,14 @@ void AlgorithmComparisonView::draw()
     QStringList categories;
     const AlgorithmRow* chosen = chosenRow();
     int chosenIndex = -1;
-    for (const AlgorithmRow& r : d.rows) {
+    // From the bottom up, so that the bars read top-down in the table's order.
+    for (auto it = d.rows.rbegin(); it != d.rows.rend(); ++it) {
+        const AlgorithmRow& r = *it;
         if (!r.skipped.empty())
             continue;
         if (&r == chosen)
             chosenIndex = int(categories.size());
-        categories << QString::fromStdString(r.variant).replace(" + bias_correction", " +bc");
+        categories << QString::fromStdString(r.variant);
         weight->append(std::isfinite(r.weight.sqnrDb) ? r.weight.sqnrDb : exact);
         output->append(std::isfinite(r.outputSqnrDb) ? r.outputSqnrDb : exact);
     }
@@ -202,17 +204,17 @@ void AlgorithmComparisonView::draw()
         weight->setSelectedColor(weight->color().darker(150));
         output->setSelectedColor(output->color().darker(150));
     }
-    auto* series = new QBarSeries;
+    // Horizontal bars: the variants' names read along the category axis.
+    auto* series = new QHorizontalBarSeries;
     series->append(weight);
     series->append(output);
     chart->addSeries(series);
-    auto* x = new QBarCategoryAxis;
-    x->append(categories);
-    x->setLabelsAngle(-45);
-    auto* y = new QValueAxis;
-    y->setRange(std::min(0.0, top), std::max(1.0, exact + 2.0));
-    y->setLabelFormat("%.0f");
-    y->setTitleText(tr("SQNR dB"));
+    auto* y = new QBarCategoryAxis;
+    y->append(categories);
+    auto* x = new QValueAxis;
+    x->setRange(std::min(0.0, top), std::max(1.0, exact + 2.0));
+    x->setLabelFormat("%.0f");
+    x->setTitleText(tr("SQNR dB"));
     chart->addAxis(x, Qt::AlignBottom);
     chart->addAxis(y, Qt::AlignLeft);
     series->attachAxis(x);
