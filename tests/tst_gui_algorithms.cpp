@@ -17,13 +17,13 @@
 #include <QDir>
 #include <QDockWidget>
 #include <QPushButton>
+#include <QSortFilterProxyModel>
 #include <QStandardPaths>
 #include <QTabWidget>
 #include <QTableView>
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QTreeView>
-#include <QSortFilterProxyModel>
 #include <QUndoStack>
 
 #include <cmath>
@@ -35,13 +35,13 @@
 
 #include "gui/main_window.h"
 #include "gui/workspace.h"
+#include "gui_support.h"
 #include "widgets/charts/algorithm_comparison_view.h"
 #include "widgets/charts/algorithm_table_model.h"
 #include "widgets/charts/chart_frame.h"
 #include "widgets/charts/charts_panel.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_table_model.h"
-#include "gui_support.h"
 
 using namespace qs;
 using namespace gui_test;

@@ -4,10 +4,10 @@
 #include <cmath>
 
 #include <QBarCategoryAxis>
-#include <QHorizontalBarSeries>
 #include <QBarSet>
 #include <QHBoxLayout>
 #include <QHeaderView>
+#include <QHorizontalBarSeries>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QPushButton>
@@ -29,8 +29,8 @@ nlohmann::ordered_json ruleFieldsOf(const AlgorithmRow& row, const std::string& 
     f["bias_correction"] = row.biasCorrection ? nlohmann::ordered_json(true) : nlohmann::ordered_json();
     if (row.qtype != ruleQType) {
         f["weight_qtype"] = row.qtype;
-        for (const char* reset : {"weight_calibration", "symmetric", "narrow_range", "scale_restriction", "rounding",
-                                  "rounding_seed"})
+        for (const char* reset :
+             {"weight_calibration", "symmetric", "narrow_range", "scale_restriction", "rounding", "rounding_seed"})
             f[reset] = nullptr;
     }
     return f;

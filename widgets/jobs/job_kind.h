@@ -12,18 +12,18 @@
 namespace qs {
 
 enum class JobKind {
-    Load,             // opening a model
-    Weights,          // quantizing the weights of the current rules
-    Calibrate,        // activation calibration
-    Evaluate,         // float and quantized side by side
-    Sensitivity,      // per-layer sensitivity
-    Export,           // writing an export
-    Distribution,     // the distribution chart's data
-    MethodComparison, // the method-comparison chart's data
-    ScaleRange,       // the scale-range chart's data
-    Comparison,       // A against B: the comparison of the kept results with the current ones
-    Search,           // the smallest rules that meet a target
-    GraphLayout,      // the graph view's layout (Graphviz)
+    Load,                // opening a model
+    Weights,             // quantizing the weights of the current rules
+    Calibrate,           // activation calibration
+    Evaluate,            // float and quantized side by side
+    Sensitivity,         // per-layer sensitivity
+    Export,              // writing an export
+    Distribution,        // the distribution chart's data
+    MethodComparison,    // the method-comparison chart's data
+    ScaleRange,          // the scale-range chart's data
+    Comparison,          // A against B: the comparison of the kept results with the current ones
+    Search,              // the smallest rules that meet a target
+    GraphLayout,         // the graph view's layout (Graphviz)
     AlgorithmComparison, // one layer's weight rounded by every algorithm (Methods chart, Inspector)
 };
 
