@@ -11,6 +11,7 @@
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
 #include "rules/regex_syntax.h"
+#include "session/algorithm_comparison.h"
 #include "session/evaluation.h"
 
 namespace qs {
@@ -50,7 +51,77 @@ QString section(const QString& title)
     return QStringLiteral("<h4 style='margin-bottom:2px'>%1</h4>").arg(title);
 }
 
+QString sqnrCell(double db)
+{
+    return std::isinf(db) ? QStringLiteral("∞") : QString::number(db, 'f', 2);
+}
+
+QString differenceCell(double algorithm, double rtn)
+{
+    if (std::isinf(algorithm) || std::isinf(rtn))
+        return QStringLiteral("—");
+    const double d = algorithm - rtn;
+    const QString colour = d >= 0 ? QStringLiteral("#2e7d32") : QStringLiteral("#c62828");
+    return QStringLiteral("<span style='color:%1'>%2%3 dB</span>")
+        .arg(colour, d >= 0 ? QStringLiteral("+") : QString())
+        .arg(d, 0, 'f', 2);
+}
+
+// The layer's weight and output SQNR under RTN and under its rule's algorithm.
+QString algorithmSection(const LayerInspection& in, const QuantizationRule& rule)
+{
+    const QString name = QString::fromStdString(rule.algorithm.toString()) +
+                         (rule.biasCorrection ? QObject::tr(" + bias_correction") : QString());
+    QString html = section(QObject::tr("%1 against RTN").arg(name.toHtmlEscaped()));
+    if (!in.algorithms)
+        return html + QStringLiteral("<p>%1</p>").arg(in.algorithmsNote.toHtmlEscaped());
+    const RtnAgainstRule rows = rtnAgainstRule(*in.algorithms, rule);
+    if (!rows.rtn || !rows.rule || !rows.rtn->skipped.empty() || !rows.rule->skipped.empty()) {
+        const AlgorithmRow* skipped = rows.rtn && !rows.rtn->skipped.empty() ? rows.rtn : rows.rule;
+        return html + QStringLiteral("<p>%1</p>")
+                          .arg(skipped && !skipped->skipped.empty()
+                                   ? esc(skipped->variant + ": " + skipped->skipped)
+                                   : QObject::tr("The comparison holds no row for this rule."));
+    }
+    html += QStringLiteral("<table><tr><td></td><td style='padding-right:12px'><b>RTN</b></td>"
+                           "<td style='padding-right:12px'><b>%1</b></td><td><b>%2</b></td></tr>")
+                .arg(name.toHtmlEscaped(), QObject::tr("difference"));
+    const auto line = [](const QString& key, double rtn, double algorithm) {
+        return QStringLiteral("<tr><td style='padding-right:12px'><b>%1</b></td><td>%2 dB</td><td>%3 dB</td>"
+                              "<td>%4</td></tr>")
+            .arg(key, sqnrCell(rtn), sqnrCell(algorithm), differenceCell(algorithm, rtn));
+    };
+    html += line(QObject::tr("Weight SQNR"), rows.rtn->weight.sqnrDb, rows.rule->weight.sqnrDb);
+    html += line(QObject::tr("Output SQNR"), rows.rtn->outputSqnrDb, rows.rule->outputSqnrDb);
+    html += QStringLiteral("</table>");
+    html += QObject::tr("<p>Output: the layer alone quantized, on %n calibration row(s) (the Methods chart's "
+                        "Algorithms mode compares every variant).</p>",
+                        nullptr, int(in.algorithms->calibrationRows));
+    return html;
+}
+
 } // namespace
+
+bool roundsBeyondRtn(const QuantizationRule& rule)
+{
+    return rule.algorithm.kind != WeightAlgorithmKind::Rtn || rule.biasCorrection;
+}
+
+RtnAgainstRule rtnAgainstRule(const AlgorithmComparison& c, const QuantizationRule& rule)
+{
+    RtnAgainstRule out;
+    const std::string qtype = rule.weightQType ? std::string(qtypeName(*rule.weightQType)) : std::string();
+    const std::string algorithm = rule.algorithm.toString();
+    for (const AlgorithmRow& r : c.rows) {
+        if (r.qtype != qtype)
+            continue;
+        if (!out.rtn && r.algorithm == "rtn" && !r.biasCorrection)
+            out.rtn = &r;
+        if (!out.rule && r.algorithm == algorithm && r.biasCorrection == rule.biasCorrection)
+            out.rule = &r;
+    }
+    return out;
+}
 
 QString layerInspectionHtml(const LayerInspection& in)
 {
@@ -157,6 +228,11 @@ QString layerInspectionHtml(const LayerInspection& in)
             html += row(QObject::tr("Accumulated"), metricsText(*in.evaluation->accumulated));
         html += QStringLiteral("</table>");
     }
+
+    if (in.rules)
+        if (const std::optional<size_t> index = in.rules->firstMatch(l.modulePath, l.opType))
+            if (const QuantizationRule& rule = in.rules->rules()[*index]; rule.weightQType && roundsBeyondRtn(rule))
+                html += algorithmSection(in, rule);
     return html;
 }
 

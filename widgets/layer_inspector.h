@@ -2,7 +2,9 @@
 // Everything about one layer as an HTML page for the Inspector dock: the
 // weight tensor and its axes, the rule that applies and why the others do not,
 // the quantization (qtype, calibration, granularity, scales summary), the
-// weight error and, after an evaluation, the activation errors.
+// weight error and, after an evaluation, the activation errors; for a layer whose
+// rule names an algorithm (or bias_correction), its weight and output SQNR under
+// RTN next to the algorithm's (session/algorithm_comparison.h, computed by a job).
 
 #include <cstddef>
 #include <string>
@@ -15,8 +17,11 @@ namespace qs {
 class Model;
 class QuantizationPlan;
 class RuleSet;
+struct QuantizationRule;
 struct QuantizedWeight;
 struct LayerEvaluation;
+struct AlgorithmComparison;
+struct AlgorithmRow;
 
 struct LayerInspection {
     const Model* model = nullptr;
@@ -27,7 +32,20 @@ struct LayerInspection {
     bool weightStale = false;                     // the weight is from older rules
     const LayerEvaluation* evaluation = nullptr;  // null before an evaluation
     bool evaluationStale = false;
+    const AlgorithmComparison* algorithms = nullptr; // the layer's comparison under its current rule (null: none)
+    QString algorithmsNote;                          // without one: why, or that it is being computed
 };
+
+// Whether `rule` rounds its weights other than plain RTN (an algorithm, or bias_correction).
+bool roundsBeyondRtn(const QuantizationRule& rule);
+
+// The rows of `c` for plain RTN (no bias correction) and for `rule`'s own algorithm
+// and bias_correction at its weight_qtype; null where `c` holds none.
+struct RtnAgainstRule {
+    const AlgorithmRow* rtn = nullptr;
+    const AlgorithmRow* rule = nullptr;
+};
+RtnAgainstRule rtnAgainstRule(const AlgorithmComparison& c, const QuantizationRule& rule);
 
 QString layerInspectionHtml(const LayerInspection& in);
 

@@ -170,6 +170,23 @@ void RuleTableModel::setField(int row, std::string_view field, const Json& value
     pushRows(std::move(rows), tr("Set %1 of rule %2").arg(QString::fromStdString(key)).arg(row));
 }
 
+void RuleTableModel::setFields(int row, const Json& fields, const QString& label)
+{
+    if (row < 0 || row >= rowCount() || !fields.is_object())
+        return;
+    auto rows = rows_;
+    Json& object = rows[size_t(row)];
+    for (const auto& [key, value] : fields.items()) {
+        if (value.is_null())
+            object.erase(key);
+        else
+            object[key] = value;
+    }
+    if (object == rows_[size_t(row)])
+        return;
+    pushRows(std::move(rows), label);
+}
+
 void RuleTableModel::pushRows(std::vector<Json> rows, const QString& label)
 {
     if (undo_)

@@ -75,6 +75,8 @@ public:
     void moveRule(int row, int delta);
     // Sets one field from JSON (null = back to the default), undoable.
     void setField(int row, std::string_view field, const nlohmann::ordered_json& value);
+    // Sets several fields at once (`fields`: an object, null = back to the default) as one undo step.
+    void setFields(int row, const nlohmann::ordered_json& fields, const QString& label);
 
     // Replaces the rows without an undo entry (what undo commands call).
     void restoreRows(std::vector<nlohmann::ordered_json> rows);

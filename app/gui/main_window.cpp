@@ -1,6 +1,7 @@
 #include "gui/main_window.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <iterator>
 
 #include <QApplication>
@@ -44,6 +45,8 @@
 #include "gui/theme.h"
 #include "gui/workspace.h"
 #include "rules/regex_syntax.h"
+#include "runtime/activation_calibration.h"
+#include "session/algorithm_comparison.h"
 #if QUANTSCOPE_HAS_CHARTS
 #include "widgets/charts/charts_panel.h"
 #endif
@@ -157,7 +160,8 @@ MainWindow::MainWindow(bool askUser, QWidget* parent)
         maybeRunPending();
     });
     connect(workspace_, &Workspace::statisticsChanged, this, [this] {
-        updateActions(); // the exports that need a calibration
+        updateInspector(); // the algorithm against RTN reads the layer's input statistics
+        updateActions();   // the exports that need a calibration
         updateCharts(ChartsUpdate::Statistics);
         maybeRunPending();
     });
@@ -428,6 +432,12 @@ QWidget* MainWindow::createCharts()
             workspace_->rules()->setField(int(*rule[layer]), activation ? "act_calibration" : "weight_calibration",
                                           method.toStdString());
     });
+    connect(charts, &ChartsPanel::algorithmApplied, this, [this](size_t layer, const nlohmann::ordered_json& fields) {
+        const auto& rule = workspace_->plan() ? workspace_->plan()->resolution().ruleOfLayer : std::vector<std::optional<size_t>>{};
+        if (layer < rule.size() && rule[layer])
+            workspace_->rules()->setFields(int(*rule[layer]), fields,
+                                           tr("Set the algorithm of rule %1").arg(*rule[layer]));
+    });
     connect(charts, &ChartsPanel::keepFloatProposed, this, [this](const QStringList& paths) {
         if (paths.isEmpty())
             return;
@@ -537,7 +547,58 @@ void MainWindow::updateInspector()
                 in.evaluation = &l;
         in.evaluationStale = workspace_->evaluationGeneration() != workspace_->generation();
     }
+    inspectAlgorithms(*layer, in);
     inspector_->setHtml(problemsHtml + layerInspectionHtml(in));
+}
+
+void MainWindow::inspectAlgorithms(size_t layer, LayerInspection& in)
+{
+    const auto model = workspace_->model();
+    const QuantizableLayer& l = model->layers[layer];
+    const RuleSet& rules = workspace_->rules()->effectiveRules();
+    const std::optional<size_t> index = rules.firstMatch(l.modulePath, l.opType);
+    if (!index || !rules.rules()[*index].weightQType || !roundsBeyondRtn(rules.rules()[*index]))
+        return;
+    const auto stats = workspace_->statistics();
+    const std::string key = std::to_string(layer) + '/' + std::to_string(reinterpret_cast<uintptr_t>(stats.get())) +
+                            '/' + RuleSet(std::vector<QuantizationRule>{rules.rules()[*index]}).toJson();
+    if (key == inspectorAlgorithmsKey_) {
+        in.algorithms = inspectorAlgorithms_.get();
+        in.algorithmsNote = inspectorAlgorithmsNote_;
+        return;
+    }
+    const auto found = stats ? stats->hessians().find(layer) : LayerHessians::const_iterator();
+    if (!stats || found == stats->hessians().end() || found->second->rows() == 0) {
+        in.algorithmsNote = tr("Run calibration to compare with RTN: the comparison reads the layer's inputs.");
+        return;
+    }
+    if (!inspectorJob_)
+        inspectorJob_ = std::make_unique<JobSlot>(workspace_->jobs(), JobKind::AlgorithmComparison);
+    inspectorAlgorithmsKey_ = key;
+    inspectorAlgorithms_.reset();
+    inspectorAlgorithmsNote_ = tr("Comparing with RTN…");
+    in.algorithmsNote = inspectorAlgorithmsNote_;
+    const auto ruleSet = std::make_shared<const RuleSet>(rules);
+    const std::shared_ptr<const InputHessian> inputs = found->second;
+    inspectorJob_->start<std::shared_ptr<const AlgorithmComparison>>(
+        tr("Comparing algorithms"),
+        [model, ruleSet, layer, inputs](const CancellationToken& cancel) {
+            return std::make_shared<const AlgorithmComparison>(
+                compareAlgorithms(*model, *ruleSet, layer, *inputs, cancel));
+        },
+        [this, key](std::shared_ptr<const AlgorithmComparison> c) {
+            if (key != inspectorAlgorithmsKey_)
+                return;
+            inspectorAlgorithms_ = std::move(c);
+            inspectorAlgorithmsNote_.clear();
+            updateInspector();
+        },
+        [this, key](const QString& error) {
+            if (key != inspectorAlgorithmsKey_)
+                return;
+            inspectorAlgorithmsNote_ = error;
+            updateInspector();
+        });
 }
 
 void MainWindow::log(const QString& text, LogLevel level)

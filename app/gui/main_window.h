@@ -6,7 +6,9 @@
 // what the Workspace holds; it computes nothing itself. The menus, toolbar,
 // status bar and what enables their actions are in main_window_actions.cpp.
 
+#include <memory>
 #include <optional>
+#include <string>
 
 #include <QMainWindow>
 #include <QStringList>
@@ -36,6 +38,9 @@ class SearchCurveView;
 class GraphView;
 class SummaryBar;
 class StallWatchdog;
+class JobSlot;
+struct AlgorithmComparison;
+struct LayerInspection;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -98,6 +103,9 @@ private:
     void updateActions();
     void updateTitle();
     void updateInspector();
+    // The Inspector's algorithm against RTN for the selected layer: the comparison
+    // when it is current, else starts its job (updateInspector again when it lands).
+    void inspectAlgorithms(size_t layer, LayerInspection& in);
     void updateSummary();
     void createComparisonAndSearch();
     void createGraph();
@@ -143,6 +151,11 @@ private:
     QLabel* statusModel_ = nullptr;
     QTimer* autosaveTimer_ = nullptr;
     StallWatchdog* watchdog_ = nullptr;
+    // The Inspector's algorithm comparison (JobKind::AlgorithmComparison on the workspace's tracker).
+    std::unique_ptr<JobSlot> inspectorJob_;
+    std::shared_ptr<const AlgorithmComparison> inspectorAlgorithms_;
+    std::string inspectorAlgorithmsKey_; // layer, statistics and rule it is (or is being computed) for
+    QString inspectorAlgorithmsNote_;    // without a comparison: "comparing…" or the job's error
 
     QAction* saveSession_ = nullptr;
     QAction* saveRules_ = nullptr;

@@ -3,6 +3,7 @@
 #include <QComboBox>
 #include <QHBoxLayout>
 #include <QLabel>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QVBoxLayout>
 
@@ -10,7 +11,9 @@
 #include "runtime/activation_calibration.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
+#include "rules/ruleset.h"
 #include "session/evaluation.h"
+#include "widgets/charts/algorithm_comparison_view.h"
 #include "widgets/charts/distribution_view.h"
 #include "widgets/charts/layer_error_view.h"
 #include "widgets/charts/method_comparison_view.h"
@@ -73,14 +76,34 @@ QString describe(const QuantizationSpec& spec)
 ChartsPanel::ChartsPanel(QWidget* parent)
     : QWidget(parent), jobs_(new JobTracker(this)), subject_(new QComboBox(this)), header_(new QLabel(this)),
       distribution_(new DistributionView(jobs_, this)), methods_(new MethodComparisonView(jobs_, this)),
-      scales_(new ScaleRangeView(jobs_, this)), layerErrors_(new LayerErrorView(this))
+      algorithms_(new AlgorithmComparisonView(jobs_, this)), methodsMode_(new QComboBox(this)),
+      methodsStack_(new QStackedWidget(this)), scales_(new ScaleRangeView(jobs_, this)),
+      layerErrors_(new LayerErrorView(this))
 {
     subject_->addItems({tr("Weight"), tr("Input activation")});
     subject_->setToolTip(tr("What the distribution and method views show"));
     connect(subject_, &QComboBox::currentIndexChanged, this, [this] { refreshLayer(); });
     auto* tabs = new QTabWidget(this);
     tabs->addTab(distribution_, tr("Distribution"));
-    tabs->addTab(methods_, tr("Methods"));
+    methodsMode_->addItems({tr("Calibration methods"), tr("Algorithms")});
+    methodsMode_->setToolTip(tr("Compare calibration methods, or the weight-rounding algorithms (rtn, gptq, awq, "
+                                "adaround, ± bias correction, lutN) on the layer's weight"));
+    methodsStack_->addWidget(methods_);
+    methodsStack_->addWidget(algorithms_);
+    connect(methodsMode_, &QComboBox::currentIndexChanged, this, [this](int index) {
+        methodsStack_->setCurrentIndex(index);
+        refreshAlgorithms();
+    });
+    auto* methodsTab = new QWidget(this);
+    auto* methodsLayout = new QVBoxLayout(methodsTab);
+    methodsLayout->setContentsMargins(0, 0, 0, 0);
+    auto* modeRow = new QHBoxLayout;
+    modeRow->addWidget(new QLabel(tr("Compare:"), methodsTab));
+    modeRow->addWidget(methodsMode_);
+    modeRow->addStretch();
+    methodsLayout->addLayout(modeRow);
+    methodsLayout->addWidget(methodsStack_, 1);
+    tabs->addTab(methodsTab, tr("Methods"));
     tabs->addTab(scales_, tr("Scale ranges"));
     tabs->addTab(layerErrors_, tr("Layer errors"));
     auto* top = new QHBoxLayout;
@@ -100,6 +123,11 @@ ChartsPanel::ChartsPanel(QWidget* parent)
         if (layer_)
             emit methodApplied(*layer_, method, methods_->isActivation());
     });
+    connect(algorithms_, &AlgorithmComparisonView::algorithmApplied, this,
+            [this](const nlohmann::ordered_json& fields) {
+                if (layer_)
+                    emit algorithmApplied(*layer_, fields);
+            });
     refreshLayer();
 }
 
@@ -134,6 +162,7 @@ void ChartsPanel::setActivationStatistics(std::shared_ptr<const ActivationStatis
     stats_ = std::move(stats);
     if (showsActivation())
         refreshLayer();
+    refreshAlgorithms();
 }
 
 void ChartsPanel::setEvaluation(std::shared_ptr<const EvaluationResult> eval)
@@ -166,6 +195,37 @@ bool ChartsPanel::showsActivation() const
     return subject_->currentIndex() == 1;
 }
 
+void ChartsPanel::setCompareAlgorithms(bool algorithms)
+{
+    methodsMode_->setCurrentIndex(algorithms ? 1 : 0);
+}
+
+bool ChartsPanel::comparesAlgorithms() const
+{
+    return methodsMode_->currentIndex() == 1;
+}
+
+void ChartsPanel::refreshAlgorithms()
+{
+    if (!comparesAlgorithms())
+        return; // computed only when shown: it rounds the weight once per variant
+    if (!model_ || !layer_ || *layer_ >= model_->layers.size()) {
+        algorithmsShown_.reset();
+        algorithms_->clear(tr("Select a quantized layer to compare algorithms on it."));
+        return;
+    }
+    if (!rules_) {
+        algorithmsShown_.reset();
+        algorithms_->clear(tr("Waiting for the rules' plan."));
+        return;
+    }
+    auto now = std::make_tuple(*layer_, static_cast<const void*>(stats_.get()), rules_->toJson());
+    if (algorithmsShown_ && *algorithmsShown_ == now)
+        return;
+    algorithmsShown_ = std::move(now);
+    algorithms_->show(model_, rules_, *layer_, stats_);
+}
+
 void ChartsPanel::refreshLayerErrors()
 {
     if (!model_) {
@@ -188,8 +248,10 @@ void ChartsPanel::refreshLayer()
         distribution_->clear(why);
         methods_->clear(why);
         scales_->clear(why);
+        refreshAlgorithms();
         return;
     }
+    refreshAlgorithms();
     header_->setText(QString::fromStdString(model_->layers[*layer_].modulePath) + " (" +
                      QString::fromStdString(model_->layers[*layer_].opType) + ")");
     Shown now{layer_, showsActivation(), nullptr, stats_.get(), {}};

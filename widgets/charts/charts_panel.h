@@ -1,6 +1,7 @@
 #pragma once
 // The analysis charts the app embeds: four tabs (distribution, method
-// comparison, scale ranges, layer errors), fed only engine results. Every
+// comparison — calibration methods or weight-rounding algorithms —, scale
+// ranges, layer errors), fed only engine results. Every
 // setter takes shared, immutable results; heavy work (binning a tensor,
 // comparing methods, turning calibration statistics into an activation's
 // range) runs on the panel's job tracker, off the GUI thread, and a newer
@@ -11,11 +12,15 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 
 #include <QStringList>
 #include <QWidget>
 
+#include <nlohmann/json.hpp>
+
 class QComboBox;
+class QStackedWidget;
 class QLabel;
 
 namespace qs {
@@ -29,6 +34,7 @@ struct EvaluationResult;
 struct SensitivityResult;
 class DistributionView;
 class MethodComparisonView;
+class AlgorithmComparisonView;
 class ScaleRangeView;
 class LayerErrorView;
 class JobTracker;
@@ -56,9 +62,13 @@ public:
     // Whether the distribution and method views show the layer's input activation (else its weight).
     void setShowActivation(bool activation);
     bool showsActivation() const;
+    // Whether the Methods tab compares the weight-rounding algorithms (else calibration methods).
+    void setCompareAlgorithms(bool algorithms);
+    bool comparesAlgorithms() const;
 
     DistributionView* distributionView() const { return distribution_; }
     MethodComparisonView* methodComparisonView() const { return methods_; }
+    AlgorithmComparisonView* algorithmComparisonView() const { return algorithms_; }
     ScaleRangeView* scaleRangeView() const { return scales_; }
     LayerErrorView* layerErrorView() const { return layerErrors_; }
     JobTracker* jobs() const { return jobs_; }
@@ -70,6 +80,8 @@ signals:
     // string) into the rule that governs `layer` (weight_calibration, or
     // act_calibration when the comparison was of the input activation).
     void methodApplied(size_t layer, QString method, bool activation);
+    // "Apply" in the algorithm comparison: set `fields` (null: the default) in the rule that governs `layer`.
+    void algorithmApplied(size_t layer, nlohmann::ordered_json fields);
     // The threshold line marks these layers (module paths) to keep in float.
     void keepFloatProposed(QStringList modulePaths);
 
@@ -78,6 +90,8 @@ private:
     void refreshLayerErrors();
     void showWeight(size_t layer);
     void showActivation(size_t layer);
+    // The algorithm comparison of the selected layer, when the Methods tab shows it.
+    void refreshAlgorithms();
 
     std::shared_ptr<const Model> model_;
     std::shared_ptr<const QuantizationPlan> plan_;
@@ -97,6 +111,8 @@ private:
         bool operator==(const Shown&) const = default;
     };
     std::optional<Shown> shown_;
+    // What the algorithm comparison was last asked for (layer, statistics, the rules as JSON).
+    std::optional<std::tuple<size_t, const void*, std::string>> algorithmsShown_;
     // The views' jobs: the panel's own tracker, so that chart data neither waits
     // behind a calibration in the workspace's pool nor shows in the status bar.
     JobTracker* jobs_ = nullptr;
@@ -104,6 +120,9 @@ private:
     QLabel* header_ = nullptr;
     DistributionView* distribution_ = nullptr;
     MethodComparisonView* methods_ = nullptr;
+    AlgorithmComparisonView* algorithms_ = nullptr;
+    QComboBox* methodsMode_ = nullptr;
+    QStackedWidget* methodsStack_ = nullptr;
     ScaleRangeView* scales_ = nullptr;
     LayerErrorView* layerErrors_ = nullptr;
 };

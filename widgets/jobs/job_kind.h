@@ -12,18 +12,19 @@
 namespace qs {
 
 enum class JobKind {
-    Load,             // opening a model
-    Weights,          // quantizing the weights of the current rules
-    Calibrate,        // activation calibration
-    Evaluate,         // float and quantized side by side
-    Sensitivity,      // per-layer sensitivity
-    Export,           // writing an export
-    Distribution,     // the distribution chart's data
-    MethodComparison, // the method-comparison chart's data
-    ScaleRange,       // the scale-range chart's data
-    Comparison,       // A against B: the comparison of the kept results with the current ones
-    Search,           // the smallest rules that meet a target
-    GraphLayout,      // the graph view's layout (Graphviz)
+    Load,                // opening a model
+    Weights,             // quantizing the weights of the current rules
+    Calibrate,           // activation calibration
+    Evaluate,            // float and quantized side by side
+    Sensitivity,         // per-layer sensitivity
+    Export,              // writing an export
+    Distribution,        // the distribution chart's data
+    MethodComparison,    // the method-comparison chart's data
+    ScaleRange,          // the scale-range chart's data
+    Comparison,          // A against B: the comparison of the kept results with the current ones
+    Search,              // the smallest rules that meet a target
+    GraphLayout,         // the graph view's layout (Graphviz)
+    AlgorithmComparison, // one layer's weight rounded by every algorithm (Methods chart, Inspector)
 };
 
 struct JobKindInfo {
@@ -32,7 +33,7 @@ struct JobKindInfo {
     bool userFacing;       // progress bar, "Cancel Jobs" cancels it, logged when cancelled
 };
 
-inline constexpr std::array<JobKindInfo, 12> kJobKinds{{
+inline constexpr std::array<JobKindInfo, 13> kJobKinds{{
     {JobKind::Load, "load", true},
     {JobKind::Weights, "weights", false},
     {JobKind::Calibrate, "calibrate", true},
@@ -45,6 +46,7 @@ inline constexpr std::array<JobKindInfo, 12> kJobKinds{{
     {JobKind::Comparison, "comparison", false},
     {JobKind::Search, "search", true},
     {JobKind::GraphLayout, "graph layout", true},
+    {JobKind::AlgorithmComparison, "algorithm comparison", false},
 }};
 
 constexpr const JobKindInfo& jobKindInfo(JobKind kind)
