@@ -6,27 +6,10 @@
 #include <set>
 
 #include "core/error.h"
+#include "graph/value_readers.h"
 
 namespace qs {
 namespace {
-
-// Where each value of the main graph is read: (node, input index).
-using Readers = std::map<std::string, std::vector<std::pair<size_t, size_t>>>;
-
-Readers readersOf(const Model& model)
-{
-    Readers readers;
-    for (size_t n = 0; n < model.nodes.size(); ++n)
-        for (size_t i = 0; i < model.nodes[n].inputs.size(); ++i)
-            if (!model.nodes[n].inputs[i].empty())
-                readers[model.nodes[n].inputs[i]].emplace_back(n, i);
-    return readers;
-}
-
-bool isGraphOutput(const Model& model, const std::string& value)
-{
-    return std::any_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& v) { return v.name == value; });
-}
 
 bool isLinearFamily(const std::string& op)
 {
@@ -59,7 +42,7 @@ std::string biasName(const Node& node)
 
 // Why a layer cannot take part in a pair at all, or "".
 std::string layerProblem(const Model& model, const std::vector<QuantizableLayer>& layers, size_t index,
-                         const Readers& readers)
+                         const ValueReaders& readers)
 {
     const QuantizableLayer& layer = layers[index];
     if (layer.scope != 0 || !layer.node)
@@ -207,7 +190,7 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
             wanted.insert(lq.layer);
     if (wanted.empty())
         return result;
-    const Readers readers = readersOf(model);
+    const ValueReaders readers = valueReaders(model);
     std::map<size_t, size_t> layerAtNode; // main-graph node -> model layer
     for (size_t i = 0; i < layers.size(); ++i)
         if (layers[i].scope == 0 && layers[i].node)

@@ -5,33 +5,10 @@
 #include <set>
 
 #include "core/error.h"
+#include "graph/value_readers.h"
 
 namespace qs {
 namespace {
-
-// Where each value of the main graph is read: (node, input index).
-using Readers = std::map<std::string, std::vector<std::pair<size_t, size_t>>>;
-
-Readers readersOf(const Model& model)
-{
-    Readers readers;
-    for (size_t n = 0; n < model.nodes.size(); ++n)
-        for (size_t i = 0; i < model.nodes[n].inputs.size(); ++i)
-            if (!model.nodes[n].inputs[i].empty())
-                readers[model.nodes[n].inputs[i]].emplace_back(n, i);
-    return readers;
-}
-
-size_t readerCount(const Readers& readers, const std::string& value)
-{
-    const auto r = readers.find(value);
-    return r == readers.end() ? 0 : r->second.size();
-}
-
-bool isGraphOutput(const Model& model, const std::string& value)
-{
-    return std::any_of(model.outputs.begin(), model.outputs.end(), [&](const ValueInfo& v) { return v.name == value; });
-}
 
 bool isDefaultDomain(const Node& node)
 {
@@ -44,7 +21,7 @@ std::string nodeLabel(const Node& node)
 }
 
 // Why layer `index` cannot be smoothed on its own terms, or "".
-std::string layerProblem(const Model& model, const QuantizationPlan& plan, size_t index, const Readers& readers)
+std::string layerProblem(const Model& model, const QuantizationPlan& plan, size_t index, const ValueReaders& readers)
 {
     const QuantizableLayer& layer = model.layers[index];
     const LayerQuantization& lq = *plan.forLayer(index);
@@ -81,7 +58,7 @@ std::string layerProblem(const Model& model, const QuantizationPlan& plan, size_
 
 // A constant float32 parameter `name` the producer alone reads, with K values along its last
 // axis: "" when it can take 1/s, else why not.
-std::string parameterProblem(const Model& model, const Readers& readers, const std::string& name, int64_t channels,
+std::string parameterProblem(const Model& model, const ValueReaders& readers, const std::string& name, int64_t channels,
                              bool vector)
 {
     const Tensor* t = model.initializer(name);
@@ -107,7 +84,7 @@ const Node* producerOf(const Model& model, const std::string& value)
     return nullptr;
 }
 
-std::string findProducer(const Model& model, const Readers& readers, SmoothedInput& in)
+std::string findProducer(const Model& model, const ValueReaders& readers, SmoothedInput& in)
 {
     const std::string& x = in.value;
     const Node* producer = producerOf(model, x);
@@ -285,7 +262,7 @@ SmoothQuant smoothingTargets(const Model& model, const QuantizationPlan& plan)
             wanted.push_back(lq.layer);
     if (wanted.empty())
         return result;
-    const Readers readers = readersOf(model);
+    const ValueReaders readers = valueReaders(model);
     std::map<size_t, size_t> layerAtNode; // main-graph node -> model layer
     for (size_t i = 0; i < model.layers.size(); ++i)
         if (model.layers[i].scope == 0 && model.layers[i].node)
