@@ -1,7 +1,7 @@
 #pragma once
 // Small helpers the test suites share: Debian's python3 for fixture
-// generators, the build's quantscope-cli, whole-file reads and writes, and a tensor's bytes for exact
-// comparisons.
+// generators, the build's quantscope-cli, whole-file reads and writes, a tensor's bytes for exact
+// comparisons, and relative differences.
 
 #include <QByteArray>
 #include <QProcess>
@@ -12,10 +12,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <span>
 #include <string>
 
 #include "core/error.h"
@@ -67,6 +69,27 @@ inline std::string readFile(const std::string& path)
 {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), {}};
+}
+
+// The largest |a_i − b_i| / |b_i| (b_i = 0 counts as 1e-30).
+inline double maxRelativeDifference(std::span<const double> a, std::span<const double> b)
+{
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-30));
+    return worst;
+}
+
+// max |a − b| / max |b| of two float32 tensors of one shape.
+inline double relativeToRange(const Tensor& a, const Tensor& b)
+{
+    const auto x = a.values<float>(), y = b.values<float>();
+    double diff = 0, range = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        diff = std::max(diff, std::abs(double(x[i]) - double(y[i])));
+        range = std::max(range, std::abs(double(y[i])));
+    }
+    return diff / range;
 }
 
 inline QByteArray bytesOf(const Tensor& t)

@@ -45,26 +45,6 @@ const char* const kBlock = QUANTSCOPE_SMOOTH_DIR "/block.onnx";
 const char* const kBlockCalib = QUANTSCOPE_SMOOTH_DIR "/block_calib.npz";
 const char* const kBlockEval = QUANTSCOPE_SMOOTH_DIR "/block_eval.npz";
 
-double maxRelativeDifference(std::span<const double> a, std::span<const double> b)
-{
-    double worst = 0;
-    for (size_t i = 0; i < a.size(); ++i)
-        worst = std::max(worst, std::abs(a[i] - b[i]) / std::max(std::abs(b[i]), 1e-30));
-    return worst;
-}
-
-// max |a − b| / max |b|
-double relativeToRange(const Tensor& a, const Tensor& b)
-{
-    const auto x = a.values<float>(), y = b.values<float>();
-    double diff = 0, range = 0;
-    for (size_t i = 0; i < y.size(); ++i) {
-        diff = std::max(diff, std::abs(double(x[i]) - double(y[i])));
-        range = std::max(range, std::abs(double(y[i])));
-    }
-    return diff / range;
-}
-
 std::string smoothRules(double alpha, const std::string& extra = "")
 {
     return R"({"version":1,"rules":[{"op_types":["MatMul","Gemm"],"weight_qtype":"int8","act_qtype":"int8",)"

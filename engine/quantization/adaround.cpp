@@ -14,6 +14,7 @@
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
 #include "quant/reference.h"
+#include "quantization/input_hessian.h"
 
 namespace qs {
 
@@ -108,17 +109,10 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
     if (rank < 1)
         throw Error(who(tensorName) + "a scalar has no input features");
     const int channelAxis = normalizeAxis(spec.axis, rank, "channel axis");
-    std::vector<int> order{channelAxis};
-    for (int a = 0; a < rank; ++a)
-        if (a != channelAxis)
-            order.push_back(a);
+    const std::vector<int> order = channelFirst(rank, channelAxis);
     const int64_t rows = x.shape()[size_t(channelAxis)];
     const int64_t cols = rows ? x.numel() / rows : 0;
-    if (hessian.rows() != cols || hessian.cols() != cols)
-        throw Error(who(tensorName) + "the Hessian is " + std::to_string(hessian.rows()) + "x" +
-                    std::to_string(hessian.cols()) + ", the weight has " + std::to_string(cols) + " input features");
-    if (!hessian.allFinite())
-        throw Error(who(tensorName) + "the Hessian of the calibration inputs holds NaN or Inf");
+    checkHessian(hessian, cols, who(tensorName));
 
     AdaroundResult result;
     result.quantization = computeQuantization(x, spec, tensorName, cancel);

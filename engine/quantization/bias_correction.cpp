@@ -2,6 +2,7 @@
 
 #include "core/block_layout.h"
 #include "core/error.h"
+#include "quantization/input_hessian.h"
 
 namespace qs {
 
@@ -24,10 +25,7 @@ Eigen::VectorXd biasCorrection(const Tensor& weight, const Tensor& rounded, int 
     if (rank < 1)
         throw Error(who(tensorName) + "a scalar weight has no output channels");
     channelAxis = normalizeAxis(channelAxis, rank, "channel axis");
-    std::vector<int> order{channelAxis};
-    for (int a = 0; a < rank; ++a)
-        if (a != channelAxis)
-            order.push_back(a);
+    const std::vector<int> order = channelFirst(rank, channelAxis);
     const int64_t rows = weight.shape()[size_t(channelAxis)];
     const int64_t cols = rows ? weight.numel() / rows : 0;
     if (featureMeans.size() != cols)

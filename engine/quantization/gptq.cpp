@@ -12,6 +12,7 @@
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
 #include "quant/reference.h"
+#include "quantization/input_hessian.h"
 
 namespace qs {
 
@@ -39,18 +40,11 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
         throw Error(who(tensorName) + "tiles need a 2-D weight [out, in] (got " + shapeToString(x.shape()) + ")");
 
     // M = x with the channel axis first, as rows; the other axes, in order, are the columns.
-    std::vector<int> order{channelAxis};
-    for (int a = 0; a < rank; ++a)
-        if (a != channelAxis)
-            order.push_back(a);
+    const std::vector<int> order = channelFirst(rank, channelAxis);
     const Tensor m = x.permuted(order);
     const int64_t rows = x.shape()[size_t(channelAxis)];
     const int64_t cols = rows ? x.numel() / rows : 0;
-    if (hessian.rows() != cols || hessian.cols() != cols)
-        throw Error(who(tensorName) + "the Hessian is " + std::to_string(hessian.rows()) + "x" +
-                    std::to_string(hessian.cols()) + ", the weight has " + std::to_string(cols) + " input features");
-    if (!hessian.allFinite())
-        throw Error(who(tensorName) + "the Hessian of the calibration inputs holds NaN or Inf");
+    checkHessian(hessian, cols, who(tensorName));
 
     // Scales: per-tensor and per-channel from the float weight; tiles are replaced as they are reached.
     GptqResult result;

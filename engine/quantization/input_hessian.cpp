@@ -151,13 +151,27 @@ void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const
     }
 }
 
-Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis)
+std::vector<int> channelFirst(int rank, int channelAxis)
 {
     std::vector<int> order{channelAxis};
-    for (int a = 0; a < weight.rank(); ++a)
+    for (int a = 0; a < rank; ++a)
         if (a != channelAxis)
             order.push_back(a);
-    const Tensor m = weight.permuted(order);
+    return order;
+}
+
+void checkHessian(const Eigen::MatrixXd& hessian, int64_t features, const std::string& who)
+{
+    if (hessian.rows() != features || hessian.cols() != features)
+        throw Error(who + "the Hessian is " + std::to_string(hessian.rows()) + "x" + std::to_string(hessian.cols()) +
+                    ", the weight has " + std::to_string(features) + " input features");
+    if (!hessian.allFinite())
+        throw Error(who + "the Hessian of the calibration inputs holds NaN or Inf");
+}
+
+Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis)
+{
+    const Tensor m = weight.permuted(channelFirst(weight.rank(), channelAxis));
     const int64_t rows = weight.shape()[size_t(channelAxis)];
     const int64_t cols = rows ? weight.numel() / rows : 0;
     const auto v = m.values<float>();

@@ -12,6 +12,9 @@
 #include <map>
 #include <memory>
 
+#include <string>
+#include <vector>
+
 #include <Eigen/Core>
 
 #include "core/tensor.h"
@@ -56,5 +59,12 @@ void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const
 // A float32 weight as a matrix [O, F]: its channel axis (in range) first, the other axes in
 // order as the columns — the Hessian's feature order.
 Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis);
+
+// The axis permutation channelRows uses: `channelAxis` (in range) first, the others in order.
+std::vector<int> channelFirst(int rank, int channelAxis);
+
+// Throws Error, its message starting with `who`, unless `hessian` is a finite
+// matrix of `features` × `features`.
+void checkHessian(const Eigen::MatrixXd& hessian, int64_t features, const std::string& who);
 
 } // namespace qs
