@@ -6,12 +6,10 @@
 #include <QBarCategoryAxis>
 #include <QBarSet>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QHorizontalBarSeries>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QPushButton>
-#include <QSplitter>
 #include <QTableView>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -45,10 +43,6 @@ AlgorithmComparisonView::AlgorithmComparisonView(JobTracker* jobs, QWidget* pare
                           "layer's rule"));
     connect(apply_, &QPushButton::clicked, this, &AlgorithmComparisonView::apply);
     table_->setModel(model_);
-    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    table_->setSelectionMode(QAbstractItemView::SingleSelection);
-    table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setStretchLastSection(true);
     table_->setWordWrap(false);
     connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { draw(); });
     connect(chart_, &ChartFrame::paletteChanged, this, &AlgorithmComparisonView::draw);
@@ -57,19 +51,7 @@ AlgorithmComparisonView::AlgorithmComparisonView(JobTracker* jobs, QWidget* pare
     auto* controls = new QHBoxLayout;
     controls->addWidget(new QLabel(tr("Only this layer quantized; output on the calibration inputs."), this), 1);
     controls->addWidget(apply_);
-    auto* right = new QWidget(this);
-    auto* rightLayout = new QVBoxLayout(right);
-    rightLayout->setContentsMargins(0, 0, 0, 0);
-    rightLayout->addLayout(controls);
-    rightLayout->addWidget(table_, 1);
-    auto* split = new QSplitter(Qt::Horizontal, this);
-    split->addWidget(chart_);
-    split->addWidget(right);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(split);
+    layOutChartBesideTable(this, chart_, controls, table_);
     clear(tr("Select a quantized layer to compare algorithms on it."));
 }
 

@@ -12,13 +12,16 @@
 #include <QFile>
 #include <QFileDialog>
 #include <QFontMetricsF>
+#include <QHeaderView>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
 #include <QLegend>
 #include <QLegendMarker>
 #include <QPainter>
+#include <QSplitter>
 #include <QSvgGenerator>
+#include <QTableView>
 #include <QToolButton>
 #include <QVBoxLayout>
 #include <QValueAxis>
@@ -394,6 +397,27 @@ QString csvField(const QString& text)
     QString quoted = text;
     quoted.replace('"', "\"\"");
     return '"' + quoted + '"';
+}
+
+void layOutChartBesideTable(QWidget* view, ChartFrame* chart, QHBoxLayout* controls, QTableView* table)
+{
+    table->setSelectionBehavior(QAbstractItemView::SelectRows);
+    table->setSelectionMode(QAbstractItemView::SingleSelection);
+    table->verticalHeader()->hide();
+    table->horizontalHeader()->setStretchLastSection(true);
+    auto* right = new QWidget(view);
+    auto* rightLayout = new QVBoxLayout(right);
+    rightLayout->setContentsMargins(0, 0, 0, 0);
+    rightLayout->addLayout(controls);
+    rightLayout->addWidget(table, 1);
+    auto* split = new QSplitter(Qt::Horizontal, view);
+    split->addWidget(chart);
+    split->addWidget(right);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    auto* layout = new QVBoxLayout(view);
+    layout->setContentsMargins(0, 0, 0, 0);
+    layout->addWidget(split);
 }
 
 } // namespace qs

@@ -13,7 +13,9 @@
 #include <QPointF>
 #include <QWidget>
 
+class QHBoxLayout;
 class QLabel;
+class QTableView;
 
 namespace qs {
 
@@ -100,5 +102,9 @@ private:
 
 // CSV field quoting (RFC 4180).
 QString csvField(const QString& text);
+
+// The comparison views' layout, filling `view`: the chart on the left (3/5), and on the right the
+// `controls` row above `table`, which selects one row at a time.
+void layOutChartBesideTable(QWidget* view, ChartFrame* chart, QHBoxLayout* controls, QTableView* table);
 
 } // namespace qs

@@ -5,13 +5,11 @@
 
 #include <QDoubleSpinBox>
 #include <QHBoxLayout>
-#include <QHeaderView>
 #include <QItemSelectionModel>
 #include <QLabel>
 #include <QLegendMarker>
 #include <QLogValueAxis>
 #include <QPushButton>
-#include <QSplitter>
 #include <QTableView>
 #include <QToolTip>
 #include <QVBoxLayout>
@@ -49,10 +47,6 @@ MethodComparisonView::MethodComparisonView(JobTracker* jobs, QWidget* parent)
     connect(apply_, &QPushButton::clicked, this, &MethodComparisonView::apply);
 
     table_->setModel(model_);
-    table_->setSelectionBehavior(QAbstractItemView::SelectRows);
-    table_->setSelectionMode(QAbstractItemView::SingleSelection);
-    table_->verticalHeader()->hide();
-    table_->horizontalHeader()->setStretchLastSection(true);
     connect(table_->selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] { draw(); });
     connect(chart_->view(), &ChartView::hovered, this, &MethodComparisonView::hover);
     connect(chart_, &ChartFrame::paletteChanged, this, &MethodComparisonView::draw);
@@ -65,19 +59,7 @@ MethodComparisonView::MethodComparisonView(JobTracker* jobs, QWidget* parent)
     controls->addWidget(rms_);
     controls->addStretch();
     controls->addWidget(apply_);
-    auto* right = new QWidget(this);
-    auto* rightLayout = new QVBoxLayout(right);
-    rightLayout->setContentsMargins(0, 0, 0, 0);
-    rightLayout->addLayout(controls);
-    rightLayout->addWidget(table_, 1);
-    auto* split = new QSplitter(Qt::Horizontal, this);
-    split->addWidget(chart_);
-    split->addWidget(right);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    auto* layout = new QVBoxLayout(this);
-    layout->setContentsMargins(0, 0, 0, 0);
-    layout->addWidget(split);
+    layOutChartBesideTable(this, chart_, controls, table_);
     clear(tr("Select a quantized layer to compare calibration methods on it."));
 }
 
