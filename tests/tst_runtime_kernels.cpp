@@ -170,15 +170,17 @@ private slots:
 
     void convWithFewOutputPositionsGivesTheBitsOfTheBatchedPaths()
     {
-        // Weights of at least 1 MiB with 16 output channels or more per output
-        // position run transposed (fewPositionsConv); a larger batch of the same
-        // conv does not. Each image's outputs must be the bits the batch gives
-        // it, and both the direct convolution's values.
+        // 1 x 1 windows with weights of at least 1 MiB and 16 output channels
+        // or more per output position run transposed (fewPositionsConv); a
+        // larger batch of the same conv does not. Larger windows run with the
+        // positions as the product's rows (positionRowsConv), whose tiles of
+        // positions span images in a batch. Each image's outputs must be the
+        // bits the batch gives it, and both the direct convolution's values.
         struct Case {
             int64_t C, M, in, k, stride, pad, batch; // batch: large enough for the other paths
         };
         const std::vector<Case> cases{
-            {128, 512, 3, 3, 1, 1, 4},  // 3 x 3 on 3 x 3 planes (a late stage); the batch: batchedColumnsConv
+            {128, 512, 3, 3, 1, 1, 4},  // 3 x 3 on 3 x 3 planes (a late stage): tiles of 12 across images
             {64, 512, 6, 3, 2, 1, 4},   // stride 2 onto 3 x 3
             {320, 1280, 3, 1, 1, 0, 9}, // pointwise on 3 x 3; the batch: per image
             {160, 1024, 2, 3, 1, 1, 64} // 2 x 2 planes, K = 1440 (depth blocks of 256 and a rest)

@@ -24,14 +24,7 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
-// Convs whose output planes have at most this many values, with at least this
-// many micro-kernel row strips of output channels, share one column matrix
-// across the batch (batchedColumnsConv) when it holds at most this many floats
-// (64 MiB; a larger batch runs per image rather than grow it without bound).
-constexpr int64_t kBatchedColumnsMaxPlane = 256;
-constexpr int64_t kBatchedColumnsMinStrips = 4;
-constexpr int64_t kBatchedColumnsMaxFloats = int64_t(1) << 24;
-// fewPositionsConv: output channels per output position, and weights, at least.
+// fewPositionsConv (1 x 1 windows): output channels per output position, and weights, at least.
 constexpr int64_t kFewPositionsChannelsPerPosition = 16;
 constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 18;
 
@@ -139,9 +132,33 @@ void conv(KernelContext& ctx)
         64, std::min((int64_t(1) << 18) / std::max<int64_t>(K, 1), (P + wantedChunks - 1) / wantedChunks));
     const int64_t chunks = (P + chunk - 1) / chunk;
     const gemm::SimdLevel level = gemm::simdLevel();
-    // Weights of at least 1 MiB and at least 16 output channels per output
-    // position of the batch: the product runs transposed on the weights
-    // packed as its columns. (One run, 2 threads, fastest of 200: 3 x 3 conv
+    // A 2-D window wider than 1 x 1, group 1: positions as the product's rows,
+    // output channels as its vectors, read straight from the input's
+    // sub-planes. Against the paths with positions in the vectors (the
+    // implicit GEMM, one column matrix for the batch), fastest of 200 runs,
+    // 2 threads, AVX-512: 3 x 3 convs 64 -> 256 on 5 x 5 0.057 -> 0.037 ms,
+    // 256 -> 256 on 6 x 6 0.231 -> 0.141, 128 -> 128 on 14 x 14 0.298 ->
+    // 0.205, 64 -> 128 on 16 x 16 at batch 8 1.42 -> 0.83, 64 -> 64 on
+    // 24 x 24 0.155 -> 0.144; 512 -> 512 on 3 x 3 against fewPositionsConv
+    // 0.26 -> 0.21 (batch 2: 0.52 -> 0.34). Never slower by more than the
+    // noise but for 64 -> 128 at stride 2 from 48 x 48 at batch 8 (2.67 ->
+    // 2.81 ms). 1 x 1 windows stay on their paths, which read the input as
+    // its own column matrix (squeezenet's 512 -> 64 on 5 x 5: 0.013 ms
+    // there, 0.032 here).
+    if (level != gemm::SimdLevel::None && kernel.size() == 2 && group == 1 && kernelSize > 1) {
+        auto pack = [&] {
+            return std::make_shared<const gemm::PackedColumnMatrix>(level, w, K, M, 1, K, gemm::Subnormals::Flush);
+        };
+        const std::shared_ptr<const gemm::PackedColumnMatrix> weights =
+            ctx.memo() ? ctx.memo()->get<gemm::PackedColumnMatrix>(Wt, pack) : pack();
+        positionRowsConv(ctx, *weights, x, bias, addend, activation, N, C, M, g, y);
+        ctx.setOutput(0, std::move(Y));
+        return;
+    }
+    // 1 x 1 windows with weights of at least 1 MiB and at least 16 output
+    // channels per output position of the batch: the product runs transposed
+    // on the weights packed as its columns. (Measured before the position-rows
+    // path took the larger windows; one run, 2 threads, fastest of 200: 3 x 3 conv
     // 512 -> 512 on 3 x 3 at batch 1 0.40 -> 0.24 ms, batch 2 0.62 -> 0.47;
     // 1 x 1 conv 320 -> 1280 on 3 x 3 at batch 1 0.083 -> 0.036 ms, batch 8
     // 0.35 -> 0.24. Below these bounds the other paths were as fast or faster:
@@ -166,18 +183,6 @@ void conv(KernelContext& ctx)
                                                               gemm::Subnormals::Flush);
         };
         packed = ctx.memo() ? ctx.memo()->get<gemm::PackedMatrix>(Wt, pack) : pack();
-    }
-    // Small planes, many output channels: one column matrix for the batch.
-    // resnet18 at batch 2, per conv: 14 x 14 stages 1.90-2.00 -> 1.74-1.81 ms,
-    // 7 x 7 1.85-1.91 -> 1.79-1.83, the stride-2 convs onto them 1.18 -> 0.98
-    // and 1.10 -> 0.99. (1 x 1 windows stay per image: their column matrix is
-    // their input, and copying it cost more than the padded strips saved.)
-    if (packed && kernel.size() == 2 && group == 1 && kernelSize > 1 && P <= kBatchedColumnsMaxPlane &&
-        Mg >= kBatchedColumnsMinStrips * packed->mr() && K * N * P <= kBatchedColumnsMaxFloats &&
-        N * C * SubPlanes(g).plane < (int64_t(1) << 31)) {
-        batchedColumnsConv(ctx, *packed, x, bias, addend, activation, N, C, M, g, y);
-        ctx.setOutput(0, std::move(Y));
-        return;
     }
     // Implicit GEMM for 2-D windows; a strided 1x1 conv would copy all of its
     // input to read a quarter of it, so it stays on the column matrix.

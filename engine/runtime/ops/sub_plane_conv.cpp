@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #if defined(__x86_64__) && defined(__GNUC__)
@@ -171,113 +172,6 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
     });
 }
 
-namespace {
-
-// Consecutive columns of the batch's column matrix that read consecutive
-// values (one output row of one image, within one strip): `length` values
-// from `from` past a tap's row offset in the sub-planes, into strip `strip`
-// from column `column`.
-struct ColumnPiece {
-    int32_t from, strip, column, length;
-};
-
-// One row of the column matrix, piece by piece; strips stripStride floats apart.
-void copyPieces(const float* src, const std::vector<ColumnPiece>& pieces, float* row, int64_t stripStride)
-{
-    for (const ColumnPiece& p : pieces)
-        std::copy(src + p.from, src + p.from + p.length, row + p.strip * stripStride + p.column);
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-// The same with masked vector moves: pieces are short (7 or 14 values), and a
-// library copy call per piece cost more than the copy.
-[[gnu::target("avx512f")]] void copyPiecesAvx512(const float* src, const std::vector<ColumnPiece>& pieces, float* row,
-                                                 int64_t stripStride)
-{
-    for (const ColumnPiece& p : pieces) {
-        const float* from = src + p.from;
-        float* to = row + p.strip * stripStride + p.column;
-        for (int32_t i = 0; i < p.length; i += 16) {
-            const __mmask16 mask = p.length - i >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (p.length - i)) - 1);
-            _mm512_mask_storeu_ps(to + i, mask, _mm512_maskz_loadu_ps(mask, from + i));
-        }
-    }
-}
-#endif
-
-} // namespace
-
-// 2-D Conv (group 1) on small planes with many output channels, the late
-// stages of a CNN. Per image, a 7 x 7 output fills 49 of 64 micro-tile
-// columns (and the implicit GEMM's rows of 9 padded columns hold 7 outputs),
-// so the whole batch shares one column matrix instead: N * P columns, whole
-// strips and a few left over for the along-the-rows kernel (98 = 3 x 32 + 2).
-// Its strips are copied once from the sub-planes, then tasks take blocks of
-// output channels, each running all columns against its rows of the weights.
-// Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
-void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
-                        const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
-                        const WindowGeometry& g, float* y)
-{
-    const SubPlanes planes(g);
-    const int64_t OW = g.output[1], P = g.output[0] * OW, K = C * shapeElementCount(g.kernel), width = N * P;
-    const int64_t nr = packed.nr(), mr = packed.mr(), paddedWidth = (width + nr - 1) / nr * nr;
-    const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
-    planes.fill(x, N * C, g, padded.get());
-    const std::vector<int64_t> offsets = planes.rowOffsets(C, g, planes.HS);
-    std::vector<ColumnPiece> pieces;
-    for (int64_t j = 0; j < width;) {
-        const int64_t n = j / P, oh = j % P / OW, ow = j % P % OW;
-        const int64_t length = std::min(OW - ow, nr - j % nr);
-        pieces.push_back(
-            {int32_t(n * C * planes.plane + oh * planes.WS + ow), int32_t(j / nr), int32_t(j % nr), int32_t(length)});
-        j += length;
-    }
-    // Per depth block of kDepthBlock rows, strips of nr columns, k-major (what
-    // multiplyPacked reads); zeros past `width` in the last strip.
-    // (Left unwritten at allocation: the loop below writes every element.)
-    const std::unique_ptr<float[]> columns(new float[size_t(K * paddedWidth)]);
-    const int64_t rowsPerTask = std::max<int64_t>(1, (int64_t(1) << 14) / paddedWidth);
-    auto copy = copyPieces;
-#if defined(__x86_64__) && defined(__GNUC__)
-    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        copy = copyPiecesAvx512;
-#endif
-    tbb::parallel_for(int64_t(0), (K + rowsPerTask - 1) / rowsPerTask, [&](int64_t task) {
-        for (int64_t k = task * rowsPerTask; k < std::min(K, (task + 1) * rowsPerTask); ++k) {
-            const int64_t block = k / gemm::kDepthBlock * gemm::kDepthBlock,
-                          kc = std::min(gemm::kDepthBlock, K - block);
-            float* row = columns.get() + block * paddedWidth + (k - block) * nr;
-            const float* src = padded.get() + offsets[size_t(k)];
-            copy(src, pieces, row, kc * nr);
-            if (width < paddedWidth) {
-                float* last = row + (paddedWidth / nr - 1) * kc * nr;
-                std::fill(last + width % nr, last + nr, 0.0f);
-            }
-        }
-    });
-
-    // Blocks of output channels: at least four per thread (TBB balances them),
-    // and small enough that a block's weights for one depth block stay in L2.
-    const int64_t threads = tbb::this_task_arena::max_concurrency();
-    const int64_t rowStrips = (M + mr - 1) / mr;
-    const int64_t rowBlocks = std::min(rowStrips, kConvTasksPerThread * threads);
-    auto blockStart = [&](int64_t b) { return std::min(M, b * rowStrips / rowBlocks * mr); };
-    const std::unique_ptr<float[]> sums(new float[size_t(M * width)]);
-    tbb::parallel_for(int64_t(0), rowBlocks, [&](int64_t block) {
-        ctx.checkCancelled();
-        const int64_t r0 = blockStart(block), r1 = blockStart(block + 1);
-        packed.multiplyPacked(0, columns.get(), width, sums.get() + r0 * width, width, r0, r1);
-        for (int64_t m = r0; m < r1; ++m)
-            for (int64_t n = 0; n < N; ++n) {
-                float* dst = y + (n * M + m) * P;
-                const float* src = sums.get() + m * width + n * P;
-                finishOutputs(src, dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
-                              activation);
-            }
-    });
-}
-
 void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
                       int64_t M, const WindowGeometry& g, float* y)
@@ -320,6 +214,126 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
                               activation);
             }
     });
+}
+
+namespace {
+
+// A tile of MR output positions (position r reads tap k at base[offsets[k] +
+// q[r]]) against one strip of 2W output channels (row k of the strip at
+// b + k * 2W), into tile[r * 2W + j]: per depth block a sum from zero in k
+// order, added to the blocks before it, as the GEMM's micro-kernels sum.
+template <int MR, int W>
+[[gnu::always_inline]] inline void positionTileBody(int64_t K, const float* base, const int64_t* offsets,
+                                                    const int64_t* q, const float* b, float* tile)
+{
+    typedef float V __attribute__((vector_size(W * sizeof(float)), aligned(sizeof(float))));
+    for (int64_t k0 = 0; k0 < K; k0 += gemm::kDepthBlock) {
+        const int64_t k1 = std::min(K, k0 + gemm::kDepthBlock);
+        V acc[MR][2];
+        for (int r = 0; r < MR; ++r)
+            acc[r][0] = acc[r][1] = V{};
+        for (int64_t k = k0; k < k1; ++k) {
+            const float* ak = base + offsets[k];
+            const V b0 = *reinterpret_cast<const V*>(b + k * 2 * W), b1 = *reinterpret_cast<const V*>(b + k * 2 * W + W);
+#pragma GCC unroll 12
+            for (int r = 0; r < MR; ++r) {
+                const float a = ak[q[r]];
+                acc[r][0] += a * b0;
+                acc[r][1] += a * b1;
+            }
+        }
+        for (int r = 0; r < MR; ++r)
+            for (int j = 0; j < 2; ++j) {
+                V* out = reinterpret_cast<V*>(tile + r * 2 * W + j * W);
+                *out = k0 == 0 ? acc[r][j] : *out + acc[r][j];
+            }
+    }
+}
+
+template <int W, int... MR>
+[[gnu::always_inline]] inline void positionTile(std::integer_sequence<int, MR...>, int mr, int64_t K, const float* base,
+                                                const int64_t* offsets, const int64_t* q, const float* b, float* tile)
+{
+    ((mr == MR + 1 ? positionTileBody<MR + 1, W>(K, base, offsets, q, b, tile) : void()), ...);
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void positionTileAvx512(int mr, int64_t K, const float* base, const int64_t* offsets,
+                                                   const int64_t* q, const float* b, float* tile)
+{
+    positionTile<16>(std::make_integer_sequence<int, 12>(), mr, K, base, offsets, q, b, tile);
+}
+
+[[gnu::target("avx2,fma")]] void positionTileAvx2(int mr, int64_t K, const float* base, const int64_t* offsets,
+                                                  const int64_t* q, const float* b, float* tile)
+{
+    positionTile<8>(std::make_integer_sequence<int, 6>(), mr, K, base, offsets, q, b, tile);
+}
+#endif
+
+} // namespace
+
+void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
+                      const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
+                      int64_t M, const WindowGeometry& g, float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool avx512 = gemm::simdLevel() == gemm::SimdLevel::Avx512;
+    auto tileKernel = avx512 ? positionTileAvx512 : positionTileAvx2;
+    constexpr int64_t kMaxRows = 12;
+    const int64_t mrMax = avx512 ? 12 : 6;
+    const SubPlanes planes(g);
+    const int64_t OW = g.output[1], P = g.output[0] * OW, K = weights.depth(), nr = weights.nr(), width = N * P;
+    // (Left unwritten at allocation: fill() writes every element.)
+    const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
+    planes.fill(x, N * C, g, padded.get());
+    const std::vector<int64_t> offsets = planes.rowOffsets(C, g, planes.HS);
+
+    // Position i of the batch is output i % P of image i / P; its taps sit
+    // past where it reads in its image's sub-planes, so a tile may span images.
+    // Tasks: (strip of output channels, run of position tiles), at least
+    // kConvTasksPerThread per thread where the batch has the tiles.
+    const int64_t strips = weights.strips(), tiles = (width + mrMax - 1) / mrMax;
+    const int64_t wanted = kConvTasksPerThread * tbb::this_task_arena::max_concurrency();
+    const int64_t runs = std::clamp<int64_t>((wanted + strips - 1) / strips, 1, tiles);
+    const int64_t run = (tiles + runs - 1) / runs * mrMax;
+    const int64_t chunks = (width + run - 1) / run;
+    tbb::parallel_for(int64_t(0), strips * chunks, [&](int64_t task) {
+        ctx.checkCancelled();
+        const int64_t s = task / chunks, i0 = task % chunks * run, i1 = std::min(width, i0 + run),
+                      channels = weights.stripWidth(s);
+        // The strip's sums, channel after channel, until they are finished into y.
+        thread_local std::vector<float> block;
+        float* sums = growScratch(block, size_t(nr * (i1 - i0)));
+        alignas(64) float tile[kMaxRows * 32];
+        int64_t q[kMaxRows];
+        for (int64_t i = i0; i < i1; i += mrMax) {
+            const int64_t mr = std::min(mrMax, i1 - i);
+            for (int64_t r = 0; r < mr; ++r) {
+                const int64_t n = (i + r) / P, p = (i + r) % P;
+                q[r] = n * C * planes.plane + p / OW * planes.WS + p % OW;
+            }
+            tileKernel(int(mr), K, padded.get(), offsets.data(), q, weights.strip(s), tile);
+            for (int64_t j = 0; j < channels; ++j)
+                for (int64_t r = 0; r < mr; ++r)
+                    sums[j * (i1 - i0) + (i - i0) + r] = tile[r * nr + j];
+        }
+        for (int64_t j = 0; j < channels; ++j) {
+            const int64_t m = s * nr + j;
+            for (int64_t i = i0; i < i1;) { // one image's outputs at a time
+                const int64_t n = i / P, end = std::min(i1, (n + 1) * P);
+                float* dst = y + (n * M + m) * P + i % P;
+                finishOutputs(sums + j * (i1 - i0) + (i - i0), dst, end - i, bias ? bias + m : nullptr,
+                              addend ? addend + (dst - y) : nullptr, activation);
+                i = end;
+            }
+        }
+    });
+#else
+    (void)ctx, (void)weights, (void)x, (void)bias, (void)addend, (void)activation, (void)N, (void)C, (void)M, (void)g,
+        (void)y;
+    throw Error("positionRowsConv needs x86-64 vector instructions");
+#endif
 }
 
 } // namespace qs::ops

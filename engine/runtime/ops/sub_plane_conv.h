@@ -1,10 +1,9 @@
 #pragma once
-// Two paths of a 2-D float Conv that read its input split into stride
-// sub-planes (SubPlanes): the implicit GEMM (no column matrix), and one column
-// matrix shared by the whole batch for small planes with many output channels.
-// Both run on weights packed for the GEMM (gemm::PackedMatrix) and finish
-// their outputs with the bias, residual addend and activation folded into the
-// node.
+// Paths of a 2-D float Conv on weights packed for the GEMM: the implicit GEMM
+// (grouped convs) and the position-rows product (group 1), which read the
+// input split into stride sub-planes (SubPlanes), and the transposed product
+// for 1 x 1 windows with few output positions. Each finishes its outputs with
+// the bias, residual addend and activation folded into the node.
 
 #include <cstdint>
 #include <vector>
@@ -58,20 +57,9 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
                       const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
                       int64_t Mg, const WindowGeometry& g, float* y);
 
-// 2-D Conv (group 1) on small planes with many output channels, the late
-// stages of a CNN. Per image, a 7 x 7 output fills 49 of 64 micro-tile
-// columns (and the implicit GEMM's rows of 9 padded columns hold 7 outputs),
-// so the whole batch shares one column matrix instead: N * P columns, whole
-// strips and a few left over for the along-the-rows kernel (98 = 3 x 32 + 2).
-// Its strips are copied once from the sub-planes, then tasks take blocks of
-// output channels, each running all columns against its rows of the weights.
-// Needs N * C * SubPlanes(g).plane below 2^31 (int32 piece offsets).
-void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
-                        const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t M,
-                        const WindowGeometry& g, float* y);
-
-// 2-D Conv (group 1) with few output positions in the whole batch (a late
-// stage's 3 x 3 planes at batch 1) and many output channels, where the
+// 2-D Conv (group 1; Conv sends it 1 x 1 windows only) with few output
+// positions in the whole batch (a late stage's 3 x 3 planes at batch 1) and
+// many output channels, where the
 // weights are the large operand, read once per run. The product runs
 // transposed, Y^T [N * P, M] = columns^T [N * P, K] * W^T [K, M], on weights
 // packed once as the product's columns (`weights`: W^T, [K, M]): each weight
@@ -79,6 +67,20 @@ void batchedColumnsConv(const KernelContext& ctx, const gemm::PackedMatrix& pack
 // where the other paths broadcast it to a vector with only N * P useful
 // lanes. Each output is the same k-ordered sum as theirs (the same bits).
 void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
+                      const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
+                      int64_t M, const WindowGeometry& g, float* y);
+
+// 2-D Conv (group 1) with the output positions as the product's rows and the
+// output channels as its vectors, for planes too small for a vector of
+// positions: Y^T = A W^T, where row p of A is read straight from the
+// batch's sub-planes (each tap of output p at a fixed offset past p's own
+// place there) and W^T is packed once as the product's columns (`weights`).
+// A tile of up to 12 positions (6 with AVX2) runs against one strip of
+// output channels; only real outputs are computed, where the paths that put
+// positions in the vectors pad a 5 x 5 plane (25 outputs) to 32 lanes and
+// copy its column matrix first. Each output is the same sum, depth block by
+// depth block, as the other paths' (the same bits).
+void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
                       int64_t M, const WindowGeometry& g, float* y);
 
