@@ -24,6 +24,8 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using ConstMatrixMap = Eigen::Map<const RowMatrix>;
 using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 
+// positionRowsConv: the depth (input channels x window) at least.
+constexpr int64_t kPositionRowsMinDepth = 64;
 // fewPositionsConv (1 x 1 windows): output channels per output position, and weights, at least.
 constexpr int64_t kFewPositionsChannelsPerPosition = 16;
 constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 18;
@@ -144,8 +146,11 @@ void conv(KernelContext& ctx)
     // noise but for 64 -> 128 at stride 2 from 48 x 48 at batch 8 (2.67 ->
     // 2.81 ms). 1 x 1 windows stay on their paths, which read the input as
     // its own column matrix (squeezenet's 512 -> 64 on 5 x 5: 0.013 ms
-    // there, 0.032 here).
-    if (level != gemm::SimdLevel::None && kernel.size() == 2 && group == 1 && kernelSize > 1) {
+    // there, 0.032 here). Nor do stems (3 -> 64 at stride 2 from 96 x 96, a
+    // depth of 27: 0.044 -> 0.050 ms) or convs with fewer output channels
+    // than a strip (16 -> 16 on 48 x 48: 0.046 -> 0.066) gain.
+    if (level != gemm::SimdLevel::None && kernel.size() == 2 && group == 1 && kernelSize > 1 &&
+        K >= kPositionRowsMinDepth && M >= (level == gemm::SimdLevel::Avx512 ? 32 : 16)) {
         auto pack = [&] {
             return std::make_shared<const gemm::PackedColumnMatrix>(level, w, K, M, 1, K, gemm::Subnormals::Flush);
         };

@@ -58,11 +58,24 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
             const int64_t hStart = oh * g.strides[0] - g.padBegin[0];
             const auto [khLo, khHi] = stepsInside(hStart, g.dilations[0], H, g.kernel[0]);
             float* m = columnMax.data();
-            std::fill(m, m + W, -std::numeric_limits<float>::infinity());
-            for (int64_t kh = khLo; kh < khHi; ++kh) {
-                const float* xr = xc + (hStart + kh * g.dilations[0]) * W;
+            // The window's rows in one pass where it has two or three (the
+            // common windows), else row after row.
+            auto row = [&](int64_t kh) { return xc + (hStart + kh * g.dilations[0]) * W; };
+            if (khHi - khLo == 3) {
+                const float *a = row(khLo), *b = row(khLo + 1), *c = row(khLo + 2);
                 for (int64_t w = 0; w < W; ++w)
-                    m[w] = std::max(m[w], xr[w]);
+                    m[w] = std::max(std::max(a[w], b[w]), c[w]);
+            } else if (khHi - khLo == 2) {
+                const float *a = row(khLo), *b = row(khLo + 1);
+                for (int64_t w = 0; w < W; ++w)
+                    m[w] = std::max(a[w], b[w]);
+            } else {
+                std::fill(m, m + W, -std::numeric_limits<float>::infinity());
+                for (int64_t kh = khLo; kh < khHi; ++kh) {
+                    const float* xr = row(kh);
+                    for (int64_t w = 0; w < W; ++w)
+                        m[w] = std::max(m[w], xr[w]);
+                }
             }
             const float* mr = m - g.padBegin[1];
             float* yr = y + oh * OW;
@@ -74,16 +87,25 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, Pool kind
             };
             for (int64_t ow = 0; ow < owLo; ++ow)
                 edge(ow);
-            for (int64_t ow = owLo; ow < owHi; ++ow)
-                yr[ow] = -std::numeric_limits<float>::infinity();
-            for (int64_t kw = 0; kw < KW; ++kw) {
-                const float* tap = mr + kw;
-                if (sw == 2) // a constant stride vectorizes
-                    for (int64_t ow = owLo; ow < owHi; ++ow)
-                        yr[ow] = std::max(yr[ow], tap[ow * 2]);
-                else
+            // Interior columns: the common windows in one pass (a constant
+            // stride vectorizes), others tap after tap.
+            if (KW == 3 && sw == 2) {
+                for (int64_t ow = owLo; ow < owHi; ++ow)
+                    yr[ow] = std::max(std::max(mr[ow * 2], mr[ow * 2 + 1]), mr[ow * 2 + 2]);
+            } else if (KW == 2 && sw == 2) {
+                for (int64_t ow = owLo; ow < owHi; ++ow)
+                    yr[ow] = std::max(mr[ow * 2], mr[ow * 2 + 1]);
+            } else if (KW == 3 && sw == 1) {
+                for (int64_t ow = owLo; ow < owHi; ++ow)
+                    yr[ow] = std::max(std::max(mr[ow], mr[ow + 1]), mr[ow + 2]);
+            } else {
+                for (int64_t ow = owLo; ow < owHi; ++ow)
+                    yr[ow] = -std::numeric_limits<float>::infinity();
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const float* tap = mr + kw;
                     for (int64_t ow = owLo; ow < owHi; ++ow)
                         yr[ow] = std::max(yr[ow], tap[ow * sw]);
+                }
             }
             for (int64_t ow = owHi; ow < OW; ++ow)
                 edge(ow);

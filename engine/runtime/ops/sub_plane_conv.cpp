@@ -307,11 +307,17 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         float* sums = growScratch(block, size_t(nr * (i1 - i0)));
         alignas(64) float tile[kMaxRows * 32];
         int64_t q[kMaxRows];
+        // Where position i reads: image n, output row oh, column ow, stepped along.
+        int64_t n = i0 / P, oh = i0 % P / OW, ow = i0 % P % OW;
         for (int64_t i = i0; i < i1; i += mrMax) {
             const int64_t mr = std::min(mrMax, i1 - i);
             for (int64_t r = 0; r < mr; ++r) {
-                const int64_t n = (i + r) / P, p = (i + r) % P;
-                q[r] = n * C * planes.plane + p / OW * planes.WS + p % OW;
+                q[r] = n * C * planes.plane + oh * planes.WS + ow;
+                if (++ow == OW) {
+                    ow = 0;
+                    if (++oh == g.output[0])
+                        oh = 0, ++n;
+                }
             }
             tileKernel(int(mr), K, padded.get(), offsets.data(), q, weights.strip(s), tile);
             for (int64_t j = 0; j < channels; ++j)
