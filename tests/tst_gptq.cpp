@@ -4,7 +4,8 @@
 // - an independent NumPy GPTQ written from the paper (tests/gptq/gptq_reference.py)
 //   chooses the same integer codes and scales on fixed layers, per channel and
 //   group-wise, symmetric and asymmetric, with and without act-order;
-// - the Hessian accumulated from a Conv's inputs is the one of its im2col rows.
+// - the Hessian accumulated from a Conv's inputs is the one of its im2col rows;
+// - above one tile of features, the tiled parallel accumulation is the plain sum, whatever the threads.
 
 #include <QtTest>
 
@@ -12,6 +13,8 @@
 
 #include <cmath>
 #include <random>
+
+#include <tbb/global_control.h>
 
 #include "io/npy.h"
 #include "layer_support.h"
@@ -232,6 +235,51 @@ private slots:
         QCOMPARE(h.rows(), int64_t(18));
         const Eigen::MatrixXd expected = 2.0 * rows.transpose() * rows / 18.0;
         QVERIFY((h.hessian() - expected).cwiseAbs().maxCoeff() <= 1e-12 * expected.cwiseAbs().maxCoeff());
+    }
+
+    // Above 256 features XᵀX is accumulated in tiles, in parallel (InputHessian::addRows): it is
+    // the Hessian of a plain sum over the rows, in long double, and the same bit for bit whether
+    // one thread or several add the tiles. 600 features: 3 × 3 tiles, the last ones partial.
+    void tiledParallelHessianIsTheSumOverTheRows()
+    {
+        const int64_t features = 600, n = 2500; // three chunks of rows, the last partial
+        std::mt19937 rng(11);
+        std::normal_distribution<float> normal;
+        Tensor x(DType::F32, {n, features});
+        auto v = x.mutableValues<float>();
+        for (int64_t r = 0; r < n; ++r)
+            for (int64_t f = 0; f < features; ++f)
+                v[size_t(r * features + f)] = normal(rng) * float(1 + f % 7); // unequal spreads
+        QuantizableLayer layer;
+        layer.modulePath = "wide";
+        layer.opType = "MatMul";
+        layer.weightShape = {features, 8};
+        layer.channelAxis = 1;
+        Node node;
+        node.opType = "MatMul";
+        auto accumulate = [&](int threads) {
+            tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+            InputHessian h(features);
+            accumulateLayerInput(layer, node, x, h);
+            return h.hessian();
+        };
+        const Eigen::MatrixXd one = accumulate(1), several = accumulate(4);
+        QVERIFY(one == several);
+        // Spot checks against long-double sums (every 7th row and column: 86 × 86 entries).
+        double worst = 0;
+        for (int64_t a = 0; a < features; a += 7)
+            for (int64_t b = 0; b < features; b += 7) {
+                long double sum = 0, scale = 0;
+                for (int64_t r = 0; r < n; ++r) {
+                    const long double p = (long double)v[size_t(r * features + a)] * v[size_t(r * features + b)];
+                    sum += p;
+                    scale += std::abs(p);
+                }
+                const double expected = double(2 * sum / n);
+                worst = std::max(worst, std::abs(one(a, b) - expected) / double(2 * scale / n));
+            }
+        qInfo("largest difference against the long-double sums: %.2e of the sum of |products|", worst);
+        QVERIFY(worst < 1e-12);
     }
 
     void badHessiansAreErrorsNamingTheTensor()

@@ -20,6 +20,7 @@
 #include <QTextBrowser>
 #include <QTreeView>
 #include <QUndoStack>
+#include <map>
 #include <thread>
 
 #include "gui/data_dialog.h"
@@ -32,6 +33,7 @@
 #include "gui/workspace.h"
 #include "io/synthetic_data.h"
 #include "rules/ruleset.h"
+#include "session/layer_errors.h"
 #include "widgets/layer_tree_model.h"
 #include "widgets/rule_editor.h"
 #include "widgets/rule_table_model.h"
@@ -239,6 +241,38 @@ void TestGuiApp::calibrateAndEvaluate()
     QCOMPARE(ws.sensitivity()->ranking.size(), size_t(5));
     for (size_t i = 1; i < ws.sensitivity()->ranking.size(); ++i)
         QVERIFY(ws.sensitivity()->ranking[i - 1].output.sqnrDb <= ws.sensitivity()->ranking[i].output.sqnrDb);
+    QVERIFY(!ws.sensitivity()->algorithm);
+
+    // Again with GPTQ switched on (Run > Sensitivity with an Algorithm), on a worker: every layer
+    // is re-rounded from the calibration inputs, the ranking says so and the session's own
+    // weights stay as the rules made them. (The figures themselves are checked against
+    // independent quantize runs in tst_cli_model.)
+    const auto plain = ws.sensitivity();
+    const auto ownWeights = ws.exploration().weights();
+    QStringList log;
+    const auto logged = connect(&ws, &Workspace::logMessage, [&log](const QString& text) { log << text; });
+    ws.runSensitivity(SensitivityKind::OneLayer, WeightAlgorithm::parse("gptq"));
+    QVERIFY(ws.jobs()->isRunning(JobKind::Sensitivity));
+    QVERIFY(ranked.wait(120000));
+    const auto withGptq = ws.sensitivity();
+    QVERIFY(withGptq && withGptq != plain);
+    QCOMPARE(withGptq->algorithm->toString(), std::string("gptq"));
+    QVERIFY(withGptq->keptRounding.empty());
+    QCOMPARE(withGptq->ranking.size(), size_t(5));
+    std::map<size_t, double> plainSqnr;
+    for (const LayerSensitivity& l : plain->ranking)
+        plainSqnr[l.layer] = l.output.sqnrDb;
+    int changed = 0;
+    for (const LayerSensitivity& l : withGptq->ranking)
+        changed += l.output.sqnrDb != plainSqnr.at(l.layer);
+    QVERIFY(changed > 0);
+    QCOMPARE(ws.exploration().weights(), ownWeights);
+    disconnect(logged);
+    QVERIFY2(!log.filter(QStringLiteral("Sensitivity with gptq: 5 layers ranked")).isEmpty(),
+             qPrintable(log.join('\n')));
+    const LayerErrorData chart = layerErrors(ws.exploration().model(), ws.evaluation().get(), {}, withGptq.get());
+    QCOMPARE(chart.sensitivityAlgorithm, std::string("gptq"));
+
     ws.rules()->setField(0, "weight_qtype", "int4");
     QVERIFY(!ws.sensitivity());
 }

@@ -204,6 +204,31 @@ private slots:
         QCOMPARE(QuantizationPlan::build(copies, rules(rulesJson.toStdString())).layers().empty(), false);
     }
 
+    // A sensitivity run with an algorithm switched on (QuantizationPlan::withAlgorithm) rounds a
+    // shared weight once: both readers take the algorithm, or both keep their rule's rounding.
+    void bothReadersOfASharedWeightTakeTheAlgorithm()
+    {
+        for (const char* kind : {"same_name", "identity"}) {
+            const Model model = load(kind);
+            const QuantizationPlan plan = QuantizationPlan::build(model, rules(kInt4));
+            std::vector<KeptRounding> kept;
+            const QuantizationPlan gptq = plan.withAlgorithm(model, WeightAlgorithm::parse("gptq"), &kept);
+            QVERIFY(kept.empty());
+            QCOMPARE(gptq.layers().size(), size_t(2));
+            for (const LayerQuantization& lq : gptq.layers())
+                QCOMPARE(lq.weightAlgorithm.kind, WeightAlgorithmKind::Gptq);
+            for (const LayerQuantization& lq : plan.layers()) // the plan it was made from is unchanged
+                QCOMPARE(lq.weightAlgorithm.kind, WeightAlgorithmKind::Rtn);
+            const QuantizationPlan fp8 = QuantizationPlan::build(model, rules(R"([{"weight_qtype": "fp8_e4m3"}])"));
+            kept.clear();
+            const QuantizationPlan fp8Gptq = fp8.withAlgorithm(model, WeightAlgorithm::parse("gptq"), &kept);
+            for (const LayerQuantization& lq : fp8Gptq.layers())
+                QCOMPARE(lq.weightAlgorithm.kind, WeightAlgorithmKind::Rtn);
+            QCOMPARE(kept.size(), size_t(2));
+            QVERIFY(kept[0].reason.find("integer grid") != std::string::npos);
+        }
+    }
+
     void weightIsQuantizedOnceAndEveryReadReadsIt()
     {
         for (const char* kind : {"same_name", "identity"}) {

@@ -180,6 +180,19 @@ int runQuantize(const Arguments& args)
         throw UsageError("missing MODEL");
     if (args.value("--sensitivity") && !args.value("--eval"))
         throw UsageError("--sensitivity needs --eval DATA");
+    std::optional<WeightAlgorithm> sensitivityAlgorithm;
+    if (const auto text = args.value("--sensitivity-algorithm")) {
+        if (!args.value("--sensitivity"))
+            throw UsageError("--sensitivity-algorithm goes with --sensitivity one|all-but-one");
+        try {
+            sensitivityAlgorithm = WeightAlgorithm::parse(*text);
+        } catch (const Error& e) {
+            throw UsageError(std::string("--sensitivity-algorithm: ") + e.what());
+        }
+        if (sensitivityAlgorithm->needsCalibration() && !args.value("--calib"))
+            throw UsageError("--sensitivity-algorithm " + *text +
+                             " rounds each layer's weights from its calibration inputs: give --calib DATA");
+    }
     const bool search = args.value("--search").has_value();
     if (search == args.value("--rules").has_value())
         throw UsageError("give either --rules R.json or --search CANDIDATES.json");
@@ -248,8 +261,9 @@ int runQuantize(const Arguments& args)
             report.evaluationSeconds = evaluation.seconds;
         }
         if (const auto kind = args.value("--sensitivity")) {
-            const SensitivityRun ranking = exploration.runSensitivity(
-                *kind == "one" ? SensitivityKind::OneLayer : SensitivityKind::AllButOne, {}, terminalProgress());
+            const SensitivityRun ranking =
+                exploration.runSensitivity(*kind == "one" ? SensitivityKind::OneLayer : SensitivityKind::AllButOne,
+                                           sensitivityAlgorithm, {}, terminalProgress());
             report.sensitivity = ranking.result;
             report.sensitivitySeconds = ranking.seconds;
         }
@@ -278,7 +292,7 @@ Command quantizeCommand()
                     "                      [--batch-size B] [--max-batches N] [--seq-len T]\n"
                     "                      [--search CANDIDATES.json --target EXPR --out-rules R.json\n"
                     "                       [--search-points F.json]] (instead of --rules; needs --eval)\n"
-                    "                      [--sensitivity one|all-but-one]\n"
+                    "                      [--sensitivity one|all-but-one [--sensitivity-algorithm A]]\n"
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]\n"
                     "                      [--export-tflite F.tflite [--tflite-io float|int8]\n"
@@ -317,6 +331,12 @@ Command quantizeCommand()
         {"--max-batches", "N", "use at most N batches of --calib and of --eval (default all)", {}, false},
         {"--seq-len", "T", "tokens per row when --calib or --eval is a .txt file (default 512)", {}, false},
         {"--sensitivity", "S", "rank layers by output error, needs --eval:", {"one", "all-but-one"}},
+        {"--sensitivity-algorithm",
+         "A",
+         "with --sensitivity: round every layer's weights by algorithm A (rtn, gptq, awq, adaround, with options "
+         "as in rules) instead of its rule's; gptq, awq and adaround need --calib",
+         {},
+         false},
         {"--report", "REPORT.json", "also write the report as JSON (written atomically)", {}, false},
         {"--export-checkpoint", "F", "write a quantized checkpoint (.safetensors, .h5 or .hdf5)", {}, false},
         {"--export-onnx", "F", "write an ONNX QDQ model (ONNX models only)", {}, false},
@@ -383,6 +403,9 @@ Command quantizeCommand()
                  "float and the quantized model on the first output.\n"
                  "--sensitivity one quantizes one layer at a time and ranks by lowest output SQNR; all-but-one\n"
                  "quantizes every layer but one and ranks by highest output SQNR (leaving it float helps most).\n"
+                 "--sensitivity-algorithm repeats that ranking with every quantized layer's weights rounded by A,\n"
+                 "so the layers A rescues drop; a layer A cannot take keeps its rule's rounding (listed under the\n"
+                 "ranking and in the report's sensitivity.kept_rounding).\n"
                  "Exports: the checkpoint holds codes, scales and zero points with a JSON manifest; the QDQ model\n"
                  "has QuantizeLinear/DequantizeLinear pairs for static activations and quantized weights (dynamic\n"
                  "activations stay float), cleaned by the graph passes; ODML annotations and the LiteRT model\n"

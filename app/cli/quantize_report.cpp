@@ -189,6 +189,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         nlohmann::json s = r.sensitivity->toJson();
         for (nlohmann::json& entry : s["ranking"])
             entry["module_path"] = model.layers.at(entry["layer"].get<size_t>()).modulePath;
+        for (nlohmann::json& entry : s["kept_rounding"])
+            entry["module_path"] = model.layers.at(entry["layer"].get<size_t>()).modulePath;
         j["sensitivity"] = s;
     } else {
         j["sensitivity"] = nullptr;
@@ -257,7 +259,11 @@ std::string quantizeReportText(const QuantizeReport& r)
     if (r.sensitivity) {
         const bool one = r.sensitivity->kind == SensitivityKind::OneLayer;
         s += std::string("\nsensitivity (") +
-             (one ? "only this layer quantized" : "all layers but this one quantized") + "), most sensitive first:\n";
+             (one ? "only this layer quantized" : "all layers but this one quantized") +
+             (r.sensitivity->algorithm ? ", weights rounded by " + r.sensitivity->algorithm->toString() : "") +
+             "), most sensitive first:\n";
+        for (const KeptRounding& k : r.sensitivity->keptRounding)
+            s += "  " + model.layers[k.layer].modulePath + " keeps its rule's rounding: " + k.reason + "\n";
         const std::optional<double> base = r.sensitivity->floatPerplexity;
         std::vector<std::vector<std::string>> ranking{
             {"rank", "module path", "output SQNR", base ? "perplexity" : "top-1"}};

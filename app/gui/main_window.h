@@ -164,6 +164,7 @@ private:
     QAction* evaluate_ = nullptr;
     QAction* sensitivityOne_ = nullptr;
     QAction* sensitivityAllButOne_ = nullptr;
+    QMenu* sensitivityAlgorithm_ = nullptr; // one action per algorithm but rtn
     QAction* cancelJobs_ = nullptr;
     QAction* calibData_ = nullptr;
     QAction* evalData_ = nullptr;

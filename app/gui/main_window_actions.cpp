@@ -137,6 +137,19 @@ void MainWindow::createActions()
                                      [this] { workspace_->runSensitivity(SensitivityKind::OneLayer); });
     sensitivityAllButOne_ = run->addAction(tr("Sensitivity: &All but One"), this,
                                            [this] { workspace_->runSensitivity(SensitivityKind::AllButOne); });
+    // The one-layer ranking again with every layer rounded by an algorithm instead of its rule's: which layers it
+    // rescues.
+    sensitivityAlgorithm_ = run->addMenu(tr("Sensitivity &with an Algorithm"));
+    for (const WeightAlgorithmInfo& info : allWeightAlgorithms()) {
+        if (info.kind == WeightAlgorithmKind::Rtn)
+            continue;
+        const std::string name(info.name);
+        QAction* a = sensitivityAlgorithm_->addAction(
+            tr("One Layer at a Time, Rounded by %1").arg(QString::fromStdString(name)), this,
+            [this, name] { workspace_->runSensitivity(SensitivityKind::OneLayer, WeightAlgorithm::parse(name)); });
+        a->setToolTip(QString::fromUtf8(info.summary.data(), qsizetype(info.summary.size())));
+    }
+    sensitivityAlgorithm_->setToolTipsVisible(true);
     cancelJobs_ = run->addAction(QIcon::fromTheme(QStringLiteral("process-stop"), style()->standardIcon(QStyle::SP_BrowserStop)),
                                  tr("Ca&ncel Jobs"), this, [this] {
                                      workspace_->jobs()->cancelUserFacing();
@@ -291,6 +304,11 @@ void MainWindow::updateActions()
                                 !jobs->isRunning(JobKind::Sensitivity));
         sensitivity->setToolTip(tr("Rank the layers by output degradation on the evaluation data"));
     }
+    sensitivityAlgorithm_->setEnabled(runnable && workspace_->evaluationData() && workspace_->calibrationData() &&
+                                      !jobs->isRunning(JobKind::Sensitivity));
+    sensitivityAlgorithm_->setToolTip(workspace_->calibrationData()
+                                          ? tr("Rank the layers with each one's weights rounded by the algorithm")
+                                          : tr("Set the calibration data first: the algorithms round from it"));
     const QString why = !model ? tr("Open a model first") : !runnable ? tr("The runtime cannot run this model") : QString();
     calibrate_->setToolTip(why.isEmpty() ? (workspace_->calibrationData() ? tr("Run the model on the calibration data")
                                                                           : tr("Set the calibration data first"))

@@ -379,19 +379,30 @@ void Workspace::calibrate()
         });
 }
 
-void Workspace::runSensitivity(SensitivityKind kind)
+void Workspace::runSensitivity(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm)
 {
     if (!exploration_.hasModel() || !exploration_.evaluationData() || !canRun())
         return;
+    QString title =
+        kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time") : tr("Sensitivity (all but one");
+    if (algorithm)
+        title += tr(", weights rounded by %1").arg(QString::fromStdString(algorithm->toString()));
     startStage<SensitivityJob>(
-        JobKind::Sensitivity,
-        kind == SensitivityKind::OneLayer ? tr("Sensitivity (one layer at a time)") : tr("Sensitivity (all but one)"),
-        [this, kind] { return exploration_.sensitivityJob(kind); },
+        JobKind::Sensitivity, title + QStringLiteral(")"),
+        [this, kind, algorithm] { return exploration_.sensitivityJob(kind, algorithm); },
         [this] {
             const auto result = exploration_.sensitivity();
+            for (const KeptRounding& k : result->keptRounding)
+                emit logMessage(tr("Sensitivity: %1 keeps its rule's rounding: %2")
+                                    .arg(QString::fromStdString(exploration_.model().layers.at(k.layer).modulePath),
+                                         QString::fromStdString(k.reason)),
+                                LogLevel::Info);
             if (!result->ranking.empty()) {
                 const LayerSensitivity& first = result->ranking.front();
-                QString text = tr("Sensitivity: %1 layers ranked; most sensitive %2 (output SQNR %3 dB")
+                QString text = tr("Sensitivity%1: %2 layers ranked; most sensitive %3 (output SQNR %4 dB")
+                                   .arg(result->algorithm
+                                            ? tr(" with %1").arg(QString::fromStdString(result->algorithm->toString()))
+                                            : QString())
                                    .arg(result->ranking.size())
                                    .arg(QString::fromStdString(exploration_.model().layers.at(first.layer).modulePath))
                                    .arg(first.output.sqnrDb, 0, 'f', 1);

@@ -90,7 +90,9 @@ public:
     void evaluate();
     // Ranks the layers by what quantizing them does to the output: one layer
     // quantized at a time, or all but one (on the evaluation data).
-    void runSensitivity(SensitivityKind kind);
+    // `algorithm`: every layer's weight rounded by it instead of its rule's
+    // (SensitivityJob), so the ranking shows which layers it rescues.
+    void runSensitivity(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm = {});
     std::shared_ptr<const ActivationStatistics> statistics() const { return exploration_.statistics(); }
     std::shared_ptr<const SensitivityResult> sensitivity() const { return exploration_.sensitivity(); }
     std::shared_ptr<const EvaluationResult> evaluation() const { return exploration_.evaluation(); }

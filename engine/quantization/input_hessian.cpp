@@ -4,6 +4,7 @@
 #include <vector>
 
 #include <Eigen/Dense>
+#include <tbb/parallel_for.h>
 
 #include "core/block_layout.h"
 #include "core/error.h"
@@ -14,6 +15,9 @@ namespace {
 
 // Rows are added in chunks of this many, so a large batch costs a bounded buffer.
 constexpr int64_t kChunkRows = 1024;
+
+// XᵀX is accumulated in square tiles of this many features, each one task (addRows).
+constexpr int64_t kHessianTile = 256;
 
 std::vector<int64_t> intsOr(const Node& node, std::string_view name, std::vector<int64_t> fallback)
 {
@@ -88,9 +92,33 @@ InputHessian::InputHessian(int64_t features)
 
 void InputHessian::addRows(const double* rows, int64_t count)
 {
+    const int64_t features = sum_.rows();
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
-                                                                                                     sum_.rows());
-    sum_.selfadjointView<Eigen::Lower>().rankUpdate(x.transpose());
+                                                                                                     features);
+    // XᵀX's lower triangle in tiles of kHessianTile features, one task per tile (oneTBB): a diagonal
+    // tile is a rank update of its columns, one below it a product of two column strips. Each tile
+    // is one Eigen call whatever the number of threads, so every element sums the same products in
+    // the same order: the result does not depend on the threads. Up to kHessianTile features it is
+    // the single rank update of the whole matrix.
+    const int64_t tiles = (features + kHessianTile - 1) / kHessianTile;
+    auto addTile = [&](int64_t t) {
+        // Tile t of the lower triangle, row-major: row block i, column block j <= i.
+        int64_t i = 0;
+        while ((i + 1) * (i + 2) / 2 <= t)
+            ++i;
+        const int64_t j = t - i * (i + 1) / 2;
+        const int64_t r0 = i * kHessianTile, c0 = j * kHessianTile;
+        const int64_t rn = std::min(kHessianTile, features - r0), cn = std::min(kHessianTile, features - c0);
+        if (i == j)
+            sum_.block(r0, r0, rn, rn).selfadjointView<Eigen::Lower>().rankUpdate(x.middleCols(r0, rn).transpose());
+        else
+            sum_.block(r0, c0, rn, cn).noalias() += x.middleCols(r0, rn).transpose() * x.middleCols(c0, cn);
+    };
+    const int64_t tileCount = tiles * (tiles + 1) / 2;
+    if (tileCount == 1)
+        addTile(0);
+    else
+        tbb::parallel_for(int64_t(0), tileCount, addTile);
     // Row by row, in order: the sums a reference adding the rows in order gets.
     for (int64_t r = 0; r < count; ++r) {
         absSum_ += x.row(r).transpose().cwiseAbs();

@@ -436,4 +436,56 @@ std::vector<ObservedActivation> QuantizationPlan::observedActivations() const
     return out;
 }
 
+QuantizationPlan QuantizationPlan::withAlgorithm(const Model& model, const WeightAlgorithm& algorithm,
+                                                 std::vector<KeptRounding>* kept) const
+{
+    QuantizationPlan plan = *this;
+    // Why each plan layer cannot take `algorithm` ("" = it can), then one answer per shared weight.
+    std::vector<std::string> why(plan.layers_.size());
+    for (size_t i = 0; i < plan.layers_.size(); ++i) {
+        LayerQuantization& lq = plan.layers_[i];
+        if (!lq.weight || !lq.problem.empty())
+            continue;
+        if (algorithm.kind == WeightAlgorithmKind::Rtn)
+            continue; // every grid takes round-to-nearest
+        LayerQuantization trial = lq;
+        trial.weightAlgorithm = algorithm;
+        const std::string name(algorithm.name());
+        if (qtypeInfo(lq.weight->qtype).kind != QKind::Integer)
+            why[i] = name + " rounds onto an integer grid, and weight_qtype " +
+                     std::string(qtypeName(lq.weight->qtype)) + " is not one";
+        else if (lq.weightRounding != Rounding::Nearest)
+            why[i] = name + " replaces the rounding, and the rule asks for stochastic rounding";
+        else
+            why[i] = algorithmProblem(model, model.layers.at(lq.layer), *lq.weight, trial);
+        if (why[i].empty())
+            lq.weightAlgorithmInput = trial.weightAlgorithmInput;
+    }
+    // Twice: a reader that keeps makes the first keep, and the first then every other reader.
+    for (int pass = 0; pass < 2; ++pass) {
+        for (size_t i = 0; i < plan.layers_.size(); ++i) {
+            const QuantizableLayer& layer = model.layers.at(plan.layers_[i].layer);
+            if (!layer.sharesWeightOf || !plan.byLayer_.at(*layer.sharesWeightOf))
+                continue;
+            const size_t first = *plan.byLayer_[*layer.sharesWeightOf];
+            if (why[first].empty() && !why[i].empty())
+                why[first] =
+                    "it shares its weight with '" + layer.modulePath + "', which keeps its rounding: " + why[i];
+            if (why[i].empty() && !why[first].empty())
+                why[i] = "it shares its weight with '" + model.layers.at(plan.layers_[first].layer).modulePath +
+                         "', which keeps its rounding: " + why[first];
+        }
+    }
+    for (size_t i = 0; i < plan.layers_.size(); ++i) {
+        LayerQuantization& lq = plan.layers_[i];
+        if (!lq.weight || !lq.problem.empty())
+            continue;
+        if (why[i].empty())
+            lq.weightAlgorithm = algorithm;
+        else if (kept)
+            kept->push_back({lq.layer, why[i]});
+    }
+    return plan;
+}
+
 } // namespace qs

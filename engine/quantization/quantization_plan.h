@@ -101,6 +101,13 @@ struct ObservedActivation {
     std::vector<size_t> layers; // the layers whose input it is
 };
 
+// A layer that keeps its rule's rounding in a plan QuantizationPlan::withAlgorithm
+// made, and why (the algorithm cannot take the layer or its weight_qtype).
+struct KeptRounding {
+    size_t layer = 0; // index into Model::layers
+    std::string reason;
+};
+
 class QuantizationPlan {
 public:
     QuantizationPlan() = default;
@@ -121,6 +128,15 @@ public:
     // value, in model order of the first layer reading them. A value several
     // layers quantize is observed with the first layer's batch axes.
     std::vector<ObservedActivation> observedActivations() const;
+
+    // This plan with every quantized layer's weight rounded by `algorithm`
+    // instead of by its rule's algorithm: grids, activations and problems stay
+    // as they are (a sensitivity run with an algorithm switched on). A layer the
+    // algorithm cannot take (a non-integer weight_qtype, stochastic rounding, an
+    // op or a Conv it refuses; layers sharing one weight all take it or all
+    // keep) keeps its rule's rounding and is added to `kept`, model order.
+    QuantizationPlan withAlgorithm(const Model& model, const WeightAlgorithm& algorithm,
+                                   std::vector<KeptRounding>* kept = nullptr) const;
 
 private:
     QuantizationMode mode_ = QuantizationMode::Ptq;

@@ -197,6 +197,10 @@ struct SensitivityResult {
     // lowest first.
     std::vector<LayerSensitivity> ranking;
     std::optional<double> floatPerplexity; // for a causal language model: the baseline of the increases
+    // Set when the run rounded every layer's weight by one algorithm instead of
+    // by its rule's (QuantizationPlan::withAlgorithm); none: the rules' own.
+    std::optional<WeightAlgorithm> algorithm;
+    std::vector<KeptRounding> keptRounding; // with `algorithm`: the layers that kept their rule's rounding, and why
     nlohmann::json toJson() const;
 };
 

@@ -281,9 +281,42 @@ SensitivityRun SensitivityJob::run(const CancellationToken& cancel, const Progre
     const auto start = std::chrono::steady_clock::now();
     SensitivityRun r;
     r.generation = in.generation;
+    if (!algorithm) {
+        const std::unique_ptr<DataSource> data = in.openData(*in.evaluation, &r.warnings);
+        r.result = std::make_shared<const SensitivityResult>(qs::sensitivity(
+            *in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, kind, options, cancel, progress));
+        r.seconds = secondsSince(start);
+        return r;
+    }
+    // The plan with the algorithm switched on; its weights (and, when the held
+    // statistics lack the inputs it reads, a calibration first); then the ranking.
+    std::vector<KeptRounding> kept;
+    const QuantizationPlan plan = in.plan->withAlgorithm(*in.model, *algorithm, &kept);
+    auto part = [&progress](double offset, double width) -> ProgressCallback {
+        if (!progress)
+            return {};
+        return [&progress, offset, width](double f, std::string_view step) { progress(offset + f * width, step); };
+    };
+    std::shared_ptr<const ActivationStatistics> statistics = in.statistics;
+    if (!statistics || !statistics->covers(plan)) {
+        if (!in.calibration)
+            throw Error("a sensitivity run with algorithm " + std::string(algorithm->name()) +
+                        " needs calibration data (the layers' inputs): set calibration data first");
+        const std::unique_ptr<DataSource> calib = in.openData(*in.calibration, &r.warnings);
+        CalibrationOptions calibration;
+        calibration.maxBatches = in.calibration->maxBatches;
+        calibration.histograms = KeptHistograms::AsPlanNeeds;
+        statistics = std::make_shared<const ActivationStatistics>(
+            calibrateActivations(*in.interpreter, plan, *calib, calibration, cancel, part(0, 0.2)));
+    }
+    auto weights = std::make_shared<WeightQuantizer>(*in.weights); // shares the layers whose rounding is unchanged
+    weights->update(*in.model, plan, cancel, part(0.2, 0.3), &statistics->hessians());
     const std::unique_ptr<DataSource> data = in.openData(*in.evaluation, &r.warnings);
-    r.result = std::make_shared<const SensitivityResult>(qs::sensitivity(
-        *in.interpreter, *in.plan, *in.weights, in.statistics.get(), *data, kind, options, cancel, progress));
+    SensitivityResult result = qs::sensitivity(*in.interpreter, plan, *weights, statistics.get(), *data, kind, options,
+                                               cancel, part(0.5, 0.5));
+    result.algorithm = algorithm;
+    result.keptRounding = std::move(kept);
+    r.result = std::make_shared<const SensitivityResult>(std::move(result));
     r.seconds = secondsSince(start);
     return r;
 }
@@ -689,10 +722,13 @@ bool Exploration::apply(EvaluationRun run)
     return true;
 }
 
-SensitivityJob Exploration::sensitivityJob(SensitivityKind kind) const
+SensitivityJob Exploration::sensitivityJob(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm) const
 {
     EvaluationJob e = evaluationJob();
-    return SensitivityJob{std::move(e.in), kind, e.options};
+    if (algorithm && algorithm->needsCalibration() && !calibration_)
+        throw Error("a sensitivity run with algorithm " + std::string(algorithm->name()) +
+                    " rounds each layer's weights from its calibration inputs: set calibration data first");
+    return SensitivityJob{std::move(e.in), kind, e.options, algorithm};
 }
 
 bool Exploration::apply(SensitivityRun run)
@@ -728,10 +764,10 @@ EvaluationRun Exploration::evaluate(const CancellationToken& cancel, const Progr
     return r;
 }
 
-SensitivityRun Exploration::runSensitivity(SensitivityKind kind, const CancellationToken& cancel,
-                                           const ProgressCallback& progress)
+SensitivityRun Exploration::runSensitivity(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm,
+                                           const CancellationToken& cancel, const ProgressCallback& progress)
 {
-    SensitivityRun r = sensitivityJob(kind).run(cancel, progress);
+    SensitivityRun r = sensitivityJob(kind, algorithm).run(cancel, progress);
     apply(SensitivityRun{r.generation, r.result, {}, r.seconds});
     return r;
 }

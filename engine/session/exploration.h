@@ -183,10 +183,15 @@ struct SensitivityRun {
     std::vector<ExplorationWarning> warnings;
     double seconds = 0;
 };
+// With `algorithm`, every quantized layer's weight is rounded by it instead of
+// by its rule's algorithm (QuantizationPlan::withAlgorithm): the job then
+// calibrates for the layers' inputs first when the snapshot's statistics lack
+// them, rounds the weights whose rounding changed, and ranks with those.
 struct SensitivityJob {
     ExplorationSnapshot in;
     SensitivityKind kind = SensitivityKind::OneLayer;
     EvaluationOptions options;
+    std::optional<WeightAlgorithm> algorithm;
     SensitivityRun run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;
 };
 
@@ -290,7 +295,9 @@ public:
     // The rule document (RuleSet::toJson) the evaluation ran with.
     const std::string& evaluationRules() const { return evaluationRules_; }
 
-    SensitivityJob sensitivityJob(SensitivityKind kind) const;
+    // `algorithm`: rank with every layer rounded by it (SensitivityJob); one
+    // that reads calibration inputs needs calibration data (Error saying so).
+    SensitivityJob sensitivityJob(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm = {}) const;
     bool apply(SensitivityRun run);
     std::shared_ptr<const SensitivityResult> sensitivity() const { return sensitivity_; }
 
@@ -299,8 +306,8 @@ public:
     CalibrationResult calibrate(KeptHistograms histograms, const CancellationToken& cancel = {},
                                 const ProgressCallback& progress = {});
     EvaluationRun evaluate(const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
-    SensitivityRun runSensitivity(SensitivityKind kind, const CancellationToken& cancel = {},
-                                  const ProgressCallback& progress = {});
+    SensitivityRun runSensitivity(SensitivityKind kind, std::optional<WeightAlgorithm> algorithm = {},
+                                  const CancellationToken& cancel = {}, const ProgressCallback& progress = {});
 
     // ---- session files
     // The session: model path and hash, `rulesAsWritten` (the editor's rows,

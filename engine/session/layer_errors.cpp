@@ -61,6 +61,7 @@ LayerErrorData layerErrors(const Model& model, const EvaluationResult* evaluatio
                      [](const LayerErrorRow& a, const LayerErrorRow& b) { return a.layer < b.layer; });
     if (sensitivity) {
         d.allButOne = sensitivity->kind == SensitivityKind::AllButOne;
+        d.sensitivityAlgorithm = sensitivity->algorithm ? sensitivity->algorithm->toString() : std::string();
         for (const LayerSensitivity& s : sensitivity->ranking)
             d.sensitivity.push_back({s.layer, pathOf(model, s.layer), s.output.sqnrDb, s.top1});
     }

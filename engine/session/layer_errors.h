@@ -40,6 +40,7 @@ struct LayerErrorData {
     std::vector<LayerErrorRow> rows;         // model order
     std::vector<SensitivityRow> sensitivity; // most sensitive first
     bool allButOne = false;                  // the sensitivity kind (else one layer at a time)
+    std::string sensitivityAlgorithm;        // the algorithm every layer was rounded by ("": the rules' own)
 
     // Rows whose markedSqnr() is below `thresholdDb`, in model order.
     std::vector<const LayerErrorRow*> below(double thresholdDb) const;

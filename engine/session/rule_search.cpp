@@ -168,7 +168,7 @@ RuleSearchResult Searcher::run()
     } else {
         // Sensitivity of each layer at its smallest candidate: most damaging first.
         cancel_.check();
-        const SensitivityRun ranking = x_.runSensitivity(SensitivityKind::OneLayer, cancel_);
+        const SensitivityRun ranking = x_.runSensitivity(SensitivityKind::OneLayer, {}, cancel_);
         done_ += searched_.size();
         std::vector<size_t> order; // positions in searched_
         std::vector<bool> placed(searched_.size(), false);

@@ -19,6 +19,11 @@ nlohmann::json SensitivityResult::toJson() const
                                 {"top1", l.top1 ? nlohmann::json(*l.top1) : nlohmann::json()},
                                 {"perplexity", l.perplexity ? nlohmann::json(*l.perplexity) : nlohmann::json()}});
     j["float_perplexity"] = floatPerplexity ? nlohmann::json(*floatPerplexity) : nlohmann::json();
+    // null: each layer rounded as its rule says; else the algorithm every layer that takes it was rounded by.
+    j["algorithm"] = algorithm ? nlohmann::json(algorithm->toString()) : nlohmann::json();
+    j["kept_rounding"] = nlohmann::json::array();
+    for (const KeptRounding& k : keptRounding)
+        j["kept_rounding"].push_back({{"layer", k.layer}, {"reason", k.reason}});
     return j;
 }
 

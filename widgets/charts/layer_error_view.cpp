@@ -233,10 +233,13 @@ void LayerErrorView::drawSensitivity()
         sensitivity_->setCsvSource({});
         return;
     }
-    chart->setTitle(
+    QString title =
         data_.allButOne
             ? tr("Sensitivity: output SQNR with all but this layer quantized (top: leaving it float helps most)")
-            : tr("Sensitivity: output SQNR with only this layer quantized (top: most sensitive)"));
+            : tr("Sensitivity: output SQNR with only this layer quantized (top: most sensitive)");
+    if (!data_.sensitivityAlgorithm.empty())
+        title += tr(", weights rounded by %1").arg(QString::fromStdString(data_.sensitivityAlgorithm));
+    chart->setTitle(title);
     chart->legend()->hide();
     auto* set = new QBarSet(tr("output SQNR"));
     set->setColor(sensitivity_->seriesColor(4));
