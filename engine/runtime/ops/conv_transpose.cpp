@@ -1,6 +1,5 @@
 #include "runtime/ops/conv_transpose.h"
 
-#include <Eigen/Core>
 #include <algorithm>
 #include <optional>
 #include <string>
@@ -8,16 +7,11 @@
 #include <tbb/task_arena.h>
 #include <vector>
 
+#include "core/scratch.h"
+#include "gemm/sgemm.h"
 #include "runtime/ops/conv_plan.h"
 
 namespace qs::ops {
-
-namespace {
-
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix>;
-
-} // namespace
 
 void convTranspose(KernelContext& ctx)
 {
@@ -100,13 +94,43 @@ void convTranspose(KernelContext& ctx)
         ctx.checkCancelled();
         const int64_t ng = task / blocks, m0 = (task % blocks) * mBlock, m1 = std::min(Mg, m0 + mBlock);
         const int64_t n = ng / group, gi = ng % group;
-        ConstMatrixMap wg(w + gi * Cg * rows, Cg, rows);
-        ConstMatrixMap xg(x + (n * C + gi * Cg) * inSpatial, Cg, inSpatial);
-        const RowMatrix col = wg.middleCols(m0 * kernelSize, (m1 - m0) * kernelSize).transpose() * xg;
+        // col = (the block's columns of W_g)^T X_g, on the packed GEMM.
+        const float* wg = w + gi * Cg * rows + m0 * kernelSize;
+        const float* xg = x + (n * C + gi * Cg) * inSpatial;
+        thread_local std::vector<float> colBuffer;
+        float* col = growScratch(colBuffer, size_t((m1 - m0) * kernelSize * inSpatial));
+        gemm::sgemm(true, false, (m1 - m0) * kernelSize, inSpatial, Cg, 1.0f, wg, rows, xg, inSpatial, col, inSpatial);
         float* yg = y + (n * M + gi * Mg) * outSpatial;
         for (int64_t m = m0; m < m1; ++m) {
             const float bias = B ? B->values<float>()[size_t(gi * Mg + m)] : 0.0f;
             std::fill(yg + m * outSpatial, yg + (m + 1) * outSpatial, bias);
+        }
+        if (rank == 2) {
+            // Each row of col adds one input row's values into one output
+            // row, every stride-th column from a fixed start: the columns
+            // inside the output are worked out once per row of col.
+            const int64_t IH = input[0], IW = input[1], OH = out[0], OW = out[1];
+            for (int64_t r = m0 * kernelSize; r < m1 * kernelSize; ++r) {
+                const int64_t m = r / kernelSize, kh = r % kernelSize / kernel[1], kw = r % kernel[1];
+                const float* src = col + (r - m0 * kernelSize) * inSpatial;
+                float* dst = yg + m * outSpatial;
+                const int64_t columnStart = kw * dilations[1] - padBegin[1];
+                // Input columns iw with 0 <= iw * s + columnStart < OW.
+                const int64_t iw0 = columnStart >= 0 ? 0 : (-columnStart + strides[1] - 1) / strides[1];
+                const int64_t iw1 =
+                    std::clamp<int64_t>(OW - columnStart > 0 ? (OW - columnStart - 1) / strides[1] + 1 : 0, iw0, IW);
+                for (int64_t ih = 0; ih < IH; ++ih) {
+                    const int64_t oh = ih * strides[0] - padBegin[0] + kh * dilations[0];
+                    if (oh < 0 || oh >= OH)
+                        continue;
+                    const float* in = src + ih * IW;
+                    float* outRow = dst + oh * OW + columnStart;
+                    const int64_t s = strides[1];
+                    for (int64_t iw = iw0; iw < iw1; ++iw)
+                        outRow[iw * s] += in[iw];
+                }
+            }
+            return;
         }
         std::vector<int64_t> k(rank), i(rank);
         for (int64_t r = m0 * kernelSize; r < m1 * kernelSize; ++r) {
@@ -117,7 +141,7 @@ void convTranspose(KernelContext& ctx)
                 rem /= kernel[d];
             }
             std::fill(i.begin(), i.end(), 0);
-            const float* src = col.data() + (r - m0 * kernelSize) * inSpatial;
+            const float* src = col + (r - m0 * kernelSize) * inSpatial;
             float* dst = yg + m * outSpatial;
             for (int64_t p = 0; p < inSpatial; ++p) {
                 int64_t offset = 0;
