@@ -789,6 +789,37 @@ private slots:
             QVERIFY2(referenceAgreement.maxDiff <= 1, c.name);
             const bool mean = std::string(c.name).starts_with("MEAN");
             QVERIFY2(double(referenceAgreement.exact) >= (mean ? 0.75 : 0.9) * double(consumer.numel()), c.name);
+#ifdef QUANTSCOPE_ARMNN_RUNNER
+            // Arm NN's CpuRef against the simulation of its arithmetic (TfliteArithmetic::ArmnnReference).
+            // Two cases are what Arm NN 20.08 cannot run as written (no PADV2; a grouped CONV_2D's
+            // groups ignored): the simulation refuses them.
+            const std::string name = c.name;
+            if (name.starts_with("PADV2") || name.find("groups") != std::string::npos) {
+                QVERIFY_THROWS_EXCEPTION(
+                    Error, TfliteIntegerExecutor::fromBytes(bytes, c.name, TfliteArithmetic::ArmnnReference));
+                continue;
+            }
+            const TfliteIntegerExecutor armnnSim =
+                TfliteIntegerExecutor::fromBytes(bytes, c.name, TfliteArithmetic::ArmnnReference);
+            const Tensor armnn = runConsumer(QUANTSCOPE_ARMNN_RUNNER, {QUANTSCOPE_ARMNN_BACKENDS}, file,
+                                             path(file.stem().string() + "_armnn"), {in}, error);
+            QVERIFY2(!armnn.empty(), qPrintable(QString(c.name) + ": " + error));
+            QCOMPARE(armnn.numel(), ours.numel());
+            const Tensor armnnOurs = armnnSim.run({in}).at(0);
+            int64_t armnnExact = 0;
+            int armnnMaxDiff = 0;
+            for (size_t k = 0; k < size_t(armnn.numel()); ++k) {
+                const double a = armnn.values<float>()[k], b = armnnOurs.values<float>()[k];
+                const int d = int(std::lround(std::fabs(a - b) / double(scale)));
+                armnnMaxDiff = std::max(armnnMaxDiff, d);
+                armnnExact += d == 0;
+            }
+            qInfo("%s: %lld of %lld codes equal to Arm NN's with its arithmetic simulated (largest difference %d)",
+                  c.name, static_cast<long long>(armnnExact), static_cast<long long>(armnn.numel()), armnnMaxDiff);
+            // The simulation sums in CpuRef's float order, so no code differs, not even near a tie (the
+            // PAD case: its added codes are 0, not the zero point 3, as Arm NN 20.08 writes them).
+            QVERIFY2(armnnExact == armnn.numel(), c.name);
+#endif
         }
     }
 
