@@ -230,7 +230,11 @@ std::string quantizeReportText(const QuantizeReport& r)
     if (r.evaluation) {
         s += "\n";
         if (r.evaluation->outputSimulation == "integer")
-            s += "output figures: the integer program of the LiteRT export (per-layer figures: fake-quant)\n";
+            s += "output figures: the integer program of the LiteRT export" +
+                 (r.evaluation->outputArithmetic.empty() || r.evaluation->outputArithmetic == "xnnpack"
+                      ? std::string()
+                      : ", " + r.evaluation->outputArithmetic + " arithmetic") +
+                 " (per-layer figures: fake-quant)\n";
         else if (!r.evaluation->outputSimulationNote.empty())
             s += r.evaluation->outputSimulationNote + "\n";
         for (const OutputEvaluation& o : r.evaluation->outputs)

@@ -214,6 +214,26 @@ std::vector<int32_t> int32Values(const Spec& t)
 
 } // namespace
 
+const char* tfliteArithmeticName(TfliteArithmetic arithmetic)
+{
+    switch (arithmetic) {
+    case TfliteArithmetic::Reference:
+        return "reference";
+    case TfliteArithmetic::ArmnnReference:
+        return "armnn";
+    default:
+        return "xnnpack";
+    }
+}
+
+std::optional<TfliteArithmetic> parseTfliteArithmetic(const std::string& name)
+{
+    for (TfliteArithmetic a : {TfliteArithmetic::Xnnpack, TfliteArithmetic::Reference, TfliteArithmetic::ArmnnReference})
+        if (name == tfliteArithmeticName(a))
+            return a;
+    return std::nullopt;
+}
+
 TfliteIntegerExecutor::~TfliteIntegerExecutor() = default;
 TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteIntegerExecutor&&) noexcept = default;
 

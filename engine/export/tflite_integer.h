@@ -25,6 +25,7 @@
 // program's: a 4-D image input is NHWC.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -63,6 +64,11 @@ enum class TfliteArithmetic {
     // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D.
     ArmnnReference,
 };
+
+// "xnnpack", "reference", "armnn": the names the CLI and the report use; parseTfliteArithmetic
+// reverses it (nullopt for another name).
+const char* tfliteArithmeticName(TfliteArithmetic arithmetic);
+std::optional<TfliteArithmetic> parseTfliteArithmetic(const std::string& name);
 
 class TfliteIntegerExecutor {
 public:
