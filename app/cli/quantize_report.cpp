@@ -172,6 +172,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["output_simulation"] = e["output_simulation"];
         if (e.contains("output_simulation_note"))
             j["output_simulation_note"] = e["output_simulation_note"];
+        if (e.contains("output_simulation_arithmetic"))
+            j["output_simulation_arithmetic"] = e["output_simulation_arithmetic"];
         if (e.contains("fake_quant_outputs"))
             j["fake_quant_outputs"] = e["fake_quant_outputs"];
     } else {

@@ -228,7 +228,8 @@ const char* tfliteArithmeticName(TfliteArithmetic arithmetic)
 
 std::optional<TfliteArithmetic> parseTfliteArithmetic(const std::string& name)
 {
-    for (TfliteArithmetic a : {TfliteArithmetic::Xnnpack, TfliteArithmetic::Reference, TfliteArithmetic::ArmnnReference})
+    for (TfliteArithmetic a :
+         {TfliteArithmetic::Xnnpack, TfliteArithmetic::Reference, TfliteArithmetic::ArmnnReference})
         if (name == tfliteArithmeticName(a))
             return a;
     return std::nullopt;
