@@ -223,8 +223,17 @@ int runQuantize(const Arguments& args)
     for (const char* flag : {"--tflite-io", "--tflite-grouped-conv"})
         if (args.value(flag) && !args.value("--export-tflite"))
             throw UsageError(std::string(flag) + " applies to --export-tflite, which is not given");
+    LiteRtSimulation litert;
+    if (const auto a = args.value("--tflite-arithmetic")) {
+        if (options.mode != QuantizationMode::Odml)
+            throw UsageError("--tflite-arithmetic needs --mode odml");
+        litert.arithmetic = *parseTfliteArithmetic(*a);
+    }
+    if (args.value("--tflite-grouped-conv") == "split")
+        litert.groupedConv = TfliteGroupedConv::Split;
     QuantizeReport report;
     Exploration exploration = openExploration(options, &report.times);
+    exploration.setLiteRtSimulation(litert);
     const Exploration& quantization = exploration;
     const BatchNormFolding& batchNorms = quantization.loaded().batchNorms;
     if (!batchNorms.folded.empty() || !batchNorms.decomposed.empty()) {
@@ -296,7 +305,7 @@ Command quantizeCommand()
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]\n"
                     "                      [--export-tflite F.tflite [--tflite-io float|int8]\n"
-                    "                       [--tflite-grouped-conv native|split]]";
+                    "                       [--tflite-grouped-conv native|split]] [--tflite-arithmetic A]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file (or --search)", {}, false},
@@ -378,6 +387,13 @@ Command quantizeCommand()
          "it) or split (SLICE, CONV_2D per group, CONCATENATION: the same codes, for Arm NN, whose parser ignores "
          "the groups):",
          {"native", "split"}},
+        {"--tflite-arithmetic",
+         "A",
+         "with --mode odml: whose int8 arithmetic computes the output figures, run on the LiteRT program "
+         "--export-tflite writes: xnnpack (default; LiteRT's XNNPACK delegate, as LiteRT.js), reference (LiteRT's "
+         "reference kernels) or armnn (Arm NN 20.08's CpuRef; with --tflite-grouped-conv split for grouped "
+         "convolutions):",
+         {"xnnpack", "reference", "armnn"}},
     };
     spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"
                  "format otherwise.\n"

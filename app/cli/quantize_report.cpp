@@ -172,6 +172,8 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
         j["output_simulation"] = e["output_simulation"];
         if (e.contains("output_simulation_note"))
             j["output_simulation_note"] = e["output_simulation_note"];
+        if (e.contains("output_simulation_arithmetic"))
+            j["output_simulation_arithmetic"] = e["output_simulation_arithmetic"];
         if (e.contains("fake_quant_outputs"))
             j["fake_quant_outputs"] = e["fake_quant_outputs"];
     } else {
@@ -232,7 +234,11 @@ std::string quantizeReportText(const QuantizeReport& r)
     if (r.evaluation) {
         s += "\n";
         if (r.evaluation->outputSimulation == "integer")
-            s += "output figures: the integer program of the LiteRT export (per-layer figures: fake-quant)\n";
+            s += "output figures: the integer program of the LiteRT export" +
+                 (r.evaluation->outputArithmetic.empty() || r.evaluation->outputArithmetic == "xnnpack"
+                      ? std::string()
+                      : ", " + r.evaluation->outputArithmetic + " arithmetic") +
+                 " (per-layer figures: fake-quant)\n";
         else if (!r.evaluation->outputSimulationNote.empty())
             s += r.evaluation->outputSimulationNote + "\n";
         for (const OutputEvaluation& o : r.evaluation->outputs)

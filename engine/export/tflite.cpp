@@ -538,8 +538,10 @@ private:
         const int64_t total = std::max<int64_t>((out - 1) * s + (k - 1) * d + 1 - in, 0);
         return {total / 2, total - total / 2};
     }
-    // SAME or VALID for `w` over `in` ([N, C, H, W]); an explicit PAD first when neither fits.
-    tf::Padding padding(Placed& in, const Window& w, const Shape& inShape, const std::string& what, bool maxPool)
+    // SAME or VALID for `w` over `in` ([N, C, H, W]); explicit padding first when neither fits: a PAD
+    // before a CONV_2D, a border concatenated before a MAX_POOL_2D or a DEPTHWISE_CONV_2D (borderOf).
+    tf::Padding padding(Placed& in, const Window& w, const Shape& inShape, const std::string& what, bool maxPool,
+                        bool depthwise = false)
     {
         if (w.top == 0 && w.left == 0 && w.bottom == 0 && w.right == 0)
             return tf::Padding::Valid;
@@ -548,6 +550,10 @@ private:
             return tf::Padding::Same;
         if (sh == std::pair{w.top, w.bottom} && sw == std::pair{w.left, w.right} && maxPool)
             return tf::Padding::Same; // MAX_POOL_2D's SAME ignores the padding, as ONNX's
+        if (maxPool || depthwise) {
+            border(in, w, what, maxPool ? int8_t(-128) : int8_t(b_.at(in.tensor).quant->zeroPoints.at(0)));
+            return tf::Padding::Valid;
+        }
         const TensorDesc src = b_.at(in.tensor);
         std::vector<int32_t> shape = src.shape;
         shape[1] += int32_t(w.top + w.bottom), shape[2] += int32_t(w.left + w.right);
@@ -555,20 +561,49 @@ private:
                                            0, 0};
         const int32_t padsTensor = int32Constant(what + "/paddings", pads, {4, 2});
         const int32_t out = b_.tensor({what + "/padded", shape, tf::TensorType::Int8, 0, src.quant});
-        if (maxPool && (!src.quant || src.quant->zeroPoints.at(0) != -128)) {
-            // A PAD fills with the zero point, which could win the maximum when the input can be
-            // negative; PADV2 states the lowest code, −128, which never does (a window holds at
-            // least one input value). Where the zero point is −128 (after a ReLU) PAD is the same
-            // and more widely run: Arm NN 20.08's parser has no PADV2.
-            const std::vector<int8_t> lowest = {-128};
-            const int32_t value = b_.constant({what + "/padding_value", {1}, tf::TensorType::Int8, 0, src.quant},
-                                              bytesOf(lowest));
-            b_.op({BuiltinOperator::PadV2, {in.tensor, padsTensor, value}, {out}, BuiltinOptions::PadV2Options, {}});
-        } else {
-            b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {out}, BuiltinOptions::PadOptions, {}});
-        }
+        b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {out}, BuiltinOptions::PadOptions, {}});
         in = {out, true};
         return tf::Padding::Valid;
+    }
+    // Explicit padding as CONCATENATIONs of constant borders holding `code`, along the rows and then
+    // along the columns. Arm NN 20.08 fills a PAD it does not fold into a CONV_2D (it folds none into
+    // a DEPTHWISE_CONV_2D or a MAX_POOL_2D) with the code 0 rather than the zero point, and its parser
+    // has no PADV2; LiteRT copies the codes of a CONCATENATION whose inputs share its quantization, so
+    // both compute what the simulation does. A DEPTHWISE_CONV_2D's border is the zero point (the
+    // value 0); a MAX_POOL_2D's is −128, the lowest code, which never wins the maximum (a window
+    // holds at least one input value) whatever the zero point, where a PAD's zero point could.
+    void border(Placed& in, const Window& w, const std::string& what, int8_t code)
+    {
+        const TensorQuant quant = *b_.at(in.tensor).quant; // copies: b_ grows below
+        auto join = [&](int axis, int64_t before, int64_t after, const std::string& name) {
+            if (before == 0 && after == 0)
+                return;
+            const std::vector<int32_t> shape = b_.at(in.tensor).shape;
+            auto border = [&](int64_t size, const std::string& side) {
+                std::vector<int32_t> s = shape;
+                s[size_t(axis)] = int32_t(size);
+                int64_t n = 1;
+                for (int32_t d : s)
+                    n *= d;
+                const std::vector<int8_t> codes(size_t(n), code);
+                return b_.constant({what + "/" + name + "/" + side, s, tf::TensorType::Int8, 0, quant}, bytesOf(codes));
+            };
+            std::vector<int32_t> parts;
+            if (before > 0)
+                parts.push_back(border(before, "before"));
+            parts.push_back(in.tensor);
+            if (after > 0)
+                parts.push_back(border(after, "after"));
+            std::vector<int32_t> outShape = shape;
+            outShape[size_t(axis)] += int32_t(before + after);
+            const int32_t out = b_.tensor({what + "/" + name, outShape, tf::TensorType::Int8, 0, quant});
+            fb::Table opt;
+            opt.scalar<int32_t>(tf::concatenation::axis, axis);
+            b_.op({BuiltinOperator::Concatenation, parts, {out}, BuiltinOptions::ConcatenationOptions, std::move(opt)});
+            in = {out, true};
+        };
+        join(1, w.top, w.bottom, "padded_rows");
+        join(2, w.left, w.right, "padded");
     }
 
     // ---- ops
@@ -659,7 +694,7 @@ private:
         // (Arm NN folds such a PAD into the convolution; alone, it pads int8 with the code 0 rather
         // than the zero point).
         const Placed unpadded = in;
-        tf::Padding padMode = split ? tf::Padding::Valid : padding(in, win, inShape, label, false);
+        tf::Padding padMode = split ? tf::Padding::Valid : padding(in, win, inShape, label, false, depthwise);
         auto convOptions = [&] {
             fb::Table opt;
             opt.scalar<int8_t>(tf::conv2d::padding, int8_t(padMode));
@@ -1132,6 +1167,18 @@ private:
             p[size_t(2 * k + 1)] = int32_t(pads[size_t(onnxAxis + rank)]);
         }
         const std::string& out = node.outputs.at(0);
+        const TensorQuant inQuant = *b_.at(in.tensor).quant, outQuant = activationQuant(out);
+        if (in.nhwc && p[0] == 0 && p[1] == 0 && p[6] == 0 && p[7] == 0 && inQuant.scales == outQuant.scales &&
+            inQuant.zeroPoints == outQuant.zeroPoints) {
+            // Spatial padding (torch.onnx's Pad before a count_include_pad AveragePool): the border
+            // as constants of the zero point, which Arm NN 20.08 computes as written (see border).
+            Placed padded = in;
+            Window w;
+            w.top = p[2], w.bottom = p[3], w.left = p[4], w.right = p[5];
+            border(padded, w, out, int8_t(inQuant.zeroPoints.at(0)));
+            placed_[out] = padded;
+            return;
+        }
         const int32_t padsTensor = int32Constant(out + "/paddings", p, {rank, 2});
         const Placed result = newActivation(out, out);
         b_.op({BuiltinOperator::Pad, {in.tensor, padsTensor}, {result.tensor}, BuiltinOptions::PadOptions, {}});

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "export/tflite_armnn.h"
 
 namespace qs {
 
@@ -138,6 +139,7 @@ struct XnnpackAdd {
 
 struct TfliteIntegerExecutor::Prepared {
     bool xnnpack = false;              // TfliteArithmetic::Xnnpack
+    bool padFolded = false;            // TfliteArithmetic::ArmnnReference: a PAD Arm NN folds into its CONV_2D
     std::vector<Multiplier> channel;   // CONV_2D, DEPTHWISE_CONV_2D, FULLY_CONNECTED: per output channel
     std::vector<float> channelScale;   // the same, as XNNPACK's float requantization scales
     float scale = 0.0f;                // MUL's product scale (XNNPACK)
@@ -212,6 +214,27 @@ std::vector<int32_t> int32Values(const Spec& t)
 
 } // namespace
 
+const char* tfliteArithmeticName(TfliteArithmetic arithmetic)
+{
+    switch (arithmetic) {
+    case TfliteArithmetic::Reference:
+        return "reference";
+    case TfliteArithmetic::ArmnnReference:
+        return "armnn";
+    default:
+        return "xnnpack";
+    }
+}
+
+std::optional<TfliteArithmetic> parseTfliteArithmetic(const std::string& name)
+{
+    for (TfliteArithmetic a :
+         {TfliteArithmetic::Xnnpack, TfliteArithmetic::Reference, TfliteArithmetic::ArmnnReference})
+        if (name == tfliteArithmeticName(a))
+            return a;
+    return std::nullopt;
+}
+
 TfliteIntegerExecutor::~TfliteIntegerExecutor() = default;
 TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteIntegerExecutor&&) noexcept = default;
 
@@ -243,6 +266,10 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
         need(!op.outputs.empty() && !op.inputs.empty(), "it has no input or no output");
         Prepared p;
         p.xnnpack = xnnpack;
+        if (arithmetic == TfliteArithmetic::ArmnnReference) {
+            armnn_reference::check(program_, k, label);
+            p.padFolded = armnn_reference::padFolded(program_, k);
+        }
         const BuiltinOperator code = op.op;
         const bool float2int =
             code == BuiltinOperator::Quantize && T[size_t(op.inputs[0])].type == tf::TensorType::Float32;
@@ -835,6 +862,8 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
         const Spec& outT = T[size_t(op.outputs[0])];
         if (outT.type == tf::TensorType::Int8)
             v.q[size_t(op.outputs[0])].assign(size_t(outT.numel()), 0);
+        if (arithmetic_ == TfliteArithmetic::ArmnnReference && armnn_reference::run(op, T, v.q, v.f, p.padFolded))
+            continue;
         const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
         std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
         switch (op.op) {

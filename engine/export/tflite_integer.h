@@ -25,6 +25,7 @@
 // program's: a 4-D image input is NHWC.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -48,7 +49,7 @@ int16_t saturatingRoundingDoublingHighMul16(int16_t a, int16_t b);
 int16_t roundingDivideByPot16(int16_t x, int exponent);
 } // namespace tflite_fixed
 
-// Whose int8 arithmetic the executor follows where LiteRT's CPU paths round differently.
+// Whose int8 arithmetic the executor follows: where LiteRT's CPU paths round differently, or Arm NN's.
 enum class TfliteArithmetic {
     // LiteRT's default CPU path, the XNNPACK delegate (LiteRT.js runs it): CONV_2D,
     // DEPTHWISE_CONV_2D, FULLY_CONNECTED, MUL and MEAN requantize in float (the float scale,
@@ -58,7 +59,16 @@ enum class TfliteArithmetic {
     Xnnpack,
     // LiteRT's reference kernels throughout (the fixed-point multipliers above).
     Reference,
+    // Arm NN 20.08's CpuRef backend (export/tflite_armnn.h): every int8 input decoded to float, the
+    // operator computed in float, the result encoded (round half away from zero, clamp); a fused
+    // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D.
+    ArmnnReference,
 };
+
+// "xnnpack", "reference", "armnn": the names the CLI and the report use; parseTfliteArithmetic
+// reverses it (nullopt for another name).
+const char* tfliteArithmeticName(TfliteArithmetic arithmetic);
+std::optional<TfliteArithmetic> parseTfliteArithmetic(const std::string& name);
 
 class TfliteIntegerExecutor {
 public:

@@ -230,6 +230,8 @@ nlohmann::json EvaluationResult::toJson() const
     j["output_simulation"] = outputSimulation;
     if (!outputSimulationNote.empty())
         j["output_simulation_note"] = outputSimulationNote;
+    if (!outputArithmetic.empty())
+        j["output_simulation_arithmetic"] = outputArithmetic;
     if (!fakeQuantOutputs.empty()) {
         j["fake_quant_outputs"] = nlohmann::json::array();
         for (const OutputEvaluation& o : fakeQuantOutputs) {
@@ -362,6 +364,11 @@ EvaluationResult EvaluationResult::fromJson(const nlohmann::json& j)
         if (!n->is_string())
             throw Error(root + ".output_simulation_note: expected a string, got " + n->dump());
         r.outputSimulationNote = n->get<std::string>();
+    }
+    if (auto a = j.find("output_simulation_arithmetic"); a != j.end()) {
+        if (!a->is_string())
+            throw Error(root + ".output_simulation_arithmetic: expected a string, got " + a->dump());
+        r.outputArithmetic = a->get<std::string>();
     }
     if (auto f = j.find("fake_quant_outputs"); f != j.end()) {
         const nlohmann::json& list = arrayOf(*f, root + ".fake_quant_outputs");

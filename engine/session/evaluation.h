@@ -143,6 +143,7 @@ struct EvaluationResult {
     // simulation, session/integer_evaluation.h). The per-layer figures are fake-quant always.
     std::string outputSimulation = "fake_quant";
     std::string outputSimulationNote;               // why an ODML evaluation's outputs stayed fake-quant
+    std::string outputArithmetic;                   // "integer": whose arithmetic (tfliteArithmeticName)
     std::vector<OutputEvaluation> fakeQuantOutputs; // "integer": the fake-quant outputs it replaced
     nlohmann::json toJson() const;
     // Reads toJson()'s document back (session files); an infinite SQNR, stored

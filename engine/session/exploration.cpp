@@ -246,10 +246,12 @@ void EvaluationJob::evaluateOdmlProgram(EvaluationResult& result, DataSource& da
         const std::unique_ptr<DataSource> calib = in.openData(*in.calibration);
         TfliteOptions tflite;
         tflite.odml.maxBatches = in.calibration->maxBatches;
+        tflite.groupedConv = litert.groupedConv;
         const TfliteModel built = buildTflite(*in.interpreter, *in.plan, *in.weights, *calib, tflite, cancel);
-        const TfliteIntegerExecutor program =
-            TfliteIntegerExecutor::fromBytes(built.bytes, in.model->sourcePath.filename().string() + " (LiteRT export)");
+        const TfliteIntegerExecutor program = TfliteIntegerExecutor::fromBytes(
+            built.bytes, in.model->sourcePath.filename().string() + " (LiteRT export)", litert.arithmetic);
         evaluateIntegerProgram(*in.interpreter, program, data, options, result, cancel, progress);
+        result.outputArithmetic = tfliteArithmeticName(litert.arithmetic);
     } catch (const Cancelled&) {
         throw;
     } catch (const Error& e) {
@@ -706,7 +708,7 @@ EvaluationJob Exploration::evaluationJob() const
         throw Error("these rules quantize activations with static scales: run calibration first");
     if (smoothingPending())
         throw Error("these rules set smooth_alpha: run calibration first (it computes the smoothing)");
-    EvaluationJob job{snapshot(), {}};
+    EvaluationJob job{snapshot(), {}, litert_};
     job.options.maxBatches = evaluation_->maxBatches;
     return job;
 }

@@ -26,6 +26,8 @@
 #include <vector>
 
 #include "core/cancellation.h"
+#include "export/tflite.h"
+#include "export/tflite_integer.h"
 #include "graph/batch_norm_folding.h"
 #include "graph/model.h"
 #include "io/data_source.h"
@@ -165,9 +167,17 @@ struct EvaluationRun {
     std::vector<ExplorationWarning> warnings;
     double seconds = 0;
 };
+// ODML mode: the LiteRT program whose outputs the output figures are — how the export writes
+// grouped convolutions (as `--export-tflite` does) and whose int8 arithmetic runs it.
+struct LiteRtSimulation {
+    TfliteGroupedConv groupedConv = TfliteGroupedConv::Native; // TfliteOptions::groupedConv
+    TfliteArithmetic arithmetic = TfliteArithmetic::Xnnpack;   // LiteRT.js's by default
+};
+
 struct EvaluationJob {
     ExplorationSnapshot in;
     EvaluationOptions options;
+    LiteRtSimulation litert; // ODML mode: the integer program's form and arithmetic
     // In ODML mode with calibration data, the output figures are the integer
     // program's (EvaluationResult::outputSimulation).
     EvaluationRun run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;
@@ -283,6 +293,8 @@ public:
     std::shared_ptr<const ActivationStatistics> statistics() const { return statistics_; }
     // Statistics restored from a session file (the calibration they record is reused).
     void setStatistics(std::shared_ptr<const ActivationStatistics> statistics);
+    // ODML mode: the form and arithmetic of the integer program the next evaluations run.
+    void setLiteRtSimulation(LiteRtSimulation simulation) { litert_ = simulation; }
 
     // Throws Error saying what is missing: a runnable model, evaluation data,
     // the current rules' weights, calibration for static activation scales.
@@ -361,6 +373,7 @@ private:
     uint64_t weightsGeneration_ = 0;
     std::shared_ptr<const ActivationStatistics> weightsStatistics_; // the calibration the weights used
     std::shared_ptr<const ActivationStatistics> statistics_;
+    LiteRtSimulation litert_;
     std::shared_ptr<const EvaluationResult> evaluationResult_;
     uint64_t evaluationGeneration_ = 0;
     std::string evaluationRules_;
