@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cmath>
+#include <tbb/parallel_for.h>
 
 #include "runtime/tensor_cast.h"
 
@@ -157,10 +158,24 @@ Tensor resizeAxis(const KernelContext& ctx, const ResizeSettings& s, const Tenso
         taps[size_t(j)] = tapsFor(ctx, s, j, scale, inLen, outLen, roiStart, roiEnd);
     const float* src = x.values<float>().data();
     float* dst = out.mutableValues<float>().data();
-    for (int64_t o = 0; o < outer; ++o) {
+    // One outer slice: each output row the weighted sum of its taps' rows,
+    // from zero in tap order (the last axis, inner = 1, without a row loop).
+    auto slice = [&](int64_t o) {
         ctx.checkCancelled();
+        const float* in = src + o * inLen * inner;
+        float* rows = dst + o * outLen * inner;
+        if (inner == 1) {
+            for (int64_t j = 0; j < outLen; ++j) {
+                const Taps& t = taps[size_t(j)];
+                float sum = 0.0f;
+                for (int k = 0; k < t.count; ++k)
+                    sum += t.weight[size_t(k)] * in[t.index[size_t(k)]];
+                rows[j] = t.extrapolate ? s.extrapolation : sum;
+            }
+            return;
+        }
         for (int64_t j = 0; j < outLen; ++j) {
-            float* row = dst + (o * outLen + j) * inner;
+            float* row = rows + j * inner;
             const Taps& t = taps[size_t(j)];
             if (t.extrapolate) {
                 std::fill_n(row, inner, s.extrapolation);
@@ -168,11 +183,17 @@ Tensor resizeAxis(const KernelContext& ctx, const ResizeSettings& s, const Tenso
             }
             for (int k = 0; k < t.count; ++k) {
                 const float w = t.weight[size_t(k)];
-                const float* in = src + (o * inLen + t.index[size_t(k)]) * inner;
+                const float* tapRow = in + t.index[size_t(k)] * inner;
                 for (int64_t i = 0; i < inner; ++i)
-                    row[i] += w * in[i];
+                    row[i] += w * tapRow[i];
             }
         }
+    };
+    if (out.numel() < (int64_t(1) << 14)) { // less work than waking the workers
+        for (int64_t o = 0; o < outer; ++o)
+            slice(o);
+    } else {
+        tbb::parallel_for(int64_t(0), outer, slice);
     }
     return out;
 }
