@@ -16,6 +16,27 @@
 
 namespace qs::ops {
 
+namespace {
+
+#if defined(__x86_64__) && defined(__GNUC__)
+// A sub-plane row at unit stride: in[i] for i in [i0, i1), zeros elsewhere
+// in [0, WS), with masked vector moves (rows are short: a library call per
+// piece cost more than the copy).
+[[gnu::target("avx512f")]] void fillUnitStrideRowAvx512(const float* in, float* row, int64_t i0, int64_t i1,
+                                                        int64_t WS)
+{
+    for (int64_t i = 0; i < WS; i += 16) {
+        auto bits = [&](int64_t from, int64_t to) { // lanes [from, to) of this chunk
+            from = std::clamp<int64_t>(from - i, 0, 16), to = std::clamp<int64_t>(to - i, 0, 16);
+            return __mmask16(((1u << to) - 1) & ~((1u << from) - 1));
+        };
+        _mm512_mask_storeu_ps(row + i, bits(0, WS), _mm512_maskz_loadu_ps(bits(i0, i1), in + i));
+    }
+}
+#endif
+
+} // namespace
+
 void SubPlanes::fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const
 {
     const int64_t H = g.input[0], W = g.input[1];
@@ -27,6 +48,9 @@ void SubPlanes::fillRows(const float* src, const WindowGeometry& g, int64_t t0, 
 {
     const int64_t H = g.input[0], W = g.input[1], sh = g.strides[0], sw = g.strides[1];
     const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
+#if defined(__x86_64__) && defined(__GNUC__)
+    const bool avx512 = gemm::simdLevel() == gemm::SimdLevel::Avx512;
+#endif
     for (int64_t t = 0; t < rows; ++t)
         for (int64_t a = 0; a < sh; ++a) {
             const int64_t r = (t0 + t) * sh + a, ih = r - ph;
@@ -39,8 +63,14 @@ void SubPlanes::fillRows(const float* src, const WindowGeometry& g, int64_t t0, 
                     std::fill(row, row + WS, 0.0f);
                     continue;
                 }
-                std::fill(row, row + i0, 0.0f);
                 const float* in = src + ih * W + b - pw;
+#if defined(__x86_64__) && defined(__GNUC__)
+                if (sw == 1 && avx512) {
+                    fillUnitStrideRowAvx512(in, row, i0, i1, WS);
+                    continue;
+                }
+#endif
+                std::fill(row, row + i0, 0.0f);
                 if (sw == 1)
                     std::copy(in + i0, in + i1, row + i0);
                 else if (sw == 2) // a constant stride vectorizes
