@@ -376,6 +376,7 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         lq.layer = l;
         lq.rule = *rule;
         lq.equalize = r.equalize;
+        lq.highBiasAbsorption = r.highBiasAbsorption;
         lq.smoothAlpha = r.smoothAlpha;
         if (r.weightQType)
             planWeight(model, layer, r, lq);
