@@ -202,8 +202,9 @@ private slots:
         QVERIFY(errorOf([&] {
                     biasCorrection(w, w, 0, Eigen::VectorXd::Zero(36), "dw.weight", 4);
                 }).startsWith("tensor 'dw.weight': bias_correction: 6 output channels cannot form 4 groups"));
-        QVERIFY(errorOf([&] { biasCorrection(w, w, 0, Eigen::VectorXd::Zero(9), "dw.weight", 6); })
-                    .contains("cover 9 input features, the weight has 9 in each of 6 groups"));
+        QVERIFY(errorOf([&] {
+                    biasCorrection(w, w, 0, Eigen::VectorXd::Zero(9), "dw.weight", 6);
+                }).contains("cover 9 input features, the weight has 9 in each of 6 groups"));
         // An input whose channels are not the groups' is an error naming the layer.
         auto [layer, node] = stride2Pad1Conv({6, 1, 3, 3});
         layer.groups = 6;

@@ -178,10 +178,9 @@ private slots:
         QTest::addColumn<QStringList>("pairs");  // "first>second" module paths that absorb, model order
         QTest::addColumn<QStringList>("biases"); // every bias the reference rewrote
         QTest::newRow("conv, depthwise, 1x1, padded conv")
-            << "absorb_conv" << QStringList{"conv1>dw", "dw>pw"}
-            << QStringList{"conv1.bias", "dw.bias", "pw.bias"};
-        QTest::newRow("gemm, gemm, matmul") << "absorb_linear" << QStringList{"fc1>fc2"}
-                                            << QStringList{"fc1.bias", "fc2.bias"};
+            << "absorb_conv" << QStringList{"conv1>dw", "dw>pw"} << QStringList{"conv1.bias", "dw.bias", "pw.bias"};
+        QTest::newRow("gemm, gemm, matmul")
+            << "absorb_linear" << QStringList{"fc1>fc2"} << QStringList{"fc1.bias", "fc2.bias"};
     }
     void highBiasAbsorptionMatchesTheNumpyReference()
     {
@@ -262,13 +261,13 @@ private slots:
             const char* layer;
             const char* reason;
         };
-        for (const Case& k : {Case{"absorb_conv", "pw", "pads its input with zeros"},
-                              Case{"absorb_linear", "fc2", "has no bias"}}) {
+        for (const Case& k :
+             {Case{"absorb_conv", "pw", "pads its input with zeros"}, Case{"absorb_linear", "fc2", "has no bias"}}) {
             Exploration e = openCalibrated(k.model, kAbsorbRules);
             bool found = false;
             for (const ExplorationWarning& w : e.warnings())
-                if (w.field == "high_bias_absorption" && w.kind == ExplorationWarning::Kind::LayerNote &&
-                    w.layer && e.model().layers[*w.layer].modulePath == k.layer) {
+                if (w.field == "high_bias_absorption" && w.kind == ExplorationWarning::Kind::LayerNote && w.layer &&
+                    e.model().layers[*w.layer].modulePath == k.layer) {
                     found = w.text.find(k.reason) != std::string::npos;
                     QVERIFY2(found, w.text.c_str());
                 }

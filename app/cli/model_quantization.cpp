@@ -104,8 +104,9 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
                             layer + "'); static activation scales need calibration data: give --calib DATA");
             if (lq.highBiasAbsorption && exploration.absorptionPending())
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets high_bias_absorption (layer '" +
-                            layer + "'), which reads its output's per-channel minima from calibration: give --calib "
-                                    "DATA");
+                            layer +
+                            "'), which reads its output's per-channel minima from calibration: give --calib "
+                            "DATA");
             if (lq.smoothAlpha > 0 && exploration.smoothingPending())
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets smooth_alpha (layer '" + layer +
                             "'), which reads the activations' per-channel maxima from calibration: give --calib DATA");
@@ -128,7 +129,8 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
         t.calibration = calibration.seconds;
         if (const auto hb = calibration.absorption)
             for (const AbsorptionPair& p : hb->pairs) {
-                const auto absorbed = std::count_if(p.absorbed.begin(), p.absorbed.end(), [](double c) { return c > 0; });
+                const auto absorbed =
+                    std::count_if(p.absorbed.begin(), p.absorbed.end(), [](double c) { return c > 0; });
                 std::fprintf(stderr, "high_bias_absorption: %s -> %s: %lld of %lld channels, c up to %.4g\n",
                              exploration.model().layers[p.first].modulePath.c_str(),
                              exploration.model().layers[p.second].modulePath.c_str(), static_cast<long long>(absorbed),

@@ -52,8 +52,7 @@ std::string absorptionProblem(const Model& model, const EqualizedPair& pair, con
     if (bias2->numel() != outputs || bias2->rank() > 2)
         return "the bias '" + b2 + "' of '" + l2.modulePath + "' is " + shapeToString(bias2->shape()) +
                ", not one value per output channel";
-    if (n2.opType == "Gemm" &&
-        (floatAttribute(n2, "alpha", 1.0f) != 1.0f || floatAttribute(n2, "beta", 1.0f) != 1.0f))
+    if (n2.opType == "Gemm" && (floatAttribute(n2, "alpha", 1.0f) != 1.0f || floatAttribute(n2, "beta", 1.0f) != 1.0f))
         return "'" + l2.modulePath + "' is a Gemm with alpha or beta ≠ 1";
     if (n2.opType == "Conv") {
         if (const Attribute* pad = n2.attribute("auto_pad"); pad && pad->s != "NOTSET" && pad->s != "VALID")
@@ -61,7 +60,8 @@ std::string absorptionProblem(const Model& model, const EqualizedPair& pair, con
                    "), and its zero padding would meet −c where it met 0";
         if (const Attribute* pads = n2.attribute("pads");
             pads && std::any_of(pads->ints.begin(), pads->ints.end(), [](int64_t p) { return p != 0; }))
-            return "'" + l2.modulePath + "' pads its input with zeros, which would meet −c where they met 0 (the "
+            return "'" + l2.modulePath +
+                   "' pads its input with zeros, which would meet −c where they met 0 (the "
                    "border outputs would change)";
     }
     return {};

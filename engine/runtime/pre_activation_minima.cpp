@@ -69,9 +69,11 @@ private:
 
 } // namespace
 
-std::map<std::string, std::vector<double>>
-preActivationMinima(const Interpreter& interpreter, const HighBiasAbsorption& targets, DataSource& data,
-                    std::optional<int64_t> maxBatches, const CancellationToken& cancel, const ProgressCallback& progress)
+std::map<std::string, std::vector<double>> preActivationMinima(const Interpreter& interpreter,
+                                                               const HighBiasAbsorption& targets, DataSource& data,
+                                                               std::optional<int64_t> maxBatches,
+                                                               const CancellationToken& cancel,
+                                                               const ProgressCallback& progress)
 {
     MinimaObserver observer(interpreter.model(), targets);
     data.rewind();
@@ -96,9 +98,8 @@ preActivationMinima(const Interpreter& interpreter, const HighBiasAbsorption& ta
                         " (high-bias absorption statistics): " + e.what());
         }
         if (progress)
-            progress(double(done + 1) / double(total),
-                     "high-bias absorption statistics, batch " + std::to_string(done + 1) + "/" +
-                         std::to_string(total));
+            progress(double(done + 1) / double(total), "high-bias absorption statistics, batch " +
+                                                           std::to_string(done + 1) + "/" + std::to_string(total));
     }
     if (done == 0 && !targets.pairs.empty())
         throw Error("calibration data '" + data.path().string() + "' has no batch for high-bias absorption");

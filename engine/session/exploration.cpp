@@ -14,8 +14,8 @@
 #include "io/model_loader.h"
 #include "io/synthetic_data.h"
 #include "runtime/input_channel_maxima.h"
-#include "runtime/pre_activation_minima.h"
 #include "runtime/op_registry.h"
+#include "runtime/pre_activation_minima.h"
 #include "session/integer_evaluation.h"
 
 namespace qs {
@@ -417,8 +417,7 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
     }
     s.weights = !weightsCurrent();
     // Statistics that do not cover the plan, or of a model smooth_alpha now asks to smooth first.
-    s.statistics =
-        statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending() || absorptionPending());
+    s.statistics = statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending() || absorptionPending());
     if (sensitivity_) {
         // A ranking is of the rules it ran with; it would be shown as current.
         sensitivity_.reset();
@@ -489,7 +488,7 @@ bool Exploration::takeEqualization(Equalized e)
         return false;
     model_ = floatModel_ = equalizedModel_ = std::move(e.model);
     interpreter_ = floatInterpreter_ = equalizedInterpreter_ = std::move(e.interpreter);
-    smoothingData_.reset();   // a smoothing of another float model
+    smoothingData_.reset();  // a smoothing of another float model
     absorptionData_.reset(); // an absorption of another equalized model
     modelGeneration_ = generation_;
     return true;
