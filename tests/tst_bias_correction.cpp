@@ -142,6 +142,78 @@ private slots:
         QVERIFY(maxAbs(delta - shift) <= 1e-9 * maxAbs(shift));
     }
 
+    void groupedConvsCorrectEachChannelOverItsOwnGroup()
+    {
+        // Depthwise [8, 1, 3, 3] (8 groups) and grouped [6, 2, 3, 3] (2 groups of 2 input channels),
+        // stride 2, pads 1, on inputs whose channels have very different means (as after a ReLU), so a
+        // correction taken over another group's means would be wrong.
+        struct Case {
+            Shape weight;
+            int64_t channels, groups;
+        };
+        for (const Case& k : {Case{{8, 1, 3, 3}, 8, 8}, Case{{6, 2, 3, 3}, 4, 2}}) {
+            std::mt19937_64 rng(uint64_t(k.groups));
+            const Tensor w = randomTensor(k.weight, rng, 0.3f);
+            Tensor x = randomTensor({5, k.channels, 9, 10}, rng, 0.4f);
+            {
+                auto xv = x.mutableValues<float>();
+                const size_t plane = 9 * 10;
+                for (size_t i = 0; i < xv.size(); ++i)
+                    xv[i] += 0.3f + 0.7f * float((i / plane) % size_t(k.channels)); // channel c: mean 0.3 + 0.7·c
+            }
+            const Tensor wq = roundedInt4PerTensor(w);
+            auto [layer, node] = stride2Pad1Conv(k.weight);
+            layer.groups = k.groups;
+            QCOMPARE(calibrationFeatures(layer), k.channels * 9);
+            InputHessian stats(calibrationFeatures(layer), false);
+            accumulateLayerInput(layer, node, x, stats);
+            QVERIFY(!stats.hasHessian());
+            QVERIFY(errorOf([&] { stats.hessian(); }).contains("grouped Conv hold the input means only"));
+            const Eigen::VectorXd delta = biasCorrection(w, wq, 0, stats.mean(), "dw.weight", k.groups);
+
+            QTemporaryDir dir;
+            QVERIFY(dir.isValid());
+            const std::filesystem::path folder = dir.path().toStdString();
+            writeNpy(folder / "W.npy", w);
+            writeNpy(folder / "Wq.npy", wq);
+            writeNpy(folder / "X.npy", x);
+            QVERIFY(runPython(kReference, {dir.path(), "conv", "2", "1", QString::number(k.groups)}));
+            const Tensor refShift = readNpy(folder / "ref_shift.npy");
+            const auto ref = refShift.values<double>();
+            const Eigen::VectorXd shift = Eigen::Map<const Eigen::VectorXd>(ref.data(), Eigen::Index(ref.size()));
+            QCOMPARE(delta.size(), shift.size());
+            // The first group's means for every channel (what ignoring the groups would read) miss the shift.
+            const int64_t perGroup = stats.features() / k.groups;
+            Eigen::VectorXd firstGroup(stats.features());
+            for (int64_t g = 0; g < k.groups; ++g)
+                firstGroup.segment(g * perGroup, perGroup) = stats.mean().head(perGroup);
+            const double wrong = maxAbs(biasCorrection(w, wq, 0, firstGroup, "dw.weight", k.groups) - shift);
+            qInfo("Conv %s, %lld groups: output mean shift up to %.4g, engine minus NumPy %.3g "
+                  "(the first group's means for every channel: %.3g)",
+                  shapeToString(k.weight).c_str(), static_cast<long long>(k.groups), maxAbs(shift),
+                  maxAbs(delta - shift), wrong);
+            QVERIFY(maxAbs(shift) > 0.01);
+            QVERIFY(maxAbs(delta - shift) <= 1e-9 * maxAbs(shift));
+            QVERIFY(wrong > 0.1 * maxAbs(shift));
+        }
+        // Output channels that do not split into the groups, and means of the wrong length.
+        std::mt19937_64 rng(3);
+        const Tensor w = randomTensor({6, 1, 3, 3}, rng, 0.3f);
+        QVERIFY(errorOf([&] {
+                    biasCorrection(w, w, 0, Eigen::VectorXd::Zero(36), "dw.weight", 4);
+                }).startsWith("tensor 'dw.weight': bias_correction: 6 output channels cannot form 4 groups"));
+        QVERIFY(errorOf([&] {
+                    biasCorrection(w, w, 0, Eigen::VectorXd::Zero(9), "dw.weight", 6);
+                }).contains("cover 9 input features, the weight has 9 in each of 6 groups"));
+        // An input whose channels are not the groups' is an error naming the layer.
+        auto [layer, node] = stride2Pad1Conv({6, 1, 3, 3});
+        layer.groups = 6;
+        InputHessian stats(calibrationFeatures(layer), false);
+        QVERIFY(errorOf([&] {
+                    accumulateLayerInput(layer, node, randomTensor({1, 5, 9, 10}, rng, 1.0f), stats);
+                }).startsWith("layer 'conv': input [1, 5, 9, 10] does not match the Conv weight"));
+    }
+
     void badStatisticsAreErrorsNamingTheTensor()
     {
         std::mt19937_64 rng(1);

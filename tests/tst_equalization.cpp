@@ -7,6 +7,11 @@
 // between). Through the session: the scales and the equalized weights and
 // biases equal the reference's, the equalized float model computes what the
 // loaded one does, and rules without equalize leave the model as loaded.
+// High-bias absorption (quantization/high_bias_absorption.h) against its own
+// NumPy reference (tests/equalize/high_bias_absorption_reference.py) on two
+// more models: the same pairs absorb, with the same c per channel and the same
+// biases, and the absorbed model computes what the loaded one does on the
+// calibration data.
 
 #include <QtTest>
 
@@ -23,6 +28,10 @@ using namespace qs::test;
 namespace {
 
 const QString kReference = QStringLiteral(QUANTSCOPE_TEST_DATA "/../equalize/cle_reference.py");
+const QString kAbsorptionReference =
+    QStringLiteral(QUANTSCOPE_TEST_DATA "/../equalize/high_bias_absorption_reference.py");
+constexpr const char* kAbsorbRules =
+    R"({"version":1,"rules":[{"weight_qtype":"int8","equalize":true,"high_bias_absorption":true}]})";
 
 } // namespace
 
@@ -46,6 +55,17 @@ private slots:
         QVERIFY(dir_.isValid());
         folder_ = dir_.path().toStdString();
         QVERIFY(runPython(kReference, {dir_.path()}));
+        QVERIFY(runPython(kAbsorptionReference, {dir_.path()}));
+    }
+
+    Exploration openCalibrated(const std::string& model, const char* rules)
+    {
+        Exploration e = open(model, rules);
+        DataConfig calib;
+        calib.path = folder_ / (model + "_calib.npz");
+        calib.batchSize = 8;
+        e.setCalibrationData(calib);
+        return e;
     }
 
     void scalesAndWeightsMatchTheNumpyReference_data()
@@ -150,6 +170,120 @@ private slots:
             if (w.field == "equalize" && w.kind == ExplorationWarning::Kind::LayerNote)
                 ++notes;
         QCOMPARE(notes, 2);
+    }
+
+    void highBiasAbsorptionMatchesTheNumpyReference_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QStringList>("pairs");  // "first>second" module paths that absorb, model order
+        QTest::addColumn<QStringList>("biases"); // every bias the reference rewrote
+        QTest::newRow("conv, depthwise, 1x1, padded conv")
+            << "absorb_conv" << QStringList{"conv1>dw", "dw>pw"} << QStringList{"conv1.bias", "dw.bias", "pw.bias"};
+        QTest::newRow("gemm, gemm, matmul")
+            << "absorb_linear" << QStringList{"fc1>fc2"} << QStringList{"fc1.bias", "fc2.bias"};
+    }
+    void highBiasAbsorptionMatchesTheNumpyReference()
+    {
+        QFETCH(QString, model);
+        QFETCH(QStringList, pairs);
+        QFETCH(QStringList, biases);
+        const std::string name = model.toStdString();
+        Exploration e = openCalibrated(name, kAbsorbRules);
+        QVERIFY(e.absorption());
+        QVERIFY(e.absorptionPending());
+        QVERIFY(e.weightsNeedCalibration());
+        const auto equalized = e.modelPtr(); // before calibration: the equalized model
+        QVERIFY(equalized != e.loaded().model);
+        const CalibrationResult r = e.calibrate(KeptHistograms::AsPlanNeeds);
+        QVERIFY(r.absorption);
+        QVERIFY(!e.absorptionPending());
+        const auto hb = e.absorption();
+        QCOMPARE(int(hb->pairs.size()), int(pairs.size()));
+        const Model& m = e.model();
+        int positive = 0;
+        for (int k = 0; k < pairs.size(); ++k) {
+            const AbsorptionPair& p = hb->pairs[size_t(k)];
+            QCOMPARE(QString::fromStdString(m.layers[p.first].modulePath + ">" + m.layers[p.second].modulePath),
+                     pairs[k]);
+            const Tensor ref = readNpy(folder_ / (name + "_c_" + std::to_string(k) + ".npy"));
+            const auto c = ref.values<double>();
+            QCOMPARE(p.absorbed.size(), c.size());
+            double largest = 0, worst = 0;
+            for (size_t i = 0; i < c.size(); ++i) {
+                largest = std::max(largest, c[i]);
+                worst = std::max(worst, std::abs(p.absorbed[i] - c[i]));
+                positive += p.absorbed[i] > 0;
+                QCOMPARE(p.absorbed[i] > 0, c[i] > 0); // the same channels absorb
+            }
+            qInfo("%s pair %s: c > 0 in %lld of %zu channels, up to %.3f; max |engine - NumPy| %.2e", name.c_str(),
+                  qPrintable(pairs[k]),
+                  static_cast<long long>(std::count_if(c.begin(), c.end(), [](double v) { return v > 0; })), c.size(),
+                  largest, worst);
+            QVERIFY(largest > 0.5);
+            QVERIFY(worst <= 1e-5 * largest);
+        }
+        QVERIFY(positive >= 4);
+        // The biases the reference rewrote are the session's; every other tensor is the equalized model's.
+        for (const NamedTensor& t : m.initializers()) {
+            const Tensor* before = equalized->initializer(t.name);
+            if (!biases.contains(QString::fromStdString(t.name))) {
+                QVERIFY2(relativeToRange(t.tensor, *before) == 0, t.name.c_str());
+                continue;
+            }
+            const Tensor ref = readNpy(folder_ / (name + "__" + t.name + ".npy"));
+            const double d = relativeToRange(t.tensor, ref);
+            QVERIFY2(d < 1e-5, (t.name + ": " + std::to_string(d)).c_str());
+            QVERIFY(relativeToRange(*before, ref) > 1e-3); // it did change
+        }
+        // On the calibration data the absorbed model computes what the loaded one does.
+        const Tensor x = readNpy(folder_ / (name + "_calib_x.npy"));
+        const auto original = e.loaded().interpreter->run({{"x", x}});
+        const auto absorbed = e.interpreter()->run({{"x", x}});
+        const double d = relativeToRange(absorbed.begin()->second, original.begin()->second);
+        qInfo("%s: output of the absorbed model vs the loaded one on the calibration data: max |difference| / max "
+              "|y| = %.2e",
+              name.c_str(), d);
+        QVERIFY(d < 1e-5);
+        // A rule edit that keeps the pairs keeps the absorbed model; one without absorption goes back.
+        e.setRules(RuleSet::fromJson(
+            R"({"version":1,"rules":[{"weight_qtype":"int4","equalize":true,"high_bias_absorption":true}]})"));
+        QVERIFY(!e.absorptionPending());
+        QVERIFY(e.modelPtr().get() == &m);
+        e.setRules(RuleSet::fromJson(R"({"version":1,"rules":[{"weight_qtype":"int8","equalize":true}]})"));
+        QVERIFY(!e.absorption());
+        QVERIFY(e.modelPtr() == equalized);
+    }
+
+    void pairsThatCannotAbsorbSayWhy()
+    {
+        struct Case {
+            const char* model;
+            const char* layer;
+            const char* reason;
+        };
+        for (const Case& k :
+             {Case{"absorb_conv", "pw", "pads its input with zeros"}, Case{"absorb_linear", "fc2", "has no bias"}}) {
+            Exploration e = openCalibrated(k.model, kAbsorbRules);
+            bool found = false;
+            for (const ExplorationWarning& w : e.warnings())
+                if (w.field == "high_bias_absorption" && w.kind == ExplorationWarning::Kind::LayerNote && w.layer &&
+                    e.model().layers[*w.layer].modulePath == k.layer) {
+                    found = w.text.find(k.reason) != std::string::npos;
+                    QVERIFY2(found, w.text.c_str());
+                }
+            QVERIFY(found);
+            // The weights wait for the calibration that computes the absorption.
+            QVERIFY(e.absorptionPending());
+            QVERIFY(e.weightsNeedCalibration());
+            DataConfig eval;
+            eval.path = folder_ / (std::string(k.model) + "_calib.npz");
+            e.setEvaluationData(eval);
+            QVERIFY(errorOf([&] { e.evaluationJob(); }).contains("weights of the current rules are still being"));
+        }
+        // The field needs equalize.
+        QVERIFY(errorOf([] {
+                    RuleSet::fromJson(R"({"version":1,"rules":[{"high_bias_absorption":true}]})");
+                }).contains("high_bias_absorption"));
     }
 
     void onlyLayersWhoseRulesSayEqualizeArePaired()

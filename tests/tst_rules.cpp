@@ -294,6 +294,8 @@ private slots:
         row("equalize not a boolean", oneRule(R"("weight_qtype": "int8", "equalize": "yes")"),
             "rule 1, field \"equalize\": ");
         row("smooth_alpha above 1", oneRule(R"("smooth_alpha": 1.5)"), "rule 1, field \"smooth_alpha\": ");
+        row("high_bias_absorption without equalize", oneRule(R"("high_bias_absorption": true)"),
+            "rule 1, field \"high_bias_absorption\": high_bias_absorption moves biases between the layers");
         row("smooth_alpha not a number", oneRule(R"("smooth_alpha": "0.5")"), "rule 1, field \"smooth_alpha\": ");
         row("awq stochastic", oneRule(R"("weight_qtype": "int4", "algorithm": "awq", "rounding": "stochastic")"),
             "rule 1, field \"algorithm\": awq rounds to nearest");
@@ -635,7 +637,7 @@ private slots:
              "granularity": "per_tensor", "tile_size": 0.125, "act_static_scale": true, "act_batch_axes": [0, 2],
              "narrow_range": true, "symmetric": false, "scale_restriction": "pow2", "rounding": "stochastic",
              "rounding_seed": 18446744073709551615, "bias_correction": true, "equalize": true,
-             "smooth_alpha": 0.5},
+             "high_bias_absorption": true, "smooth_alpha": 0.5},
             {"tile_size": 64, "weight_qtype": "fp8", "act_calibration": "absmax", "act_batch_axes": []},
             {"module_path": ".*", "op_types": [], "weight_qtype": null, "weight_calibration": "absmax",
              "granularity": "per_channel", "act_batch_axes": [0], "narrow_range": false, "rounding": "nearest",

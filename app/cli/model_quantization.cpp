@@ -102,6 +102,11 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
             if (lq.activation && lq.activation->staticScale)
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets act_static_scale (layer '" +
                             layer + "'); static activation scales need calibration data: give --calib DATA");
+            if (lq.highBiasAbsorption && exploration.absorptionPending())
+                throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets high_bias_absorption (layer '" +
+                            layer +
+                            "'), which reads its output's per-channel minima from calibration: give --calib "
+                            "DATA");
             if (lq.smoothAlpha > 0 && exploration.smoothingPending())
                 throw Error(rulesName + ": rule " + std::to_string(lq.rule) + " sets smooth_alpha (layer '" + layer +
                             "'), which reads the activations' per-channel maxima from calibration: give --calib DATA");
@@ -122,6 +127,16 @@ Exploration openExploration(const ModelQuantizationOptions& options, StageTimes*
             exploration.calibrate(KeptHistograms::AsPlanNeeds, {}, terminalProgress());
         printWarnings(calibration.warnings);
         t.calibration = calibration.seconds;
+        if (const auto hb = calibration.absorption)
+            for (const AbsorptionPair& p : hb->pairs) {
+                const auto absorbed =
+                    std::count_if(p.absorbed.begin(), p.absorbed.end(), [](double c) { return c > 0; });
+                std::fprintf(stderr, "high_bias_absorption: %s -> %s: %lld of %lld channels, c up to %.4g\n",
+                             exploration.model().layers[p.first].modulePath.c_str(),
+                             exploration.model().layers[p.second].modulePath.c_str(), static_cast<long long>(absorbed),
+                             static_cast<long long>(p.channels),
+                             p.absorbed.empty() ? 0.0 : *std::max_element(p.absorbed.begin(), p.absorbed.end()));
+            }
         if (const auto sq = calibration.smoothing)
             for (const SmoothedInput& in : sq->inputs) {
                 const auto [low, high] = std::minmax_element(in.scales.begin(), in.scales.end());

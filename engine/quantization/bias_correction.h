@@ -20,10 +20,13 @@ namespace qs {
 // (W − Ŵ)·E[x] per output channel: `weight` and `rounded` (any float dtype, the
 // same shape, the weight's own axis order) with the output channels on
 // `channelAxis` and the features in order on the other axes; `featureMeans`
-// one per feature. Throws Error naming `tensorName` when the sizes differ or a
-// mean is not finite.
+// one per feature of every group, group after group. With `groups` > 1 (a
+// grouped or depthwise Conv [O, C/g, k…]) output channel o belongs to group
+// o div (O/g) and contracts that group's C/g·k… features only: its correction
+// is over its own group's means. Throws Error naming `tensorName` when the
+// sizes differ or a mean is not finite.
 Eigen::VectorXd biasCorrection(const Tensor& weight, const Tensor& rounded, int channelAxis,
-                               const Eigen::VectorXd& featureMeans, std::string_view tensorName);
+                               const Eigen::VectorXd& featureMeans, std::string_view tensorName, int64_t groups = 1);
 
 // The corrected bias, float32 [O]: `bias` (float, O elements; null = zeros)
 // plus `correction`, added in double and rounded once.

@@ -36,8 +36,12 @@ void addConvRows(const QuantizableLayer& layer, const Node& node, const Tensor& 
 {
     const Shape& w = layer.weightShape;
     const size_t spatial = w.size() - 2;
-    if (x.rank() != int(w.size()) || x.shape()[1] != w[1])
-        badInput(layer, x, "does not match the Conv weight " + shapeToString(w));
+    if (x.rank() != int(w.size()) || x.shape()[1] != w[1] * layer.groups)
+        badInput(layer, x,
+                 "does not match the Conv weight " + shapeToString(w) +
+                     (layer.groups != 1 ? " of " + std::to_string(layer.groups) + " groups" : std::string()));
+    if (h.features() != x.shape()[1] * shapeElementCount(Shape(w.begin() + 2, w.end())))
+        badInput(layer, x, "does not give the " + std::to_string(h.features()) + " features its statistics hold");
     // 1-D is 2-D with a height of 1.
     const int64_t n = x.shape()[0], c = x.shape()[1];
     const int64_t ih = spatial == 2 ? x.shape()[2] : 1, iw = x.shape().back();
@@ -84,15 +88,15 @@ void addConvRows(const QuantizableLayer& layer, const Node& node, const Tensor& 
 
 } // namespace
 
-InputHessian::InputHessian(int64_t features)
-    : sum_(Eigen::MatrixXd::Zero(features, features)), absSum_(Eigen::VectorXd::Zero(features)),
-      sum1_(Eigen::VectorXd::Zero(features))
+InputHessian::InputHessian(int64_t features, bool withHessian)
+    : sum_(withHessian ? Eigen::MatrixXd::Zero(features, features) : Eigen::MatrixXd()),
+      absSum_(Eigen::VectorXd::Zero(features)), sum1_(Eigen::VectorXd::Zero(features)), withHessian_(withHessian)
 {
 }
 
 void InputHessian::addRows(const double* rows, int64_t count)
 {
-    const int64_t features = sum_.rows();
+    const int64_t features = sum1_.rows();
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
                                                                                                      features);
     // XᵀX's lower triangle in tiles of kHessianTile features, one task per tile (oneTBB): a diagonal
@@ -115,9 +119,9 @@ void InputHessian::addRows(const double* rows, int64_t count)
             sum_.block(r0, c0, rn, cn).noalias() += x.middleCols(r0, rn).transpose() * x.middleCols(c0, cn);
     };
     const int64_t tileCount = tiles * (tiles + 1) / 2;
-    if (tileCount == 1)
+    if (withHessian_ && tileCount == 1) // (without: the means only, grouped convolutions' statistics)
         addTile(0);
-    else
+    else if (withHessian_)
         tbb::parallel_for(int64_t(0), tileCount, addTile);
     // Row by row, in order: the sums a reference adding the rows in order gets.
     for (int64_t r = 0; r < count; ++r) {
@@ -129,6 +133,9 @@ void InputHessian::addRows(const double* rows, int64_t count)
 
 Eigen::MatrixXd InputHessian::hessian() const
 {
+    if (!withHessian_)
+        throw Error("the calibration statistics of a grouped Conv hold the input means only, not a Hessian "
+                    "(GPTQ, AWQ and AdaRound take Conv with one group)");
     Eigen::MatrixXd h = sum_.selfadjointView<Eigen::Lower>();
     if (rows_ > 0)
         h *= 2.0 / double(rows_);
@@ -151,6 +158,11 @@ int64_t contractionFeatures(const QuantizableLayer& layer)
     const int64_t channels =
         rank ? layer.weightShape[size_t(normalizeAxis(layer.channelAxis, rank, "channel axis"))] : 1;
     return channels ? shapeElementCount(layer.weightShape) / channels : 0;
+}
+
+int64_t calibrationFeatures(const QuantizableLayer& layer)
+{
+    return contractionFeatures(layer) * (layer.opType == "Conv" ? std::max<int64_t>(layer.groups, 1) : 1);
 }
 
 void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const Tensor& input, InputHessian& hessian)

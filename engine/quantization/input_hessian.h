@@ -7,6 +7,11 @@
 // Memory: features² doubles per layer (in × in), whatever the data size.
 // Beside H it keeps Σ|x| per feature, for AWQ's activation scales (quantization/awq.h),
 // and Σx per feature, for bias correction (quantization/bias_correction.h).
+// A grouped Conv (depthwise included) contracts each output channel with its own
+// group's inputs only, so its accumulator holds the im2col features of every
+// input channel (C·k…, group after group) and keeps the means alone: bias
+// correction is the one algorithm that takes grouped Convs, and a Hessian across
+// the groups would be C·k… squared doubles nobody reads.
 
 #include <cstdint>
 #include <map>
@@ -25,12 +30,15 @@ namespace qs {
 
 class InputHessian {
 public:
-    explicit InputHessian(int64_t features);
-    int64_t features() const { return int64_t(sum_.rows()); }
+    // `withHessian` false keeps only the sums of x and |x| per feature (a grouped Conv's).
+    explicit InputHessian(int64_t features, bool withHessian = true);
+    int64_t features() const { return int64_t(sum1_.rows()); }
+    bool hasHessian() const { return withHessian_; }
     int64_t rows() const { return rows_; }
     // Adds `count` rows of features() doubles each, row-major.
     void addRows(const double* rows, int64_t count);
-    // 2·XᵀX / n over every row added (zero when none was).
+    // 2·XᵀX / n over every row added (zero when none was). Throws Error when
+    // only the means were kept.
     Eigen::MatrixXd hessian() const;
     // mean |x| of each feature over every row added (zero when none was).
     Eigen::VectorXd meanAbs() const;
@@ -42,6 +50,7 @@ private:
     Eigen::VectorXd absSum_; // Σ|x| per feature
     Eigen::VectorXd sum1_;   // Σx per feature
     int64_t rows_ = 0;
+    bool withHessian_ = true;
 };
 
 // Per plan layer, its Hessian (layers whose algorithm reads calibration inputs).
@@ -50,6 +59,11 @@ using LayerHessians = std::map<size_t, std::shared_ptr<const InputHessian>>;
 // The number of input features the weight of `layer` contracts: its element
 // count over its output channels.
 int64_t contractionFeatures(const QuantizableLayer& layer);
+
+// The number of features the calibration accumulator of `layer` holds:
+// contractionFeatures, times the groups of a grouped Conv (the features of
+// every group, group after group).
+int64_t calibrationFeatures(const QuantizableLayer& layer);
 
 // Adds the rows of `input` (the node's data input, any float dtype) as layer
 // `layer` at node `node` contracts them. Throws Error naming the layer for an

@@ -113,7 +113,8 @@ void lutWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQu
 
 // Why GPTQ, AWQ or AdaRound cannot run on this layer as written, or "": it needs the layer's
 // calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
-// with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads).
+// with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads;
+// bias correction alone also takes grouped Convs).
 std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
                              LayerQuantization& lq)
 {
@@ -137,7 +138,8 @@ std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, 
         return {};
     }
     if (layer.opType == "Conv") {
-        if (layer.groups != 1)
+        // Bias correction alone reads only the input means, which it takes group by group.
+        if (layer.groups != 1 && lq.weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
             return "algorithm " + name + " takes Conv with one group (this one has " + std::to_string(layer.groups) +
                    ")";
         if (rank != 3 && rank != 4)
@@ -374,6 +376,7 @@ QuantizationPlan QuantizationPlan::build(const Model& model, const RuleSet& rule
         lq.layer = l;
         lq.rule = *rule;
         lq.equalize = r.equalize;
+        lq.highBiasAbsorption = r.highBiasAbsorption;
         lq.smoothAlpha = r.smoothAlpha;
         if (r.weightQType)
             planWeight(model, layer, r, lq);

@@ -72,6 +72,9 @@ struct LayerQuantization {
     // neighbours that set it too (quantization/equalization.h); the session then
     // runs on the equalized model.
     bool equalize = false;
+    // high_bias_absorption: with equalize, the layer's bias lower bound on the
+    // calibration data moves into the next layer's bias (quantization/high_bias_absorption.h).
+    bool highBiasAbsorption = false;
     // smooth_alpha (0 = off): SmoothQuant's α for this layer's input channels
     // (quantization/smoothing.h); the session then runs on the smoothed model.
     double smoothAlpha = 0;

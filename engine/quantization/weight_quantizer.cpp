@@ -129,8 +129,8 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
         const Tensor* bias =
             node.inputs.size() > 2 && !node.inputs[2].empty() ? model.initializer(node.inputs[2]) : nullptr;
-        const Eigen::VectorXd delta =
-            biasCorrection(*weight, q.fakeQuant, layer.channelAxis, hessian->mean(), layer.weightName);
+        const Eigen::VectorXd delta = biasCorrection(*weight, q.fakeQuant, layer.channelAxis, hessian->mean(),
+                                                     layer.weightName, layer.opType == "Conv" ? layer.groups : 1);
         q.correctedBias = correctedBias(bias, delta, layer.weightName);
     }
     return q;

@@ -153,6 +153,10 @@ void QuantizationRule::validate(size_t index) const
                                     : " rounds to nearest and searches its scales on that rounding") +
                                "; set \"rounding\": \"nearest\" or use algorithm rtn");
     }
+    if (highBiasAbsorption && !equalize)
+        throwRuleError(index, "high_bias_absorption",
+                       "high_bias_absorption moves biases between the layers cross-layer equalization pairs; set "
+                       "\"equalize\": true too or remove high_bias_absorption");
     if (biasCorrection && !weightQType)
         throwRuleError(index, "bias_correction",
                        "bias_correction corrects the output of quantized weights, but weight_qtype is not set; set "

@@ -96,6 +96,10 @@ struct QuantizationRule {
     // sets it (through Relu, LeakyRelu, pools or nothing) get their channel ranges
     // equalized before quantization (docs/algorithms.md). Default false.
     bool equalize = false;
+    // High-bias absorption after equalization: the part of this layer's bias its
+    // output never goes below on the calibration data (before the Relu) moves into
+    // the next layer's bias (docs/algorithms.md). Needs equalize. Default false.
+    bool highBiasAbsorption = false;
     // SmoothQuant's migration strength α in [0, 1]: the input channels of this
     // MatMul/Gemm (whose activation is quantized) are rescaled by
     // s_j = max|X_j|^α / max|W_j|^(1−α), folded into the op producing X

@@ -349,6 +349,16 @@ void writeEqualize(const QuantizationRule& r, Json& o)
         o["equalize"] = true;
 }
 
+void readHighBiasAbsorption(QuantizationRule& r, const Json& v)
+{
+    r.highBiasAbsorption = boolValue(v);
+}
+void writeHighBiasAbsorption(const QuantizationRule& r, Json& o)
+{
+    if (r.highBiasAbsorption)
+        o["high_bias_absorption"] = true;
+}
+
 void readSmoothAlpha(QuantizationRule& r, const Json& v)
 {
     if (v.is_null()) {
@@ -378,7 +388,7 @@ std::vector<std::string> none()
     return {};
 }
 
-const std::array<RuleField, 19> kFields{{
+const std::array<RuleField, 20> kFields{{
     {"module_path", RuleFieldKind::Regex, false, ".*", 0, "string (regex)", "`.*`",
      "RE2 regex (Python `re` without back-references and lookaround) that must match the whole module path "
      "(`conv1` does not match `layer1/conv1`)",
@@ -440,6 +450,12 @@ const std::array<RuleField, 19> kFields{{
      "that both weight ranges become sqrt(r1·r2); the float model computes the same function; Conv→Conv (depthwise "
      "included) and Gemm/MatMul→Gemm/MatMul; data-free; docs/algorithms.md",
      none, readEqualize, writeEqualize},
+    {"high_bias_absorption", RuleFieldKind::Bool, false, "false", 0, "boolean", "`false`",
+     "after equalization, for a pair this layer → Relu → next layer (both equalized, both with a bias, the next "
+     "padding nothing): c = max(0, the minimum of this layer's output channel on the calibration data) moves from "
+     "this layer's bias into the next one's (b1 − c, b2 + W2·c), which shrinks the activation's range and leaves the "
+     "function unchanged on the calibration data; needs equalize and calibration data; docs/algorithms.md",
+     none, readHighBiasAbsorption, writeHighBiasAbsorption},
     {"smooth_alpha", RuleFieldKind::Number, true, "0", 0, "number or null", "`0` (off)",
      "SmoothQuant: a MatMul/Gemm whose input activation is quantized gets its input channels rescaled by s_j = "
      "max|X_j|^α / max|W_j|^(1−α) (max|X_j| from a float calibration pass; layers reading the same X share s), "

@@ -90,6 +90,9 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
     const Tensor* weight = model.initializer(l.weightName);
     if (!weight)
         throw Error("layer '" + l.modulePath + "': weight '" + l.weightName + "' is not in the model");
+    if (l.opType == "Conv" && l.groups != 1)
+        throw Error("layer '" + l.modulePath + "': the algorithms are compared on Conv with one group (this one has " +
+                    std::to_string(l.groups) + ")");
     const Eigen::MatrixXd w = weightRows(*weight, l.channelAxis);
     if (w.cols() != inputs.features())
         throw Error("layer '" + l.modulePath + "': its calibration statistics have " +

@@ -15,6 +15,7 @@
 #include "io/synthetic_data.h"
 #include "runtime/input_channel_maxima.h"
 #include "runtime/op_registry.h"
+#include "runtime/pre_activation_minima.h"
 #include "session/integer_evaluation.h"
 
 namespace qs {
@@ -208,27 +209,45 @@ CalibrationResult CalibrationJob::run(const CancellationToken& cancel, const Pro
                               "calibrating on synthetic data: the ranges are not representative of real inputs"});
     const std::unique_ptr<DataSource> data = in.openData(*in.calibration, &r.warnings);
     const Interpreter* calibrated = in.interpreter.get();
-    ProgressCallback calibrationProgress = progress;
-    // Phase 1 (smooth_alpha): the float model's per-channel maxima, then the smoothed copy.
-    if (smoothing && !smoothing->inputs.empty() && !smoothingCurrent) {
-        auto half = [&progress](double offset) -> ProgressCallback {
-            if (!progress)
-                return {};
-            return [&progress, offset](double f, std::string_view step) { progress(offset + f / 2, step); };
-        };
-        const auto maxima =
-            inputChannelMaxima(*floatInterpreter, *smoothing, *data, options.maxBatches, cancel, half(0));
+    const bool absorb = absorption && !absorption->pairs.empty() && !absorptionCurrent;
+    const bool smooth = smoothing && !smoothing->inputs.empty() && (!smoothingCurrent || absorb);
+    // Progress: each phase an equal share.
+    const int phases = 1 + int(absorb) + int(smooth);
+    int phase = 0;
+    auto share = [&progress, phases](int k) -> ProgressCallback {
+        if (!progress)
+            return {};
+        return [&progress, k, phases](double f, std::string_view step) { progress((k + f) / phases, step); };
+    };
+    std::shared_ptr<const Interpreter> smoothingBase = floatInterpreter;
+    // Phase 0 (high_bias_absorption): the equalized model's pre-activation minima, then the absorbed copy.
+    if (absorb) {
+        const auto minima =
+            preActivationMinima(*equalizedInterpreter, *absorption, *data, options.maxBatches, cancel, share(phase++));
         cancel.check();
-        auto smoothed =
-            std::make_shared<const SmoothQuant>(smoothLayers(floatInterpreter->model(), *smoothing, maxima));
-        r.smoothedInterpreter =
-            std::make_shared<const Interpreter>(smoothedModel(floatInterpreter->model(), *smoothed));
+        auto absorbed = std::make_shared<const HighBiasAbsorption>(
+            absorbHighBiases(equalizedInterpreter->model(), *absorption, minima));
+        r.absorbedInterpreter =
+            std::make_shared<const Interpreter>(absorbedModel(equalizedInterpreter->model(), *absorbed));
+        r.absorbedModel = std::shared_ptr<const Model>(r.absorbedInterpreter, &r.absorbedInterpreter->model());
+        r.equalizedModel = std::shared_ptr<const Model>(equalizedInterpreter, &equalizedInterpreter->model());
+        r.absorption = std::move(absorbed);
+        smoothingBase = r.absorbedInterpreter;
+        calibrated = r.absorbedInterpreter.get();
+    }
+    // Phase 1 (smooth_alpha): the float model's per-channel maxima, then the smoothed copy.
+    if (smooth) {
+        const auto maxima =
+            inputChannelMaxima(*smoothingBase, *smoothing, *data, options.maxBatches, cancel, share(phase++));
+        cancel.check();
+        auto smoothed = std::make_shared<const SmoothQuant>(smoothLayers(smoothingBase->model(), *smoothing, maxima));
+        r.smoothedInterpreter = std::make_shared<const Interpreter>(smoothedModel(smoothingBase->model(), *smoothed));
         r.smoothedModel = std::shared_ptr<const Model>(r.smoothedInterpreter, &r.smoothedInterpreter->model());
-        r.floatModel = std::shared_ptr<const Model>(floatInterpreter, &floatInterpreter->model());
+        r.floatModel = std::shared_ptr<const Model>(smoothingBase, &smoothingBase->model());
         r.smoothing = std::move(smoothed);
         calibrated = r.smoothedInterpreter.get();
-        calibrationProgress = half(0.5);
     }
+    const ProgressCallback calibrationProgress = phases > 1 ? share(phase) : progress;
     // Phase 2: the calibration of the (smoothed) model every later stage runs on.
     r.statistics = std::make_shared<const ActivationStatistics>(
         calibrateActivations(*calibrated, *in.plan, *data, options, cancel, calibrationProgress));
@@ -333,9 +352,11 @@ Exploration::Exploration(std::shared_ptr<const ImageDecoder> decoder)
 void Exploration::setModel(LoadedModel loaded)
 {
     loaded_ = std::move(loaded);
-    model_ = floatModel_ = loaded_.model;
-    interpreter_ = floatInterpreter_ = loaded_.interpreter;
+    model_ = floatModel_ = equalizedModel_ = loaded_.model;
+    interpreter_ = floatInterpreter_ = equalizedInterpreter_ = loaded_.interpreter;
     equalization_.reset();
+    absorption_.reset();
+    absorptionData_.reset();
     smoothing_.reset();
     smoothingData_.reset();
     mode_ = loaded_.mode;
@@ -358,6 +379,7 @@ void Exploration::setModel(LoadedModel loaded)
         try {
             plan_ = std::make_shared<const QuantizationPlan>(QuantizationPlan::build(*model_, *rules_, mode_));
             takeEqualization(equalize(plan_.get()));
+            takeAbsorptionTargets();
             takeSmoothingTargets();
         } catch (const Error& e) {
             // Rules that contradict themselves on this model's shared weights:
@@ -418,7 +440,8 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
             weightsGeneration_ = generation_;
         plan_ = std::move(plan);
         const bool newFloatModel = takeEqualization(std::move(equalized));
-        if (takeSmoothingTargets() || newFloatModel) {
+        const bool newAbsorption = takeAbsorptionTargets();
+        if (takeSmoothingTargets() || newFloatModel || newAbsorption) {
             // Another float model: its weights, statistics and results are all new.
             weightsGeneration_ = 0;
             if (statistics_) {
@@ -429,7 +452,7 @@ Staleness Exploration::setRules(RuleSet rules, std::string source)
     }
     s.weights = !weightsCurrent();
     // Statistics that do not cover the plan, or of a model smooth_alpha now asks to smooth first.
-    s.statistics = statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending());
+    s.statistics = statistics_ && plan_ && (!statistics_->covers(*plan_) || smoothingPending() || absorptionPending());
     if (sensitivity_) {
         // A ranking is of the rules it ran with; it would be shown as current.
         sensitivity_.reset();
@@ -478,8 +501,8 @@ Exploration::Equalized Exploration::equalize(const QuantizationPlan* plan) const
                    [](const EqualizedPair& a, const EqualizedPair& b) {
                        return a.first == b.first && a.second == b.second && a.scales == b.scales;
                    })) {
-        e.model = floatModel_;
-        e.interpreter = floatInterpreter_;
+        e.model = equalizedModel_;
+        e.interpreter = equalizedInterpreter_;
         return e;
     }
     Model m = equalizedModel(*loaded_.model, *eq);
@@ -496,11 +519,12 @@ Exploration::Equalized Exploration::equalize(const QuantizationPlan* plan) const
 bool Exploration::takeEqualization(Equalized e)
 {
     equalization_ = std::move(e.equalization);
-    if (e.model == floatModel_)
+    if (e.model == equalizedModel_)
         return false;
-    model_ = floatModel_ = std::move(e.model);
-    interpreter_ = floatInterpreter_ = std::move(e.interpreter);
-    smoothingData_.reset(); // a smoothing of another float model
+    model_ = floatModel_ = equalizedModel_ = std::move(e.model);
+    interpreter_ = floatInterpreter_ = equalizedInterpreter_ = std::move(e.interpreter);
+    smoothingData_.reset();  // a smoothing of another float model
+    absorptionData_.reset(); // an absorption of another equalized model
     modelGeneration_ = generation_;
     return true;
 }
@@ -528,6 +552,37 @@ bool Exploration::takeSmoothingTargets()
     interpreter_ = floatInterpreter_;
     modelGeneration_ = generation_;
     return true;
+}
+
+bool Exploration::takeAbsorptionTargets()
+{
+    std::shared_ptr<const HighBiasAbsorption> next;
+    if (plan_ && equalization_ && !equalization_->pairs.empty() && loaded_.model && !loaded_.model->weightsOnly)
+        next = std::make_shared<const HighBiasAbsorption>(absorptionTargets(*loaded_.model, *plan_, *equalization_));
+    if (next && next->pairs.empty() && next->skipped.empty())
+        next.reset();
+    const bool absorbed = floatModel_ != equalizedModel_;
+    // The same pairs on the same equalized model: the absorption held (and its model) still holds.
+    if (absorbed && next && absorption_ && next->sameTargets(*absorption_)) {
+        auto kept = std::make_shared<HighBiasAbsorption>(*absorption_);
+        kept->skipped = next->skipped;
+        absorption_ = std::move(kept);
+        return false;
+    }
+    absorption_ = std::move(next);
+    absorptionData_.reset();
+    if (!absorbed)
+        return false;
+    model_ = floatModel_ = equalizedModel_;
+    interpreter_ = floatInterpreter_ = equalizedInterpreter_;
+    smoothingData_.reset();
+    modelGeneration_ = generation_;
+    return true;
+}
+
+bool Exploration::absorptionPending() const
+{
+    return absorption_ && !absorption_->pairs.empty() && (!absorptionData_ || absorptionData_ != calibration_);
 }
 
 bool Exploration::smoothingPending() const
@@ -560,6 +615,12 @@ void Exploration::rebuildWarnings()
                 {ExplorationWarning::Kind::LayerNote, k.layer,
                  plan_->forLayer(k.layer) ? std::optional<size_t>(plan_->forLayer(k.layer)->rule) : std::nullopt,
                  "smooth_alpha", layerName(m, k.layer) + ": not smoothed: " + k.reason});
+    if (absorption_)
+        for (const SkippedPair& p : absorption_->skipped)
+            warnings_.push_back(
+                {ExplorationWarning::Kind::LayerNote, p.first,
+                 plan_->forLayer(p.first) ? std::optional<size_t>(plan_->forLayer(p.first)->rule) : std::nullopt,
+                 "high_bias_absorption", layerName(m, p.first) + ": " + p.reason});
     if (equalization_)
         for (const SkippedPair& p : equalization_->skipped)
             warnings_.push_back(
@@ -624,8 +685,10 @@ bool Exploration::weightsNeedCalibration() const
 {
     if (!plan_)
         return false;
-    // Smoothed weights come from the calibration's first phase.
+    // Smoothed weights come from the calibration's first phase, absorbed biases from the phase before.
     if (smoothing_ && !smoothing_->inputs.empty())
+        return true;
+    if (absorption_ && !absorption_->pairs.empty())
         return true;
     return std::any_of(plan_->layers().begin(), plan_->layers().end(), [](const LayerQuantization& lq) {
         return lq.problem.empty() && lq.weight && lq.readsCalibrationInputs();
@@ -663,6 +726,9 @@ CalibrationJob Exploration::calibrationJob(KeptHistograms histograms) const
     job.smoothing = smoothing_;
     job.floatInterpreter = floatInterpreter_;
     job.smoothingCurrent = !smoothingPending();
+    job.absorption = absorption_;
+    job.equalizedInterpreter = equalizedInterpreter_;
+    job.absorptionCurrent = !absorptionPending();
     return job;
 }
 
@@ -670,10 +736,33 @@ bool Exploration::apply(CalibrationResult result)
 {
     if (!model_ || !result.statistics || (result.generation && result.generation < modelGeneration_))
         return false;
+    if (result.absorption) {
+        // An absorption of other targets or of another equalized model is dropped with its statistics.
+        if (!absorption_ || !result.absorption->sameTargets(*absorption_) || result.equalizedModel != equalizedModel_)
+            return false;
+    } else if (absorptionPending()) {
+        return false; // statistics of a model whose high biases are not absorbed yet
+    }
     if (result.smoothing) {
         // A smoothing of other targets or of another float model is dropped with its statistics.
-        if (!smoothing_ || !result.smoothing->sameTargets(*smoothing_) || result.floatModel != floatModel_)
+        const auto base = result.absorption ? result.absorbedModel : floatModel_;
+        if (!smoothing_ || !result.smoothing->sameTargets(*smoothing_) || result.floatModel != base)
             return false;
+    } else if (smoothingPending() && !result.absorption) {
+        return false; // statistics of a model that is not the one smoothing asks for
+    }
+    if (result.absorption) {
+        auto taken = std::make_shared<HighBiasAbsorption>(*result.absorption);
+        taken->skipped = absorption_->skipped;
+        absorption_ = std::move(taken);
+        absorptionData_ = calibration_;
+        model_ = floatModel_ = std::move(result.absorbedModel);
+        interpreter_ = floatInterpreter_ = std::move(result.absorbedInterpreter);
+        smoothingData_.reset();
+        modelGeneration_ = generation_;
+        weightsGeneration_ = 0; // weights of the model before absorption
+    }
+    if (result.smoothing) {
         auto taken = std::make_shared<SmoothQuant>(*result.smoothing);
         taken->skipped = smoothing_->skipped;
         smoothing_ = std::move(taken);
@@ -682,8 +771,6 @@ bool Exploration::apply(CalibrationResult result)
         interpreter_ = std::move(result.smoothedInterpreter);
         modelGeneration_ = generation_;
         weightsGeneration_ = 0; // weights of the unsmoothed model
-    } else if (smoothingPending()) {
-        return false; // statistics of a model that is not the one smoothing asks for
     }
     statistics_ = std::move(result.statistics);
     return true;
@@ -708,6 +795,8 @@ EvaluationJob Exploration::evaluationJob() const
         throw Error("these rules quantize activations with static scales: run calibration first");
     if (smoothingPending())
         throw Error("these rules set smooth_alpha: run calibration first (it computes the smoothing)");
+    if (absorptionPending())
+        throw Error("these rules set high_bias_absorption: run calibration first (it computes the absorbed biases)");
     EvaluationJob job{snapshot(), {}, litert_};
     job.options.maxBatches = evaluation_->maxBatches;
     return job;
@@ -808,10 +897,10 @@ std::vector<std::string> Exploration::restoreResults(const SessionFile& s)
     }
     if (s.modelSha256 != loaded_.sha256)
         return log;
-    const bool smoothed = smoothing_ && !smoothing_->inputs.empty();
+    const bool smoothed = (smoothing_ && !smoothing_->inputs.empty()) || (absorption_ && !absorption_->pairs.empty());
     if (smoothed && !s.activationStatistics.is_null())
-        log.push_back("Cached statistics dropped: the rules set smooth_alpha, whose smoothing a new calibration "
-                      "computes (session files do not hold it)");
+        log.push_back("Cached statistics dropped: the rules set smooth_alpha or high_bias_absorption, which a new "
+                      "calibration computes (session files do not hold them)");
     try {
         if (!s.activationStatistics.is_null() && !smoothed)
             statistics_ =

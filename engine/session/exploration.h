@@ -32,6 +32,7 @@
 #include "graph/model.h"
 #include "io/data_source.h"
 #include "quantization/equalization.h"
+#include "quantization/high_bias_absorption.h"
 #include "quantization/quantization_plan.h"
 #include "quantization/smoothing.h"
 #include "quantization/weight_quantizer.h"
@@ -145,18 +146,31 @@ struct CalibrationResult {
     std::shared_ptr<const SmoothQuant> smoothing;
     std::shared_ptr<const Model> floatModel, smoothedModel;
     std::shared_ptr<const Interpreter> smoothedInterpreter;
+    // Set when the job absorbed high biases first (high_bias_absorption rules):
+    // the absorption with its c per channel, the equalized model it rewrote, and
+    // the absorbed model (and its interpreter) smoothing and calibration ran on.
+    std::shared_ptr<const HighBiasAbsorption> absorption;
+    std::shared_ptr<const Model> equalizedModel, absorbedModel;
+    std::shared_ptr<const Interpreter> absorbedInterpreter;
 };
 // With smooth_alpha rules, calibration has two phases: (1) the float model
 // (loaded, or equalized) runs over the calibration data for the per-channel
 // maxima of the smoothed activations, and the smoothing rewrites a copy of it;
 // (2) the usual calibration runs on that smoothed copy. Phase 1 is skipped when
 // the smoothing held is of the same targets and data (`smoothingCurrent`).
+// With high_bias_absorption rules a phase comes before both: the equalized
+// model runs over the calibration data for the minima of the absorbing layers'
+// outputs, and the absorption rewrites a copy of it (then smoothing, when asked,
+// is recomputed on that copy). Skipped when the absorption held is current.
 struct CalibrationJob {
     ExplorationSnapshot in;
     CalibrationOptions options;
     std::shared_ptr<const SmoothQuant> smoothing;        // the targets (and, when current, the scales); may be null
     std::shared_ptr<const Interpreter> floatInterpreter; // phase 1 runs on it
     bool smoothingCurrent = false;                       // in.interpreter is already the smoothed model
+    std::shared_ptr<const HighBiasAbsorption> absorption;    // the targets; may be null
+    std::shared_ptr<const Interpreter> equalizedInterpreter; // the absorption phase runs on it
+    bool absorptionCurrent = false;                          // floatInterpreter is already the absorbed model
     CalibrationResult run(const CancellationToken& cancel = {}, const ProgressCallback& progress = {}) const;
 };
 
@@ -225,6 +239,14 @@ public:
     // The cross-layer equalization of the current rules: the pairs equalized and
     // those skipped, with why; null when no rule sets equalize.
     std::shared_ptr<const CrossLayerEqualization> equalization() const { return equalization_; }
+    // With high_bias_absorption rules, once a calibration has run, model(),
+    // modelPtr() and interpreter() are the equalized model with the absorbed
+    // biases (quantization/high_bias_absorption.h; smoothing, if any, on top). The
+    // absorption of the current rules: the pairs (c per channel once calibrated)
+    // and those skipped, with why; null when no equalized pair asks for it.
+    std::shared_ptr<const HighBiasAbsorption> absorption() const { return absorption_; }
+    // Whether the rules absorb high biases not yet computed from the current calibration data.
+    bool absorptionPending() const;
     // With smooth_alpha rules, model(), modelPtr() and interpreter() are, once a
     // calibration has run, the smoothed model (quantization/smoothing.h; on top of
     // the equalized one). The smoothing of the current rules: the activations
@@ -347,14 +369,22 @@ private:
     // they differ from the held ones, the model goes back to the float one
     // (true: its weights and statistics are then dropped).
     bool takeSmoothingTargets();
+    // Takes the absorption targets of the current plan and equalization; when
+    // they differ from the held ones, the float model goes back to the equalized
+    // one (true: its weights and statistics are then dropped).
+    bool takeAbsorptionTargets();
 
     std::shared_ptr<const ImageDecoder> decoder_;
     LoadedModel loaded_;
     std::shared_ptr<const Model> model_; // floatModel_, or its smoothed copy
     std::shared_ptr<const Interpreter> interpreter_;
-    std::shared_ptr<const Model> floatModel_; // the loaded model, or its equalized copy
+    std::shared_ptr<const Model> floatModel_; // equalizedModel_, or its copy with absorbed high biases
     std::shared_ptr<const Interpreter> floatInterpreter_;
+    std::shared_ptr<const Model> equalizedModel_; // the loaded model, or its equalized copy
+    std::shared_ptr<const Interpreter> equalizedInterpreter_;
     std::shared_ptr<const CrossLayerEqualization> equalization_;
+    std::shared_ptr<const HighBiasAbsorption> absorption_;
+    std::optional<DataConfig> absorptionData_; // the data floatModel_'s absorption is of; none: not absorbed yet
     std::shared_ptr<const SmoothQuant> smoothing_;
     std::optional<DataConfig> smoothingData_; // the data model_'s smoothing is of; none: not smoothed yet
     uint64_t modelGeneration_ = 0; // the generation model_ was last replaced at

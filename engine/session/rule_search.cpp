@@ -114,8 +114,8 @@ EvaluationResult Searcher::evaluateRules(RuleSet rules, bool full)
 {
     cancel_.check();
     x_.setRules(std::move(rules), "search");
-    // smooth_alpha: the smoothed weights come from the calibration's first phase.
-    if (x_.smoothingPending())
+    // smooth_alpha, high_bias_absorption: the rewritten model comes from the calibration's first phases.
+    if (x_.smoothingPending() || x_.absorptionPending())
         x_.calibrate(KeptHistograms::AsPlanNeeds, cancel_);
     x_.updateWeights(cancel_);
     for (const auto& [layer, why] : x_.weights()->problems())
