@@ -488,10 +488,23 @@ private slots:
                  qPrintable(QString("CLI %1 dB, LiteRT.js %2 dB").arg(cliSqnr).arg(liteSqnr)));
     }
 
-    // A model the exporter refuses keeps the fake-quant output figures, and the report says why once.
+    // A model the exporter refuses keeps the fake-quant output figures, and the report says why once:
+    // the segmentation head with its Resize made cubic (python3's onnx writes the copy).
     void refusedModelKeepsFakeQuantFigures()
     {
-        const fs::path model = kZoo / "segmentation_head.onnx", data = kZoo / "segmentation_head_calib.npz";
+        const fs::path model = path("segmentation_head_cubic.onnx"), data = kZoo / "segmentation_head_calib.npz";
+        QProcess python;
+        python.start(QUANTSCOPE_PYTHON,
+                     {"-c",
+                      "import onnx, sys\n"
+                      "m = onnx.load(sys.argv[1])\n"
+                      "for n in m.graph.node:\n"
+                      "    for a in n.attribute:\n"
+                      "        if n.op_type == 'Resize' and a.name == 'mode': a.s = b'cubic'\n"
+                      "onnx.save(m, sys.argv[2])\n",
+                      QString::fromStdString((kZoo / "segmentation_head.onnx").string()),
+                      QString::fromStdString(model.string())});
+        QVERIFY(python.waitForFinished(60000) && python.exitCode() == 0);
         const fs::path rules = path("refused_rules.json"), report = path("refused_report.json");
         test::writeFile(rules.string(), kRules);
         const test::CliRun run = test::runCli(
@@ -504,7 +517,7 @@ private slots:
         const auto doc = nlohmann::json::parse(test::readFile(report.string()));
         QCOMPARE(doc.at("output_simulation").get<std::string>(), std::string("fake_quant"));
         const std::string note = doc.at("output_simulation_note").get<std::string>();
-        QVERIFY2(note.find("(ConvTranspose)") != std::string::npos, note.c_str());
+        QVERIFY2(note.find("(Resize): Resize mode 'cubic' has no LiteRT op") != std::string::npos, note.c_str());
         QCOMPARE(run.out.count("the LiteRT export cannot write"), 1);
     }
 
@@ -784,6 +797,84 @@ private slots:
                  m.op(BuiltinOperator::Slice, {x, begin, size}, {y}, BuiltinOptions::SliceOptions, {});
                  return std::pair{y, 0.05f};
              }},
+            {"TRANSPOSE_CONV 3x3 SAME stride 2 with bias", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(6);
+                 for (float& v : scales)
+                     v = 0.004f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {6, 3, 3, 4}, scales, 0, codes(6 * 36));
+                 std::vector<int32_t> bias(6);
+                 std::vector<float> bs;
+                 for (size_t c = 0; c < 6; ++c)
+                     bias[c] = code(rng) * 40, bs.push_back(0.05f * scales[c]);
+                 const int32_t b = m.int32("b", {6}, bias, bs);
+                 const int32_t shape = m.int32("shape", {4}, {1, 10, 10, 6});
+                 const int32_t y = m.int8("y", {1, 10, 10, 6}, 0.04f, -10);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Same));
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_w, 2);
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+                 m.op(BuiltinOperator::TransposeConv, {shape, w, x, b}, {y}, BuiltinOptions::TransposeConvOptions, o);
+                 return std::pair{y, 0.04f};
+             }},
+            {"TRANSPOSE_CONV 2x2 VALID stride 2, no bias", {1, 4, 4, 8}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(5);
+                 for (float& v : scales)
+                     v = 0.003f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {5, 2, 2, 8}, scales, 0, codes(5 * 32));
+                 const int32_t shape = m.int32("shape", {4}, {1, 8, 8, 5});
+                 const int32_t y = m.int8("y", {1, 8, 8, 5}, 0.05f, 4);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Valid));
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_w, 2);
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+                 m.op(BuiltinOperator::TransposeConv, {shape, w, x}, {y}, BuiltinOptions::TransposeConvOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR half-pixel centers 5x6 to 10x12", {1, 5, 6, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {10, 12});
+                 const int32_t y = m.int8("y", {1, 10, 12, 4}, 0.05f, 3);
+                 flatbuffer::Table o;
+                 o.scalar<bool>(tflite::resize_bilinear::half_pixel_centers, true);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR align_corners 4x5 to 7x9", {1, 4, 5, 3}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {7, 9});
+                 const int32_t y = m.int8("y", {1, 7, 9, 3}, 0.05f, 3);
+                 flatbuffer::Table o;
+                 o.scalar<bool>(tflite::resize_bilinear::align_corners, true);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR asymmetric 5x6 to 8x9", {1, 5, 6, 3}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {8, 9});
+                 const int32_t y = m.int8("y", {1, 8, 9, 3}, 0.05f, 3);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, {});
+                 return std::pair{y, 0.05f};
+             }},
+            {"SUB of a per-channel constant", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {4}, 0.02f, 1, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.07f, -9);
+                 m.op(BuiltinOperator::Sub, {x, c}, {y}, BuiltinOptions::SubOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::None));
+                 return std::pair{y, 0.07f};
+             }},
+            {"SUB from a constant, RELU", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {1, 1, 1, 4}, 0.03f, -2, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.04f, -128);
+                 m.op(BuiltinOperator::Sub, {c, x}, {y}, BuiltinOptions::SubOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::Relu));
+                 return std::pair{y, 0.04f};
+             }},
+            {"STRIDED_SLICE rows 1, 3, 5 and channels 2, 5, 8", {1, 7, 6, 9}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t begin = m.int32("begin", {4}, {0, 1, 0, 2});
+                 const int32_t end = m.int32("end", {4}, {1, 7, 6, 9});
+                 const int32_t strides = m.int32("strides", {4}, {1, 2, 1, 3});
+                 const int32_t y = m.int8("y", {1, 3, 6, 3}, 0.05f, 3);
+                 m.op(BuiltinOperator::StridedSlice, {x, begin, end, strides}, {y}, BuiltinOptions::StridedSliceOptions,
+                      {});
+                 return std::pair{y, 0.05f};
+             }},
             // The input's zero point is 3, so negative values exist: the padding must be the lowest
             // code, not the zero point, for the maximum to ignore it.
             {"PADV2 with -128, MAX_POOL_2D 3x3 stride 2", {1, 8, 8, 4}, [&](test::TinyTflite& m, int32_t x) {
@@ -846,10 +937,12 @@ private slots:
             QVERIFY2(xnnpack.exact == consumer.numel(), c.name);
             // The reference kernels requantize through fixed-point multipliers where XNNPACK uses a
             // float scale: a code apart near rounding ties (MEAN: 56 of 64 codes equal when measured;
+            // RESIZE_BILINEAR, whose reference places its taps in 10 fractional bits where XNNPACK
+            // weighs them in 11: 166 of 189 with align_corners, 460 of 480 with half-pixel centers;
             // everywhere else at least 97 %).
             QVERIFY2(referenceAgreement.maxDiff <= 1, c.name);
-            const bool mean = std::string(c.name).starts_with("MEAN");
-            QVERIFY2(double(referenceAgreement.exact) >= (mean ? 0.75 : 0.9) * double(consumer.numel()), c.name);
+            const bool loose = std::string(c.name).starts_with("MEAN") || std::string(c.name).starts_with("RESIZE_BIL");
+            QVERIFY2(double(referenceAgreement.exact) >= (loose ? 0.75 : 0.9) * double(consumer.numel()), c.name);
         }
     }
 
