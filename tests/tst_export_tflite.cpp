@@ -410,6 +410,7 @@ private slots:
         QCOMPARE(t.at("batches").get<int64_t>(), int64_t(2));
         QCOMPARE(t.at("io").get<std::string>(), std::string("float"));
         QCOMPARE(t.at("grouped_conv").get<std::string>(), std::string("native"));
+        QCOMPARE(t.at("transpose_conv_bias").get<std::string>(), std::string("input"));
         // --tflite-io int8: int8 edges, no QUANTIZE/DEQUANTIZE; a tflite flag without the export is
         // a usage error.
         const fs::path int8Out = path("cli_int8.tflite"), int8Report = path("report_int8.json");
