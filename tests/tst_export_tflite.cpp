@@ -23,6 +23,7 @@
 #include "export/tflite_integer.h"
 #include "export/tflite_schema.h"
 #include "graph/batch_norm_folding.h"
+#include "graph/weight_layout.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
@@ -945,6 +946,96 @@ private slots:
             const bool loose = std::string(c.name).starts_with("MEAN") || std::string(c.name).starts_with("RESIZE_BIL");
             QVERIFY2(double(referenceAgreement.exact) >= (loose ? 0.75 : 0.9) * double(consumer.numel()), c.name);
         }
+    }
+
+    // The writer's SUB and STRIDED_SLICE on zoo models edited to use them: the detection head with
+    // its two FPN Adds made Subs (SUB of two activations), the segmentation head with every second
+    // row and column of its output taken by a Slice with steps (axes 2, 3: NHWC axes 1, 2). LiteRT.js
+    // runs each file as the integer simulation does, and both are near the edited float model.
+    void editedModelsRunInLiteRt_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("op");
+        QTest::newRow("SUB") << "detection_head" << "SUB";
+        QTest::newRow("STRIDED_SLICE") << "segmentation_head" << "STRIDED_SLICE";
+    }
+
+    void editedModelsRunInLiteRt()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, op);
+        const std::string name = model.toStdString();
+        const BatchNormFolding folding = foldBatchNorms(loadModel(kZoo / (name + ".onnx")));
+        Model m = folding.model;
+        if (op == "SUB") {
+            for (Node& n : m.nodes)
+                if (n.opType == "Add")
+                    n.opType = "Sub";
+        } else {
+            auto ints = [](std::vector<int64_t> v) {
+                return Tensor::fromVector(DType::I64, {int64_t(v.size())}, std::move(v));
+            };
+            m.addInitializer("strided/starts", ints({1, 0}));
+            m.addInitializer("strided/ends", ints({32, 32}));
+            m.addInitializer("strided/axes", ints({2, 3}));
+            m.addInitializer("strided/steps", ints({2, 3}));
+            Node slice;
+            slice.name = "/strided/Slice";
+            slice.opType = "Slice";
+            slice.inputs = {m.outputs.at(0).name, "strided/starts", "strided/ends", "strided/axes", "strided/steps"};
+            slice.outputs = {"strided_output"};
+            m.nodes.push_back(slice);
+            m.outputs.at(0).name = "strided_output";
+        }
+        m.layers = findGraphLayers(m);
+        const QuantizationPlan plan = QuantizationPlan::build(m, RuleSet::fromJson(kRules), QuantizationMode::Odml);
+        WeightQuantizer weights;
+        weights.update(m, plan);
+        const Interpreter interpreter(m);
+        auto calib = openDataSource(kZoo / (name + "_calib.npz"), {.batchSize = 1, .exactBatches = true}, &m);
+        TfliteOptions options;
+        options.odml.maxBatches = kCalibBatches;
+        const fs::path out = path("edited_" + op.toStdString() + ".tflite");
+        TfliteSummary summary;
+        try {
+            summary = exportTflite(interpreter, plan, weights, *calib, options, out);
+        } catch (const Error& e) {
+            QFAIL(e.what());
+        }
+        QCOMPARE(summary.operatorsByType[op.toStdString()], op == "SUB" ? int64_t(2) : int64_t(1));
+        const std::string bytes = test::readFile(out.string());
+        const TfliteIntegerExecutor integer = TfliteIntegerExecutor::fromBytes(
+            std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), out.string());
+        const Tensor eval = NpzFile::open(kZoo / (name + "_eval.npz")).read("input").toFloat32();
+        std::vector<float> floatAll, ours, lite;
+        for (int64_t row = 0; row < 2; ++row) {
+            const int64_t per = eval.numel() / eval.dim(0);
+            Shape shape = eval.shape();
+            shape[0] = 1;
+            Tensor x(DType::F32, shape);
+            std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
+            const Tensor f = toNhwc(interpreter.run({{m.inputs.at(0).name, x}}).at(m.outputs.at(0).name));
+            floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
+            const Tensor q = integer.run({toNhwc(x)}).at(0);
+            QCOMPARE(q.numel(), f.numel());
+            ours.insert(ours.end(), q.values<float>().begin(), q.values<float>().end());
+            QString error;
+            const Tensor y = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR}, out,
+                                         path("edited_" + op.toStdString() + "_" + std::to_string(row)), {toNhwc(x)},
+                                         error);
+            QVERIFY2(!y.empty(), qPrintable("LiteRT.js: " + error));
+            QCOMPARE(y.numel(), f.numel());
+            lite.insert(lite.end(), y.values<float>().begin(), y.values<float>().end());
+        }
+        auto tensorOf = [](const std::vector<float>& v) {
+            return Tensor::fromVector(DType::F32, {int64_t(v.size())}, v);
+        };
+        const double agreement = sqnrDb(tensorOf(ours), tensorOf(lite)),
+                     vsFloat = sqnrDb(tensorOf(floatAll), tensorOf(lite));
+        qInfo("%s with %s: LiteRT.js vs integer simulation %.1f dB, vs float %.2f dB", name.c_str(),
+              qPrintable(op), agreement, vsFloat);
+        QVERIFY2(agreement >= 45.0, qPrintable(QString("LiteRT.js vs integer simulation %1 dB").arg(agreement)));
+        QVERIFY2(vsFloat >= 25.0, qPrintable(QString("LiteRT.js vs float %1 dB").arg(vsFloat)));
     }
 
     // What neither the ODML scheme nor the writer can put into LiteRT is refused with one Error naming
