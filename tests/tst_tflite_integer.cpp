@@ -23,10 +23,11 @@ using tflite::BuiltinOptions;
 namespace {
 
 std::vector<int8_t> runInt8(const TinyTflite& m, const std::vector<std::vector<int8_t>>& inputs,
-                            const std::vector<std::vector<int64_t>>& shapes)
+                            const std::vector<std::vector<int64_t>>& shapes,
+                            TfliteArithmetic arithmetic = TfliteArithmetic::Reference)
 {
     const std::vector<uint8_t> bytes = m.serialize();
-    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model", TfliteArithmetic::Reference);
+    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model", arithmetic);
     std::vector<Tensor> in;
     for (size_t k = 0; k < inputs.size(); ++k)
         in.push_back(Tensor::fromVector(DType::I8, shapes[k], inputs[k]));
@@ -343,6 +344,47 @@ private slots:
              activationOnly(tflite::add_mul::fused_activation_function, Activation::None));
         s.inputs = {a, c}, s.outputs = {d};
         QCOMPARE(runInt8(s, {{4, -3}, {10, 1}}, {{2}, {2}}), (std::vector<int8_t>{-1, -2}));
+    }
+
+    // Arm NN 20.08's TfLite parser never reads RESIZE_BILINEAR's half_pixel_centers, and the Arm NN
+    // simulation reproduces that: a row of codes 0 4 (scale 1) resized from 2 to 4 columns. With
+    // half-pixel centers (LiteRT) the columns sit at −0.25 (clamped to 0), 0.25, 0.75, 1.25
+    // (clamped): 0 1 3 4. Asymmetric (Arm NN) at 0, 0.5, 1, 1.5: 0 2 4 4. Arm NN's parser takes
+    // TRANSPOSE_CONV with three inputs only, so the simulation refuses one with a bias input,
+    // naming the operator.
+    void armnnDropsHalfPixelCentersAndRefusesABiasInput()
+    {
+        TinyTflite r;
+        const int32_t size = r.int32("size", {2}, {1, 4});
+        const int32_t x = r.int8("x", {1, 1, 2, 1}, 1.0f, 0);
+        const int32_t y = r.int8("y", {1, 1, 4, 1}, 1.0f, 0);
+        flatbuffer::Table ro;
+        ro.scalar<bool>(tflite::resize_bilinear::half_pixel_centers, true);
+        r.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, ro);
+        r.inputs = {x}, r.outputs = {y};
+        QCOMPARE(runInt8(r, {{0, 4}}, {{1, 1, 2, 1}}), (std::vector<int8_t>{0, 1, 3, 4}));
+        QCOMPARE(runInt8(r, {{0, 4}}, {{1, 1, 2, 1}}, TfliteArithmetic::ArmnnReference),
+                 (std::vector<int8_t>{0, 2, 4, 4}));
+
+        TinyTflite m;
+        const int32_t shape = m.int32("shape", {4}, {1, 1, 1, 1});
+        const int32_t w = m.int8("w", {1, 1, 1, 3}, 1.0f, 0, {1, 1, 1});
+        const int32_t in = m.int8("x", {1, 1, 1, 3}, 1.0f, 0);
+        const int32_t out = m.int8("y", {1, 1, 1, 1}, 2.0f, 0);
+        const int32_t bias = m.int32("b", {1}, {0}, {1.0f});
+        flatbuffer::Table o;
+        o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Valid));
+        o.scalar<int32_t>(tflite::transpose_conv::stride_w, 1);
+        o.scalar<int32_t>(tflite::transpose_conv::stride_h, 1);
+        m.op(BuiltinOperator::TransposeConv, {shape, w, in, bias}, {out}, BuiltinOptions::TransposeConvOptions, o);
+        m.inputs = {in}, m.outputs = {out};
+        QCOMPARE(runInt8(m, {{1, 2, 3}}, {{1, 1, 1, 3}}), (std::vector<int8_t>{3})); // 6 / 2
+        try {
+            runInt8(m, {{1, 2, 3}}, {{1, 1, 1, 3}}, TfliteArithmetic::ArmnnReference);
+            QFAIL("a four-input TRANSPOSE_CONV ran in the Arm NN simulation");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("(TRANSPOSE_CONV)") != std::string::npos, e.what());
+        }
     }
 
     void malformedProgramsAreErrors()
