@@ -508,6 +508,89 @@ private slots:
                  qPrintable(QString("CLI %1 dB, %2 %3 dB").arg(cliSqnr).arg(consumer).arg(liteSqnr)));
     }
 
+    // --tflite-transpose-conv-bias reaches the ODML output figures as it reaches the file: with
+    // --tflite-arithmetic armnn the segmentation head's TRANSPOSE_CONV must be written with its bias
+    // as an ADD (Arm NN 20.08 takes three inputs), else the Arm NN simulation refuses it and the
+    // figures stay the fake-quant ones, the note naming the operator. With `add`, the reported
+    // output SQNR is Arm NN's on the exported file.
+    void cliTransposeConvBiasReachesTheArmnnFigures()
+    {
+        const fs::path model = kZoo / "segmentation_head.onnx", calib = kZoo / "segmentation_head_calib.npz",
+                       evalFile = kZoo / "segmentation_head_eval.npz";
+        const fs::path rules = path("tc_rules.json");
+        test::writeFile(rules.string(), kRules);
+        constexpr int64_t kBatches = 4;
+        auto quantize = [&](const QString& bias) {
+            const fs::path out = path("tc_" + bias.toStdString() + ".tflite"),
+                           report = path("tc_report_" + bias.toStdString() + ".json");
+            const test::CliRun run = test::runCli({"quantize",
+                                                   QString::fromStdString(model.string()),
+                                                   "--rules",
+                                                   QString::fromStdString(rules.string()),
+                                                   "--mode",
+                                                   "odml",
+                                                   "--calib",
+                                                   QString::fromStdString(calib.string()),
+                                                   "--eval",
+                                                   QString::fromStdString(evalFile.string()),
+                                                   "--max-batches",
+                                                   QString::number(kBatches),
+                                                   "--export-tflite",
+                                                   QString::fromStdString(out.string()),
+                                                   "--tflite-transpose-conv-bias",
+                                                   bias,
+                                                   "--tflite-arithmetic",
+                                                   "armnn",
+                                                   "--report",
+                                                   QString::fromStdString(report.string())},
+                                                  600000);
+            if (run.exitCode != 0)
+                qWarning("%s", run.err.constData());
+            return std::pair{out, nlohmann::json::parse(test::readFile(report.string()))};
+        };
+        const auto [inputFile, inputDoc] = quantize("input");
+        QCOMPARE(inputDoc.at("output_simulation").get<std::string>(), std::string("fake_quant"));
+        const std::string note = inputDoc.at("output_simulation_note").get<std::string>();
+        QVERIFY2(note.find("(TRANSPOSE_CONV)") != std::string::npos, note.c_str());
+
+        const auto [addFile, addDoc] = quantize("add");
+        QCOMPARE(addDoc.at("output_simulation").get<std::string>(), std::string("integer"));
+        QCOMPARE(addDoc.at("output_simulation_arithmetic").get<std::string>(), std::string("armnn"));
+        QCOMPARE(addDoc.at("exports").at("tflite").at("transpose_conv_bias").get<std::string>(), std::string("add"));
+        const double cliSqnr = addDoc.at("outputs").at(0).at("sqnr_db").get<double>();
+#ifdef QUANTSCOPE_ARMNN_RUNNER
+        const BatchNormFolding folding = foldBatchNorms(loadModel(model));
+        const Interpreter interpreter(folding.model);
+        const Tensor eval = NpzFile::open(evalFile).read("input").toFloat32();
+        std::vector<float> floatAll, armnnAll;
+        for (int64_t row = 0; row < kBatches; ++row) {
+            const int64_t per = eval.numel() / eval.dim(0);
+            Shape shape = eval.shape();
+            shape[0] = 1;
+            Tensor x(DType::F32, shape);
+            std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
+            const Tensor f = toNhwc(interpreter.run(
+                                                   {{ folding.model.inputs.at(0).name,
+                                                      x }})
+                                        .at(folding.model.outputs.at(0).name));
+            floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
+            QString error;
+            const Tensor y = runConsumer(QUANTSCOPE_ARMNN_RUNNER, {QUANTSCOPE_ARMNN_BACKENDS}, addFile,
+                                         path("tc_armnn_" + std::to_string(row)), {toNhwc(x)}, error);
+            QVERIFY2(!y.empty(), qPrintable(error));
+            armnnAll.insert(armnnAll.end(), y.values<float>().begin(), y.values<float>().end());
+        }
+        const double armnnSqnr = sqnrDb(Tensor::fromVector(DType::F32, {int64_t(floatAll.size())}, floatAll),
+                                        Tensor::fromVector(DType::F32, {int64_t(armnnAll.size())}, armnnAll));
+        qInfo("segmentation_head: CLI output SQNR %.2f dB (armnn arithmetic, bias as ADD), Arm NN %.2f dB", cliSqnr,
+              armnnSqnr);
+        QVERIFY2(std::fabs(cliSqnr - armnnSqnr) <= 0.3,
+                 qPrintable(QString("CLI %1 dB, Arm NN %2 dB").arg(cliSqnr).arg(armnnSqnr)));
+#else
+        Q_UNUSED(cliSqnr);
+#endif
+    }
+
     // A model the exporter refuses keeps the fake-quant output figures, and the report says why once:
     // the segmentation head with its Resize made cubic (python3's onnx writes the copy).
     void refusedModelKeepsFakeQuantFigures()
