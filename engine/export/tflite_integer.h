@@ -65,7 +65,9 @@ enum class TfliteArithmetic {
     Reference,
     // Arm NN 20.08's CpuRef backend (export/tflite_armnn.h): every int8 input decoded to float, the
     // operator computed in float, the result encoded (round half away from zero, clamp); a fused
-    // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D.
+    // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D;
+    // RESIZE_BILINEAR's half_pixel_centers unread. What Arm NN cannot run, and any operator
+    // without a simulation of Arm NN's arithmetic, is an Error when the executor is built.
     ArmnnReference,
 };
 
