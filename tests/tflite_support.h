@@ -73,7 +73,8 @@ public:
             t.scalar<int8_t>(tf::operator_code::deprecated_builtin_code, int8_t(std::min<int32_t>(int32_t(c), 127)));
             // The versions the exporter writes (export/tflite.cpp, int8Version).
             int32_t version = 2;
-            if (c == tf::BuiltinOperator::Conv2D || c == tf::BuiltinOperator::DepthwiseConv2D)
+            if (c == tf::BuiltinOperator::Conv2D || c == tf::BuiltinOperator::DepthwiseConv2D ||
+                c == tf::BuiltinOperator::TransposeConv || c == tf::BuiltinOperator::ResizeBilinear)
                 version = 3;
             else if (c == tf::BuiltinOperator::FullyConnected)
                 version = 4;

@@ -24,6 +24,7 @@
 #include "export/tflite_integer.h"
 #include "export/tflite_schema.h"
 #include "graph/batch_norm_folding.h"
+#include "graph/weight_layout.h"
 #include "io/data_source.h"
 #include "io/model_loader.h"
 #include "io/npy.h"
@@ -175,7 +176,7 @@ private slots:
         QTest::addColumn<QString>("model");
         for (const char* name : {"resnet18", "mobilenet_v2", "mobilenet_v3_small", "mnasnet", "efficientnet_b0",
                                  "squeezenet", "densenet_small", "detection_head", "regnet_y_400mf",
-                                 "shufflenet_v2"})
+                                 "shufflenet_v2", "segmentation_head"})
             QTest::newRow(name) << QString(name);
     }
 
@@ -198,6 +199,9 @@ private slots:
         // Arm NN's parser ignores a CONV_2D's groups (groupedConvolutionForms): RegNet's are split.
         if (name == "regnet_y_400mf")
             options.groupedConv = TfliteGroupedConv::Split;
+        // Arm NN 20.08's parser takes TRANSPOSE_CONV with three inputs only: the bias is an ADD.
+        if (name == "segmentation_head")
+            options.transposeConvBias = TfliteTransposeConvBias::Add;
         TfliteSummary summary;
         try {
             auto calib = openDataSource(calibFile, {.batchSize = 1, .exactBatches = true}, &m);
@@ -230,6 +234,13 @@ private slots:
         const TfliteIntegerExecutor armnnSim =
             TfliteIntegerExecutor::fromBytes(bytes, out.string(), TfliteArithmetic::ArmnnReference);
 
+        // Arm NN 20.08's parser drops RESIZE_BILINEAR's half_pixel_centers (the segmentation head's
+        // upsampling): Arm NN computes asymmetric coordinates, as its simulation does, so it is not held
+        // to LiteRT.js there.
+        bool halfPixelResize = false;
+        for (const TfliteProgram::Operation& op : TfliteProgram::read(bytes, out.string()).operations)
+            halfPixelResize |= op.op == tflite::BuiltinOperator::ResizeBilinear && op.halfPixelCenters;
+
         const Tensor eval = NpzFile::open(kZoo / (name + "_eval.npz")).read("input").toFloat32();
         const std::string inputName = m.inputs.at(0).name, outputName = m.outputs.at(0).name;
         std::vector<float> floatAll, simAll, integerAll, referenceAll, armnnSimAll;
@@ -240,8 +251,9 @@ private slots:
             shape[0] = 1;
             Tensor x(DType::F32, shape);
             std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
-            const Tensor f = interpreter.run({{inputName, x}}).at(outputName);
-            const Tensor s = interpreter.run({{inputName, x}}, {{}, &hook}).at(outputName);
+            // A 4-D output (the segmentation head's) is NHWC in the LiteRT model.
+            const Tensor f = toNhwc(interpreter.run({{inputName, x}}).at(outputName));
+            const Tensor s = toNhwc(interpreter.run({{inputName, x}}, {{}, &hook}).at(outputName));
             floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
             simAll.insert(simAll.end(), s.values<float>().begin(), s.values<float>().end());
             const Tensor q = integer.run({toNhwc(x)}).at(0);
@@ -316,7 +328,8 @@ private slots:
         if (consumerAll.size() == 2) { // the two integer runtimes against each other
             const double between = sqnrDb(tensorOf(consumerAll.at("LiteRT.js")), tensorOf(consumerAll.at("Arm NN")));
             qInfo("%s: Arm NN vs LiteRT.js %.1f dB", name.c_str(), between);
-            QVERIFY2(between >= 30.0, qPrintable(QString("Arm NN vs LiteRT.js %1 dB").arg(between)));
+            if (!halfPixelResize)
+                QVERIFY2(between >= 30.0, qPrintable(QString("Arm NN vs LiteRT.js %1 dB").arg(between)));
         }
         for (const Agreement& a : results) {
             // The XNNPACK arithmetic is LiteRT.js's: 9 of 10 zoo models bit for bit (200 dB), MNASNet
@@ -329,6 +342,43 @@ private slots:
                                                  .arg(a.vsOwn)
                                                  .arg(a.vsFakeQuant)));
             QVERIFY2(a.vsFloat >= 15.0, qPrintable(a.consumer + QString(" vs float %1 dB").arg(a.vsFloat)));
+        }
+        // TRANSPOSE_CONV's own bias input (the default, what LiteRT's converter writes): LiteRT.js
+        // runs it, and our simulation of it is LiteRT.js's to the code.
+        if (summary.operatorsByType.contains("TRANSPOSE_CONV")) {
+            options.transposeConvBias = TfliteTransposeConvBias::Input;
+            const fs::path withInput = path(name + "_bias_input.tflite");
+            auto calibAgain = openDataSource(calibFile, {.batchSize = 1, .exactBatches = true}, &m);
+            const TfliteSummary s2 = exportTflite(interpreter, plan, weights, *calibAgain, options, withInput);
+            QCOMPARE(s2.operatorsByType.at("TRANSPOSE_CONV"), summary.operatorsByType.at("TRANSPOSE_CONV"));
+            QCOMPARE(s2.operators, summary.operators - summary.operatorsByType.at("TRANSPOSE_CONV")); // no ADDs
+            const std::string b2 = test::readFile(withInput.string());
+            const TfliteIntegerExecutor integer2 = TfliteIntegerExecutor::fromBytes(
+                std::span(reinterpret_cast<const uint8_t*>(b2.data()), b2.size()), withInput.string());
+            std::vector<float> ours, lite;
+            for (int64_t row = 0; row < kEvalRows; ++row) {
+                const int64_t per = eval.numel() / eval.dim(0);
+                Shape shape = eval.shape();
+                shape[0] = 1;
+                Tensor x(DType::F32, shape);
+                std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per,
+                            size_t(per) * 4);
+                const Tensor q = integer2.run({toNhwc(x)}).at(0);
+                ours.insert(ours.end(), q.values<float>().begin(), q.values<float>().end());
+                QString error;
+                const Tensor y = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR},
+                                             withInput, path(name + "_bias_input_" + std::to_string(row)),
+                                             {toNhwc(x)}, error);
+                QVERIFY2(!y.empty(), qPrintable("LiteRT.js did not run " + model + " with the bias input: " + error));
+                lite.insert(lite.end(), y.values<float>().begin(), y.values<float>().end());
+            }
+            const double agreement = sqnrDb(tensorOf(ours), tensorOf(lite));
+            const double vsFloat = sqnrDb(floatOut, tensorOf(lite));
+            qInfo("%s with TRANSPOSE_CONV's bias input: %lld bytes; LiteRT.js vs integer simulation %.1f dB, vs float "
+                  "%.2f dB",
+                  name.c_str(), static_cast<long long>(s2.bytes), agreement, vsFloat);
+            QVERIFY2(agreement >= 45.0, qPrintable(QString("LiteRT.js vs integer simulation %1 dB").arg(agreement)));
+            QVERIFY2(vsFloat >= 15.0, qPrintable(QString("LiteRT.js vs float %1 dB").arg(vsFloat)));
         }
         // int8 weights (a quarter of float) and int32 biases, plus the graph (a few hundred bytes
         // per operator: RegNet's split groups make 1317 of them).
@@ -358,6 +408,7 @@ private slots:
         QCOMPARE(t.at("batches").get<int64_t>(), int64_t(2));
         QCOMPARE(t.at("io").get<std::string>(), std::string("float"));
         QCOMPARE(t.at("grouped_conv").get<std::string>(), std::string("native"));
+        QCOMPARE(t.at("transpose_conv_bias").get<std::string>(), std::string("input"));
         // --tflite-io int8: int8 edges, no QUANTIZE/DEQUANTIZE; a tflite flag without the export is
         // a usage error.
         const fs::path int8Out = path("cli_int8.tflite"), int8Report = path("report_int8.json");
@@ -457,10 +508,106 @@ private slots:
                  qPrintable(QString("CLI %1 dB, %2 %3 dB").arg(cliSqnr).arg(consumer).arg(liteSqnr)));
     }
 
-    // A model the exporter refuses keeps the fake-quant output figures, and the report says why once.
+    // --tflite-transpose-conv-bias reaches the ODML output figures as it reaches the file: with
+    // --tflite-arithmetic armnn the segmentation head's TRANSPOSE_CONV must be written with its bias
+    // as an ADD (Arm NN 20.08 takes three inputs), else the Arm NN simulation refuses it and the
+    // figures stay the fake-quant ones, the note naming the operator. With `add`, the reported
+    // output SQNR is Arm NN's on the exported file.
+    void cliTransposeConvBiasReachesTheArmnnFigures()
+    {
+        const fs::path model = kZoo / "segmentation_head.onnx", calib = kZoo / "segmentation_head_calib.npz",
+                       evalFile = kZoo / "segmentation_head_eval.npz";
+        const fs::path rules = path("tc_rules.json");
+        test::writeFile(rules.string(), kRules);
+        constexpr int64_t kBatches = 4;
+        auto quantize = [&](const QString& bias) {
+            const fs::path out = path("tc_" + bias.toStdString() + ".tflite"),
+                           report = path("tc_report_" + bias.toStdString() + ".json");
+            const test::CliRun run = test::runCli({"quantize",
+                                                   QString::fromStdString(model.string()),
+                                                   "--rules",
+                                                   QString::fromStdString(rules.string()),
+                                                   "--mode",
+                                                   "odml",
+                                                   "--calib",
+                                                   QString::fromStdString(calib.string()),
+                                                   "--eval",
+                                                   QString::fromStdString(evalFile.string()),
+                                                   "--max-batches",
+                                                   QString::number(kBatches),
+                                                   "--export-tflite",
+                                                   QString::fromStdString(out.string()),
+                                                   "--tflite-transpose-conv-bias",
+                                                   bias,
+                                                   "--tflite-arithmetic",
+                                                   "armnn",
+                                                   "--report",
+                                                   QString::fromStdString(report.string())},
+                                                  600000);
+            if (run.exitCode != 0)
+                qWarning("%s", run.err.constData());
+            return std::pair{out, nlohmann::json::parse(test::readFile(report.string()))};
+        };
+        const auto [inputFile, inputDoc] = quantize("input");
+        QCOMPARE(inputDoc.at("output_simulation").get<std::string>(), std::string("fake_quant"));
+        const std::string note = inputDoc.at("output_simulation_note").get<std::string>();
+        QVERIFY2(note.find("(TRANSPOSE_CONV)") != std::string::npos, note.c_str());
+
+        const auto [addFile, addDoc] = quantize("add");
+        QCOMPARE(addDoc.at("output_simulation").get<std::string>(), std::string("integer"));
+        QCOMPARE(addDoc.at("output_simulation_arithmetic").get<std::string>(), std::string("armnn"));
+        QCOMPARE(addDoc.at("exports").at("tflite").at("transpose_conv_bias").get<std::string>(), std::string("add"));
+        const double cliSqnr = addDoc.at("outputs").at(0).at("sqnr_db").get<double>();
+#ifdef QUANTSCOPE_ARMNN_RUNNER
+        const BatchNormFolding folding = foldBatchNorms(loadModel(model));
+        const Interpreter interpreter(folding.model);
+        const Tensor eval = NpzFile::open(evalFile).read("input").toFloat32();
+        std::vector<float> floatAll, armnnAll;
+        for (int64_t row = 0; row < kBatches; ++row) {
+            const int64_t per = eval.numel() / eval.dim(0);
+            Shape shape = eval.shape();
+            shape[0] = 1;
+            Tensor x(DType::F32, shape);
+            std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
+            const Tensor f = toNhwc(interpreter.run(
+                                                   {{ folding.model.inputs.at(0).name,
+                                                      x }})
+                                        .at(folding.model.outputs.at(0).name));
+            floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
+            QString error;
+            const Tensor y = runConsumer(QUANTSCOPE_ARMNN_RUNNER, {QUANTSCOPE_ARMNN_BACKENDS}, addFile,
+                                         path("tc_armnn_" + std::to_string(row)), {toNhwc(x)}, error);
+            QVERIFY2(!y.empty(), qPrintable(error));
+            armnnAll.insert(armnnAll.end(), y.values<float>().begin(), y.values<float>().end());
+        }
+        const double armnnSqnr = sqnrDb(Tensor::fromVector(DType::F32, {int64_t(floatAll.size())}, floatAll),
+                                        Tensor::fromVector(DType::F32, {int64_t(armnnAll.size())}, armnnAll));
+        qInfo("segmentation_head: CLI output SQNR %.2f dB (armnn arithmetic, bias as ADD), Arm NN %.2f dB", cliSqnr,
+              armnnSqnr);
+        QVERIFY2(std::fabs(cliSqnr - armnnSqnr) <= 0.3,
+                 qPrintable(QString("CLI %1 dB, Arm NN %2 dB").arg(cliSqnr).arg(armnnSqnr)));
+#else
+        Q_UNUSED(cliSqnr);
+#endif
+    }
+
+    // A model the exporter refuses keeps the fake-quant output figures, and the report says why once:
+    // the segmentation head with its Resize made cubic (python3's onnx writes the copy).
     void refusedModelKeepsFakeQuantFigures()
     {
-        const fs::path model = kZoo / "segmentation_head.onnx", data = kZoo / "segmentation_head_calib.npz";
+        const fs::path model = path("segmentation_head_cubic.onnx"), data = kZoo / "segmentation_head_calib.npz";
+        QProcess python;
+        python.start(QUANTSCOPE_PYTHON,
+                     {"-c",
+                      "import onnx, sys\n"
+                      "m = onnx.load(sys.argv[1])\n"
+                      "for n in m.graph.node:\n"
+                      "    for a in n.attribute:\n"
+                      "        if n.op_type == 'Resize' and a.name == 'mode': a.s = b'cubic'\n"
+                      "onnx.save(m, sys.argv[2])\n",
+                      QString::fromStdString((kZoo / "segmentation_head.onnx").string()),
+                      QString::fromStdString(model.string())});
+        QVERIFY(python.waitForFinished(60000) && python.exitCode() == 0);
         const fs::path rules = path("refused_rules.json"), report = path("refused_report.json");
         test::writeFile(rules.string(), kRules);
         const test::CliRun run = test::runCli(
@@ -473,7 +620,7 @@ private slots:
         const auto doc = nlohmann::json::parse(test::readFile(report.string()));
         QCOMPARE(doc.at("output_simulation").get<std::string>(), std::string("fake_quant"));
         const std::string note = doc.at("output_simulation_note").get<std::string>();
-        QVERIFY2(note.find("(ConvTranspose)") != std::string::npos, note.c_str());
+        QVERIFY2(note.find("(Resize): Resize mode 'cubic' has no LiteRT op") != std::string::npos, note.c_str());
         QCOMPARE(run.out.count("the LiteRT export cannot write"), 1);
     }
 
@@ -753,6 +900,84 @@ private slots:
                  m.op(BuiltinOperator::Slice, {x, begin, size}, {y}, BuiltinOptions::SliceOptions, {});
                  return std::pair{y, 0.05f};
              }},
+            {"TRANSPOSE_CONV 3x3 SAME stride 2 with bias", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(6);
+                 for (float& v : scales)
+                     v = 0.004f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {6, 3, 3, 4}, scales, 0, codes(6 * 36));
+                 std::vector<int32_t> bias(6);
+                 std::vector<float> bs;
+                 for (size_t c = 0; c < 6; ++c)
+                     bias[c] = code(rng) * 40, bs.push_back(0.05f * scales[c]);
+                 const int32_t b = m.int32("b", {6}, bias, bs);
+                 const int32_t shape = m.int32("shape", {4}, {1, 10, 10, 6});
+                 const int32_t y = m.int8("y", {1, 10, 10, 6}, 0.04f, -10);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Same));
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_w, 2);
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+                 m.op(BuiltinOperator::TransposeConv, {shape, w, x, b}, {y}, BuiltinOptions::TransposeConvOptions, o);
+                 return std::pair{y, 0.04f};
+             }},
+            {"TRANSPOSE_CONV 2x2 VALID stride 2, no bias", {1, 4, 4, 8}, [&](test::TinyTflite& m, int32_t x) {
+                 std::vector<float> scales(5);
+                 for (float& v : scales)
+                     v = 0.003f * uniform(rng);
+                 const int32_t w = m.int8PerChannel("w", {5, 2, 2, 8}, scales, 0, codes(5 * 32));
+                 const int32_t shape = m.int32("shape", {4}, {1, 8, 8, 5});
+                 const int32_t y = m.int8("y", {1, 8, 8, 5}, 0.05f, 4);
+                 flatbuffer::Table o;
+                 o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Valid));
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_w, 2);
+                 o.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+                 m.op(BuiltinOperator::TransposeConv, {shape, w, x}, {y}, BuiltinOptions::TransposeConvOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR half-pixel centers 5x6 to 10x12", {1, 5, 6, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {10, 12});
+                 const int32_t y = m.int8("y", {1, 10, 12, 4}, 0.05f, 3);
+                 flatbuffer::Table o;
+                 o.scalar<bool>(tflite::resize_bilinear::half_pixel_centers, true);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR align_corners 4x5 to 7x9", {1, 4, 5, 3}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {7, 9});
+                 const int32_t y = m.int8("y", {1, 7, 9, 3}, 0.05f, 3);
+                 flatbuffer::Table o;
+                 o.scalar<bool>(tflite::resize_bilinear::align_corners, true);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, o);
+                 return std::pair{y, 0.05f};
+             }},
+            {"RESIZE_BILINEAR asymmetric 5x6 to 8x9", {1, 5, 6, 3}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t size = m.int32("size", {2}, {8, 9});
+                 const int32_t y = m.int8("y", {1, 8, 9, 3}, 0.05f, 3);
+                 m.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, {});
+                 return std::pair{y, 0.05f};
+             }},
+            {"SUB of a per-channel constant", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {4}, 0.02f, 1, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.07f, -9);
+                 m.op(BuiltinOperator::Sub, {x, c}, {y}, BuiltinOptions::SubOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::None));
+                 return std::pair{y, 0.07f};
+             }},
+            {"SUB from a constant, RELU", {1, 5, 5, 4}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t c = m.int8("c", {1, 1, 1, 4}, 0.03f, -2, codes(4));
+                 const int32_t y = m.int8("y", {1, 5, 5, 4}, 0.04f, -128);
+                 m.op(BuiltinOperator::Sub, {c, x}, {y}, BuiltinOptions::SubOptions,
+                      activation(tflite::add_mul::fused_activation_function, tflite::Activation::Relu));
+                 return std::pair{y, 0.04f};
+             }},
+            {"STRIDED_SLICE rows 1, 3, 5 and channels 2, 5, 8", {1, 7, 6, 9}, [&](test::TinyTflite& m, int32_t x) {
+                 const int32_t begin = m.int32("begin", {4}, {0, 1, 0, 2});
+                 const int32_t end = m.int32("end", {4}, {1, 7, 6, 9});
+                 const int32_t strides = m.int32("strides", {4}, {1, 2, 1, 3});
+                 const int32_t y = m.int8("y", {1, 3, 6, 3}, 0.05f, 3);
+                 m.op(BuiltinOperator::StridedSlice, {x, begin, end, strides}, {y}, BuiltinOptions::StridedSliceOptions,
+                      {});
+                 return std::pair{y, 0.05f};
+             }},
             // The input's zero point is 3, so negative values exist: the padding must be the lowest
             // code, not the zero point, for the maximum to ignore it.
             {"PADV2 with -128, MAX_POOL_2D 3x3 stride 2", {1, 8, 8, 4}, [&](test::TinyTflite& m, int32_t x) {
@@ -834,18 +1059,30 @@ private slots:
             QVERIFY2(xnnpack.exact == consumer.numel(), c.name);
             // The reference kernels requantize through fixed-point multipliers where XNNPACK uses a
             // float scale: a code apart near rounding ties (MEAN: 56 of 64 codes equal when measured;
+            // RESIZE_BILINEAR, whose reference places its taps in 10 fractional bits where XNNPACK
+            // weighs them in 11: 166 of 189 with align_corners, 460 of 480 with half-pixel centers;
             // everywhere else at least 97 %).
             QVERIFY2(referenceAgreement.maxDiff <= 1, c.name);
-            const bool mean = std::string(c.name).starts_with("MEAN");
-            QVERIFY2(double(referenceAgreement.exact) >= (mean ? 0.75 : 0.9) * double(consumer.numel()), c.name);
+            const bool loose =
+                std::string(c.name).starts_with("MEAN") || std::string(c.name).starts_with("RESIZE_BIL");
+            QVERIFY2(double(referenceAgreement.exact) >= (loose ? 0.75 : 0.9) * double(consumer.numel()), c.name);
 #ifdef QUANTSCOPE_ARMNN_RUNNER
             // Arm NN's CpuRef against the simulation of its arithmetic (TfliteArithmetic::ArmnnReference).
-            // Two cases are what Arm NN 20.08 cannot run as written (no PADV2; a grouped CONV_2D's
-            // groups ignored): the simulation refuses them.
+            // Three cases are what Arm NN 20.08 cannot run as written (no PADV2; a grouped CONV_2D's
+            // groups ignored; a TRANSPOSE_CONV with a bias input, which its parser rejects): the
+            // simulation refuses them, naming the operator.
             const std::string name = c.name;
-            if (name.starts_with("PADV2") || name.find("groups") != std::string::npos) {
-                QVERIFY_THROWS_EXCEPTION(
-                    Error, TfliteIntegerExecutor::fromBytes(bytes, c.name, TfliteArithmetic::ArmnnReference));
+            if (name.starts_with("PADV2") || name.find("groups") != std::string::npos ||
+                name.starts_with("TRANSPOSE_CONV 3x3 SAME stride 2 with bias")) {
+                const std::string op = name.starts_with("PADV2")            ? "(PADV2)"
+                                       : name.starts_with("TRANSPOSE_CONV") ? "(TRANSPOSE_CONV)"
+                                                                            : "(CONV_2D)";
+                try {
+                    TfliteIntegerExecutor::fromBytes(bytes, c.name, TfliteArithmetic::ArmnnReference);
+                    QFAIL(qPrintable(QString(c.name) + ": the Arm NN simulation ran what Arm NN cannot"));
+                } catch (const Error& e) {
+                    QVERIFY2(std::string(e.what()).find(op) != std::string::npos, e.what());
+                }
                 continue;
             }
             const TfliteIntegerExecutor armnnSim =
@@ -866,27 +1103,145 @@ private slots:
             qInfo("%s: %lld of %lld codes equal to Arm NN's with its arithmetic simulated (largest difference %d)",
                   c.name, static_cast<long long>(armnnExact), static_cast<long long>(armnn.numel()), armnnMaxDiff);
             // The simulation sums in CpuRef's float order, so no code differs, not even near a tie (the
-            // PAD case: its added codes are 0, not the zero point 3, as Arm NN 20.08 writes them).
+            // PAD case: its added codes are 0, not the zero point 3, as Arm NN 20.08 writes them; the
+            // half-pixel RESIZE_BILINEAR: Arm NN's asymmetric coordinates, the file's flag unread).
             QVERIFY2(armnnExact == armnn.numel(), c.name);
+            if (name.starts_with("RESIZE_BILINEAR half-pixel")) { // the fault is Arm NN's, not a no-op
+                int64_t apart = 0;
+                for (size_t k = 0; k < size_t(armnn.numel()); ++k)
+                    apart += armnn.values<float>()[k] != consumer.values<float>()[k];
+                qInfo("%s: %lld of %lld codes of Arm NN differ from LiteRT.js's", c.name, static_cast<long long>(apart),
+                      static_cast<long long>(armnn.numel()));
+                QVERIFY2(apart > 0, c.name);
+            }
 #endif
         }
     }
 
+    // The writer's SUB and STRIDED_SLICE on zoo models edited to use them: the detection head with
+    // its two FPN Adds made Subs (SUB of two activations), the segmentation head with every second
+    // row and column of its output taken by a Slice with steps (axes 2, 3: NHWC axes 1, 2). LiteRT.js
+    // runs each file as the integer simulation does, and both are near the edited float model.
+    void editedModelsRunInLiteRt_data()
+    {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("op");
+        QTest::newRow("SUB") << "detection_head" << "SUB";
+        QTest::newRow("STRIDED_SLICE") << "segmentation_head" << "STRIDED_SLICE";
+    }
+
+    void editedModelsRunInLiteRt()
+    {
+        QFETCH(QString, model);
+        QFETCH(QString, op);
+        const std::string name = model.toStdString();
+        const BatchNormFolding folding = foldBatchNorms(loadModel(kZoo / (name + ".onnx")));
+        Model m = folding.model;
+        if (op == "SUB") {
+            for (Node& n : m.nodes)
+                if (n.opType == "Add")
+                    n.opType = "Sub";
+        } else {
+            auto ints = [](std::vector<int64_t> v) {
+                return Tensor::fromVector(DType::I64, {int64_t(v.size())}, std::move(v));
+            };
+            m.addInitializer("strided/starts", ints({1, 0}));
+            m.addInitializer("strided/ends", ints({32, 32}));
+            m.addInitializer("strided/axes", ints({2, 3}));
+            m.addInitializer("strided/steps", ints({2, 3}));
+            Node slice;
+            slice.name = "/strided/Slice";
+            slice.opType = "Slice";
+            slice.inputs = {m.outputs.at(0).name, "strided/starts", "strided/ends", "strided/axes", "strided/steps"};
+            slice.outputs = {"strided_output"};
+            m.nodes.push_back(slice);
+            m.outputs.at(0).name = "strided_output";
+        }
+        m.layers = findGraphLayers(m);
+        const QuantizationPlan plan = QuantizationPlan::build(m, RuleSet::fromJson(kRules), QuantizationMode::Odml);
+        WeightQuantizer weights;
+        weights.update(m, plan);
+        const Interpreter interpreter(m);
+        auto calib = openDataSource(kZoo / (name + "_calib.npz"), {.batchSize = 1, .exactBatches = true}, &m);
+        TfliteOptions options;
+        options.odml.maxBatches = kCalibBatches;
+        const fs::path out = path("edited_" + op.toStdString() + ".tflite");
+        TfliteSummary summary;
+        try {
+            summary = exportTflite(interpreter, plan, weights, *calib, options, out);
+        } catch (const Error& e) {
+            QFAIL(e.what());
+        }
+        QCOMPARE(summary.operatorsByType[op.toStdString()], op == "SUB" ? int64_t(2) : int64_t(1));
+        const std::string bytes = test::readFile(out.string());
+        const TfliteIntegerExecutor integer = TfliteIntegerExecutor::fromBytes(
+            std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), out.string());
+        const Tensor eval = NpzFile::open(kZoo / (name + "_eval.npz")).read("input").toFloat32();
+        std::vector<float> floatAll, ours, lite;
+        for (int64_t row = 0; row < 2; ++row) {
+            const int64_t per = eval.numel() / eval.dim(0);
+            Shape shape = eval.shape();
+            shape[0] = 1;
+            Tensor x(DType::F32, shape);
+            std::memcpy(x.mutableValues<float>().data(), eval.values<float>().data() + row * per, size_t(per) * 4);
+            const Tensor f = toNhwc(interpreter.run({{m.inputs.at(0).name, x}}).at(m.outputs.at(0).name));
+            floatAll.insert(floatAll.end(), f.values<float>().begin(), f.values<float>().end());
+            const Tensor q = integer.run({toNhwc(x)}).at(0);
+            QCOMPARE(q.numel(), f.numel());
+            ours.insert(ours.end(), q.values<float>().begin(), q.values<float>().end());
+            QString error;
+            const Tensor y = runConsumer(QUANTSCOPE_NODE, {QUANTSCOPE_LITERT_SCRIPT, QUANTSCOPE_LITERT_DIR}, out,
+                                         path("edited_" + op.toStdString() + "_" + std::to_string(row)), {toNhwc(x)},
+                                         error);
+            QVERIFY2(!y.empty(), qPrintable("LiteRT.js: " + error));
+            QCOMPARE(y.numel(), f.numel());
+            lite.insert(lite.end(), y.values<float>().begin(), y.values<float>().end());
+        }
+        auto tensorOf = [](const std::vector<float>& v) {
+            return Tensor::fromVector(DType::F32, {int64_t(v.size())}, v);
+        };
+        const double agreement = sqnrDb(tensorOf(ours), tensorOf(lite)),
+                     vsFloat = sqnrDb(tensorOf(floatAll), tensorOf(lite));
+        qInfo("%s with %s: LiteRT.js vs integer simulation %.1f dB, vs float %.2f dB", name.c_str(),
+              qPrintable(op), agreement, vsFloat);
+        QVERIFY2(agreement >= 45.0, qPrintable(QString("LiteRT.js vs integer simulation %1 dB").arg(agreement)));
+        QVERIFY2(vsFloat >= 25.0, qPrintable(QString("LiteRT.js vs float %1 dB").arg(vsFloat)));
+    }
+
+    // What neither the ODML scheme nor the writer can put into LiteRT is refused with one Error naming
+    // the node, and nothing is written. `edit` sets one attribute of one node of the zoo model
+    // first (op type:attribute=value): a Resize mode or coordinate mapping LiteRT has no flag for.
     void unsupportedModelsAreRefused_data()
     {
         QTest::addColumn<QString>("model");
-        QTest::addColumn<QString>("node");
-        QTest::newRow("segmentation_head") << "segmentation_head"
-                                           << "(ConvTranspose)";
+        QTest::addColumn<QString>("edit");
+        QTest::addColumn<QString>("expected");
+        QTest::newRow("If") << "if_branch" << "" << "node 'If_0' (If)";
+        QTest::newRow("cubic Resize") << "segmentation_head" << "Resize:mode=cubic"
+                                      << "node '/Resize' (Resize): Resize mode 'cubic' has no LiteRT op";
+        QTest::newRow("half_pixel_symmetric Resize")
+            << "segmentation_head" << "Resize:coordinate_transformation_mode=half_pixel_symmetric"
+            << "node '/Resize' (Resize): coordinate_transformation_mode 'half_pixel_symmetric' has no LiteRT "
+               "equivalent";
     }
 
     void unsupportedModelsAreRefused()
     {
         QFETCH(QString, model);
-        QFETCH(QString, node);
+        QFETCH(QString, edit);
+        QFETCH(QString, expected);
         const std::string name = model.toStdString();
         const BatchNormFolding folding = foldBatchNorms(loadModel(kZoo / (name + ".onnx")));
-        const Model& m = folding.model;
+        Model m = folding.model;
+        if (!edit.isEmpty()) {
+            const QStringList parts = edit.split(QRegularExpression("[:=]"));
+            bool edited = false;
+            for (Node& n : m.nodes)
+                for (Attribute& a : n.attributes)
+                    if (n.opType == parts[0].toStdString() && a.name == parts[1].toStdString())
+                        a.s = parts[2].toStdString(), edited = true;
+            QVERIFY(edited);
+        }
         const QuantizationPlan plan = QuantizationPlan::build(m, RuleSet::fromJson(kRules), QuantizationMode::Odml);
         WeightQuantizer weights;
         weights.update(m, plan);
@@ -894,9 +1249,11 @@ private slots:
         auto calib = openDataSource(kZoo / (name + "_calib.npz"), {.batchSize = 1, .exactBatches = true}, &m);
         TfliteOptions options;
         options.odml.maxBatches = 1;
-        const fs::path out = path(name + ".tflite");
+        // Not the zoo row's file name: zooModels wrote that one.
+        const fs::path out = path("refused_" + QString(QTest::currentDataTag()).replace(' ', '_').toStdString() +
+                                  ".tflite");
         const QString error = test::errorOf([&] { exportTflite(interpreter, plan, weights, *calib, options, out); });
-        QVERIFY2(error.contains(node) && error.contains("node '"), qPrintable(error));
+        QVERIFY2(error.contains(expected), qPrintable(error));
         QVERIFY(!fs::exists(out)); // nothing written
     }
 };

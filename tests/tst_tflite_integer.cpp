@@ -23,10 +23,11 @@ using tflite::BuiltinOptions;
 namespace {
 
 std::vector<int8_t> runInt8(const TinyTflite& m, const std::vector<std::vector<int8_t>>& inputs,
-                            const std::vector<std::vector<int64_t>>& shapes)
+                            const std::vector<std::vector<int64_t>>& shapes,
+                            TfliteArithmetic arithmetic = TfliteArithmetic::Reference)
 {
     const std::vector<uint8_t> bytes = m.serialize();
-    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model", TfliteArithmetic::Reference);
+    const TfliteIntegerExecutor e = TfliteIntegerExecutor::fromBytes(bytes, "one-op model", arithmetic);
     std::vector<Tensor> in;
     for (size_t k = 0; k < inputs.size(); ++k)
         in.push_back(Tensor::fromVector(DType::I8, shapes[k], inputs[k]));
@@ -312,8 +313,113 @@ private slots:
         }
     }
 
+    void transposeConvScattersAndSubSubtracts()
+    {
+        // TRANSPOSE_CONV, input [1, 2, 1, 1] codes 1 2 (scale 1, zp 0), filter [1, 3, 1, 1] taps 1 3 5,
+        // stride 2, SAME to an output of 4 rows: the leading pad is ((2 − 1)·2 + 3 − 4) / 2 = 0, so input
+        // row r lands on rows 2r, 2r + 1, 2r + 2. Row 0: 1·1 = 1; row 1: 1·3 = 3; row 2: 1·5 + 2·1 = 7;
+        // row 3: 2·3 = 6 (2·5 falls off the end). Bias 10, multiplier 1: 11 13 17 16.
+        TinyTflite m;
+        const int32_t shape = m.int32("shape", {4}, {1, 4, 1, 1});
+        const int32_t w = m.int8("w", {1, 3, 1, 1}, 1.0f, 0, {1, 3, 5});
+        const int32_t x = m.int8("x", {1, 2, 1, 1}, 1.0f, 0);
+        const int32_t b = m.int32("b", {1}, {10}, {1.0f});
+        const int32_t y = m.int8("y", {1, 4, 1, 1}, 1.0f, 0);
+        flatbuffer::Table o;
+        o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Same));
+        o.scalar<int32_t>(tflite::transpose_conv::stride_w, 1);
+        o.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+        m.op(BuiltinOperator::TransposeConv, {shape, w, x, b}, {y}, BuiltinOptions::TransposeConvOptions, o);
+        m.inputs = {x}, m.outputs = {y};
+        QCOMPARE(runInt8(m, {{1, 2}}, {{1, 2, 1, 1}}), (std::vector<int8_t>{11, 13, 17, 16}));
+
+        // SUB as addWithItsLeftShift's ADD, the scaled second input subtracted: element 0 is
+        // 2097152 − 2097152 = 0 → 0 − 1 = −1; element 1 is −1572864 + 262144 = −1310720 → −1.25,
+        // rounded to −1, − 1 → −2.
+        TinyTflite s;
+        const int32_t a = s.int8("a", {2}, 0.5f, 0);
+        const int32_t c = s.int8("b", {2}, 0.25f, 2);
+        const int32_t d = s.int8("y", {2}, 1.0f, -1);
+        s.op(BuiltinOperator::Sub, {a, c}, {d}, BuiltinOptions::SubOptions,
+             activationOnly(tflite::add_mul::fused_activation_function, Activation::None));
+        s.inputs = {a, c}, s.outputs = {d};
+        QCOMPARE(runInt8(s, {{4, -3}, {10, 1}}, {{2}, {2}}), (std::vector<int8_t>{-1, -2}));
+    }
+
+    // Arm NN 20.08's TfLite parser never reads RESIZE_BILINEAR's half_pixel_centers, and the Arm NN
+    // simulation reproduces that: a row of codes 0 4 (scale 1) resized from 2 to 4 columns. With
+    // half-pixel centers (LiteRT) the columns sit at −0.25 (clamped to 0), 0.25, 0.75, 1.25
+    // (clamped): 0 1 3 4. Asymmetric (Arm NN) at 0, 0.5, 1, 1.5: 0 2 4 4. Arm NN's parser takes
+    // TRANSPOSE_CONV with three inputs only, so the simulation refuses one with a bias input,
+    // naming the operator.
+    void armnnDropsHalfPixelCentersAndRefusesABiasInput()
+    {
+        TinyTflite r;
+        const int32_t size = r.int32("size", {2}, {1, 4});
+        const int32_t x = r.int8("x", {1, 1, 2, 1}, 1.0f, 0);
+        const int32_t y = r.int8("y", {1, 1, 4, 1}, 1.0f, 0);
+        flatbuffer::Table ro;
+        ro.scalar<bool>(tflite::resize_bilinear::half_pixel_centers, true);
+        r.op(BuiltinOperator::ResizeBilinear, {x, size}, {y}, BuiltinOptions::ResizeBilinearOptions, ro);
+        r.inputs = {x}, r.outputs = {y};
+        QCOMPARE(runInt8(r, {{0, 4}}, {{1, 1, 2, 1}}), (std::vector<int8_t>{0, 1, 3, 4}));
+        QCOMPARE(runInt8(r, {{0, 4}}, {{1, 1, 2, 1}}, TfliteArithmetic::ArmnnReference),
+                 (std::vector<int8_t>{0, 2, 4, 4}));
+
+        TinyTflite m;
+        const int32_t shape = m.int32("shape", {4}, {1, 1, 1, 1});
+        const int32_t w = m.int8("w", {1, 1, 1, 3}, 1.0f, 0, {1, 1, 1});
+        const int32_t in = m.int8("x", {1, 1, 1, 3}, 1.0f, 0);
+        const int32_t out = m.int8("y", {1, 1, 1, 1}, 2.0f, 0);
+        const int32_t bias = m.int32("b", {1}, {0}, {1.0f});
+        flatbuffer::Table o;
+        o.scalar<int8_t>(tflite::transpose_conv::padding, int8_t(tflite::Padding::Valid));
+        o.scalar<int32_t>(tflite::transpose_conv::stride_w, 1);
+        o.scalar<int32_t>(tflite::transpose_conv::stride_h, 1);
+        m.op(BuiltinOperator::TransposeConv, {shape, w, in, bias}, {out}, BuiltinOptions::TransposeConvOptions, o);
+        m.inputs = {in}, m.outputs = {out};
+        QCOMPARE(runInt8(m, {{1, 2, 3}}, {{1, 1, 1, 3}}), (std::vector<int8_t>{3})); // 6 / 2
+        try {
+            runInt8(m, {{1, 2, 3}}, {{1, 1, 1, 3}}, TfliteArithmetic::ArmnnReference);
+            QFAIL("a four-input TRANSPOSE_CONV ran in the Arm NN simulation");
+        } catch (const Error& e) {
+            QVERIFY2(std::string(e.what()).find("(TRANSPOSE_CONV)") != std::string::npos, e.what());
+        }
+    }
+
     void malformedProgramsAreErrors()
     {
+        {
+            // A STRIDED_SLICE with a mask, and a TRANSPOSE_CONV whose output-shape input is not its
+            // output's shape, are refused by name.
+            TinyTflite m;
+            const int32_t x = m.int8("x", {1, 4}, 1.0f, 0);
+            const int32_t begin = m.int32("begin", {2}, {0, 0}), end = m.int32("end", {2}, {1, 4});
+            const int32_t strides = m.int32("strides", {2}, {1, 2});
+            const int32_t y = m.int8("y", {1, 2}, 1.0f, 0);
+            flatbuffer::Table o;
+            o.scalar<int32_t>(tflite::strided_slice::begin_mask, 1);
+            m.op(BuiltinOperator::StridedSlice, {x, begin, end, strides}, {y}, BuiltinOptions::StridedSliceOptions, o);
+            m.inputs = {x}, m.outputs = {y};
+            const std::vector<uint8_t> bytes = m.serialize();
+            const QString error = test::errorOf([&] { TfliteIntegerExecutor::fromBytes(bytes, "s.tflite"); });
+            QVERIFY2(error.contains("s.tflite: operator 0 (STRIDED_SLICE)") && error.contains("masks"),
+                     qPrintable(error));
+            TinyTflite t;
+            const int32_t shape = t.int32("shape", {4}, {1, 5, 1, 1});
+            const int32_t w = t.int8("w", {1, 3, 1, 1}, 1.0f, 0, {1, 3, 5});
+            const int32_t in = t.int8("x", {1, 2, 1, 1}, 1.0f, 0);
+            const int32_t out = t.int8("y", {1, 4, 1, 1}, 1.0f, 0);
+            flatbuffer::Table to;
+            to.scalar<int32_t>(tflite::transpose_conv::stride_w, 1);
+            to.scalar<int32_t>(tflite::transpose_conv::stride_h, 2);
+            t.op(BuiltinOperator::TransposeConv, {shape, w, in}, {out}, BuiltinOptions::TransposeConvOptions, to);
+            t.inputs = {in}, t.outputs = {out};
+            const std::vector<uint8_t> tb = t.serialize();
+            const QString terror = test::errorOf([&] { TfliteIntegerExecutor::fromBytes(tb, "t.tflite"); });
+            QVERIFY2(terror.contains("t.tflite: operator 0 (TRANSPOSE_CONV)") && terror.contains("output shape"),
+                     qPrintable(terror));
+        }
         TinyTflite m;
         const int32_t a = m.int8("a", {2}, 0.5f, 0);
         const int32_t b = m.int8("b", {2}, 0.25f, 0);

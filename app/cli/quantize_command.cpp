@@ -127,6 +127,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
         tflite.int8Io = args.value("--tflite-io") == "int8";
         if (args.value("--tflite-grouped-conv") == "split")
             tflite.groupedConv = TfliteGroupedConv::Split;
+        if (args.value("--tflite-transpose-conv-bias") == "add")
+            tflite.transposeConvBias = TfliteTransposeConvBias::Add;
         const TfliteSummary s =
             exportTflite(*q.interpreter(), *q.plan(), *q.weights(), *calib, tflite, *out, {}, terminalProgress());
         for (const std::string& note : s.notes)
@@ -136,7 +138,8 @@ nlohmann::json runExports(const Arguments& args, const Exploration& q, const Mod
             {"tensors", s.tensors},    {"operators", s.operators}, {"operators_by_type", s.operatorsByType},
             {"notes", s.notes},        {"batches", s.batches},
             {"io", tflite.int8Io ? "int8" : "float"},
-            {"grouped_conv", tflite.groupedConv == TfliteGroupedConv::Split ? "split" : "native"}};
+            {"grouped_conv", tflite.groupedConv == TfliteGroupedConv::Split ? "split" : "native"},
+            {"transpose_conv_bias", tflite.transposeConvBias == TfliteTransposeConvBias::Add ? "add" : "input"}};
     }
     return exports;
 }
@@ -220,7 +223,7 @@ int runQuantize(const Arguments& args)
         throw UsageError("--export-odml needs --mode odml and --calib DATA");
     if (args.value("--export-tflite") && (options.mode != QuantizationMode::Odml || !options.calibFile))
         throw UsageError("--export-tflite needs --mode odml and --calib DATA");
-    for (const char* flag : {"--tflite-io", "--tflite-grouped-conv"})
+    for (const char* flag : {"--tflite-io", "--tflite-grouped-conv", "--tflite-transpose-conv-bias"})
         if (args.value(flag) && !args.value("--export-tflite"))
             throw UsageError(std::string(flag) + " applies to --export-tflite, which is not given");
     LiteRtSimulation litert;
@@ -231,6 +234,8 @@ int runQuantize(const Arguments& args)
     }
     if (args.value("--tflite-grouped-conv") == "split")
         litert.groupedConv = TfliteGroupedConv::Split;
+    if (args.value("--tflite-transpose-conv-bias") == "add")
+        litert.transposeConvBias = TfliteTransposeConvBias::Add;
     QuantizeReport report;
     Exploration exploration = openExploration(options, &report.times);
     exploration.setLiteRtSimulation(litert);
@@ -305,7 +310,8 @@ Command quantizeCommand()
                     "                      [--report REPORT.json] [--export-checkpoint F.safetensors|F.h5]\n"
                     "                      [--export-onnx F.onnx] [--export-odml F.json] [--export-gguf F.gguf]\n"
                     "                      [--export-tflite F.tflite [--tflite-io float|int8]\n"
-                    "                       [--tflite-grouped-conv native|split]] [--tflite-arithmetic A]";
+                    "                       [--tflite-grouped-conv native|split]\n"
+                    "                       [--tflite-transpose-conv-bias input|add]] [--tflite-arithmetic A]";
     spec.positionalName = "MODEL";
     spec.options = {
         {"--rules", "R.json", "the rule file (or --search)", {}, false},
@@ -387,12 +393,18 @@ Command quantizeCommand()
          "it) or split (SLICE, CONV_2D per group, CONCATENATION: the same codes, for Arm NN, whose parser ignores "
          "the groups):",
          {"native", "split"}},
+        {"--tflite-transpose-conv-bias",
+         "FORM",
+         "where --export-tflite puts a transposed convolution's bias: input (default; TRANSPOSE_CONV's fourth "
+         "input, as LiteRT runs it) or add (a three-input TRANSPOSE_CONV and an ADD, for Arm NN, whose parser "
+         "takes no bias input):",
+         {"input", "add"}},
         {"--tflite-arithmetic",
          "A",
          "with --mode odml: whose int8 arithmetic computes the output figures, run on the LiteRT program "
          "--export-tflite writes: xnnpack (default; LiteRT's XNNPACK delegate, as LiteRT.js), reference (LiteRT's "
          "reference kernels) or armnn (Arm NN 20.08's CpuRef; with --tflite-grouped-conv split for grouped "
-         "convolutions):",
+         "convolutions and --tflite-transpose-conv-bias add for transposed ones):",
          {"xnnpack", "reference", "armnn"}},
     };
     spec.notes = "MODEL: ONNX or a Llama-family folder for --calib and --eval (they run the model); any model\n"

@@ -37,6 +37,9 @@ int32_t int8Version(BuiltinOperator op)
         return 3; // per-channel int8
     case BuiltinOperator::FullyConnected:
         return 4;
+    case BuiltinOperator::TransposeConv:
+    case BuiltinOperator::ResizeBilinear:
+        return 3; // TRANSPOSE_CONV's bias input; RESIZE_BILINEAR's half_pixel_centers
     case BuiltinOperator::Reshape:
     case BuiltinOperator::HardSwish:
     case BuiltinOperator::Quantize:
@@ -410,7 +413,7 @@ private:
 
     // The weight's int8 parameters: the plan's (per channel along axis 0, or per tensor),
     // or per tensor when `perTensor`.
-    QuantParams weightParams(size_t node, const Tensor& w, bool perTensor)
+    QuantParams weightParams(size_t node, const Tensor& w, bool perTensor, int channelAxis = 0)
     {
         const LayerQuantization* lq = plan_.forNode(node);
         if (!lq || !lq->weight || lq->layer >= model_.layers.size())
@@ -449,8 +452,11 @@ private:
                                      "': FULLY_CONNECTED weights written per tensor (absmax), not per channel as "
                                      "the plan has them (Arm NN's TfLite parser refuses per-channel ones)");
         }
-        if (!wp.layout.isPerTensor() && wp.scales.size() != size_t(w.shape().at(0)))
-            throw Refused("weight '" + layer.weightName + "': per-channel scales must run along axis 0");
+        if (!wp.layout.isPerTensor() &&
+            (wp.scales.size() != size_t(w.shape().at(size_t(channelAxis))) ||
+             wp.layout.describe() != BlockLayout::perChannel(w.shape(), channelAxis).describe()))
+            throw Refused("weight '" + layer.weightName + "': per-channel scales must run along axis " +
+                          std::to_string(channelAxis));
         return wp;
     }
     std::vector<int8_t> codes(const Tensor& w, const QuantParams& p, const std::string& name)
@@ -617,9 +623,11 @@ private:
         }
         if (t == "Conv")
             return conv(node, i);
+        if (t == "ConvTranspose")
+            return convTranspose(node, i);
         if (t == "Gemm" || t == "MatMul")
             return fullyConnected(node, i);
-        if (t == "Add" || t == "Mul" || t == "Div")
+        if (t == "Add" || t == "Sub" || t == "Mul" || t == "Div")
             return binary(node, i);
         if (t == "Concat")
             return concat(node, i);
@@ -644,8 +652,9 @@ private:
         if (t == "Resize")
             return resize(node);
         throw Refused("no LiteRT op is written for it (the export writes CONV_2D, DEPTHWISE_CONV_2D, "
-                      "FULLY_CONNECTED, ADD, MUL, CONCATENATION, MEAN, AVERAGE_POOL_2D, MAX_POOL_2D, PAD, RESHAPE, "
-                      "TRANSPOSE, SLICE, LOGISTIC, SOFTMAX, HARD_SWISH, RESIZE_NEAREST_NEIGHBOR)");
+                      "TRANSPOSE_CONV, FULLY_CONNECTED, ADD, SUB, MUL, CONCATENATION, MEAN, AVERAGE_POOL_2D, "
+                      "MAX_POOL_2D, PAD, RESHAPE, TRANSPOSE, SLICE, STRIDED_SLICE, LOGISTIC, SOFTMAX, HARD_SWISH, "
+                      "RESIZE_BILINEAR, RESIZE_NEAREST_NEIGHBOR)");
     }
 
     void conv(const Node& node, size_t i)
@@ -770,6 +779,132 @@ private:
         }
     }
 
+    // ConvTranspose → TRANSPOSE_CONV (inputs: output shape, weight [O, kh, kw, I] per output
+    // channel, input, int32 bias). LiteRT places the output by its padding mode alone: VALID has no
+    // leading padding (pads 0, the output (in − 1)·stride + k), SAME the leading half of
+    // (in − 1)·stride + k − out with out = in·stride. Anything else ONNX can say (other pads,
+    // output_padding beyond these sizes, dilations, groups) is refused.
+    void convTranspose(const Node& node, size_t i)
+    {
+        const Placed in = input(node.inputs.at(0));
+        const Shape inShape = onnxShape(node.inputs[0]);
+        if (!in.nhwc)
+            throw Refused("only 2-D transposed convolutions (a 4-D input) are written");
+        const Tensor* weight = q_.constant(model_, node.inputs.at(1));
+        if (!weight || weight->rank() != 4)
+            throw Refused("its weight is not a constant 4-D tensor");
+        if (node.intAttribute("group", 1) != 1)
+            throw Refused("TRANSPOSE_CONV has no groups (group " + std::to_string(node.intAttribute("group", 1)) +
+                          ")");
+        const Tensor w = weight->toFloat32();
+        const int64_t ic = w.dim(0), o = w.dim(1), kh = w.dim(2), kw = w.dim(3);
+        if (ic != inShape[1])
+            throw Refused("its weight has " + std::to_string(ic) + " input channels for an input of " +
+                          std::to_string(inShape[1]));
+        for (int64_t d : intsAttribute(node, "dilations", {1, 1}))
+            if (d != 1)
+                throw Refused("TRANSPOSE_CONV has no dilations");
+        std::string autoPad = "NOTSET";
+        if (const Attribute* a = node.attribute("auto_pad"))
+            autoPad = a->s;
+        if (autoPad != "NOTSET" && autoPad != "VALID")
+            throw Refused("auto_pad " + autoPad + " (only explicit pads or VALID are written)");
+        const std::vector<int64_t> strides = intsAttribute(node, "strides", {1, 1});
+        const std::vector<int64_t> pads =
+            autoPad == "VALID" ? std::vector<int64_t>{0, 0, 0, 0} : intsAttribute(node, "pads", {0, 0, 0, 0});
+        if (strides.size() != 2 || pads.size() != 4)
+            throw Refused("strides and pads must be 2-D");
+        const std::string out = outputValue(i);
+        const Shape outShape = onnxShape(node.outputs.at(0));
+        // Which LiteRT padding places the output as ONNX does, per spatial axis.
+        auto mode = [&](int axis, int64_t k) -> std::optional<tf::Padding> {
+            const int64_t n = inShape[size_t(axis)], m = outShape[size_t(axis)], s = strides[size_t(axis - 2)];
+            const int64_t begin = pads[size_t(axis - 2)];
+            if (begin == 0 && m == (n - 1) * s + k)
+                return tf::Padding::Valid;
+            if (m == n * s && begin == std::max<int64_t>((n - 1) * s + k - m, 0) / 2)
+                return tf::Padding::Same;
+            return std::nullopt;
+        };
+        const std::optional<tf::Padding> ph = mode(2, kh), pw = mode(3, kw);
+        if (!ph || !pw || *ph != *pw)
+            throw Refused("its pads (" + std::to_string(pads[0]) + ", " + std::to_string(pads[1]) + ", " +
+                          std::to_string(pads[2]) + ", " + std::to_string(pads[3]) + ") and output size " +
+                          std::to_string(outShape[2]) + "x" + std::to_string(outShape[3]) +
+                          " are neither TRANSPOSE_CONV's VALID nor its SAME placement");
+        const QuantParams wp = weightParams(i, w, false, 1);
+        const std::vector<int8_t> c = codes(w, wp, node.inputs[1]);
+        // ONNX [I, O, kh, kw] → TRANSPOSE_CONV [O, kh, kw, I] (the same taps: neither flips them).
+        std::vector<int8_t> stored(c.size());
+        for (int64_t a = 0; a < ic; ++a)
+            for (int64_t b = 0; b < o; ++b)
+                for (int64_t y = 0; y < kh; ++y)
+                    for (int64_t x = 0; x < kw; ++x)
+                        stored[size_t(((b * kh + y) * kw + x) * ic + a)] = c[size_t(((a * o + b) * kh + y) * kw + x)];
+        const TensorQuant wq{wp.scales, std::vector<int64_t>(wp.scales.size(), 0), 0};
+        const int32_t wt = b_.constant(
+            {node.inputs[1], {int32_t(o), int32_t(kh), int32_t(kw), int32_t(ic)}, tf::TensorType::Int8, 0, wq},
+            bytesOf(stored));
+        const std::string label = node.name.empty() ? out : node.name;
+        const bool biasInput = options_.transposeConvBias == TfliteTransposeConvBias::Input;
+        const int32_t bt =
+            biasInput ? bias(node, 2, label + "/bias", o, b_.at(in.tensor).quant->scales[0], wp.scales) : -1;
+        const Placed result = newActivation(out, out);
+        if (const auto act = tf::Activation(fusedActivation(i)); act != tf::Activation::None) {
+            const TensorQuant q = *b_.at(result.tensor).quant;
+            const double top = double(q.scales[0]) * double(127 - q.zeroPoints[0]);
+            if (act == tf::Activation::ReluN1To1 || q.zeroPoints[0] != -128 ||
+                (act == tf::Activation::Relu6 && top > 6.0 * (1.0 + 1e-6)))
+                throw Refused("its fused activation is not the int8 range of its output");
+        }
+        const TensorDesc resultDesc = b_.at(result.tensor);
+        const int32_t shape = int32Constant(label + "/output_shape", resultDesc.shape);
+        // A fused Relu/Relu6 is the output's own range (its zero point is the code of 0, its top at
+        // most 6): the int8 clamp is the activation, so the version-4 field is not needed.
+        fb::Table opt;
+        opt.scalar<int8_t>(tf::transpose_conv::padding, int8_t(*ph));
+        opt.scalar<int32_t>(tf::transpose_conv::stride_w, int32_t(strides[1]));
+        opt.scalar<int32_t>(tf::transpose_conv::stride_h, int32_t(strides[0]));
+        const bool hasBias = node.inputs.size() > 2 && !node.inputs[2].empty();
+        if (biasInput || !hasBias) {
+            std::vector<int32_t> inputs = {shape, wt, in.tensor};
+            if (biasInput)
+                inputs.push_back(bt);
+            b_.op({BuiltinOperator::TransposeConv,
+                   inputs,
+                   {result.tensor},
+                   BuiltinOptions::TransposeConvOptions,
+                   std::move(opt)});
+            return;
+        }
+        // The sum without its bias, then an ADD of the bias. Its range is the output's less the
+        // bias's: [out min − bias max, out max − bias min]. Wider would not matter, for a sum clipped
+        // there still lands at or beyond the output's bound once any channel's bias is added.
+        Tensor b(DType::F32, {1, o, 1, 1});
+        const Tensor* t = q_.constant(model_, node.inputs[2]);
+        if (!t || t->numel() != o)
+            throw Refused("bias '" + node.inputs[2] + "' is not a constant of " + std::to_string(o) + " values");
+        const Tensor f = t->toFloat32();
+        std::copy(f.values<float>().begin(), f.values<float>().end(), b.mutableValues<float>().begin());
+        const auto bv = b.values<float>();
+        const float bMin = *std::min_element(bv.begin(), bv.end()), bMax = *std::max_element(bv.begin(), bv.end());
+        const TensorQuant& q = *resultDesc.quant;
+        const float outMin = q.scales[0] * float(-128 - q.zeroPoints[0]);
+        const float outMax = q.scales[0] * float(127 - q.zeroPoints[0]);
+        const Range range{std::min(outMin - bMax, 0.0f), std::max(outMax - bMin, 0.0f)};
+        const QuantParams sp = quantParamsFromRanges(QType::Int8, BlockLayout::perTensor({1}),
+                                                     std::span<const Range>(&range, 1), false, {}, label + "/sum");
+        const int32_t sum = b_.tensor({label + "/sum", resultDesc.shape, tf::TensorType::Int8, 0,
+                                       TensorQuant{{sp.scales[0]}, {int64_t(sp.zeroPoints.at(0))}, 0}});
+        b_.op({BuiltinOperator::TransposeConv, {shape, wt, in.tensor}, {sum}, BuiltinOptions::TransposeConvOptions,
+               std::move(opt)});
+        const int32_t biasConstant = constantOperand(label + "/bias", b, true, false);
+        fb::Table addOpt;
+        addOpt.scalar<int8_t>(tf::add_mul::fused_activation_function, fusedActivation(i));
+        b_.op({BuiltinOperator::Add, {sum, biasConstant}, {result.tensor}, BuiltinOptions::AddOptions,
+               std::move(addOpt)});
+    }
+
     void fullyConnected(const Node& node, size_t i)
     {
         const Placed in = input(node.inputs.at(0));
@@ -851,11 +986,11 @@ private:
         const Placed result = newActivation(out, out);
         fb::Table opt;
         opt.scalar<int8_t>(tf::add_mul::fused_activation_function, fusedActivation(i));
-        const bool add = node.opType == "Add";
-        b_.op({add ? BuiltinOperator::Add : BuiltinOperator::Mul,
+        const bool add = node.opType == "Add", sub = node.opType == "Sub";
+        b_.op({add ? BuiltinOperator::Add : sub ? BuiltinOperator::Sub : BuiltinOperator::Mul,
                {ta, tb},
                {result.tensor},
-               add ? BuiltinOptions::AddOptions : BuiltinOptions::MulOptions,
+               add ? BuiltinOptions::AddOptions : sub ? BuiltinOptions::SubOptions : BuiltinOptions::MulOptions,
                std::move(opt)});
     }
 
@@ -1096,19 +1231,49 @@ private:
         if (starts.size() != ends.size() || axes.size() != starts.size() ||
             (!steps.empty() && steps.size() != starts.size()))
             throw Refused("its starts, ends, axes and steps differ in length");
-        std::vector<int32_t> begin(size_t(rank), 0), size(shape.begin(), shape.end());
+        std::vector<int32_t> begin(size_t(rank), 0), size(shape.begin(), shape.end()), step(size_t(rank), 1);
         for (size_t k = 0; k < axes.size(); ++k) {
             const int64_t axis = axes[k] < 0 ? axes[k] + rank : axes[k];
             if (axis < 0 || axis >= rank)
                 throw Refused("axis " + std::to_string(axes[k]) + " is outside rank " + std::to_string(rank));
-            if (!steps.empty() && steps[k] != 1)
-                throw Refused("a step of " + std::to_string(steps[k]) + " (SLICE takes steps of 1)");
+            const int64_t stride = steps.empty() ? 1 : steps[k];
+            if (stride < 1 || stride > std::numeric_limits<int32_t>::max())
+                throw Refused("a step of " + std::to_string(stride) + " (positive steps are written)");
             const int64_t dim = shape[size_t(axis)];
             auto clampIndex = [&](int64_t v) { return std::clamp(v < 0 ? v + dim : v, int64_t(0), dim); };
             const int64_t from = clampIndex(starts[k]), to = clampIndex(ends[k]);
-            begin[size_t(axis)] = int32_t(from), size[size_t(axis)] = int32_t(std::max<int64_t>(to - from, 0));
+            begin[size_t(axis)] = int32_t(from);
+            size[size_t(axis)] = int32_t(std::max<int64_t>((to - from + stride - 1) / stride, 0));
+            step[size_t(axis)] = int32_t(stride);
         }
-        writeSlice(in, begin, size, node.outputs.at(0));
+        if (std::all_of(step.begin(), step.end(), [](int32_t v) { return v == 1; }))
+            return writeSlice(in, begin, size, node.outputs.at(0));
+        writeStridedSlice(in, begin, size, step, node.outputs.at(0));
+    }
+
+    // A STRIDED_SLICE taking every step-th element of `size` from `begin` per axis (ONNX axis
+    // order), no masks: end = begin + (size − 1)·step + 1. The output shares the input's scale.
+    void writeStridedSlice(const Placed& in, std::vector<int32_t> begin, std::vector<int32_t> size,
+                           std::vector<int32_t> step, const std::string& out)
+    {
+        if (onnxShape(out).size() != begin.size())
+            throw Refused("output '" + out + "' has another rank than its input");
+        begin = stored(begin, in.nhwc), size = stored(size, in.nhwc), step = stored(step, in.nhwc);
+        std::vector<int32_t> end(begin.size());
+        for (size_t k = 0; k < begin.size(); ++k)
+            end[k] = size[k] == 0 ? begin[k] : begin[k] + (size[k] - 1) * step[k] + 1;
+        const int32_t beginTensor = int32Constant(out + "/begin", begin);
+        const int32_t endTensor = int32Constant(out + "/end", end);
+        const int32_t stepTensor = int32Constant(out + "/strides", step);
+        const Placed result = newActivation(out, out);
+        if (result.nhwc != in.nhwc || b_.at(result.tensor).shape != size)
+            throw Refused("output '" + out + "' does not have the shape its slice gives");
+        fb::Table opt;
+        for (int field : {tf::strided_slice::begin_mask, tf::strided_slice::end_mask, tf::strided_slice::ellipsis_mask,
+                          tf::strided_slice::new_axis_mask, tf::strided_slice::shrink_axis_mask})
+            opt.scalar<int32_t>(field, 0);
+        b_.op({BuiltinOperator::StridedSlice, {in.tensor, beginTensor, endTensor, stepTensor}, {result.tensor},
+               BuiltinOptions::StridedSliceOptions, std::move(opt)});
     }
 
     // Split: one SLICE per output along the axis.
@@ -1238,19 +1403,30 @@ private:
         b_.op({BuiltinOperator::Mul, {shifted, sixth}, {result.tensor}, BuiltinOptions::MulOptions, std::move(mulOpt)});
     }
 
-    // Nearest-neighbour Resize as PyTorch exports nn.Upsample (asymmetric coordinates, floor):
-    // RESIZE_NEAREST_NEIGHBOR without align_corners or half-pixel centers; the output shares the
-    // input's scale.
+    // Resize of the spatial axes of a 4-D value → RESIZE_BILINEAR (mode linear) or
+    // RESIZE_NEAREST_NEIGHBOR; the output shares the input's scale. The ONNX
+    // coordinate_transformation_mode becomes the flags:
+    //   half_pixel (and pytorch_half_pixel where no output axis has length 1) → half_pixel_centers
+    //   align_corners → align_corners;  asymmetric → neither
+    // For nearest, the rounding must be what LiteRT's flags imply: floor when asymmetric,
+    // round_prefer_ceil with half_pixel_centers or align_corners. Other modes (tf_crop_and_resize,
+    // cubic, antialias, scales that are not the ratio of the sizes) are refused.
     void resize(const Node& node)
     {
         auto text = [&](const char* name, const char* fallback) {
             const Attribute* a = node.attribute(name);
             return a ? a->s : std::string(fallback);
         };
-        if (text("mode", "nearest") != "nearest" ||
-            text("coordinate_transformation_mode", "half_pixel") != "asymmetric" ||
-            text("nearest_mode", "round_prefer_floor") != "floor")
-            throw Refused("only nearest Resize with asymmetric coordinates and floor rounding is written");
+        // Opset 10's Resize has no coordinate_transformation_mode: asymmetric coordinates, floor.
+        const auto opset = model_.opsetImports.find("");
+        const bool opset10 = opset != model_.opsetImports.end() && opset->second < 11;
+        const std::string mode = text("mode", "nearest");
+        const bool bilinear = mode == "linear";
+        if (!bilinear && mode != "nearest")
+            throw Refused("Resize mode '" + mode + "' has no LiteRT op (linear and nearest are written)");
+        if (node.intAttribute("antialias", 0) != 0)
+            throw Refused("an antialiased Resize has no LiteRT op");
+        const std::string coordinates = opset10 ? "asymmetric" : text("coordinate_transformation_mode", "half_pixel");
         const Placed in = input(node.inputs.at(0));
         if (!in.nhwc)
             throw Refused("only a 4-D Resize is written");
@@ -1259,11 +1435,49 @@ private:
         const Shape inShape = onnxShape(node.inputs[0]);
         if (shape[0] != inShape[0] || shape[1] != inShape[1])
             throw Refused("a Resize of the batch or channel axis");
+        // Scales (rather than sizes) map coordinates by 1/scale: the ratio of the sizes only when exact.
+        const size_t scalesInput = opset10 ? 1 : 2;
+        if (node.inputs.size() > scalesInput && !node.inputs[scalesInput].empty() &&
+            (opset10 || node.inputs.size() <= 3 || node.inputs[3].empty())) {
+            const Tensor* scales = q_.constant(model_, node.inputs[scalesInput]);
+            if (!scales || scales->numel() != 4)
+                throw Refused("its scales are not a constant of 4 values");
+            const Tensor f = scales->toFloat32();
+            for (int axis : {2, 3})
+                if (double(inShape[size_t(axis)]) * double(f.values<float>()[size_t(axis)]) !=
+                    double(shape[size_t(axis)]))
+                    throw Refused("its scale " + std::to_string(f.values<float>()[size_t(axis)]) + " on axis " +
+                                  std::to_string(axis) + " is not the ratio of the output's size to the input's");
+        }
+        bool alignCorners = false, halfPixel = false;
+        if (coordinates == "half_pixel" || (coordinates == "pytorch_half_pixel" && shape[2] > 1 && shape[3] > 1))
+            halfPixel = true;
+        else if (coordinates == "align_corners")
+            alignCorners = true;
+        else if (coordinates != "asymmetric")
+            throw Refused("coordinate_transformation_mode '" + coordinates + "' has no LiteRT equivalent");
+        if (!bilinear) {
+            const std::string rounding = text("nearest_mode", "round_prefer_floor");
+            const std::string wanted = halfPixel || alignCorners ? "round_prefer_ceil" : "floor";
+            if (!opset10 && rounding != wanted)
+                throw Refused("a nearest Resize with " + coordinates + " coordinates and nearest_mode " + rounding +
+                              " (LiteRT rounds as nearest_mode " + wanted + " there)");
+        }
         const int32_t size = int32Constant(out + "/size", {shape[2], shape[3]});
         const Placed result = newActivation(out, out);
         fb::Table opt;
-        opt.scalar<bool>(tf::resize_nearest::align_corners, false);
-        opt.scalar<bool>(tf::resize_nearest::half_pixel_centers, false);
+        if (bilinear) {
+            opt.scalar<bool>(tf::resize_bilinear::align_corners, alignCorners);
+            opt.scalar<bool>(tf::resize_bilinear::half_pixel_centers, halfPixel);
+            b_.op({BuiltinOperator::ResizeBilinear,
+                   {in.tensor, size},
+                   {result.tensor},
+                   BuiltinOptions::ResizeBilinearOptions,
+                   std::move(opt)});
+            return;
+        }
+        opt.scalar<bool>(tf::resize_nearest::align_corners, alignCorners);
+        opt.scalar<bool>(tf::resize_nearest::half_pixel_centers, halfPixel);
         b_.op({BuiltinOperator::ResizeNearestNeighbor,
                {in.tensor, size},
                {result.tensor},

@@ -20,16 +20,19 @@
 //   biases       int32, scale = input scale × weight scale (per channel), zero 0
 //   edges        QUANTIZE after each float input, DEQUANTIZE before each
 //                float output (TfliteOptions::int8Io keeps them int8)
-// Ops: Conv → CONV_2D or DEPTHWISE_CONV_2D (group = channels), Gemm and a
+// Ops: Conv → CONV_2D or DEPTHWISE_CONV_2D (group = channels), ConvTranspose →
+// TRANSPOSE_CONV (VALID or SAME placement only; TfliteTransposeConvBias), Gemm and a
 // MatMul by a constant 2-D weight → FULLY_CONNECTED, a Relu/Relu6 the scheme
-// fuses → the fused activation, Add → ADD, Mul and a Div by a constant → MUL,
+// fuses → the fused activation, Add → ADD, Sub → SUB, Mul and a Div by a constant → MUL,
 // Concat → CONCATENATION, GlobalAveragePool and ReduceMean over H, W → MEAN,
 // AveragePool → AVERAGE_POOL_2D, MaxPool → MAX_POOL_2D, Pad → PAD, Flatten and
 // Reshape → RESHAPE (with a TRANSPOSE back to NCHW order first when the spatial
 // dims are not 1), Transpose → TRANSPOSE, Sigmoid → LOGISTIC, Softmax (last
 // axis) → SOFTMAX, HardSwish → HARD_SWISH, PyTorch's HardSigmoid → ADD 3 with
-// RELU6 and MUL 1/6, nearest Resize (asymmetric, floor) →
-// RESIZE_NEAREST_NEIGHBOR; Identity and Dropout are dropped. A CONCATENATION
+// RELU6 and MUL 1/6, Resize → RESIZE_BILINEAR (linear) or RESIZE_NEAREST_NEIGHBOR
+// (nearest), half_pixel → half_pixel_centers, align_corners → align_corners,
+// asymmetric → neither; Slice → SLICE, or STRIDED_SLICE with positive steps other
+// than 1; Identity and Dropout are dropped. A CONCATENATION
 // input whose parameters differ from the output's is requantized to them by a
 // QUANTIZE (int8 → int8) first, as the converter does.
 // ONNX padding that is not TensorFlow's SAME becomes an explicit PAD (zero
@@ -57,10 +60,18 @@ enum class TfliteGroupedConv {
             // miscompute grouped CONV_2D (Arm NN 20.08's TfLite parser ignores the groups)
 };
 
+// Where a transposed convolution's bias goes.
+enum class TfliteTransposeConvBias {
+    Input, // TRANSPOSE_CONV's fourth input, int32 at input × weight scale (version 3; LiteRT, XNNPACK)
+    Add,   // a three-input TRANSPOSE_CONV, then an ADD of the bias as an int8 constant, for consumers
+           // that take no bias input (Arm NN 20.08's TfLite parser accepts exactly three inputs)
+};
+
 struct TfliteOptions {
     OdmlOptions odml;    // fixed input/output ranges, calibration batches
     bool int8Io = false; // keep the model's inputs and outputs int8 (no QUANTIZE/DEQUANTIZE)
     TfliteGroupedConv groupedConv = TfliteGroupedConv::Native;
+    TfliteTransposeConvBias transposeConvBias = TfliteTransposeConvBias::Input;
 };
 
 struct TfliteSummary {

@@ -168,7 +168,8 @@ void fullyConnected(const Operation& op, const std::vector<Spec>& T, std::vector
         }
 }
 
-// ElementwiseFunction: each operand decoded (broadcast to the output's shape), added or multiplied.
+// ElementwiseFunction: each operand decoded (broadcast to the output's shape), added, subtracted
+// or multiplied.
 void binary(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q)
 {
     const Spec &aT = T[size_t(op.inputs[0])], &bT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
@@ -186,14 +187,14 @@ void binary(const Operation& op, const std::vector<Spec>& T, std::vector<std::ve
     const std::vector<int64_t> sa = strides(aT.shape), sb = strides(bT.shape);
     const std::vector<int8_t>&a = q[size_t(op.inputs[0])], &b = q[size_t(op.inputs[1])];
     std::vector<int8_t>& y = q[size_t(op.outputs[0])];
-    const bool add = op.op == BuiltinOperator::Add;
     std::vector<int32_t> index(shape.size(), 0);
     for (size_t i = 0; i < y.size(); ++i) {
         int64_t ia = 0, ib = 0;
         for (size_t k = 0; k < shape.size(); ++k)
             ia += index[k] * sa[k], ib += index[k] * sb[k];
         const float x1 = decode(a[size_t(ia)], aT), x2 = decode(b[size_t(ib)], bT);
-        y[i] = encodeActivated(add ? x1 + x2 : x1 * x2, op.activation, outT);
+        const float r = op.op == BuiltinOperator::Add ? x1 + x2 : op.op == BuiltinOperator::Sub ? x1 - x2 : x1 * x2;
+        y[i] = encodeActivated(r, op.activation, outT);
         for (size_t k = shape.size(); k-- > 0;) {
             if (++index[k] < shape[k])
                 break;
@@ -318,6 +319,85 @@ void softmax(const Operation& op, const std::vector<Spec>& T, std::vector<std::v
     }
 }
 
+// TransposeConvolution2dImpl: each decoded input times each decoded weight added in float into the
+// output pixel it lands on (row = input row × stride − leading pad + filter row), the sums running
+// over input row, input column, output channel, filter row, filter column, input channel (in that
+// nesting), so each output collects its products input pixel by input pixel, input channel
+// innermost; then encoded. Arm NN's parser takes the 3-input form only: no bias here.
+void transposeConvolution(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q)
+{
+    const Spec &inT = T[size_t(op.inputs[2])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
+    const Dims4 in(inT.shape), out(outT.shape);
+    const int32_t kh = wT.shape[1], kw = wT.shape[2];
+    const int32_t padH = leadingPad(op.padding, out.h, kh, op.strideH, 1, in.h);
+    const int32_t padW = leadingPad(op.padding, out.w, kw, op.strideW, 1, in.w);
+    const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
+    const std::vector<int8_t>& x = q[size_t(op.inputs[2])];
+    std::vector<int8_t>& y = q[size_t(op.outputs[0])];
+    std::vector<float> acc(y.size(), 0.0f);
+    for (int32_t b = 0; b < in.n; ++b)
+        for (int32_t iy = 0; iy < in.h; ++iy)
+            for (int32_t ix = 0; ix < in.w; ++ix)
+                for (int32_t oc = 0; oc < out.c; ++oc) {
+                    const float ws = channelScale(wT, size_t(oc));
+                    for (int32_t fy = 0; fy < kh; ++fy) {
+                        const int32_t oy = iy * op.strideH - padH + fy;
+                        for (int32_t fx = 0; fx < kw; ++fx) {
+                            const int32_t ox = ix * op.strideW - padW + fx;
+                            if (oy < 0 || oy >= out.h || ox < 0 || ox >= out.w)
+                                continue;
+                            float& sum = acc[out.at(b, oy, ox, oc)];
+                            for (int32_t ic = 0; ic < in.c; ++ic) {
+                                const int8_t wc = w[size_t(((int64_t(oc) * kh + fy) * kw + fx) * in.c + ic)];
+                                sum += decode(x[in.at(b, iy, ix, ic)], inT) * decode(wc, ws, 0);
+                            }
+                        }
+                    }
+                }
+    for (size_t i = 0; i < y.size(); ++i)
+        y[i] = encode(acc[i], outT);
+}
+
+// Resize: each output pixel's source coordinate is its index × in / out (align_corners: × (in − 1)
+// / (out − 1)), in float; bilinear interpolates the decoded corners (lerp(a, b, w) = w·b +
+// (1 − w)·a, along the row first), nearest neighbour takes floor(coordinate). Arm NN 20.08's TfLite
+// parser never reads half_pixel_centers: Arm NN computes these asymmetric coordinates for a model
+// that asks for half-pixel ones, and so does this simulation of it (as it reproduces the PAD fault).
+void resize(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q)
+{
+    const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
+    const Dims4 in(inT.shape), out(outT.shape);
+    const bool bilinear = op.op == BuiltinOperator::ResizeBilinear;
+    auto scaleOf = [&](int32_t inSize, int32_t outSize) {
+        return op.alignCorners && outSize > 1 ? float(inSize - 1) / float(outSize - 1) : float(inSize) / float(outSize);
+    };
+    const float scaleY = scaleOf(in.h, out.h), scaleX = scaleOf(in.w, out.w);
+    const std::vector<int8_t>& x = q[size_t(op.inputs[0])];
+    std::vector<int8_t>& y = q[size_t(op.outputs[0])];
+    for (int32_t b = 0; b < out.n; ++b)
+        for (int32_t oy = 0; oy < out.h; ++oy) {
+            const float fy = float(oy) * scaleY, fy0 = std::floor(fy);
+            const int32_t y0 = int32_t(std::max(fy0, 0.0f)), y1 = std::min(y0 + 1, in.h - 1);
+            const float wy = fy - fy0;
+            for (int32_t ox = 0; ox < out.w; ++ox) {
+                const float fx = float(ox) * scaleX, fx0 = std::floor(fx);
+                const int32_t x0 = int32_t(std::max(fx0, 0.0f)), x1 = std::min(x0 + 1, in.w - 1);
+                const float wx = fx - fx0;
+                for (int32_t c = 0; c < out.c; ++c) {
+                    const float a = decode(x[in.at(b, y0, x0, c)], inT);
+                    float v = a;
+                    if (bilinear) {
+                        const float top = wx * decode(x[in.at(b, y0, x1, c)], inT) + (1.0f - wx) * a;
+                        const float bottom = wx * decode(x[in.at(b, y1, x1, c)], inT) +
+                                             (1.0f - wx) * decode(x[in.at(b, y1, x0, c)], inT);
+                        v = wy * bottom + (1.0f - wy) * top;
+                    }
+                    y[out.at(b, oy, ox, c)] = encode(v, outT);
+                }
+            }
+        }
+}
+
 // PAD: the codes it adds are 0 unless the PAD is folded into its CONV_2D (the zero point, 0.0).
 void pad(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q, bool folded)
 {
@@ -341,7 +421,41 @@ void pad(const Operation& op, const std::vector<Spec>& T, std::vector<std::vecto
     }
 }
 
+// The operators this file computes as CpuRef does, and those that only move codes (the caller's).
+bool simulated(BuiltinOperator op)
+{
+    switch (op) {
+    case BuiltinOperator::Conv2D:
+    case BuiltinOperator::DepthwiseConv2D:
+    case BuiltinOperator::TransposeConv:
+    case BuiltinOperator::FullyConnected:
+    case BuiltinOperator::Add:
+    case BuiltinOperator::Sub:
+    case BuiltinOperator::Mul:
+    case BuiltinOperator::AveragePool2D:
+    case BuiltinOperator::MaxPool2D:
+    case BuiltinOperator::Mean:
+    case BuiltinOperator::Concatenation:
+    case BuiltinOperator::Softmax:
+    case BuiltinOperator::Pad:
+    case BuiltinOperator::Logistic:
+    case BuiltinOperator::HardSwish:
+    case BuiltinOperator::Quantize:
+    case BuiltinOperator::ResizeBilinear:
+    case BuiltinOperator::ResizeNearestNeighbor:
+        return true;
+    default:
+        return movesCodes(op);
+    }
+}
+
 } // namespace
+
+bool movesCodes(BuiltinOperator op)
+{
+    return op == BuiltinOperator::Reshape || op == BuiltinOperator::Transpose || op == BuiltinOperator::Slice ||
+           op == BuiltinOperator::StridedSlice || op == BuiltinOperator::Dequantize;
+}
 
 void check(const TfliteProgram& program, size_t operation, const std::string& label)
 {
@@ -355,6 +469,20 @@ void check(const TfliteProgram& program, size_t operation, const std::string& la
                             "groups split: --tflite-grouped-conv split)");
     if (op.op == BuiltinOperator::FullyConnected && T.at(size_t(op.inputs.at(1))).scales.size() > 1)
         throw Error(label + ": per-channel FULLY_CONNECTED weights, on which Arm NN 20.08 aborts");
+    if (op.op == BuiltinOperator::TransposeConv && op.inputs.size() != 3)
+        throw Error(label + ": a TRANSPOSE_CONV with a bias input, which Arm NN 20.08's TfLite parser refuses (it "
+                            "takes exactly three inputs: write the bias as an ADD, --tflite-transpose-conv-bias add)");
+    if (op.op == BuiltinOperator::TransposeConv && op.activation != tf::Activation::None)
+        throw Error(label + ": a TRANSPOSE_CONV with a fused activation, which Arm NN 20.08's TfLite parser does not "
+                            "read");
+    if (op.op == BuiltinOperator::TransposeConv && op.padding != tf::Padding::Valid)
+        throw Error(label + ": a TRANSPOSE_CONV with SAME padding, whose placement in Arm NN 20.08 the simulation "
+                            "does not know");
+    if (op.op == BuiltinOperator::ResizeNearestNeighbor && op.alignCorners)
+        throw Error(label + ": a RESIZE_NEAREST_NEIGHBOR with align_corners, whose coordinates in Arm NN 20.08 the "
+                            "simulation does not know");
+    if (!simulated(op.op))
+        throw Error(label + ": the simulation of Arm NN 20.08 has no arithmetic for " + tfliteOperatorName(op.op));
 }
 
 bool padFolded(const TfliteProgram& program, size_t operation)
@@ -389,8 +517,16 @@ bool run(const Operation& op, const std::vector<Spec>& T, std::vector<std::vecto
         fullyConnected(op, T, q);
         return true;
     case BuiltinOperator::Add:
+    case BuiltinOperator::Sub:
     case BuiltinOperator::Mul:
         binary(op, T, q);
+        return true;
+    case BuiltinOperator::TransposeConv:
+        transposeConvolution(op, T, q);
+        return true;
+    case BuiltinOperator::ResizeBilinear:
+    case BuiltinOperator::ResizeNearestNeighbor:
+        resize(op, T, q);
         return true;
     case BuiltinOperator::AveragePool2D:
     case BuiltinOperator::MaxPool2D:
@@ -434,7 +570,10 @@ bool run(const Operation& op, const std::vector<Spec>& T, std::vector<std::vecto
         return true;
     }
     default:
-        return false; // RESHAPE, TRANSPOSE, SLICE, RESIZE_NEAREST_NEIGHBOR, DEQUANTIZE
+        if (!movesCodes(op.op)) // check() refused it: never LiteRT's arithmetic in its place
+            throw Error(std::string("the simulation of Arm NN 20.08 has no arithmetic for ") +
+                        tfliteOperatorName(op.op));
+        return false;
     }
 }
 

@@ -20,7 +20,14 @@
 // - MEAN: the sum in the input's row-major order divided by the count;
 // - SOFTMAX: exp((x − max) × beta) in float, summed, each divided by the sum;
 // - LOGISTIC 1 / (1 + expf(−x)); HARD_SWISH x × min(max(x + 3, 0), 6) / 6;
-// - ADD, MUL: a + b, a × b; CONCATENATION and QUANTIZE: decoded and encoded.
+// - ADD, SUB, MUL: a + b, a − b, a × b; CONCATENATION and QUANTIZE: decoded and encoded;
+// - TRANSPOSE_CONV: each product added in float to the output it lands on, input pixel by input
+//   pixel (row-major), input channel innermost;
+// - RESIZE_BILINEAR: float lerps of the decoded corners at coordinate index × in / out (align_corners:
+//   × (in − 1) / (out − 1)); RESIZE_NEAREST_NEIGHBOR the code at floor(index × in / out), re-encoded.
+//   The TfLite parser never reads half_pixel_centers, so Arm NN (and this simulation of it) computes
+//   those asymmetric coordinates for a model that asks for half-pixel ones: a fault reproduced, as
+//   PAD's is.
 // PAD fills the int8 codes it adds with 0, not with the zero point (a fault
 // of 20.08), except a PAD whose only reader is a CONV_2D: the optimizer folds
 // it into the convolution, whose padding is the value 0.0.
@@ -37,8 +44,15 @@ namespace qs::armnn_reference {
 
 // What Arm NN 20.08 cannot run as the file says, as an Error naming `label`: a grouped CONV_2D
 // (its parser ignores the groups), FULLY_CONNECTED with per-channel weights (it aborts), PADV2
-// (its parser has none).
+// (its parser has none), a TRANSPOSE_CONV with a bias input (its parser takes exactly three). Also
+// refused: what the simulation does not know Arm NN's arithmetic for (a TRANSPOSE_CONV with SAME
+// padding, RESIZE_NEAREST_NEIGHBOR with align_corners, any operator neither computed here nor a
+// move of codes): no operator falls back to LiteRT's arithmetic.
 void check(const TfliteProgram& program, size_t operation, const std::string& label);
+
+// The operators whose codes CpuRef only moves (RESHAPE, TRANSPOSE, SLICE, STRIDED_SLICE,
+// DEQUANTIZE): run() leaves them to the caller.
+bool movesCodes(tflite::BuiltinOperator op);
 
 // Whether the PAD `operation` is folded into the one CONV_2D that reads it.
 bool padFolded(const TfliteProgram& program, size_t operation);

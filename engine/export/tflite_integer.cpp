@@ -274,7 +274,13 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
         const bool float2int =
             code == BuiltinOperator::Quantize && T[size_t(op.inputs[0])].type == tf::TensorType::Float32;
         const Spec* out = code == BuiltinOperator::Dequantize ? nullptr : int8Tensor(op.outputs[0], true);
-        const Spec* in = code == BuiltinOperator::Dequantize || !float2int ? int8Tensor(op.inputs[0], true) : nullptr;
+        // TRANSPOSE_CONV reads (output shape, weight, input[, bias]): its activation is input 2.
+        const bool transposeConv = code == BuiltinOperator::TransposeConv;
+        need(!transposeConv || op.inputs.size() >= 3, "three or four inputs expected (output shape, weight, input, "
+                                                      "bias)");
+        const size_t dataInput = transposeConv ? 2 : 0;
+        const Spec* in =
+            code == BuiltinOperator::Dequantize || !float2int ? int8Tensor(op.inputs[dataInput], true) : nullptr;
         if (code == BuiltinOperator::Dequantize)
             need(T[size_t(op.outputs[0])].type == tf::TensorType::Float32, "its output is not float32");
         if (out)
@@ -282,6 +288,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
         switch (code) {
         case BuiltinOperator::Conv2D:
         case BuiltinOperator::DepthwiseConv2D:
+        case BuiltinOperator::TransposeConv:
         case BuiltinOperator::FullyConnected: {
             need(op.inputs.size() >= 2, "it has no weight");
             const Spec* w = int8Tensor(op.inputs[1], false);
@@ -293,12 +300,21 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             need(w->scales.size() == 1 || w->scales.size() == channels,
                  "its weight '" + w->name + "' has " + std::to_string(w->scales.size()) + " scales for " +
                      std::to_string(channels) + " output channels");
-            if (op.inputs.size() > 2 && op.inputs[2] >= 0) {
-                const Spec& b = T[size_t(op.inputs[2])];
+            const size_t biasInput = transposeConv ? 3 : 2;
+            if (op.inputs.size() > biasInput && op.inputs[biasInput] >= 0) {
+                const Spec& b = T[size_t(op.inputs[biasInput])];
                 need(b.type == tf::TensorType::Int32 && b.constant() && b.numel() == int64_t(channels),
                      "its bias '" + b.name + "' is not a constant int32 vector of " + std::to_string(channels));
             }
-            if (code != BuiltinOperator::FullyConnected) {
+            if (transposeConv) {
+                const Spec& shape = T[size_t(op.inputs[0])];
+                need(shape.type == tf::TensorType::Int32 && shape.constant() && int32Values(shape) == out->shape,
+                     "its output shape is not a constant int32 vector equal to its output's shape");
+                need(in->shape.size() == 4 && w->shape.size() == 4 && out->shape.size() == 4 &&
+                         w->shape[3] == in->shape[3] && w->shape[0] == out->shape[3] && in->shape[0] == out->shape[0],
+                     "input [N, H, W, I], weight [O, kh, kw, I] and output [N, H, W, O] do not match");
+                need(op.strideW > 0 && op.strideH > 0, "strides must be positive");
+            } else if (code != BuiltinOperator::FullyConnected) {
                 need(T[size_t(op.inputs[0])].shape.size() == 4 && w->shape.size() == 4 && out->shape.size() == 4,
                      "input, weight and output must be 4-D");
                 need(op.strideW > 0 && op.strideH > 0 && op.dilationW > 0 && op.dilationH > 0,
@@ -320,7 +336,8 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             }
             break;
         }
-        case BuiltinOperator::Add: {
+        case BuiltinOperator::Add:
+        case BuiltinOperator::Sub: {
             need(op.inputs.size() == 2, "two inputs expected");
             const Spec* a = int8Tensor(op.inputs[0], true);
             const Spec* b = int8Tensor(op.inputs[1], true);
@@ -328,8 +345,10 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             p.input1 = quantizeMultiplier(double(a->scales[0]) / twiceMax);
             p.input2 = quantizeMultiplier(double(b->scales[0]) / twiceMax);
             p.output = quantizeMultiplier(twiceMax / (double(1 << 20) * double(out->scales[0])));
-            const float as = a->scales[0] / out->scales[0], bs = b->scales[0] / out->scales[0];
-            const int exponent = std::ilogb(std::max(as, bs)); // the float's unbiased exponent
+            // XNNPACK subtracts as it adds, with the second input's scale negated.
+            const float as = a->scales[0] / out->scales[0],
+                        bs = (code == BuiltinOperator::Sub ? -1.0f : 1.0f) * b->scales[0] / out->scales[0];
+            const int exponent = std::ilogb(std::max(as, std::fabs(bs))); // the float's unbiased exponent
             need(!xnnpack || (exponent >= -10 && exponent < 8),
                  "its input/output scale ratios are outside XNNPACK's range [2^-10, 2^8)");
             p.add.shift = 20 - exponent;
@@ -413,6 +432,44 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             }
             need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
                  "its output has other quantization parameters than its input (SLICE copies codes)");
+            break;
+        }
+        case BuiltinOperator::StridedSlice: {
+            need(op.inputs.size() == 4, "four inputs expected (input, begin, end, strides)");
+            const Spec& x = T[size_t(op.inputs[0])];
+            const Spec& y = T[size_t(op.outputs[0])];
+            for (int k : {1, 2, 3})
+                need(T[size_t(op.inputs[size_t(k)])].type == tf::TensorType::Int32 &&
+                         T[size_t(op.inputs[size_t(k)])].constant() &&
+                         T[size_t(op.inputs[size_t(k)])].numel() == int64_t(x.shape.size()),
+                     "its begin, end and strides are not constant int32 vectors of the input's rank");
+            need(op.masks == 0, "it has begin, end, ellipsis, new-axis or shrink masks (the simulation runs none)");
+            const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
+            const std::vector<int32_t> end = int32Values(T[size_t(op.inputs[2])]);
+            const std::vector<int32_t> strides = int32Values(T[size_t(op.inputs[3])]);
+            need(y.shape.size() == x.shape.size(), "its output has another rank than its input");
+            for (size_t d = 0; d < x.shape.size(); ++d) {
+                need(strides[d] > 0, "its strides are not positive (the simulation runs positive strides)");
+                need(begin[d] >= 0 && begin[d] <= end[d] && end[d] <= x.shape[d] &&
+                         (end[d] - begin[d] + strides[d] - 1) / strides[d] == y.shape[d],
+                     "its begin, end and strides do not select its output's shape from its input");
+            }
+            need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
+                 "its output has other quantization parameters than its input (STRIDED_SLICE copies codes)");
+            break;
+        }
+        case BuiltinOperator::ResizeBilinear: {
+            need(op.inputs.size() == 2 && T[size_t(op.inputs[1])].type == tf::TensorType::Int32 &&
+                     T[size_t(op.inputs[1])].constant() && T[size_t(op.inputs[1])].numel() == 2,
+                 "its size is not a constant int32 pair");
+            need(in->shape.size() == 4 && out->shape.size() == 4 && in->shape[0] == out->shape[0] &&
+                     in->shape[3] == out->shape[3] &&
+                     int32Values(T[size_t(op.inputs[1])]) == std::vector<int32_t>{out->shape[1], out->shape[2]},
+                 "its input and output are not 4-D images of the same batch and depth, its size the output's");
+            need(!(op.alignCorners && op.halfPixelCenters), "it sets both align_corners and half_pixel_centers");
+            need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
+                 "its output has other quantization parameters than its input (int8 RESIZE_BILINEAR interpolates "
+                 "codes)");
             break;
         }
         case BuiltinOperator::PadV2: {
@@ -537,6 +594,55 @@ void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, 
                 }
 }
 
+// TRANSPOSE_CONV as reference_integer_ops::TransposeConv scatters it: each input pixel, less the
+// zero point, times each filter tap added into the int32 sum of the output pixel it lands on
+// (oy = iy·stride − leading padding + fy); then the bias and the per-channel requantization of
+// CONV_2D. XNNPACK's deconvolution gathers the same integer sums (the taps outside the input read
+// its zero point) and requantizes them as its convolution does, in float.
+void transposeConvolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T,
+                          Values& v)
+{
+    const Spec &inT = T[size_t(op.inputs[2])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
+    const Dims4 in(inT.shape), out(outT.shape);
+    const int32_t kh = wT.shape[1], kw = wT.shape[2];
+    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    const std::vector<int32_t> bias =
+        op.inputs.size() > 3 && op.inputs[3] >= 0 ? int32Values(T[size_t(op.inputs[3])]) : std::vector<int32_t>();
+    const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
+    const std::vector<int8_t>& x = v.q[size_t(op.inputs[2])];
+    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
+    // The padding of the convolution this one transposes: from the output's size to the input's.
+    const int32_t padH = leadingPad(op.padding, out.h, kh, op.strideH, 1, in.h);
+    const int32_t padW = leadingPad(op.padding, out.w, kw, op.strideW, 1, in.w);
+    std::vector<int32_t> acc(y.size(), 0);
+    for (int32_t b = 0; b < in.n; ++b)
+        for (int32_t iy = 0; iy < in.h; ++iy)
+            for (int32_t ix = 0; ix < in.w; ++ix)
+                for (int32_t fy = 0; fy < kh; ++fy) {
+                    const int32_t oy = iy * op.strideH - padH + fy;
+                    if (oy < 0 || oy >= out.h)
+                        continue;
+                    for (int32_t fx = 0; fx < kw; ++fx) {
+                        const int32_t ox = ix * op.strideW - padW + fx;
+                        if (ox < 0 || ox >= out.w)
+                            continue;
+                        const int8_t* xRow = x.data() + in.at(b, iy, ix, 0);
+                        for (int32_t oc = 0; oc < out.c; ++oc) {
+                            const int8_t* wRow = w + ((int64_t(oc) * kh + fy) * kw + fx) * in.c;
+                            int32_t sum = 0;
+                            for (int32_t ic = 0; ic < in.c; ++ic)
+                                sum += int32_t(wRow[ic]) * (int32_t(xRow[ic]) - inZp);
+                            acc[out.at(b, oy, ox, oc)] += sum;
+                        }
+                    }
+                }
+    for (size_t i = 0; i < acc.size(); ++i) {
+        const size_t oc = i % size_t(out.c);
+        const int32_t sum = acc[i] + (bias.empty() ? 0 : bias[oc]);
+        y[i] = int8_t(std::clamp(requantize(sum, p, oc, outZp), p.actMin, p.actMax));
+    }
+}
+
 void fullyConnected(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T,
                     Values& v)
 {
@@ -571,7 +677,7 @@ void binary(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const
     const std::vector<int8_t>& b = v.q[size_t(op.inputs[1])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
     const int32_t aZp = zeroPoint(aT), bZp = zeroPoint(bT), outZp = zeroPoint(outT);
-    const bool add = op.op == BuiltinOperator::Add;
+    const bool add = op.op == BuiltinOperator::Add, sub = op.op == BuiltinOperator::Sub;
     std::vector<int32_t> index(shape.size(), 0);
     for (size_t i = 0; i < y.size(); ++i) {
         int64_t ia = 0, ib = 0;
@@ -579,13 +685,13 @@ void binary(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const
             ia += index[k] * sa[k], ib += index[k] * sb[k];
         const int32_t x1 = int32_t(a[size_t(ia)]) - aZp, x2 = int32_t(b[size_t(ib)]) - bZp;
         int32_t r;
-        if (add && p.xnnpack) {
+        if ((add || sub) && p.xnnpack) { // SUB: the second multiplier is negative
             const int32_t acc = p.add.bias + int32_t(a[size_t(ia)]) * p.add.a + int32_t(b[size_t(ib)]) * p.add.b;
             r = (acc >> p.add.shift) + outZp; // an arithmetic shift: rounding half up, with the bias
-        } else if (add) {
+        } else if (add || sub) {
             const int32_t s1 = multiplyByQuantizedMultiplier(x1 * (1 << 20), p.input1);
             const int32_t s2 = multiplyByQuantizedMultiplier(x2 * (1 << 20), p.input2);
-            r = multiplyByQuantizedMultiplier(s1 + s2, p.output) + outZp;
+            r = multiplyByQuantizedMultiplier(sub ? s1 - s2 : s1 + s2, p.output) + outZp;
         } else {
             r = p.xnnpack ? xnnpackRound(float(x1 * x2) * p.scale, p, outZp)
                           : multiplyByQuantizedMultiplier(x1 * x2, p.output) + outZp;
@@ -802,6 +908,94 @@ void resizeNearest(const Operation& op, const std::vector<Spec>& T, Values& v)
                             size_t(out.c));
 }
 
+// STRIDED_SLICE with positive strides and no masks (checked in prepare): every stride-th code of a box.
+void stridedSlice(const Operation& op, const std::vector<Spec>& T, Values& v)
+{
+    const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
+    const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
+    const std::vector<int32_t> step = int32Values(T[size_t(op.inputs[3])]);
+    std::vector<int64_t> strides = stridesOf(inT.shape);
+    int64_t base = 0;
+    for (size_t k = 0; k < strides.size(); ++k) {
+        base += int64_t(begin[k]) * strides[k];
+        strides[k] *= step[k];
+    }
+    moveCodes(v.q[size_t(op.inputs[0])], v.q[size_t(op.outputs[0])], outT.shape, base, strides);
+}
+
+// RESIZE_BILINEAR of int8 codes (input and output share their parameters).
+// Reference: reference_ops::ResizeBilinearInteger — source coordinates in 10 fractional bits,
+// the four products summed in 20 bits and rounded half away from zero.
+// XNNPACK (ibilinear): coordinates and weights in float, the weights rounded to 11 bits,
+// interpolated horizontally then vertically in integers, rounded half up at 22 bits.
+void resizeBilinear(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T,
+                    Values& v)
+{
+    const Dims4 in(T[size_t(op.inputs[0])].shape), out(T[size_t(op.outputs[0])].shape);
+    const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
+    std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
+    struct Tap {
+        int32_t lo, hi, weight; // the two source rows (columns) and the weight of `hi`
+    };
+    std::vector<Tap> rows(size_t(out.h)), columns(size_t(out.w));
+    if (p.xnnpack) {
+        auto taps = [&](int32_t inSize, int32_t outSize, std::vector<Tap>& t) {
+            const int32_t adjustment = op.alignCorners && outSize != 1 ? 1 : 0;
+            const float scale = float(inSize - adjustment) / float(outSize - adjustment);
+            const bool legacy = op.alignCorners || !op.halfPixelCenters;
+            const float offset = 0.5f * scale - 0.5f;
+            for (int32_t o = 0; o < outSize; ++o) {
+                float at = float(o) * scale;
+                if (!legacy)
+                    at = std::min(std::max(at + offset, 0.0f), float(inSize - 1));
+                const int32_t lo = int32_t(at);
+                t[size_t(o)] = {lo, std::min(lo + 1, inSize - 1), int32_t(std::lrintf((at - float(lo)) * 2048.0f))};
+            }
+        };
+        taps(in.h, out.h, rows), taps(in.w, out.w, columns);
+        for (int32_t b = 0; b < out.n; ++b)
+            for (int32_t oy = 0; oy < out.h; ++oy)
+                for (int32_t ox = 0; ox < out.w; ++ox) {
+                    const Tap r = rows[size_t(oy)], c = columns[size_t(ox)];
+                    for (int32_t k = 0; k < out.c; ++k) {
+                        const int32_t tl = x[in.at(b, r.lo, c.lo, k)], tr = x[in.at(b, r.lo, c.hi, k)];
+                        const int32_t bl = x[in.at(b, r.hi, c.lo, k)], br = x[in.at(b, r.hi, c.hi, k)];
+                        const int32_t top = tl * 2048 + (tr - tl) * c.weight;
+                        const int32_t bottom = bl * 2048 + (br - bl) * c.weight;
+                        const int32_t acc = top * 2048 + (bottom - top) * r.weight;
+                        y[out.at(b, oy, ox, k)] = int8_t((acc + (1 << 21)) >> 22);
+                    }
+                }
+        return;
+    }
+    auto taps = [&](int32_t inSize, int32_t outSize, std::vector<Tap>& t) {
+        int32_t scale = ((1 << 10) * inSize + outSize / 2) / outSize;
+        if (op.alignCorners && outSize > 1)
+            scale = ((1 << 10) * (inSize - 1) + (outSize - 1) / 2) / (outSize - 1);
+        for (int32_t o = 0; o < outSize; ++o) {
+            const int32_t at = op.halfPixelCenters ? o * scale + scale / 2 - (1 << 9) : o * scale;
+            const int32_t lo = std::max(at / (1 << 10), 0);
+            const int32_t hi = std::min((at + (1 << 10) - 1) / (1 << 10), inSize - 1);
+            t[size_t(o)] = {lo, hi, at - (1 << 10) * lo}; // may exceed 1 or be negative where lo == hi
+        }
+    };
+    taps(in.h, out.h, rows), taps(in.w, out.w, columns);
+    for (int32_t b = 0; b < out.n; ++b)
+        for (int32_t oy = 0; oy < out.h; ++oy)
+            for (int32_t ox = 0; ox < out.w; ++ox) {
+                const Tap r = rows[size_t(oy)], c = columns[size_t(ox)];
+                const int64_t wy = r.weight, wx = c.weight;
+                for (int32_t k = 0; k < out.c; ++k) {
+                    const int64_t sum = int64_t(x[in.at(b, r.lo, c.lo, k)]) * ((1 << 10) - wy) * ((1 << 10) - wx) +
+                                        int64_t(x[in.at(b, r.hi, c.lo, k)]) * wy * ((1 << 10) - wx) +
+                                        int64_t(x[in.at(b, r.lo, c.hi, k)]) * ((1 << 10) - wy) * wx +
+                                        int64_t(x[in.at(b, r.hi, c.hi, k)]) * wy * wx;
+                    const int64_t round = sum > 0 ? (1 << 19) : -(1 << 19);
+                    y[out.at(b, oy, ox, k)] = int8_t(clampInt8(int32_t((sum + round) / (1 << 20))));
+                }
+            }
+}
+
 // SOFTMAX over the last axis, in double from the dequantized codes (not LiteRT's fixed-point
 // kernel: it can differ from it by one code), rounded onto the output's grid.
 void softmax(const Operation& op, const std::vector<Spec>& T, Values& v)
@@ -871,10 +1065,14 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
         case BuiltinOperator::DepthwiseConv2D:
             convolution(op, p, T, v, op.op == BuiltinOperator::DepthwiseConv2D);
             break;
+        case BuiltinOperator::TransposeConv:
+            transposeConvolution(op, p, T, v);
+            break;
         case BuiltinOperator::FullyConnected:
             fullyConnected(op, p, T, v);
             break;
         case BuiltinOperator::Add:
+        case BuiltinOperator::Sub:
         case BuiltinOperator::Mul:
             binary(op, p, T, v);
             break;
@@ -900,6 +1098,12 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
             break;
         case BuiltinOperator::ResizeNearestNeighbor:
             resizeNearest(op, T, v);
+            break;
+        case BuiltinOperator::ResizeBilinear:
+            resizeBilinear(op, p, T, v);
+            break;
+        case BuiltinOperator::StridedSlice:
+            stridedSlice(op, T, v);
             break;
         case BuiltinOperator::Softmax:
             softmax(op, T, v);

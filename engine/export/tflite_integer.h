@@ -13,7 +13,10 @@
 // by the count of the taps inside the input; MEAN's sum requantized with the
 // element count folded into the multiplier; MAX_POOL_2D; CONCATENATION
 // (requantized when an input's parameters differ); PAD with the zero point;
-// RESHAPE, TRANSPOSE and RESIZE_NEAREST_NEIGHBOR as moves of the codes;
+// RESHAPE, TRANSPOSE, SLICE, STRIDED_SLICE and RESIZE_NEAREST_NEIGHBOR as
+// moves of the codes; TRANSPOSE_CONV scattered into int32 sums, requantized as
+// CONV_2D; SUB as ADD with the difference; RESIZE_BILINEAR in 10-bit
+// fixed-point coordinates (ResizeBilinearInteger);
 // LOGISTIC through the 256-entry table LiteRT's int8 kernel fills in float;
 // HARD_SWISH through the int16 fixed-point reference; SOFTMAX (see
 // tflite_integer.cpp: computed in double from the dequantized codes, which is
@@ -52,16 +55,19 @@ int16_t roundingDivideByPot16(int16_t x, int exponent);
 // Whose int8 arithmetic the executor follows: where LiteRT's CPU paths round differently, or Arm NN's.
 enum class TfliteArithmetic {
     // LiteRT's default CPU path, the XNNPACK delegate (LiteRT.js runs it): CONV_2D,
-    // DEPTHWISE_CONV_2D, FULLY_CONNECTED, MUL and MEAN requantize in float (the float scale,
-    // a clamp, rounding half to even); ADD scales both inputs by 21-bit integer multipliers with
-    // one shift; an int8 → int8 QUANTIZE uses an 8-bit fixed-point multiplier. The other
-    // operators as the reference kernels.
+    // DEPTHWISE_CONV_2D, TRANSPOSE_CONV, FULLY_CONNECTED, MUL and MEAN requantize in float (the
+    // float scale, a clamp, rounding half to even); ADD and SUB scale both inputs by 21-bit integer
+    // multipliers with one shift (SUB's second one negative); RESIZE_BILINEAR weighs its taps in
+    // 11 bits computed in float; an int8 → int8 QUANTIZE uses an 8-bit fixed-point multiplier.
+    // The other operators as the reference kernels.
     Xnnpack,
     // LiteRT's reference kernels throughout (the fixed-point multipliers above).
     Reference,
     // Arm NN 20.08's CpuRef backend (export/tflite_armnn.h): every int8 input decoded to float, the
     // operator computed in float, the result encoded (round half away from zero, clamp); a fused
-    // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D.
+    // activation as a layer of its own; PAD's added codes 0 unless folded into a CONV_2D;
+    // RESIZE_BILINEAR's half_pixel_centers unread. What Arm NN cannot run, and any operator
+    // without a simulation of Arm NN's arithmetic, is an Error when the executor is built.
     ArmnnReference,
 };
 

@@ -38,6 +38,8 @@ const char* tfliteOperatorName(BuiltinOperator op)
         return "MUL";
     case BuiltinOperator::Reshape:
         return "RESHAPE";
+    case BuiltinOperator::ResizeBilinear:
+        return "RESIZE_BILINEAR";
     case BuiltinOperator::Softmax:
         return "SOFTMAX";
     case BuiltinOperator::Pad:
@@ -48,6 +50,12 @@ const char* tfliteOperatorName(BuiltinOperator op)
         return "TRANSPOSE";
     case BuiltinOperator::Mean:
         return "MEAN";
+    case BuiltinOperator::Sub:
+        return "SUB";
+    case BuiltinOperator::StridedSlice:
+        return "STRIDED_SLICE";
+    case BuiltinOperator::TransposeConv:
+        return "TRANSPOSE_CONV";
     case BuiltinOperator::Slice:
         return "SLICE";
     case BuiltinOperator::ResizeNearestNeighbor:
@@ -96,6 +104,14 @@ BuiltinOptions optionsOf(BuiltinOperator op)
         return BuiltinOptions::AddOptions;
     case BuiltinOperator::Mul:
         return BuiltinOptions::MulOptions;
+    case BuiltinOperator::Sub:
+        return BuiltinOptions::SubOptions;
+    case BuiltinOperator::TransposeConv:
+        return BuiltinOptions::TransposeConvOptions;
+    case BuiltinOperator::StridedSlice:
+        return BuiltinOptions::StridedSliceOptions;
+    case BuiltinOperator::ResizeBilinear:
+        return BuiltinOptions::ResizeBilinearOptions;
     case BuiltinOperator::Mean:
         return BuiltinOptions::ReducerOptions;
     case BuiltinOperator::ResizeNearestNeighbor:
@@ -147,8 +163,26 @@ void readOptions(const fb::TableView& o, TfliteProgram::Operation& op)
         op.activation = act(tf::concatenation::fused_activation_function);
         break;
     case BuiltinOperator::Add:
+    case BuiltinOperator::Sub:
     case BuiltinOperator::Mul:
         op.activation = act(tf::add_mul::fused_activation_function);
+        break;
+    case BuiltinOperator::TransposeConv:
+        op.padding = tf::Padding(o.scalar<int8_t>(tf::transpose_conv::padding, 0));
+        op.strideW = o.scalar<int32_t>(tf::transpose_conv::stride_w, 0);
+        op.strideH = o.scalar<int32_t>(tf::transpose_conv::stride_h, 0);
+        op.activation = act(tf::transpose_conv::fused_activation_function);
+        break;
+    case BuiltinOperator::StridedSlice:
+        op.masks = o.scalar<int32_t>(tf::strided_slice::begin_mask, 0) |
+                   o.scalar<int32_t>(tf::strided_slice::end_mask, 0) |
+                   o.scalar<int32_t>(tf::strided_slice::ellipsis_mask, 0) |
+                   o.scalar<int32_t>(tf::strided_slice::new_axis_mask, 0) |
+                   o.scalar<int32_t>(tf::strided_slice::shrink_axis_mask, 0);
+        break;
+    case BuiltinOperator::ResizeBilinear:
+        op.alignCorners = o.scalar<bool>(tf::resize_bilinear::align_corners, false);
+        op.halfPixelCenters = o.scalar<bool>(tf::resize_bilinear::half_pixel_centers, false);
         break;
     case BuiltinOperator::Mean:
         op.keepDims = o.scalar<bool>(tf::reducer::keep_dims, false);

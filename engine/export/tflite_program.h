@@ -42,6 +42,7 @@ struct TfliteProgram {
         int32_t axis = 0;
         bool keepDims = false, alignCorners = false, halfPixelCenters = false;
         float beta = 1.0f;
+        int32_t masks = 0; // STRIDED_SLICE: its five masks or-ed (the simulation runs them all 0)
     };
     std::vector<TensorSpec> tensors;
     std::vector<Operation> operations;

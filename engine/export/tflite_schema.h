@@ -56,7 +56,7 @@ inline constexpr int beta = 0;
 namespace concatenation { // ConcatenationOptions
 inline constexpr int axis = 0, fused_activation_function = 1;
 }
-namespace add_mul { // AddOptions and MulOptions: the activation is field 0 of both
+namespace add_mul { // AddOptions, SubOptions and MulOptions: the activation is field 0 of each
 inline constexpr int fused_activation_function = 0;
 }
 namespace reshape { // ReshapeOptions
@@ -67,6 +67,15 @@ inline constexpr int keep_dims = 0;
 }
 namespace resize_nearest { // ResizeNearestNeighborOptions
 inline constexpr int align_corners = 0, half_pixel_centers = 1;
+}
+namespace resize_bilinear { // ResizeBilinearOptions (fields 0 and 1, new_height and new_width, are deprecated)
+inline constexpr int align_corners = 2, half_pixel_centers = 3;
+}
+namespace transpose_conv { // TransposeConvOptions (fused_activation_function: version 4 and above)
+inline constexpr int padding = 0, stride_w = 1, stride_h = 2, fused_activation_function = 3;
+}
+namespace strided_slice { // StridedSliceOptions
+inline constexpr int begin_mask = 0, end_mask = 1, ellipsis_mask = 2, new_axis_mask = 3, shrink_axis_mask = 4;
 }
 
 enum class TensorType : int8_t { Float32 = 0, Int32 = 2, Int8 = 9 };
@@ -85,12 +94,16 @@ enum class BuiltinOperator : int32_t {
     MaxPool2D = 17,
     Mul = 18,
     Reshape = 22,
+    ResizeBilinear = 23,
     Softmax = 25,
     Pad = 34,
     Transpose = 39,
     Mean = 40,
+    Sub = 41,
+    StridedSlice = 45,
     PadV2 = 60,
     Slice = 65,
+    TransposeConv = 67,
     ResizeNearestNeighbor = 97,
     Quantize = 114,
     HardSwish = 117,
@@ -106,14 +119,18 @@ enum class BuiltinOptions : uint8_t {
     SoftmaxOptions = 9,
     ConcatenationOptions = 10,
     AddOptions = 11,
+    ResizeBilinearOptions = 15,
     ReshapeOptions = 17,
     MulOptions = 21,
     PadOptions = 22,
     TransposeOptions = 26,
     ReducerOptions = 27,
+    SubOptions = 28,
+    StridedSliceOptions = 32,
     DequantizeOptions = 38,
     PadV2Options = 43,
     SliceOptions = 48,
+    TransposeConvOptions = 49,
     ResizeNearestNeighborOptions = 74,
     QuantizeOptions = 89,
     HardSwishOptions = 91,

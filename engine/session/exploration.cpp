@@ -266,6 +266,7 @@ void EvaluationJob::evaluateOdmlProgram(EvaluationResult& result, DataSource& da
         TfliteOptions tflite;
         tflite.odml.maxBatches = in.calibration->maxBatches;
         tflite.groupedConv = litert.groupedConv;
+        tflite.transposeConvBias = litert.transposeConvBias;
         const TfliteModel built = buildTflite(*in.interpreter, *in.plan, *in.weights, *calib, tflite, cancel);
         const TfliteIntegerExecutor program = TfliteIntegerExecutor::fromBytes(
             built.bytes, in.model->sourcePath.filename().string() + " (LiteRT export)", litert.arithmetic);

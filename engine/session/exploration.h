@@ -184,8 +184,9 @@ struct EvaluationRun {
 // ODML mode: the LiteRT program whose outputs the output figures are — how the export writes
 // grouped convolutions (as `--export-tflite` does) and whose int8 arithmetic runs it.
 struct LiteRtSimulation {
-    TfliteGroupedConv groupedConv = TfliteGroupedConv::Native; // TfliteOptions::groupedConv
-    TfliteArithmetic arithmetic = TfliteArithmetic::Xnnpack;   // LiteRT.js's by default
+    TfliteGroupedConv groupedConv = TfliteGroupedConv::Native;                  // TfliteOptions::groupedConv
+    TfliteTransposeConvBias transposeConvBias = TfliteTransposeConvBias::Input; // TfliteOptions::transposeConvBias
+    TfliteArithmetic arithmetic = TfliteArithmetic::Xnnpack;                    // LiteRT.js's by default
 };
 
 struct EvaluationJob {

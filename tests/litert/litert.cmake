@@ -25,7 +25,8 @@ target_compile_definitions(tst_export_tflite PRIVATE
   QUANTSCOPE_ZOO_DIR="${QUANTSCOPE_ZOO_DIR}"
   QUANTSCOPE_NODE="${QUANTSCOPE_NODE}"
   QUANTSCOPE_LITERT_DIR="${QUANTSCOPE_LITERT_DIR}"
-  QUANTSCOPE_LITERT_SCRIPT="${CMAKE_CURRENT_SOURCE_DIR}/litert/run_tflite.mjs")
+  QUANTSCOPE_LITERT_SCRIPT="${CMAKE_CURRENT_SOURCE_DIR}/litert/run_tflite.mjs"
+  QUANTSCOPE_PYTHON="${QUANTSCOPE_SYSTEM_PYTHON}")
 set_tests_properties(tst_export_tflite PROPERTIES FIXTURES_REQUIRED "litert;zoo_models" TIMEOUT 1800)
 # zooModels runs 10 models through both consumers in one test function: past Qt Test's default
 # function timeout (300 s) on a loaded machine. CTest's TIMEOUT above is the bound.
