@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "graph/value_readers.h"
+#include "quantization/double_tensors.h"
 
 namespace qs {
 namespace {
@@ -130,28 +131,6 @@ struct Working {
     std::string biasName;
     bool changed = false;
 };
-
-std::vector<double> doublesOf(const Tensor& t, const std::string& name)
-{
-    std::vector<double> d(size_t(t.numel()));
-    const auto v = t.values<float>();
-    for (size_t i = 0; i < d.size(); ++i) {
-        if (!std::isfinite(v[i]))
-            throw Error("equalize: tensor '" + name + "' holds a value that is not finite at index " +
-                        std::to_string(i));
-        d[i] = v[i];
-    }
-    return d;
-}
-
-Tensor floatsOf(const std::vector<double>& d, const Shape& shape)
-{
-    Tensor t(DType::F32, shape);
-    auto v = t.mutableValues<float>();
-    for (size_t i = 0; i < d.size(); ++i)
-        v[i] = float(d[i]);
-    return t;
-}
 
 } // namespace
 
@@ -284,7 +263,7 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
         if (inserted) {
             const QuantizableLayer& l = layers[index];
             Working& w = it->second;
-            w.weight = doublesOf(*model.initializer(l.weightName), l.weightName);
+            w.weight = finiteDoubles(*model.initializer(l.weightName), "equalize: tensor '" + l.weightName + "'");
             w.outChannel = channelOfElements(l, false);
             w.inChannel = channelOfElements(l, true);
             w.biasName = biasName(model.nodes[*l.node]);
@@ -294,7 +273,7 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
                     throw Error("equalize: bias '" + w.biasName + "' of '" + l.modulePath + "' has " +
                                 std::to_string(b.numel()) + " values for " + std::to_string(outputChannels(l)) +
                                 " output channels");
-                w.bias = doublesOf(b, w.biasName);
+                w.bias = finiteDoubles(b, "equalize: tensor '" + w.biasName + "'");
             }
         }
         return it->second;
@@ -328,11 +307,11 @@ CrossLayerEqualization equalizeLayers(const Model& model, const QuantizationPlan
     result.sweeps = std::min(result.sweeps, kMaxEqualizationSweeps);
     for (const auto& [index, w] : work) {
         const QuantizableLayer& l = layers[index];
-        result.tensors.push_back({l.weightName, floatsOf(w.weight, l.weightShape)});
+        result.tensors.push_back({l.weightName, floatTensor(w.weight, l.weightShape)});
         if (!w.biasName.empty() && std::find_if(result.pairs.begin(), result.pairs.end(), [&](const EqualizedPair& p) {
                                        return p.first == index;
                                    }) != result.pairs.end())
-            result.tensors.push_back({w.biasName, floatsOf(w.bias, model.initializer(w.biasName)->shape())});
+            result.tensors.push_back({w.biasName, floatTensor(w.bias, model.initializer(w.biasName)->shape())});
     }
     return result;
 }

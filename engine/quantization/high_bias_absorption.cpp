@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "graph/value_readers.h"
+#include "quantization/double_tensors.h"
 
 namespace qs {
 namespace {
@@ -107,15 +108,6 @@ std::vector<double> weightTimes(const QuantizableLayer& l, const Node& node, con
     return out;
 }
 
-Tensor floats(const std::vector<double>& d, const Shape& shape)
-{
-    Tensor t(DType::F32, shape);
-    auto v = t.mutableValues<float>();
-    for (size_t i = 0; i < d.size(); ++i)
-        v[i] = float(d[i]);
-    return t;
-}
-
 } // namespace
 
 bool HighBiasAbsorption::sameTargets(const HighBiasAbsorption& o) const
@@ -168,11 +160,7 @@ HighBiasAbsorption absorbHighBiases(const Model& equalized, const HighBiasAbsorp
             const Tensor* t = equalized.initializer(name);
             if (!t)
                 throw Error("high_bias_absorption: bias '" + name + "' is not in the model");
-            it->second = doubles(*t);
-            for (size_t i = 0; i < it->second.size(); ++i)
-                if (!std::isfinite(it->second[i]))
-                    throw Error("high_bias_absorption: bias '" + name + "' holds a value that is not finite at index " +
-                                std::to_string(i));
+            it->second = finiteDoubles(*t, "high_bias_absorption: bias '" + name + "'");
         }
         return it->second;
     };
@@ -202,7 +190,7 @@ HighBiasAbsorption absorbHighBiases(const Model& equalized, const HighBiasAbsorp
             b2[i] += shift[i];
     }
     for (const auto& [name, values] : biases)
-        result.tensors.push_back({name, floats(values, equalized.initializer(name)->shape())});
+        result.tensors.push_back({name, floatTensor(values, equalized.initializer(name)->shape())});
     return result;
 }
 

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "graph/value_readers.h"
+#include "quantization/double_tensors.h"
 
 namespace qs {
 namespace {
@@ -216,14 +217,7 @@ Working& working(std::map<std::string, Working>& work, const Model& model, const
     if (inserted) {
         const Tensor& t = *model.initializer(name);
         it->second.shape = t.shape();
-        const auto v = t.values<float>();
-        it->second.values.resize(v.size());
-        for (size_t i = 0; i < v.size(); ++i) {
-            if (!std::isfinite(v[i]))
-                throw Error("smooth_alpha: tensor '" + name + "' holds a value that is not finite at index " +
-                            std::to_string(i));
-            it->second.values[i] = v[i];
-        }
+        it->second.values = finiteDoubles(t, "smooth_alpha: tensor '" + name + "'");
     }
     return it->second;
 }
@@ -365,13 +359,8 @@ SmoothQuant smoothLayers(const Model& model, SmoothQuant targets,
         }
     }
     targets.tensors.clear();
-    for (const auto& [name, w] : work) {
-        Tensor t(DType::F32, w.shape);
-        auto v = t.mutableValues<float>();
-        for (size_t i = 0; i < w.values.size(); ++i)
-            v[i] = float(w.values[i]);
-        targets.tensors.push_back({name, std::move(t)});
-    }
+    for (const auto& [name, w] : work)
+        targets.tensors.push_back({name, floatTensor(w.values, w.shape)});
     return targets;
 }
 
