@@ -16,11 +16,6 @@ using Operation = TfliteProgram::Operation;
 
 namespace {
 
-int32_t zeroPoint(const Spec& t)
-{
-    return t.zeroPoints.empty() ? 0 : int32_t(t.zeroPoints[0]);
-}
-
 // armnn::Dequantize: float(code − offset) × scale, in float.
 float decode(int8_t code, float scale, int32_t zp)
 {
@@ -29,13 +24,13 @@ float decode(int8_t code, float scale, int32_t zp)
 
 float decode(int8_t code, const Spec& t)
 {
-    return decode(code, t.scales[0], zeroPoint(t));
+    return decode(code, t.scales[0], t.zeroPoint());
 }
 
 // armnn::Quantize: offset + round(value / scale) (half away from zero), clamped in float.
 int8_t encode(float x, const Spec& t)
 {
-    const float v = float(zeroPoint(t)) + std::round(x / t.scales[0]);
+    const float v = float(t.zeroPoint()) + std::round(x / t.scales[0]);
     return int8_t(std::min(std::max(v, -128.0f), 127.0f));
 }
 
@@ -60,14 +55,6 @@ int8_t encodeActivated(float x, tf::Activation a, const Spec& t)
     return activate(encode(x, t), a, t);
 }
 
-std::vector<int32_t> int32Values(const Spec& t)
-{
-    std::vector<int32_t> v(t.data.size() / 4);
-    if (!v.empty())
-        std::memcpy(v.data(), t.data.data(), v.size() * 4);
-    return v;
-}
-
 // A channel's weight scale (per tensor or per output channel).
 float channelScale(const Spec& w, size_t c)
 {
@@ -81,7 +68,7 @@ std::vector<float> biases(const Operation& op, const std::vector<Spec>& T, size_
     if (op.inputs.size() < 3 || op.inputs[2] < 0)
         return {};
     const Spec& b = T[size_t(op.inputs[2])];
-    const std::vector<int32_t> v = int32Values(b);
+    const std::vector<int32_t> v = b.int32Values();
     std::vector<float> out(channels);
     for (size_t c = 0; c < channels && c < v.size(); ++c)
         out[c] = b.scales.empty() ? float(v[c]) : float(v[c]) * b.scales[b.scales.size() == 1 ? 0 : c];
@@ -119,7 +106,7 @@ void convolution(const Operation& op, const std::vector<Spec>& T, std::vector<st
     const int32_t padH = leadingPad(op.padding, in.h, kh, op.strideH, op.dilationH, out.h);
     const int32_t padW = leadingPad(op.padding, in.w, kw, op.strideW, op.dilationW, out.w);
     const float inScale = inT.scales[0];
-    const int32_t inZp = zeroPoint(inT);
+    const int32_t inZp = inT.zeroPoint();
     for (int32_t b = 0; b < out.n; ++b)
         for (int32_t oy = 0; oy < out.h; ++oy)
             for (int32_t ox = 0; ox < out.w; ++ox)
@@ -245,34 +232,12 @@ void pool(const Operation& op, const std::vector<Spec>& T, std::vector<std::vect
 void mean(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const int rank = int(inT.shape.size());
-    std::vector<bool> reduced(size_t(rank), false);
-    for (int32_t a : int32Values(T[size_t(op.inputs[1])]))
-        reduced.at(size_t(a < 0 ? a + rank : a)) = true;
-    std::vector<int64_t> outStrides(size_t(rank), 0);
-    int64_t stride = 1, count = 1;
-    for (int k = rank - 1; k >= 0; --k) {
-        if (reduced[size_t(k)]) {
-            count *= inT.shape[size_t(k)];
-        } else {
-            outStrides[size_t(k)] = stride;
-            stride *= inT.shape[size_t(k)];
-        }
-    }
+    const TfliteMeanReduction r = tfliteMeanReduction(op, T);
+    const int64_t count = r.count;
     std::vector<float> sums(size_t(outT.numel()), 0.0f);
     const std::vector<int8_t>& x = q[size_t(op.inputs[0])];
-    std::vector<int32_t> index(size_t(rank), 0);
-    for (size_t i = 0; i < x.size(); ++i) {
-        int64_t o = 0;
-        for (int k = 0; k < rank; ++k)
-            o += index[size_t(k)] * outStrides[size_t(k)];
-        sums.at(size_t(o)) += decode(x[i], inT);
-        for (int k = rank; k-- > 0;) {
-            if (++index[size_t(k)] < inT.shape[size_t(k)])
-                break;
-            index[size_t(k)] = 0;
-        }
-    }
+    for (size_t i = 0; i < x.size(); ++i)
+        sums.at(size_t(r.outputOf[i])) += decode(x[i], inT);
     std::vector<int8_t>& y = q[size_t(op.outputs[0])];
     for (size_t i = 0; i < sums.size(); ++i)
         y[i] = encode(sums[i] / float(count), outT);
@@ -402,10 +367,10 @@ void resize(const Operation& op, const std::vector<Spec>& T, std::vector<std::ve
 void pad(const Operation& op, const std::vector<Spec>& T, std::vector<std::vector<int8_t>>& q, bool folded)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const std::vector<int32_t> pads = int32Values(T[size_t(op.inputs[1])]);
+    const std::vector<int32_t> pads = T[size_t(op.inputs[1])].int32Values();
     const int rank = int(inT.shape.size());
     std::vector<int8_t>& y = q[size_t(op.outputs[0])];
-    std::fill(y.begin(), y.end(), folded ? int8_t(zeroPoint(outT)) : int8_t(0));
+    std::fill(y.begin(), y.end(), folded ? int8_t(outT.zeroPoint()) : int8_t(0));
     const std::vector<int8_t>& x = q[size_t(op.inputs[0])];
     std::vector<int32_t> index(size_t(rank), 0);
     for (size_t i = 0; i < x.size(); ++i) {

@@ -101,11 +101,6 @@ int32_t roundToInt(float x)
     return int32_t(std::round(x));
 }
 
-int32_t zeroPoint(const Spec& t)
-{
-    return t.zeroPoints.empty() ? 0 : int32_t(t.zeroPoints[0]);
-}
-
 // ComputePaddingHeightWidth: the leading padding of SAME (VALID has none).
 int32_t leadingPad(tf::Padding padding, int32_t in, int32_t filter, int32_t stride, int32_t dilation, int32_t out)
 {
@@ -155,7 +150,7 @@ namespace {
 void activationRange(tf::Activation a, const Spec& out, int32_t& lo, int32_t& hi)
 {
     const float scale = out.scales.at(0);
-    const int32_t zp = zeroPoint(out);
+    const int32_t zp = out.zeroPoint();
     auto quantize = [&](float f) { return zp + roundToInt(f / scale); };
     lo = -128, hi = 127;
     if (a == tf::Activation::Relu) {
@@ -184,7 +179,7 @@ int8_t hardSwishCode(int8_t code, const Spec& in, const Spec& out)
     auto saturatingLeftShift = [](int16_t v, int amount) {
         return int16_t(std::clamp<int64_t>(int64_t(v) * (int64_t(1) << amount), -32768, 32767));
     };
-    const auto inputValue = int16_t(int32_t(code) - zeroPoint(in));
+    const auto inputValue = int16_t(int32_t(code) - in.zeroPoint());
     const auto hires = int16_t(inputValue * (1 << 7));
     const int16_t preshiftOutput = saturatingRoundingDoublingHighMul16(hires, outputFixed);
     int16_t reluish = hires;
@@ -200,16 +195,8 @@ int8_t hardSwishCode(int8_t code, const Spec& in, const Spec& out)
     const int16_t product = reluish == preshiftOutput && reluish == std::numeric_limits<int16_t>::min()
                                 ? std::numeric_limits<int16_t>::max()
                                 : int16_t((int32_t(reluish) * int32_t(preshiftOutput)) / (1 << 15));
-    const int32_t value = int32_t(roundingDivideByPot16(product, -outputM.shift)) + zeroPoint(out);
+    const int32_t value = int32_t(roundingDivideByPot16(product, -outputM.shift)) + out.zeroPoint();
     return int8_t(clampInt8(value));
-}
-
-std::vector<int32_t> int32Values(const Spec& t)
-{
-    std::vector<int32_t> v(t.data.size() / 4);
-    if (!v.empty())
-        std::memcpy(v.data(), t.data.data(), v.size() * 4);
-    return v;
 }
 
 } // namespace
@@ -308,7 +295,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             }
             if (transposeConv) {
                 const Spec& shape = T[size_t(op.inputs[0])];
-                need(shape.type == tf::TensorType::Int32 && shape.constant() && int32Values(shape) == out->shape,
+                need(shape.type == tf::TensorType::Int32 && shape.constant() && shape.int32Values() == out->shape,
                      "its output shape is not a constant int32 vector equal to its output's shape");
                 need(in->shape.size() == 4 && w->shape.size() == 4 && out->shape.size() == 4 &&
                          w->shape[3] == in->shape[3] && w->shape[0] == out->shape[3] && in->shape[0] == out->shape[0],
@@ -354,7 +341,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
             p.add.shift = 20 - exponent;
             p.add.a = int32_t(std::lrintf(std::ldexp(as, p.add.shift)));
             p.add.b = int32_t(std::lrintf(std::ldexp(bs, p.add.shift)));
-            p.add.bias = (1 << (p.add.shift - 1)) - p.add.a * zeroPoint(*a) - p.add.b * zeroPoint(*b);
+            p.add.bias = (1 << (p.add.shift - 1)) - p.add.a * a->zeroPoint() - p.add.b * b->zeroPoint();
             break;
         }
         case BuiltinOperator::Mul: {
@@ -377,21 +364,21 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                 const int32_t multiplier = int32_t(std::lrintf(256.0f * (in->scales[0] / out->scales[0])));
                 for (int c = -128; c < 128; ++c)
                     p.table[size_t(c + 128)] =
-                        int8_t(clampInt8(((zeroPoint(*out) << 8) + 0x80 + (c - zeroPoint(*in)) * multiplier) >> 8));
+                        int8_t(clampInt8(((out->zeroPoint() << 8) + 0x80 + (c - in->zeroPoint()) * multiplier) >> 8));
             } else if (!float2int) {
                 for (int c = -128; c < 128; ++c)
                     p.table[size_t(c + 128)] = int8_t(clampInt8(
                         multiplyByQuantizedMultiplier(
-                            c - zeroPoint(*in), quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]))) +
-                        zeroPoint(*out)));
+                            c - in->zeroPoint(), quantizeMultiplier(double(in->scales[0]) / double(out->scales[0]))) +
+                        out->zeroPoint()));
             }
             break;
         case BuiltinOperator::Logistic:
             for (int c = -128; c < 128; ++c) { // LUTPopulate: the table LiteRT's int8 kernel fills in float
-                const float x = in->scales[0] * float(c - zeroPoint(*in));
+                const float x = in->scales[0] * float(c - in->zeroPoint());
                 const float y = 1.0f / (1.0f + std::exp(-x));
                 p.table[size_t(c + 128)] =
-                    int8_t(clampInt8(int32_t(std::round(y * (1.0f / out->scales[0])) + float(zeroPoint(*out)))));
+                    int8_t(clampInt8(int32_t(std::round(y * (1.0f / out->scales[0])) + float(out->zeroPoint()))));
             }
             break;
         case BuiltinOperator::HardSwish:
@@ -422,8 +409,8 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                          T[size_t(op.inputs[size_t(k)])].constant() &&
                          T[size_t(op.inputs[size_t(k)])].numel() == int64_t(x.shape.size()),
                      "its begin and size are not constant int32 vectors of the input's rank");
-            const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
-            const std::vector<int32_t> size = int32Values(T[size_t(op.inputs[2])]);
+            const std::vector<int32_t> begin = T[size_t(op.inputs[1])].int32Values();
+            const std::vector<int32_t> size = T[size_t(op.inputs[2])].int32Values();
             need(y.shape.size() == x.shape.size(), "its output has another rank than its input");
             for (size_t d = 0; d < x.shape.size(); ++d) {
                 const int32_t extent = size[d] == -1 ? x.shape[d] - begin[d] : size[d];
@@ -444,9 +431,9 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                          T[size_t(op.inputs[size_t(k)])].numel() == int64_t(x.shape.size()),
                      "its begin, end and strides are not constant int32 vectors of the input's rank");
             need(op.masks == 0, "it has begin, end, ellipsis, new-axis or shrink masks (the simulation runs none)");
-            const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
-            const std::vector<int32_t> end = int32Values(T[size_t(op.inputs[2])]);
-            const std::vector<int32_t> strides = int32Values(T[size_t(op.inputs[3])]);
+            const std::vector<int32_t> begin = T[size_t(op.inputs[1])].int32Values();
+            const std::vector<int32_t> end = T[size_t(op.inputs[2])].int32Values();
+            const std::vector<int32_t> strides = T[size_t(op.inputs[3])].int32Values();
             need(y.shape.size() == x.shape.size(), "its output has another rank than its input");
             for (size_t d = 0; d < x.shape.size(); ++d) {
                 need(strides[d] > 0, "its strides are not positive (the simulation runs positive strides)");
@@ -464,7 +451,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                  "its size is not a constant int32 pair");
             need(in->shape.size() == 4 && out->shape.size() == 4 && in->shape[0] == out->shape[0] &&
                      in->shape[3] == out->shape[3] &&
-                     int32Values(T[size_t(op.inputs[1])]) == std::vector<int32_t>{out->shape[1], out->shape[2]},
+                     T[size_t(op.inputs[1])].int32Values() == std::vector<int32_t>{out->shape[1], out->shape[2]},
                  "its input and output are not 4-D images of the same batch and depth, its size the output's");
             need(!(op.alignCorners && op.halfPixelCenters), "it sets both align_corners and half_pixel_centers");
             need(in->scales == out->scales && in->zeroPoints == out->zeroPoints,
@@ -490,7 +477,7 @@ TfliteIntegerExecutor::TfliteIntegerExecutor(TfliteProgram program, std::string 
                  "its second input is not a constant int32 tensor");
             if (code == BuiltinOperator::Transpose) {
                 const size_t rank = T[size_t(op.inputs[0])].shape.size();
-                std::vector<int32_t> perm = int32Values(T[size_t(op.inputs[1])]);
+                std::vector<int32_t> perm = T[size_t(op.inputs[1])].int32Values();
                 bool permutation = perm.size() == rank && out->shape.size() == rank;
                 for (size_t k = 0; permutation && k < rank; ++k)
                     permutation = perm[k] >= 0 && size_t(perm[k]) < rank &&
@@ -550,9 +537,9 @@ void convolution(const Operation& op, const TfliteIntegerExecutor::Prepared& p, 
     const Spec &inT = T[size_t(op.inputs[0])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
     const Dims4 in(inT.shape), out(outT.shape);
     const int32_t kh = wT.shape[1], kw = wT.shape[2];
-    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    const int32_t inZp = inT.zeroPoint(), outZp = outT.zeroPoint();
     const std::vector<int32_t> bias =
-        op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])]) : std::vector<int32_t>();
+        op.inputs.size() > 2 && op.inputs[2] >= 0 ? T[size_t(op.inputs[2])].int32Values() : std::vector<int32_t>();
     const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
@@ -605,9 +592,9 @@ void transposeConvolution(const Operation& op, const TfliteIntegerExecutor::Prep
     const Spec &inT = T[size_t(op.inputs[2])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
     const Dims4 in(inT.shape), out(outT.shape);
     const int32_t kh = wT.shape[1], kw = wT.shape[2];
-    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    const int32_t inZp = inT.zeroPoint(), outZp = outT.zeroPoint();
     const std::vector<int32_t> bias =
-        op.inputs.size() > 3 && op.inputs[3] >= 0 ? int32Values(T[size_t(op.inputs[3])]) : std::vector<int32_t>();
+        op.inputs.size() > 3 && op.inputs[3] >= 0 ? T[size_t(op.inputs[3])].int32Values() : std::vector<int32_t>();
     const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[2])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
@@ -649,9 +636,9 @@ void fullyConnected(const Operation& op, const TfliteIntegerExecutor::Prepared& 
     const Spec &inT = T[size_t(op.inputs[0])], &wT = T[size_t(op.inputs[1])], &outT = T[size_t(op.outputs[0])];
     const int32_t outputs = wT.shape[0], depth = wT.shape[1];
     const int64_t batches = inT.numel() / depth;
-    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    const int32_t inZp = inT.zeroPoint(), outZp = outT.zeroPoint();
     const std::vector<int32_t> bias =
-        op.inputs.size() > 2 && op.inputs[2] >= 0 ? int32Values(T[size_t(op.inputs[2])]) : std::vector<int32_t>();
+        op.inputs.size() > 2 && op.inputs[2] >= 0 ? T[size_t(op.inputs[2])].int32Values() : std::vector<int32_t>();
     const auto* w = reinterpret_cast<const int8_t*>(wT.data.data());
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
@@ -676,7 +663,7 @@ void binary(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const
     const std::vector<int8_t>& a = v.q[size_t(op.inputs[0])];
     const std::vector<int8_t>& b = v.q[size_t(op.inputs[1])];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    const int32_t aZp = zeroPoint(aT), bZp = zeroPoint(bT), outZp = zeroPoint(outT);
+    const int32_t aZp = aT.zeroPoint(), bZp = bT.zeroPoint(), outZp = outT.zeroPoint();
     const bool add = op.op == BuiltinOperator::Add, sub = op.op == BuiltinOperator::Sub;
     std::vector<int32_t> index(shape.size(), 0);
     for (size_t i = 0; i < y.size(); ++i) {
@@ -738,36 +725,14 @@ void pool(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const s
 void mean(const Operation& op, const TfliteIntegerExecutor::Prepared& p, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const int rank = int(inT.shape.size());
-    std::vector<bool> reduced(size_t(rank), false);
-    for (int32_t a : int32Values(T[size_t(op.inputs[1])]))
-        reduced.at(size_t(a < 0 ? a + rank : a)) = true;
-    std::vector<int64_t> outStrides(size_t(rank), 0);
-    int64_t stride = 1, count = 1;
-    for (int k = rank - 1; k >= 0; --k) {
-        if (reduced[size_t(k)]) {
-            count *= inT.shape[size_t(k)];
-        } else {
-            outStrides[size_t(k)] = stride;
-            stride *= inT.shape[size_t(k)];
-        }
-    }
+    const TfliteMeanReduction r = tfliteMeanReduction(op, T);
+    const int64_t count = r.count;
     std::vector<int32_t> sums(size_t(outT.numel()), 0); // of the raw codes
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
-    std::vector<int32_t> index(size_t(rank), 0);
-    for (size_t i = 0; i < x.size(); ++i) {
-        int64_t o = 0;
-        for (int k = 0; k < rank; ++k)
-            o += index[size_t(k)] * outStrides[size_t(k)];
-        sums.at(size_t(o)) += x[i];
-        for (int k = rank; k-- > 0;) {
-            if (++index[size_t(k)] < inT.shape[size_t(k)])
-                break;
-            index[size_t(k)] = 0;
-        }
-    }
+    for (size_t i = 0; i < x.size(); ++i)
+        sums.at(size_t(r.outputOf[i])) += x[i];
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
-    const int32_t inZp = zeroPoint(inT), outZp = zeroPoint(outT);
+    const int32_t inZp = inT.zeroPoint(), outZp = outT.zeroPoint();
     // reference_ops::QuantizedMeanOrSum: the sum less the zero points through the input/output
     // multiplier with 1/count folded into it. (LiteRT's optimized spatial kernel, the raw sum plus a
     // truncated zero-point bias, matched LiteRT.js on more codes of a one-op model but agreed worse
@@ -812,14 +777,14 @@ void concatenation(const Operation& op, const TfliteIntegerExecutor::Prepared& p
 void pad(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const std::vector<int32_t> pads = int32Values(T[size_t(op.inputs[1])]);
+    const std::vector<int32_t> pads = T[size_t(op.inputs[1])].int32Values();
     const int rank = int(inT.shape.size());
     std::vector<int8_t>& y = v.q[size_t(op.outputs[0])];
     // PAD fills with the zero point (the code of 0.0), PADV2 with its constant's code.
     const bool stated = op.op == BuiltinOperator::PadV2;
     std::fill(y.begin(), y.end(),
               stated ? reinterpret_cast<const int8_t*>(T[size_t(op.inputs[2])].data.data())[0]
-                     : int8_t(zeroPoint(outT)));
+                     : int8_t(outT.zeroPoint()));
     const std::vector<int8_t>& x = v.q[size_t(op.inputs[0])];
     std::vector<int32_t> index(size_t(rank), 0);
     for (size_t i = 0; i < x.size(); ++i) {
@@ -846,8 +811,8 @@ std::vector<int64_t> stridesOf(const std::vector<int32_t>& shape)
 
 // Moves codes: the output's element at index (i0, i1, ...) of `outShape` is the input's at
 // offset base + i0·strides[0] + i1·strides[1] + ...
-void moveCodes(const std::vector<int8_t>& x, std::vector<int8_t>& y, const std::vector<int32_t>& outShape,
-               int64_t base, const std::vector<int64_t>& strides)
+void moveCodes(const std::vector<int8_t>& x, std::vector<int8_t>& y, const std::vector<int32_t>& outShape, int64_t base,
+               const std::vector<int64_t>& strides)
 {
     const size_t rank = outShape.size();
     std::vector<int32_t> index(rank, 0);
@@ -867,7 +832,7 @@ void moveCodes(const std::vector<int8_t>& x, std::vector<int8_t>& y, const std::
 void transpose(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const std::vector<int32_t> perm = int32Values(T[size_t(op.inputs[1])]);
+    const std::vector<int32_t> perm = T[size_t(op.inputs[1])].int32Values();
     const std::vector<int64_t> inStrides = stridesOf(inT.shape);
     std::vector<int64_t> strides(perm.size());
     for (size_t k = 0; k < perm.size(); ++k)
@@ -879,7 +844,7 @@ void transpose(const Operation& op, const std::vector<Spec>& T, Values& v)
 void slice(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
+    const std::vector<int32_t> begin = T[size_t(op.inputs[1])].int32Values();
     const std::vector<int64_t> strides = stridesOf(inT.shape);
     int64_t base = 0;
     for (size_t k = 0; k < strides.size(); ++k)
@@ -912,8 +877,8 @@ void resizeNearest(const Operation& op, const std::vector<Spec>& T, Values& v)
 void stridedSlice(const Operation& op, const std::vector<Spec>& T, Values& v)
 {
     const Spec &inT = T[size_t(op.inputs[0])], &outT = T[size_t(op.outputs[0])];
-    const std::vector<int32_t> begin = int32Values(T[size_t(op.inputs[1])]);
-    const std::vector<int32_t> step = int32Values(T[size_t(op.inputs[3])]);
+    const std::vector<int32_t> begin = T[size_t(op.inputs[1])].int32Values();
+    const std::vector<int32_t> step = T[size_t(op.inputs[3])].int32Values();
     std::vector<int64_t> strides = stridesOf(inT.shape);
     int64_t base = 0;
     for (size_t k = 0; k < strides.size(); ++k) {
@@ -1014,7 +979,7 @@ void softmax(const Operation& op, const std::vector<Spec>& T, Values& v)
         for (int64_t k = 0; k < depth; ++k) {
             const double p = std::exp(scale * (row[k] - top)) / sum;
             y[size_t(r * depth + k)] =
-                int8_t(clampInt8(int32_t(std::round(p / double(outT.scales[0]))) + zeroPoint(outT)));
+                int8_t(clampInt8(int32_t(std::round(p / double(outT.scales[0]))) + outT.zeroPoint()));
         }
     }
 }
@@ -1123,7 +1088,7 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
             if (inT.type == tf::TensorType::Float32) { // AffineQuantize
                 const std::vector<float>& fx = v.f[size_t(op.inputs[0])];
                 const float scale = outT.scales[0];
-                const int32_t zp = zeroPoint(outT);
+                const int32_t zp = outT.zeroPoint();
                 for (size_t i = 0; i < y.size(); ++i)
                     y[i] = int8_t(clampInt8(roundToInt(fx[i] / scale) + zp));
             } else {
@@ -1135,7 +1100,7 @@ std::vector<Tensor> TfliteIntegerExecutor::run(const std::vector<Tensor>& inputs
         case BuiltinOperator::Dequantize: {
             const Spec& inT = T[size_t(op.inputs[0])];
             const double scale = inT.scales[0];
-            const int32_t zp = zeroPoint(inT);
+            const int32_t zp = inT.zeroPoint();
             std::vector<float>& fy = v.f[size_t(op.outputs[0])];
             fy.resize(x.size());
             for (size_t i = 0; i < x.size(); ++i)

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 #include "export/flatbuffer.h"
@@ -296,6 +297,49 @@ TfliteProgram TfliteProgram::read(std::span<const uint8_t> bytes, const std::str
     checkIndices(p.inputs, what + ": the subgraph's inputs");
     checkIndices(p.outputs, what + ": the subgraph's outputs");
     return p;
+}
+
+std::vector<int32_t> TfliteProgram::TensorSpec::int32Values() const
+{
+    std::vector<int32_t> v(data.size() / 4);
+    if (!v.empty())
+        std::memcpy(v.data(), data.data(), v.size() * 4);
+    return v;
+}
+
+TfliteMeanReduction tfliteMeanReduction(const TfliteProgram::Operation& op,
+                                        const std::vector<TfliteProgram::TensorSpec>& tensors)
+{
+    const TfliteProgram::TensorSpec& in = tensors[size_t(op.inputs[0])];
+    const int rank = int(in.shape.size());
+    std::vector<bool> reduced(size_t(rank), false);
+    for (int32_t a : tensors[size_t(op.inputs[1])].int32Values())
+        reduced.at(size_t(a < 0 ? a + rank : a)) = true;
+    TfliteMeanReduction r;
+    std::vector<int64_t> outStrides(size_t(rank), 0);
+    int64_t stride = 1;
+    for (int k = rank - 1; k >= 0; --k) {
+        if (reduced[size_t(k)]) {
+            r.count *= in.shape[size_t(k)];
+        } else {
+            outStrides[size_t(k)] = stride;
+            stride *= in.shape[size_t(k)];
+        }
+    }
+    r.outputOf.resize(size_t(in.numel()));
+    std::vector<int32_t> index(size_t(rank), 0);
+    for (size_t i = 0; i < r.outputOf.size(); ++i) {
+        int64_t o = 0;
+        for (int k = 0; k < rank; ++k)
+            o += index[size_t(k)] * outStrides[size_t(k)];
+        r.outputOf[i] = o;
+        for (int k = rank; k-- > 0;) {
+            if (++index[size_t(k)] < in.shape[size_t(k)])
+                break;
+            index[size_t(k)] = 0;
+        }
+    }
+    return r;
 }
 
 } // namespace qs

@@ -30,6 +30,8 @@ struct TfliteProgram {
         std::vector<uint8_t> data;       // a constant's bytes; empty for an activation
         bool constant() const { return !data.empty(); }
         int64_t numel() const;
+        int32_t zeroPoint() const { return zeroPoints.empty() ? 0 : int32_t(zeroPoints[0]); } // per tensor
+        std::vector<int32_t> int32Values() const; // a constant's data read as int32
     };
     struct Operation {
         tflite::BuiltinOperator op = tflite::BuiltinOperator::Add;
@@ -50,6 +52,15 @@ struct TfliteProgram {
 
     static TfliteProgram read(std::span<const uint8_t> bytes, const std::string& what);
 };
+
+// MEAN over the axes its second input lists: for each input element in
+// row-major order, the output element it adds into, and how many add into each.
+struct TfliteMeanReduction {
+    std::vector<int64_t> outputOf;
+    int64_t count = 1;
+};
+TfliteMeanReduction tfliteMeanReduction(const TfliteProgram::Operation& op,
+                                        const std::vector<TfliteProgram::TensorSpec>& tensors);
 
 // The name LiteRT gives a builtin operator ("CONV_2D"); "?" for one not in the subset.
 const char* tfliteOperatorName(tflite::BuiltinOperator op);
