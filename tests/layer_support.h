@@ -38,12 +38,13 @@ struct ConvLayer {
     Node node;
 };
 
-inline ConvLayer stride2Pad1Conv(const Shape& weightShape)
+inline ConvLayer stride2Pad1Conv(const Shape& weightShape, int64_t groups = 1)
 {
     ConvLayer c;
     c.layer.modulePath = "conv";
     c.layer.opType = "Conv";
     c.layer.weightShape = weightShape;
+    c.layer.groups = groups;
     c.node.opType = "Conv";
     Attribute strides, pads;
     strides.name = "strides";
@@ -54,6 +55,32 @@ inline ConvLayer stride2Pad1Conv(const Shape& weightShape)
     pads.ints = {1, 1, 1, 1};
     c.node.attributes = {strides, pads};
     return c;
+}
+
+// The [n, C·3·3] im2col patches of that Conv's 3×3 kernel (stride 2, pad 1) over
+// `input` [B, C, H, W], written out here: one row per image and output position,
+// the features ordered (c, kernel row, kernel column), so a grouped Conv's group g
+// has the columns [g·(C/G)·9, (g + 1)·(C/G)·9).
+inline Eigen::MatrixXf stride2Pad1Patches(const Tensor& input)
+{
+    const Shape& s = input.shape();
+    const int64_t batch = s[0], channels = s[1], height = s[2], width = s[3];
+    const int64_t outH = (height + 2 - 3) / 2 + 1, outW = (width + 2 - 3) / 2 + 1;
+    const auto v = input.values<float>();
+    Eigen::MatrixXf rows(batch * outH * outW, channels * 9);
+    int64_t row = 0;
+    for (int64_t b = 0; b < batch; ++b)
+        for (int64_t oy = 0; oy < outH; ++oy)
+            for (int64_t ox = 0; ox < outW; ++ox, ++row)
+                for (int64_t c = 0; c < channels; ++c)
+                    for (int64_t i = 0; i < 3; ++i)
+                        for (int64_t j = 0; j < 3; ++j) {
+                            const int64_t y = oy * 2 - 1 + i, xx = ox * 2 - 1 + j;
+                            const bool in = y >= 0 && y < height && xx >= 0 && xx < width;
+                            rows(row, c * 9 + i * 3 + j) =
+                                in ? v[size_t(((b * channels + c) * height + y) * width + xx)] : 0.f;
+                        }
+    return rows;
 }
 
 } // namespace qs::test

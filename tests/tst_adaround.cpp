@@ -89,29 +89,6 @@ double outputError(const Eigen::MatrixXf& w, const Eigen::MatrixXf& rounded, con
     return ((w - rounded).cast<double>() * x.cast<double>().transpose()).squaredNorm() / double(x.rows());
 }
 
-// The [n, C·k·k] im2col patches of a stride-2, pad-1 Conv with k = 3 over `input` [B, C, H, W].
-Eigen::MatrixXf patchesOf(const Tensor& input)
-{
-    const Shape& s = input.shape();
-    const int64_t batch = s[0], channels = s[1], height = s[2], width = s[3];
-    const int64_t outH = (height + 2 - 3) / 2 + 1, outW = (width + 2 - 3) / 2 + 1;
-    const auto v = input.values<float>();
-    Eigen::MatrixXf rows(batch * outH * outW, channels * 9);
-    int64_t row = 0;
-    for (int64_t b = 0; b < batch; ++b)
-        for (int64_t oy = 0; oy < outH; ++oy)
-            for (int64_t ox = 0; ox < outW; ++ox, ++row)
-                for (int64_t c = 0; c < channels; ++c)
-                    for (int64_t i = 0; i < 3; ++i)
-                        for (int64_t j = 0; j < 3; ++j) {
-                            const int64_t y = oy * 2 - 1 + i, xx = ox * 2 - 1 + j;
-                            const bool in = y >= 0 && y < height && xx >= 0 && xx < width;
-                            rows(row, c * 9 + i * 3 + j) =
-                                in ? v[size_t(((b * channels + c) * height + y) * width + xx)] : 0.f;
-                        }
-    return rows;
-}
-
 } // namespace
 
 class TestAdaround : public QObject {
@@ -129,6 +106,8 @@ private slots:
         QTest::newRow("Gemm int3, 400 steps, lambda 0.1") << "gemm" << 3 << true << "adaround,400,0.1";
         QTest::newRow("Conv int4 per channel") << "conv" << 4 << true << "adaround";
         QTest::newRow("Conv int4 asymmetric") << "conv" << 4 << false << "adaround";
+        QTest::newRow("depthwise Conv int4 per channel") << "depthwise" << 4 << true << "adaround";
+        QTest::newRow("grouped Conv (2 groups) int4 asymmetric") << "grouped" << 4 << false << "adaround";
     }
 
     void matchesTheNumpyReferenceCodeForCode()
@@ -141,30 +120,38 @@ private slots:
         const QuantizationSpec spec = intSpec(bits, symmetric);
         Tensor w;                // the weight as the engine sees it
         Eigen::MatrixXf wm, x;   // [O, F] and [n, F] for the reference
-        Eigen::MatrixXd hessian; // the engine's own
+        std::vector<Eigen::MatrixXd> hessians; // the engine's own, one per group
+        int64_t groups = 1;
         if (layer == "gemm") {
             const Layer l = randomLayer(40, 96, 600, 5); // 40 rows: two full blocks of 16 and a short one
             w = tensorOf(l.w);
             wm = l.w;
             x = l.x;
-            hessian = hessianOf(l.x);
+            hessians = {hessianOf(l.x)};
         } else {
-            // Conv [O=12, C=4, 3, 3], stride 2, pads 1 on [6, 4, 11, 9] inputs: 36 features, 6·6·5 patches.
-            const auto [conv, node] = stride2Pad1Conv({12, 4, 3, 3});
+            // Conv, stride 2, pads 1 on [6, C, 11, 9] inputs (6·6·5 patches): [O=12, C=4, 3, 3] (36 features);
+            // depthwise [24, 1, 3, 3] (24 groups of 9 features: one output channel each); grouped
+            // [36, 4, 3, 3] in 2 groups (C = 8; 18 rows per group: a full block of 16 and a short one).
+            const Shape shape = layer == "conv"        ? Shape{12, 4, 3, 3}
+                                : layer == "depthwise" ? Shape{24, 1, 3, 3}
+                                                       : Shape{36, 4, 3, 3};
+            groups = layer == "conv" ? 1 : layer == "depthwise" ? 24 : 2;
+            const int64_t channels = shape[1] * groups, features = shape[1] * 9;
+            const auto [conv, node] = stride2Pad1Conv(shape, groups);
             std::mt19937 rng(9);
             std::normal_distribution<float> normal;
-            w = Tensor(DType::F32, {12, 4, 3, 3});
+            w = Tensor(DType::F32, shape);
             for (float& v : w.mutableValues<float>())
                 v = normal(rng) * 0.2f;
-            Tensor input(DType::F32, {6, 4, 11, 9});
+            Tensor input(DType::F32, {6, channels, 11, 9});
             for (float& v : input.mutableValues<float>())
                 v = std::max(0.f, normal(rng) + 0.3f); // post-ReLU
-            InputHessian h(contractionFeatures(conv));
+            InputHessian h(calibrationFeatures(conv), true, groups);
             accumulateLayerInput(conv, node, input, h);
-            hessian = h.hessian();
-            x = patchesOf(input);
+            hessians = h.hessians();
+            x = stride2Pad1Patches(input); // every group's features, group after group
             wm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-                w.values<float>().data(), 12, 36);
+                w.values<float>().data(), shape[0], features);
         }
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
@@ -173,9 +160,10 @@ private slots:
         writeNpy(folder / "X.npy", tensorOf(x));
         QVERIFY(
             runPython(kReference, {dir.path(), QString::number(bits), symmetric ? "sym" : "asym",
-                                   QString::number(a.adaroundIterations), QString::number(a.adaroundLambda, 'g', 17)}));
+                                   QString::number(a.adaroundIterations), QString::number(a.adaroundLambda, 'g', 17),
+                                   QString::number(groups)}));
 
-        const AdaroundResult r = adaroundQuantize(w, spec, a, hessian, "w");
+        const AdaroundResult r = adaroundQuantize(w, spec, a, hessians, "w");
         const QuantParams& p = r.quantization.params;
         const auto ours = r.rounded.values<float>();
         const Tensor refCodes = readNpy(folder / "ref_codes.npy").toFloat32();
@@ -197,7 +185,16 @@ private slots:
         const auto rl = refLosses.values<double>();
         const Eigen::MatrixXf rtn = matrixOf(
             fakeQuantize(tensorOf(wm), computeQuantization(tensorOf(wm), spec, "w").params, Rounding::Nearest, 0, "w"));
-        const double rtnError = outputError(wm, rtn, x), ourError = outputError(wm, rounded, x);
+        // A grouped Conv's output error: each group's rows on its own inputs, summed.
+        const auto groupedError = [&](const Eigen::MatrixXf& result) {
+            const int64_t groupRows = rows / groups;
+            double sum = 0;
+            for (int64_t g = 0; g < groups; ++g)
+                sum += outputError(wm.middleRows(g * groupRows, groupRows), result.middleRows(g * groupRows, groupRows),
+                                   x.middleCols(g * cols, cols));
+            return sum;
+        };
+        const double rtnError = groupedError(rtn), ourError = groupedError(rounded);
         const double agreement = 100.0 * double(agree) / double(rows * cols);
         qInfo("%s: %.2f%% of %lld codes equal to the NumPy reference's (which rounds %lld weights away from nearest); "
               "output error RTN %.5g, AdaRound %.5g (%.1f%% of RTN), reference %.5g; engine's own figures %.5g / %.5g",

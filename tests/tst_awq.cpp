@@ -158,6 +158,95 @@ private slots:
         QCOMPARE(bytesOf(again), bytesOf(a.grid));
     }
 
+    void groupedConvMatchesTheNumpyReferenceBitForBit_data()
+    {
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<int>("bits");
+        QTest::addColumn<int>("tile"); // 0 per channel, -1 per tensor
+        QTest::addColumn<bool>("symmetric");
+        QTest::newRow("depthwise [16, 1, 3, 3], int4 per tensor") << "depthwise" << 4 << -1 << true;
+        QTest::newRow("depthwise [16, 1, 3, 3], int3 asymmetric per tensor") << "depthwise" << 3 << -1 << false;
+        QTest::newRow("2 groups [12, 4, 3, 3], int4 per channel") << "grouped" << 4 << 0 << true;
+        QTest::newRow("2 groups [12, 4, 3, 3], int4 per tensor") << "grouped" << 4 << -1 << true;
+    }
+
+    // A grouped Conv: s one per input channel of the layer (C), m_j over channel j's own im2col
+    // entries, each output channel scaled by its group's s, the loss summed over the groups. The
+    // reference gets the im2col rows built here (every group's, group after group). The inputs are
+    // multiples of 1/64 and there are 512 rows, so both sides hold the same statistics exactly.
+    void groupedConvMatchesTheNumpyReferenceBitForBit()
+    {
+        QFETCH(QString, shape);
+        QFETCH(int, bits);
+        QFETCH(int, tile);
+        QFETCH(bool, symmetric);
+        const bool depthwise = shape == "depthwise";
+        const Shape weightShape = depthwise ? Shape{16, 1, 3, 3} : Shape{12, 4, 3, 3};
+        const int64_t groups = depthwise ? 16 : 2, perGroup = weightShape[1], channels = perGroup * groups;
+        const int64_t rows = weightShape[0], features = perGroup * 9;
+        const auto [layer, node] = stride2Pad1Conv(weightShape, groups);
+        std::mt19937_64 rng(31);
+        std::normal_distribution<float> normal;
+        Tensor w(DType::F32, weightShape);
+        for (float& v : w.mutableValues<float>())
+            v = normal(rng) * 0.05f;
+        Tensor x(DType::F32, {8, channels, 16, 16}); // 8 · 8 · 8 = 512 patches
+        {
+            auto xv = x.mutableValues<float>();
+            for (int64_t c = 0; c < channels; ++c) {
+                const float magnitude = std::exp(normal(rng) * 0.5f) * (c % 5 == 2 ? 12.f : 1.f);
+                for (int64_t b = 0; b < 8; ++b)
+                    for (int64_t p = 0; p < 256; ++p)
+                        xv[size_t((b * channels + c) * 256 + p)] = std::nearbyint(normal(rng) * magnitude * 64.f) / 64.f;
+            }
+        }
+        InputHessian stats(calibrationFeatures(layer), true, groups);
+        accumulateLayerInput(layer, node, x, stats);
+        QCOMPARE(stats.rows(), int64_t(512));
+        const Eigen::MatrixXf wm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            w.values<float>().data(), rows, features);
+
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::filesystem::path folder = dir.path().toStdString();
+        writeNpy(folder / "W.npy", tensorOf(wm));
+        writeNpy(folder / "X.npy", tensorOf(stride2Pad1Patches(x)));
+        QVERIFY(runPython(kReference, {dir.path(), QString::number(bits), QString::number(tile),
+                                       symmetric ? "sym" : "asym", "20", QString::number(groups), "9"}));
+
+        QuantizationSpec spec = intSpec(bits, 0, symmetric, 0);
+        if (tile < 0)
+            spec.granularity = Granularity::PerTensor;
+        const AwqResult a = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq"), stats.hessians(), stats.meanAbs(),
+                                        rtnOf(spec), "dw.weight");
+        const Tensor refIndexTensor = readNpy(folder / "ref_alpha_index.npy");
+        const int64_t refIndex = refIndexTensor.values<int64_t>()[0];
+        const Tensor refS = readNpy(folder / "ref_s.npy");
+        const Tensor refRounded = readNpy(folder / "ref_rounded.npy");
+        const Tensor refLossTensor = readNpy(folder / "ref_losses.npy");
+        const auto refLosses = refLossTensor.values<double>();
+        qInfo("%s: alpha %.2f (reference %.2f); loss %.6g at alpha 0 (round to nearest), %.6g chosen",
+              QTest::currentDataTag(), a.alpha, double(refIndex) / 20, a.losses.front(),
+              a.losses[size_t(a.alphaIndex)]);
+        QCOMPARE(int64_t(a.alphaIndex), refIndex);
+        QVERIFY2(a.alphaIndex > 0, "on inputs with outlier channels the search should leave alpha 0");
+        // s as [O, I, 1, 1]: output channel o holds its group's I input channels' scales.
+        QCOMPARE(int64_t(refS.numel()), channels);
+        QCOMPARE(a.inputScale.shape(), (Shape{rows, perGroup, 1, 1}));
+        const auto rs = refS.values<float>();
+        std::vector<float> expected;
+        for (int64_t o = 0; o < rows; ++o)
+            for (int64_t i = 0; i < perGroup; ++i)
+                expected.push_back(rs[size_t(o / (rows / groups) * perGroup + i)]);
+        QCOMPARE(bytesOf(a.inputScale), bytesOf(Tensor::fromVector(DType::F32, a.inputScale.shape(), expected)));
+        QCOMPARE(bytesOf(a.rounded), bytesOf(refRounded));
+        QCOMPARE(a.losses.size(), refLosses.size());
+        for (size_t i = 0; i < refLosses.size(); ++i)
+            QVERIFY(std::abs(a.losses[i] - refLosses[i]) <= 1e-9 * refLosses[i]);
+        const Tensor again = fakeQuantize(a.scaled, a.quantization.params, Rounding::Nearest, 0, "w");
+        QCOMPARE(bytesOf(again), bytesOf(a.grid));
+    }
+
     void lowersTheOutputErrorOfRoundToNearest()
     {
         const Layer l = outlierLayer(64, 256, 1024, 9);

@@ -282,6 +282,207 @@ private slots:
         QVERIFY(worst < 1e-12);
     }
 
+    // A grouped Conv's statistics: one Hessian per group, each 2·X_gᵀX_g/n of its own im2col columns
+    // (written out here), the same bits on one thread and on several; the means of every feature.
+    // Depthwise [8, 1, 3, 3], 2 groups of [6, 2, 3, 3], and 2 groups of 288 features ([4, 32, 3, 3]:
+    // each group's Hessian in 2 × 2 tiles).
+    void groupedConvHessiansAreEachGroupsOwn()
+    {
+        struct Case {
+            Shape weight;
+            int64_t groups;
+        };
+        for (const Case& k : {Case{{8, 1, 3, 3}, 8}, Case{{6, 2, 3, 3}, 2}, Case{{4, 32, 3, 3}, 2}}) {
+            const int64_t channels = k.weight[1] * k.groups, features = k.weight[1] * 9;
+            const auto [layer, node] = stride2Pad1Conv(k.weight, k.groups);
+            std::mt19937 rng(5);
+            std::normal_distribution<float> normal;
+            Tensor x(DType::F32, {3, channels, 9, 10});
+            for (float& v : x.mutableValues<float>())
+                v = normal(rng) + 0.5f;
+            auto accumulate = [&](int threads) {
+                tbb::global_control limit(tbb::global_control::max_allowed_parallelism, size_t(threads));
+                InputHessian h(calibrationFeatures(layer), true, calibrationGroups(layer));
+                accumulateLayerInput(layer, node, x, h);
+                return h;
+            };
+            const InputHessian one = accumulate(1), several = accumulate(4);
+            QCOMPARE(one.groups(), k.groups);
+            QCOMPARE(one.groupFeatures(), features);
+            const Eigen::MatrixXd patches = stride2Pad1Patches(x).cast<double>();
+            const double n = double(patches.rows());
+            QCOMPARE(one.rows(), patches.rows());
+            double worst = 0;
+            for (int64_t g = 0; g < k.groups; ++g) {
+                QVERIFY(one.hessian(g) == several.hessian(g));
+                const Eigen::MatrixXd xg = patches.middleCols(g * features, features);
+                const Eigen::MatrixXd expected = 2.0 * xg.transpose() * xg / n;
+                worst = std::max(worst, (one.hessian(g) - expected).cwiseAbs().maxCoeff() /
+                                            expected.cwiseAbs().maxCoeff());
+            }
+            const Eigen::VectorXd means = patches.colwise().sum().transpose() / n;
+            const double meanError = (one.mean() - means).cwiseAbs().maxCoeff();
+            qInfo("Conv %s, %lld groups: %lld Hessians of %lld features, largest difference from the im2col "
+                  "rows' %.2e (relative), means %.2e",
+                  shapeToString(k.weight).c_str(), (long long)k.groups, (long long)k.groups, (long long)features,
+                  worst, meanError);
+            QVERIFY(worst <= 1e-12);
+            QVERIFY(meanError <= 1e-12);
+            QVERIFY(errorOf([&] { one.hessian(k.groups); }).contains("not a group"));
+        }
+        QVERIFY(errorOf([] { InputHessian(10, true, 3); }).contains("10 features cannot form 3 groups"));
+    }
+
+    void groupedConvMatchesTheNumpyReferenceGroupByGroup_data()
+    {
+        QTest::addColumn<QString>("shape");
+        QTest::addColumn<bool>("symmetric");
+        QTest::addColumn<bool>("actOrder");
+        QTest::newRow("depthwise [32, 1, 3, 3], act-order") << "depthwise" << true << true;
+        QTest::newRow("depthwise [32, 1, 3, 3], asymmetric, own order") << "depthwise" << false << false;
+        QTest::newRow("2 groups [16, 24, 3, 3], act-order") << "grouped" << true << true;
+        QTest::newRow("2 groups [16, 24, 3, 3], asymmetric, own order") << "grouped" << false << false;
+    }
+
+    // Each group's rows against its own Hessian, as the reference runs them: its im2col columns
+    // built here, independently of the engine's accumulation.
+    void groupedConvMatchesTheNumpyReferenceGroupByGroup()
+    {
+        QFETCH(QString, shape);
+        QFETCH(bool, symmetric);
+        QFETCH(bool, actOrder);
+        const bool depthwise = shape == "depthwise";
+        const Shape weightShape = depthwise ? Shape{32, 1, 3, 3} : Shape{16, 24, 3, 3};
+        const int64_t groups = depthwise ? 32 : 2, channels = weightShape[1] * groups;
+        const int64_t rows = weightShape[0], features = weightShape[1] * 9;
+        const auto [layer, node] = stride2Pad1Conv(weightShape, groups);
+        std::mt19937 rng(17);
+        std::normal_distribution<float> normal;
+        Tensor w(DType::F32, weightShape);
+        for (float& v : w.mutableValues<float>())
+            v = normal(rng) * 0.1f;
+        // Inputs: a few latent factors shared by the channels, unequal magnitudes, post-ReLU.
+        Tensor x(DType::F32, {8, channels, 16, 16});
+        {
+            auto xv = x.mutableValues<float>();
+            std::vector<float> magnitude(size_t(channels));
+            for (float& m : magnitude)
+                m = std::exp(normal(rng) * 0.7f);
+            for (int64_t b = 0; b < 8; ++b)
+                for (int64_t p = 0; p < 256; ++p) {
+                    const float f1 = normal(rng), f2 = normal(rng);
+                    for (int64_t c = 0; c < channels; ++c)
+                        xv[size_t((b * channels + c) * 256 + p)] =
+                            std::max(0.f, (f1 * float(c % 3) + f2 + 0.5f * normal(rng)) * magnitude[size_t(c)]);
+                }
+        }
+        InputHessian h(calibrationFeatures(layer), true, groups);
+        accumulateLayerInput(layer, node, x, h);
+        const Eigen::MatrixXf patches = stride2Pad1Patches(x);
+        const Eigen::MatrixXf wm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+            w.values<float>().data(), rows, features);
+
+        QTemporaryDir dir;
+        QVERIFY(dir.isValid());
+        const std::filesystem::path folder = dir.path().toStdString();
+        writeNpy(folder / "W.npy", tensorOf(wm));
+        writeNpy(folder / "X.npy", tensorOf(patches));
+        QVERIFY(runPython(kReference, {dir.path(), "4", "0", symmetric ? "sym" : "asym", "0.01", actOrder ? "1" : "0",
+                                       QString::number(groups)}));
+
+        WeightAlgorithm algorithm = WeightAlgorithm::parse("gptq");
+        algorithm.actOrder = actOrder;
+        const GptqResult g = gptqQuantize(w, int4Spec({}, symmetric), algorithm, h.hessians(), "dw.weight");
+        const QuantParams& p = g.quantization.params;
+        const Tensor refCodes = readNpy(folder / "ref_codes.npy").toFloat32();
+        const Tensor refScales = readNpy(folder / "ref_scales.npy");
+        const auto rc = refCodes.values<float>();
+        const auto rs = refScales.values<float>();
+        const auto ours = g.rounded.values<float>();
+        QCOMPARE(int64_t(p.scales.size()), rows);
+        int64_t agree = 0;
+        double worstScale = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            const float z = p.zeroPoints.empty() ? 0.f : float(p.zeroPoints[size_t(r)]);
+            for (int64_t c = 0; c < features; ++c)
+                agree += std::nearbyint(ours[size_t(r * features + c)] / p.scales[size_t(r)] + z) ==
+                         rc[size_t(r * features + c)];
+            worstScale = std::max(worstScale, double(std::abs(p.scales[size_t(r)] - rs[size_t(r)]) / rs[size_t(r)]));
+        }
+        // The output error Σ_g ||(W_g − Ŵ_g)·X_gᵀ||² of ours, of the reference's codes and of RTN.
+        const Eigen::MatrixXf rtn = matrixOf(
+            fakeQuantize(tensorOf(wm), computeQuantization(tensorOf(wm), int4Spec({}, symmetric), "w").params,
+                         Rounding::Nearest, 0, "w"));
+        Eigen::MatrixXf reference(rows, features), mine(rows, features);
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t c = 0; c < features; ++c) {
+                const float z = p.zeroPoints.empty() ? 0.f : float(p.zeroPoints[size_t(r)]);
+                reference(r, c) = (rc[size_t(r * features + c)] - z) * rs[size_t(r)];
+                mine(r, c) = ours[size_t(r * features + c)];
+            }
+        const int64_t groupRows = rows / groups;
+        const auto groupedError = [&](const Eigen::MatrixXf& rounded) {
+            double sum = 0;
+            for (int64_t k = 0; k < groups; ++k)
+                sum += double(((wm.middleRows(k * groupRows, groupRows) - rounded.middleRows(k * groupRows, groupRows)) *
+                               patches.middleCols(k * features, features).transpose())
+                                  .squaredNorm());
+            return sum;
+        };
+        const double ourError = groupedError(mine), refError = groupedError(reference), rtnError = groupedError(rtn);
+        const double agreement = 100.0 * double(agree) / double(rows * features);
+        qInfo("%s: %.3f%% of %lld codes equal to the NumPy reference's, scales within %.1e; output error RTN %.5g, "
+              "GPTQ %.5g (%.1f%% of RTN), reference %.5g (ours/reference - 1 = %.2e)",
+              QTest::currentDataTag(), agreement, (long long)(rows * features), worstScale, rtnError, ourError,
+              100 * ourError / rtnError, refError, ourError / refError - 1);
+        QVERIFY2(agreement >= 99.9, "GPTQ codes differ from the reference beyond rounding ties");
+        QVERIFY(worstScale <= 1e-6);
+        QVERIFY(std::abs(ourError / refError - 1) <= 1e-5);
+        QVERIFY(ourError < rtnError);
+    }
+
+    // Per-tensor scales couple the groups: one scale, from the whole weight, as round-to-nearest's;
+    // each group's rows are then rounded against their own Hessian.
+    void groupedConvPerTensorScaleIsTheWholeWeights()
+    {
+        const auto [layer, node] = stride2Pad1Conv({16, 1, 3, 3}, 16);
+        std::mt19937 rng(23);
+        std::normal_distribution<float> normal;
+        Tensor w(DType::F32, {16, 1, 3, 3});
+        for (float& v : w.mutableValues<float>())
+            v = normal(rng) * 0.1f;
+        Tensor x(DType::F32, {4, 16, 12, 12});
+        for (float& v : x.mutableValues<float>())
+            v = std::max(0.f, normal(rng) + 0.2f);
+        InputHessian h(calibrationFeatures(layer), true, 16);
+        accumulateLayerInput(layer, node, x, h);
+        QuantizationSpec spec = int4Spec({}, true);
+        spec.granularity = Granularity::PerTensor;
+        const GptqResult g = gptqQuantize(w, spec, WeightAlgorithm::parse("gptq"), h.hessians(), "dw.weight");
+        const TensorQuantization rtn = computeQuantization(w, spec, "dw.weight");
+        QCOMPARE(g.quantization.params.scales.size(), size_t(1));
+        QCOMPARE(g.quantization.params.scales, rtn.params.scales);
+        const Tensor again = fakeQuantize(g.rounded, g.quantization.params, Rounding::Nearest, 0, "w");
+        QCOMPARE(bytesOf(again), bytesOf(g.rounded));
+        // Σ_g e_g·H_g·e_gᵀ: below round-to-nearest's.
+        const Tensor nearest = fakeQuantize(w, rtn.params, Rounding::Nearest, 0, "w");
+        const auto groupedError = [&](const Tensor& rounded) {
+            const Eigen::MatrixXd e = channelRows(w, 0) - channelRows(rounded, 0);
+            double sum = 0;
+            for (int64_t k = 0; k < 16; ++k)
+                sum += (e.row(k) * h.hessian(k)).dot(e.row(k));
+            return sum;
+        };
+        qInfo("depthwise [16, 1, 3, 3], int4 per tensor: output error RTN %.5g, GPTQ %.5g", groupedError(nearest),
+              groupedError(g.rounded));
+        QVERIFY(groupedError(g.rounded) < groupedError(nearest));
+        // Hessians that do not split the rows are an error naming the tensor.
+        QVERIFY(errorOf([&] {
+                    gptqQuantize(w, spec, WeightAlgorithm::parse("gptq"),
+                                 std::vector<Eigen::MatrixXd>(3, Eigen::MatrixXd::Identity(9, 9)), "dw.weight");
+                }).startsWith("tensor 'dw.weight': gptq: 16 output channels cannot form 3 groups"));
+    }
+
     void badHessiansAreErrorsNamingTheTensor()
     {
         const Layer l = randomLayer(4, 8, 16, 1);

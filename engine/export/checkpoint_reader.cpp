@@ -220,28 +220,31 @@ Tensor QuantizedCheckpoint::dequantized(const std::string& name) const
     const CheckpointTensorInfo& i = info(name);
     if (i.inputScaleKey.empty())
         return w;
-    // awq: one scale per input channel, 1 on every other axis.
+    // awq: one scale per input channel, 1 on every other axis; a grouped Conv's [O, I, 1, …] (each output
+    // channel its group's scales): every axis 1 or the weight's own, broadcast over the weight.
     const Tensor s = stored(i.inputScaleKey).toFloat32();
     const Shape& shape = w.shape();
-    int axis = -1;
     bool fits = s.rank() == int(shape.size());
-    for (int a = 0; fits && a < s.rank(); ++a) {
-        if (s.shape()[size_t(a)] == shape[size_t(a)] && axis < 0 && shape[size_t(a)] != 1)
-            axis = a;
-        else if (s.shape()[size_t(a)] != 1)
-            fits = false;
-    }
+    for (int a = 0; fits && a < s.rank(); ++a)
+        fits = s.shape()[size_t(a)] == 1 || s.shape()[size_t(a)] == shape[size_t(a)];
     if (!fits)
         throw Error(path_.string() + ": '" + i.inputScaleKey + "' " + shapeToString(s.shape()) +
                     " is not one scale per input channel of the weight " + shapeToString(shape));
     const auto sv = s.values<float>();
     auto wv = w.mutableValues<float>();
-    int64_t inner = 1;
-    for (size_t a = size_t(axis < 0 ? 0 : axis) + 1; a < shape.size(); ++a)
-        inner *= shape[a];
-    const int64_t length = axis < 0 ? 1 : shape[size_t(axis)];
-    for (size_t k = 0; k < wv.size(); ++k)
-        wv[k] = wv[k] / sv[size_t((int64_t(k) / inner) % length)];
+    const size_t rank = shape.size();
+    std::vector<int64_t> index(rank, 0);
+    for (size_t k = 0; k < wv.size(); ++k) {
+        int64_t at = 0; // the element of s that element k of the weight divides by
+        for (size_t a = 0; a < rank; ++a)
+            at = at * s.shape()[a] + (s.shape()[a] == 1 ? 0 : index[a]);
+        wv[k] = wv[k] / sv[size_t(at)];
+        for (size_t a = rank; a-- > 0;) {
+            if (++index[a] < shape[a])
+                break;
+            index[a] = 0;
+        }
+    }
     return w;
 }
 

@@ -102,6 +102,13 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
                                 const Eigen::MatrixXd& hessian, std::string_view tensorName,
                                 const CancellationToken& cancel)
 {
+    return adaroundQuantize(input, spec, algorithm, std::vector<Eigen::MatrixXd>{hessian}, tensorName, cancel);
+}
+
+AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
+                                const std::vector<Eigen::MatrixXd>& hessians, std::string_view tensorName,
+                                const CancellationToken& cancel)
+{
     if (qtypeInfo(spec.qtype).kind != QKind::Integer)
         throw Error(who(tensorName) + "rounds onto integer grids only, not " + std::string(qtypeName(spec.qtype)));
     const Tensor x = input.toFloat32();
@@ -112,7 +119,9 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
     const std::vector<int> order = channelFirst(rank, channelAxis);
     const int64_t rows = x.shape()[size_t(channelAxis)];
     const int64_t cols = rows ? x.numel() / rows : 0;
-    checkHessian(hessian, cols, who(tensorName));
+    checkGroupHessians(hessians, rows, cols, who(tensorName));
+    const int64_t groups = int64_t(hessians.size());
+    const int64_t groupRows = rows / groups;
 
     AdaroundResult result;
     result.quantization = computeQuantization(x, spec, tensorName, cancel);
@@ -131,7 +140,9 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
     const auto rv = rtn.values<float>();
     const IntegerGrid grid = groupQuant(params, 0).grid;
     const double qmin = grid.qmin, qmax = grid.qmax;
-    const Eigen::MatrixXd m = 0.5 * hessian; // E[x·xᵀ]
+    std::vector<Eigen::MatrixXd> ms; // E[x·xᵀ] per group
+    for (const Eigen::MatrixXd& h : hessians)
+        ms.push_back(0.5 * h);
 
     Eigen::MatrixXd w(rows, cols), nearest(rows, cols), chosen(rows, cols);
     for (int64_t r = 0; r < rows; ++r)
@@ -141,10 +152,15 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
             nearest(r, c) = double(rv[size_t(i)]);
         }
 
-    const int64_t blocks = (rows + kAdaroundBlockRows - 1) / kAdaroundBlockRows;
+    // Blocks of kAdaroundBlockRows rows inside each group (a block never spans two groups: its rows
+    // share the group's M).
+    const int64_t blocksPerGroup = (groupRows + kAdaroundBlockRows - 1) / kAdaroundBlockRows;
+    const int64_t blocks = blocksPerGroup * groups;
     std::vector<int64_t> flippedPerBlock(size_t(blocks), 0);
     tbb::parallel_for(int64_t(0), blocks, [&](int64_t k) {
-        const int64_t r0 = k * kAdaroundBlockRows, count = std::min(kAdaroundBlockRows, rows - r0);
+        const int64_t group = k / blocksPerGroup, local = (k % blocksPerGroup) * kAdaroundBlockRows;
+        const int64_t r0 = group * groupRows + local, count = std::min(kAdaroundBlockRows, groupRows - local);
+        const Eigen::MatrixXd& m = ms[size_t(group)];
         RowBlock b{w.middleRows(r0, count), Eigen::MatrixXd(count, cols), Eigen::MatrixXd(count, cols),
                    Eigen::MatrixXd(count, cols), Eigen::MatrixXd(count, cols)};
         for (int64_t r = 0; r < count; ++r)
@@ -173,8 +189,11 @@ AdaroundResult adaroundQuantize(const Tensor& input, const QuantizationSpec& spe
     });
     cancel.check();
     result.flipped = std::accumulate(flippedPerBlock.begin(), flippedPerBlock.end(), int64_t(0));
-    result.rtnLoss = outputError(w, nearest, m);
-    result.loss = outputError(w, chosen, m);
+    for (int64_t g = 0; g < groups; ++g) {
+        const int64_t r0 = g * groupRows;
+        result.rtnLoss += outputError(w.middleRows(r0, groupRows), nearest.middleRows(r0, groupRows), ms[size_t(g)]);
+        result.loss += outputError(w.middleRows(r0, groupRows), chosen.middleRows(r0, groupRows), ms[size_t(g)]);
+    }
 
     // Back to x's layout, then through the kernel: the tensor the exports quantize again.
     Tensor rounded(DType::F32, x.shape());

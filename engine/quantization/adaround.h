@@ -18,6 +18,7 @@
 // of kAdaroundBlockRows on oneTBB, so the result is the same for any thread count.
 
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -51,6 +52,14 @@ struct AdaroundResult {
 // non-finite one; Cancelled while it runs.
 AdaroundResult adaroundQuantize(const Tensor& x, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
                                 const Eigen::MatrixXd& hessian, std::string_view tensorName,
+                                const CancellationToken& cancel = {});
+
+// A grouped layer (a grouped or depthwise Conv): one Hessian per group, x's rows
+// (the channel axis, in order) split into that many equal parts, group g's rows
+// against H_g. The grid is computed from the whole weight as above (a per-tensor
+// scale is one for every group); the blocks of rows run inside each group.
+AdaroundResult adaroundQuantize(const Tensor& x, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
+                                const std::vector<Eigen::MatrixXd>& hessians, std::string_view tensorName,
                                 const CancellationToken& cancel = {});
 
 } // namespace qs

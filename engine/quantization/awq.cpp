@@ -16,13 +16,13 @@ std::string who(std::string_view tensorName)
     return "tensor '" + std::string(tensorName) + "': awq: ";
 }
 
-// The input channel of each element of a row-major tensor of `shape`.
-std::vector<int64_t> inputChannelOf(const Shape& shape, int inputAxis)
+// The index along `axis` of each element of a row-major tensor of `shape`.
+std::vector<int64_t> indexAlong(const Shape& shape, int axis)
 {
     int64_t inner = 1;
-    for (size_t a = size_t(inputAxis) + 1; a < shape.size(); ++a)
+    for (size_t a = size_t(axis) + 1; a < shape.size(); ++a)
         inner *= shape[a];
-    const int64_t length = shape[size_t(inputAxis)];
+    const int64_t length = shape[size_t(axis)];
     std::vector<int64_t> channel(size_t(shapeElementCount(shape)));
     for (size_t k = 0; k < channel.size(); ++k)
         channel[k] = (int64_t(k) / inner) % length;
@@ -34,6 +34,14 @@ std::vector<int64_t> inputChannelOf(const Shape& shape, int inputAxis)
 AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, const WeightAlgorithm& algorithm,
                       const Eigen::MatrixXd& hessian, const Eigen::VectorXd& meanAbs, const GridRounding& roundOnGrid,
                       std::string_view tensorName, const CancellationToken& cancel)
+{
+    return awqQuantize(weight, channelAxis, inputAxis, algorithm, std::vector<Eigen::MatrixXd>{hessian}, meanAbs,
+                       roundOnGrid, tensorName, cancel);
+}
+
+AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, const WeightAlgorithm& algorithm,
+                      const std::vector<Eigen::MatrixXd>& hessians, const Eigen::VectorXd& meanAbs,
+                      const GridRounding& roundOnGrid, std::string_view tensorName, const CancellationToken& cancel)
 {
     const Tensor w = weight.toFloat32();
     const int rank = w.rank();
@@ -47,17 +55,32 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
                     ") must come first among the axes the layer contracts");
     const int64_t outputs = w.shape()[size_t(channelAxis)];
     const int64_t features = outputs ? w.numel() / outputs : 0;
-    const int64_t inputs = w.shape()[size_t(inputAxis)];
-    if (hessian.rows() != features || hessian.cols() != features || meanAbs.size() != features)
+    const int64_t groups = int64_t(hessians.size());
+    if (groups < 1 || outputs % groups != 0)
+        throw Error(who(tensorName) + std::to_string(outputs) + " output channels cannot form " +
+                    std::to_string(groups) + " groups");
+    const int64_t groupOutputs = outputs / groups;
+    // The layer's input channels: the weight's, in every group (group g's are g·I … g·I + I − 1).
+    const int64_t groupInputs = w.shape()[size_t(inputAxis)], inputs = groupInputs * groups;
+    for (const Eigen::MatrixXd& hessian : hessians)
+        if (hessian.rows() != features || hessian.cols() != features)
+            throw Error(who(tensorName) + "the calibration statistics cover " + std::to_string(hessian.rows()) +
+                        " input features" + (groups > 1 ? " per group" : "") + ", the weight has " +
+                        std::to_string(features));
+    if (meanAbs.size() != features * groups)
         throw Error(who(tensorName) + "the calibration statistics cover " + std::to_string(meanAbs.size()) +
-                    " input features, the weight has " + std::to_string(features));
-    if (!hessian.allFinite() || !meanAbs.allFinite())
+                    " input features, the weight has " + std::to_string(features) +
+                    (groups > 1 ? " in each of " + std::to_string(groups) + " groups" : std::string()));
+    for (const Eigen::MatrixXd& hessian : hessians)
+        if (!hessian.allFinite())
+            throw Error(who(tensorName) + "the calibration inputs hold NaN or Inf");
+    if (!meanAbs.allFinite())
         throw Error(who(tensorName) + "the calibration inputs hold NaN or Inf");
     if (algorithm.awqGrid < 1)
         throw Error(who(tensorName) + "the grid of exponents is empty");
 
     // m_j: the mean |x| of input channel j, over the features it spans (Conv: its kernel positions).
-    const int64_t perInput = inputs ? features / inputs : 0;
+    const int64_t perInput = groupInputs ? features / groupInputs : 0;
     std::vector<double> m(static_cast<size_t>(inputs), 0.0);
     for (int64_t j = 0; j < inputs; ++j) {
         double sum = 0;
@@ -66,11 +89,28 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
         m[size_t(j)] = sum / double(perInput);
     }
 
-    const std::vector<int64_t> channel = inputChannelOf(w.shape(), inputAxis);
+    // Each element's input channel of the layer: its own along inputAxis, offset by its group's.
+    std::vector<int64_t> channel = indexAlong(w.shape(), inputAxis);
+    if (groups > 1) {
+        const std::vector<int64_t> output = indexAlong(w.shape(), channelAxis);
+        for (size_t k = 0; k < channel.size(); ++k)
+            channel[k] += output[k] / groupOutputs * groupInputs;
+    }
     const auto wv = w.values<float>();
     const Eigen::MatrixXd wRows = channelRows(w, channelAxis);
+    // s as the weight's rank: [1, I, 1, …] along the input axis; with groups, the output axis too
+    // ([O, I, 1, …]: output channel o divides by the s of its own group's input channels).
     Shape scaleShape(size_t(rank), 1);
-    scaleShape[size_t(inputAxis)] = inputs;
+    scaleShape[size_t(inputAxis)] = groupInputs;
+    if (groups > 1)
+        scaleShape[size_t(channelAxis)] = outputs;
+    std::vector<int64_t> scaleChannel; // the input channel of each element of s
+    {
+        const int64_t n = shapeElementCount(scaleShape);
+        const std::vector<int64_t> in = indexAlong(scaleShape, inputAxis), out = indexAlong(scaleShape, channelAxis);
+        for (int64_t k = 0; k < n; ++k)
+            scaleChannel.push_back(in[size_t(k)] + (groups > 1 ? out[size_t(k)] / groupOutputs * groupInputs : 0));
+    }
 
     AwqResult best;
     best.losses.reserve(size_t(algorithm.awqGrid));
@@ -99,7 +139,11 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
                 rv[k] = gv[k] / s32[size_t(channel[k])];
         }
         const Eigen::MatrixXd e = wRows - channelRows(rounded, channelAxis);
-        const double loss = ((e * hessian).cwiseProduct(e)).sum();
+        double loss = 0;
+        for (int64_t g = 0; g < groups; ++g) {
+            const auto eg = e.middleRows(g * groupOutputs, groupOutputs);
+            loss += ((eg * hessians[size_t(g)]).cwiseProduct(eg)).sum();
+        }
         best.losses.push_back(loss);
         if (i == 0 || loss < best.losses[size_t(best.alphaIndex)]) {
             best.alphaIndex = i;
@@ -108,7 +152,10 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
             best.grid = std::move(grid);
             best.rounded = std::move(rounded);
             best.scaled = std::move(scaled);
-            best.inputScale = Tensor::fromVector(DType::F32, scaleShape, s32);
+            std::vector<float> scales(scaleChannel.size());
+            for (size_t k = 0; k < scales.size(); ++k)
+                scales[k] = s32[size_t(scaleChannel[k])];
+            best.inputScale = Tensor::fromVector(DType::F32, scaleShape, std::move(scales));
         }
     }
     return best;

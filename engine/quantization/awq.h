@@ -58,4 +58,17 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
                       const Eigen::MatrixXd& hessian, const Eigen::VectorXd& meanAbs, const GridRounding& roundOnGrid,
                       std::string_view tensorName, const CancellationToken& cancel = {});
 
+// A grouped layer (a grouped or depthwise Conv of G groups, weight [O, I, k…] with
+// I = C/G): `hessians` holds one Hessian per group (features I·k…), `meanAbs` the
+// mean |x| of every group's features, group after group (C·k…). s stays one per
+// input channel of the layer (C of them): m_j is the mean |x| of channel j over
+// its own group's im2col entries, s is normalised over all C, and output channel
+// o (of group o div (O/G)) is scaled by its group's s. The loss is Σ_g over the
+// group's rows e·H_g·eᵀ. inputScale is then [O, I, 1, …] (the channel axis too):
+// output channel o's entries are the s of its group's input channels.
+AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, const WeightAlgorithm& algorithm,
+                      const std::vector<Eigen::MatrixXd>& hessians, const Eigen::VectorXd& meanAbs,
+                      const GridRounding& roundOnGrid, std::string_view tensorName,
+                      const CancellationToken& cancel = {});
+
 } // namespace qs

@@ -18,6 +18,7 @@
 // returned parameters reproduces bit for bit, so every export writes its codes.
 
 #include <string_view>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -44,6 +45,17 @@ struct GptqResult {
 // or one that dampening leaves not positive definite; Cancelled between blocks.
 GptqResult gptqQuantize(const Tensor& x, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
                         const Eigen::MatrixXd& hessian, std::string_view tensorName,
+                        const CancellationToken& cancel = {});
+
+// A grouped layer (a grouped or depthwise Conv): `hessians` holds one Hessian per
+// group, and x's rows (the channel axis, in order) split into that many equal
+// parts, group g's rows contracting group g's features only (H_g). The scales are
+// computed as above from the whole weight (a per-tensor scale is one for every
+// group); then each group's rows are rounded against H_g, with its own column
+// order, dampening and Cholesky factors: groups in parallel (oneTBB), each one
+// task, so the result does not depend on the threads. Errors name the group.
+GptqResult gptqQuantize(const Tensor& x, const QuantizationSpec& spec, const WeightAlgorithm& algorithm,
+                        const std::vector<Eigen::MatrixXd>& hessians, std::string_view tensorName,
                         const CancellationToken& cancel = {});
 
 } // namespace qs

@@ -88,10 +88,15 @@ void addConvRows(const QuantizableLayer& layer, const Node& node, const Tensor& 
 
 } // namespace
 
-InputHessian::InputHessian(int64_t features, bool withHessian)
-    : sum_(withHessian ? Eigen::MatrixXd::Zero(features, features) : Eigen::MatrixXd()),
-      absSum_(Eigen::VectorXd::Zero(features)), sum1_(Eigen::VectorXd::Zero(features)), withHessian_(withHessian)
+InputHessian::InputHessian(int64_t features, bool withHessian, int64_t groups)
+    : absSum_(Eigen::VectorXd::Zero(features)), sum1_(Eigen::VectorXd::Zero(features)), groups_(groups),
+      withHessian_(withHessian)
 {
+    if (groups < 1 || features % groups != 0)
+        throw Error("input statistics of " + std::to_string(features) + " features cannot form " +
+                    std::to_string(groups) + " groups");
+    if (withHessian)
+        sums_.assign(size_t(groups), Eigen::MatrixXd::Zero(features / groups, features / groups));
 }
 
 void InputHessian::addRows(const double* rows, int64_t count)
@@ -99,30 +104,35 @@ void InputHessian::addRows(const double* rows, int64_t count)
     const int64_t features = sum1_.rows();
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
                                                                                                      features);
-    // XᵀX's lower triangle in tiles of kHessianTile features, one task per tile (oneTBB): a diagonal
-    // tile is a rank update of its columns, one below it a product of two column strips. Each tile
-    // is one Eigen call whatever the number of threads, so every element sums the same products in
-    // the same order: the result does not depend on the threads. Up to kHessianTile features it is
-    // the single rank update of the whole matrix.
-    const int64_t tiles = (features + kHessianTile - 1) / kHessianTile;
-    auto addTile = [&](int64_t t) {
+    // Each group's X_gᵀX_g, lower triangle, in tiles of kHessianTile features, one task per tile of
+    // each group (oneTBB): a diagonal tile is a rank update of its columns, one below it a product
+    // of two column strips. Each tile is one Eigen call whatever the number of threads, so every
+    // element sums the same products in the same order: the result does not depend on the threads.
+    // Up to kHessianTile features a group is the single rank update of its whole matrix.
+    const int64_t perGroup = features / groups_;
+    const int64_t tiles = (perGroup + kHessianTile - 1) / kHessianTile;
+    const int64_t tilesPerGroup = tiles * (tiles + 1) / 2;
+    auto addTile = [&](int64_t task) {
+        const int64_t g = task / tilesPerGroup, t = task % tilesPerGroup;
+        Eigen::MatrixXd& sum = sums_[size_t(g)];
+        const auto xg = x.middleCols(g * perGroup, perGroup);
         // Tile t of the lower triangle, row-major: row block i, column block j <= i.
         int64_t i = 0;
         while ((i + 1) * (i + 2) / 2 <= t)
             ++i;
         const int64_t j = t - i * (i + 1) / 2;
         const int64_t r0 = i * kHessianTile, c0 = j * kHessianTile;
-        const int64_t rn = std::min(kHessianTile, features - r0), cn = std::min(kHessianTile, features - c0);
+        const int64_t rn = std::min(kHessianTile, perGroup - r0), cn = std::min(kHessianTile, perGroup - c0);
         if (i == j)
-            sum_.block(r0, r0, rn, rn).selfadjointView<Eigen::Lower>().rankUpdate(x.middleCols(r0, rn).transpose());
+            sum.block(r0, r0, rn, rn).selfadjointView<Eigen::Lower>().rankUpdate(xg.middleCols(r0, rn).transpose());
         else
-            sum_.block(r0, c0, rn, cn).noalias() += x.middleCols(r0, rn).transpose() * x.middleCols(c0, cn);
+            sum.block(r0, c0, rn, cn).noalias() += xg.middleCols(r0, rn).transpose() * xg.middleCols(c0, cn);
     };
-    const int64_t tileCount = tiles * (tiles + 1) / 2;
-    if (withHessian_ && tileCount == 1) // (without: the means only, grouped convolutions' statistics)
+    const int64_t taskCount = perGroup ? tilesPerGroup * groups_ : 0;
+    if (withHessian_ && taskCount == 1) // (without: the means only)
         addTile(0);
-    else if (withHessian_)
-        tbb::parallel_for(int64_t(0), tileCount, addTile);
+    else if (withHessian_ && taskCount > 1)
+        tbb::parallel_for(int64_t(0), taskCount, addTile);
     // Row by row, in order: the sums a reference adding the rows in order gets.
     for (int64_t r = 0; r < count; ++r) {
         absSum_ += x.row(r).transpose().cwiseAbs();
@@ -131,15 +141,26 @@ void InputHessian::addRows(const double* rows, int64_t count)
     rows_ += count;
 }
 
-Eigen::MatrixXd InputHessian::hessian() const
+Eigen::MatrixXd InputHessian::hessian(int64_t group) const
 {
     if (!withHessian_)
-        throw Error("the calibration statistics of a grouped Conv hold the input means only, not a Hessian "
-                    "(GPTQ, AWQ and AdaRound take Conv with one group)");
-    Eigen::MatrixXd h = sum_.selfadjointView<Eigen::Lower>();
+        throw Error("the calibration statistics hold the input means only, not a Hessian");
+    if (group < 0 || group >= groups_)
+        throw Error("the calibration statistics have " + std::to_string(groups_) + " groups, not a group " +
+                    std::to_string(group));
+    Eigen::MatrixXd h = sums_[size_t(group)].selfadjointView<Eigen::Lower>();
     if (rows_ > 0)
         h *= 2.0 / double(rows_);
     return h;
+}
+
+std::vector<Eigen::MatrixXd> InputHessian::hessians() const
+{
+    std::vector<Eigen::MatrixXd> out;
+    out.reserve(size_t(groups_));
+    for (int64_t g = 0; g < groups_; ++g)
+        out.push_back(hessian(g));
+    return out;
 }
 
 Eigen::VectorXd InputHessian::meanAbs() const
@@ -163,6 +184,11 @@ int64_t contractionFeatures(const QuantizableLayer& layer)
 int64_t calibrationFeatures(const QuantizableLayer& layer)
 {
     return contractionFeatures(layer) * (layer.opType == "Conv" ? std::max<int64_t>(layer.groups, 1) : 1);
+}
+
+int64_t calibrationGroups(const QuantizableLayer& layer)
+{
+    return layer.opType == "Conv" ? std::max<int64_t>(layer.groups, 1) : 1;
 }
 
 void accumulateLayerInput(const QuantizableLayer& layer, const Node& node, const Tensor& input, InputHessian& hessian)
@@ -207,6 +233,17 @@ void checkHessian(const Eigen::MatrixXd& hessian, int64_t features, const std::s
                     ", the weight has " + std::to_string(features) + " input features");
     if (!hessian.allFinite())
         throw Error(who + "the Hessian of the calibration inputs holds NaN or Inf");
+}
+
+void checkGroupHessians(const std::vector<Eigen::MatrixXd>& hessians, int64_t rows, int64_t features,
+                        const std::string& who)
+{
+    const int64_t groups = int64_t(hessians.size());
+    if (groups < 1 || rows % groups != 0)
+        throw Error(who + std::to_string(rows) + " output channels cannot form " + std::to_string(groups) +
+                    " groups of Hessians");
+    for (const Eigen::MatrixXd& h : hessians)
+        checkHessian(h, features, who);
 }
 
 Eigen::MatrixXd channelRows(const Tensor& weight, int channelAxis)

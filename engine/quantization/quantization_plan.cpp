@@ -113,8 +113,8 @@ void lutWeightSpec(const QuantizationRule& rule, QuantizationSpec& spec, LayerQu
 
 // Why GPTQ, AWQ or AdaRound cannot run on this layer as written, or "": it needs the layer's
 // calibration inputs as rows of the weight's contraction (MatMul x·W and Gemm
-// with a 2-D weight, Conv with one group over 1-D or 2-D inputs, explicit pads;
-// bias correction alone also takes grouped Convs).
+// with a 2-D weight, Conv over 1-D or 2-D inputs, grouped and depthwise included,
+// explicit pads).
 std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, const QuantizationSpec& spec,
                              LayerQuantization& lq)
 {
@@ -138,10 +138,11 @@ std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, 
         return {};
     }
     if (layer.opType == "Conv") {
-        // Bias correction alone reads only the input means, which it takes group by group.
-        if (layer.groups != 1 && lq.weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
-            return "algorithm " + name + " takes Conv with one group (this one has " + std::to_string(layer.groups) +
-                   ")";
+        // A grouped Conv (depthwise included) is taken group by group: each group's output channels
+        // against its own inputs' statistics.
+        if (layer.groups < 1 || rank < 1 || layer.weightShape[0] % layer.groups != 0)
+            return "algorithm " + name + ": the Conv's " + std::to_string(rank ? layer.weightShape[0] : 0) +
+                   " output channels do not split into its " + std::to_string(layer.groups) + " groups";
         if (rank != 3 && rank != 4)
             return "algorithm " + name + " takes 1-D and 2-D Conv";
         if (spec.tileSize)

@@ -67,6 +67,11 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         spec.axis =
             int(std::find(q.transposedAxes.begin(), q.transposedAxes.end(), channel) - q.transposedAxes.begin());
     }
+    // A grouped Conv's statistics hold one Hessian per group; the algorithms round each group's rows
+    // against its own (gptq.h, awq.h, adaround.h).
+    if (hessian && q.algorithm.kind != WeightAlgorithmKind::Rtn && hessian->groups() != calibrationGroups(layer))
+        throw Error("layer '" + layer.modulePath + "': its calibration statistics have " +
+                    std::to_string(hessian->groups()) + " groups, the layer " + std::to_string(calibrationGroups(layer)));
     Tensor fake;
     std::optional<Tensor> clipReference; // what the saturation ranges apply to, when not x
     if (q.algorithm.kind == WeightAlgorithmKind::Awq) {
@@ -84,7 +89,7 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
             return std::pair(std::move(tq), axes.empty() ? std::move(f) : f.permuted(inversePermutation(axes)));
         };
         AwqResult a = awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm,
-                                  hessian->hessian(), hessian->meanAbs(), roundOnGrid, layer.weightName, cancel);
+                                  hessian->hessians(), hessian->meanAbs(), roundOnGrid, layer.weightName, cancel);
         q.quantization = std::move(a.quantization);
         q.awqAlpha = a.alpha;
         q.inputScale = std::move(a.inputScale);
@@ -97,11 +102,11 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
             throw Error("algorithm " + q.algorithm.toString() +
                         " needs the layer's calibration inputs: run calibration (quantscope-cli: --calib DATA)");
         if (q.algorithm.kind == WeightAlgorithmKind::Gptq) {
-            GptqResult g = gptqQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
+            GptqResult g = gptqQuantize(x, spec, q.algorithm, hessian->hessians(), layer.weightName, cancel);
             q.quantization = std::move(g.quantization);
             fake = std::move(g.rounded);
         } else {
-            AdaroundResult a = adaroundQuantize(x, spec, q.algorithm, hessian->hessian(), layer.weightName, cancel);
+            AdaroundResult a = adaroundQuantize(x, spec, q.algorithm, hessian->hessians(), layer.weightName, cancel);
             q.quantization = std::move(a.quantization);
             fake = std::move(a.rounded);
         }

@@ -192,8 +192,8 @@ ActivationCalibrator::ActivationCalibrator(const Interpreter& interpreter, const
         if (!lq.problem.empty() || !lq.weight || !lq.readsCalibrationInputs())
             continue;
         const QuantizableLayer& layer = model.layers.at(lq.layer);
-        // A grouped Conv's statistics are the means of every group's inputs (bias correction only).
-        auto hessian = std::make_shared<InputHessian>(calibrationFeatures(layer), layer.groups == 1);
+        // A grouped Conv's statistics: the means of every group's inputs and one Hessian per group.
+        auto hessian = std::make_shared<InputHessian>(calibrationFeatures(layer), true, calibrationGroups(layer));
         feeder_->watchHessian(layer, model.scopeGraph(layer.scope).nodes.at(*layer.node), lq.weightAlgorithmInput,
                               hessian.get());
         hessians_.emplace(lq.layer, std::move(hessian));

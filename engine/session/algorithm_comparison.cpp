@@ -90,16 +90,35 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
     const Tensor* weight = model.initializer(l.weightName);
     if (!weight)
         throw Error("layer '" + l.modulePath + "': weight '" + l.weightName + "' is not in the model");
-    if (l.opType == "Conv" && l.groups != 1)
-        throw Error("layer '" + l.modulePath + "': the algorithms are compared on Conv with one group (this one has " +
-                    std::to_string(l.groups) + ")");
     const Eigen::MatrixXd w = weightRows(*weight, l.channelAxis);
-    if (w.cols() != inputs.features())
+    // A grouped Conv: output channel o contracts its group's features only, against its group's statistics.
+    const int64_t groups = calibrationGroups(l);
+    if (inputs.groups() != groups || w.cols() != inputs.groupFeatures() || w.rows() % groups != 0)
         throw Error("layer '" + l.modulePath + "': its calibration statistics have " +
-                    std::to_string(inputs.features()) + " features, its weight contracts " + std::to_string(w.cols()));
-    const Eigen::MatrixXd m = inputs.hessian() * 0.5; // E[x xᵀ]
+                    std::to_string(inputs.features()) + " features in " + std::to_string(inputs.groups()) +
+                    " groups, its weight contracts " + std::to_string(w.cols()) + " in each of " +
+                    std::to_string(groups));
+    const int64_t groupRows = w.rows() / groups;
+    std::vector<Eigen::MatrixXd> m; // E[x xᵀ] per group
+    for (int64_t g = 0; g < groups; ++g)
+        m.push_back(inputs.hessian(g) * 0.5);
     const Eigen::VectorXd mu = inputs.mean();
-    const double signal = (w * m).cwiseProduct(w).sum();
+    // Σ over the groups' rows of d·M_g·dᵀ, and of (d·E[x_g])² (what bias correction removes).
+    const auto energy = [&](const Eigen::MatrixXd& d) {
+        double sum = 0;
+        for (int64_t g = 0; g < groups; ++g) {
+            const auto dg = d.middleRows(g * groupRows, groupRows);
+            sum += (dg * m[size_t(g)]).cwiseProduct(dg).sum();
+        }
+        return sum;
+    };
+    const auto meanShift = [&](const Eigen::MatrixXd& d) {
+        double sum = 0;
+        for (int64_t g = 0; g < groups; ++g)
+            sum += (d.middleRows(g * groupRows, groupRows) * mu.segment(g * w.cols(), w.cols())).squaredNorm();
+        return sum;
+    };
+    const double signal = energy(w);
 
     std::vector<QuantizationRule> variants;
     for (const WeightAlgorithmInfo& info : allWeightAlgorithms()) {
@@ -151,9 +170,9 @@ AlgorithmComparison compareAlgorithms(const Model& model, const RuleSet& rules, 
             row.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             row.weight = q.metrics;
             const Eigen::MatrixXd d = w - weightRows(q.fakeQuant, l.channelAxis);
-            double error = (d * m).cwiseProduct(d).sum();
+            double error = energy(d);
             if (v.biasCorrection)
-                error -= (d * mu).squaredNorm();
+                error -= meanShift(d);
             error = std::max(error, 0.0);
             row.outputMse = error / double(w.rows());
             row.outputSqnrDb = error > 0 ? 10.0 * std::log10(signal / error) : std::numeric_limits<double>::infinity();

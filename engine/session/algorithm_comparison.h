@@ -18,7 +18,9 @@
 //   output SQNR = 10 log10(tr(W M Wᵀ) / (O · output MSE))
 // i.e. the mean squared change of the layer's output before its bias, per output
 // element and calibration row (bias_correction adds ΔW μ to the bias: the error
-// that remains is ΔW (x − μ)).
+// that remains is ΔW (x − μ)). A grouped Conv's traces are sums over its groups,
+// each group's rows with its own M_g and μ_g (its output channels contract only
+// their group's inputs).
 
 #include <cstddef>
 #include <cstdint>

@@ -18,9 +18,15 @@ absmax / (qmax + 0.5), asymmetric minmax scale = (max - min) / (qmax - qmin) ove
 the range widened to include 0 and zero point round(qmin - min / scale); W/s + z
 in float32.
 
-usage: adaround_reference.py DIR BITS SCHEME ITERS LAMBDA
-  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, C], the layer's inputs:
-  rows of a Gemm's input or a Conv's im2col patches). Writes DIR/ref_codes.npy
+A grouped Conv of GROUPS groups (depthwise included) is GROUPS layers side by side:
+output channel o of group g = o // (O / GROUPS) contracts only group g's inputs, so
+its rows W[g*O/G:(g+1)*O/G] are rounded against X[:, g*C:(g+1)*C] alone, and the
+objectives add up over the groups (the grid is per row, so the groups do not meet).
+
+usage: adaround_reference.py DIR BITS SCHEME ITERS LAMBDA [GROUPS]
+  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, GROUPS * C], the layer's
+  inputs: rows of a Gemm's input or a Conv's im2col patches, every group's features,
+  group after group; GROUPS defaults to 1). Writes DIR/ref_codes.npy
   (int32 [O, C]), DIR/ref_rtn_codes.npy (int32, round half to even) and
   DIR/ref_losses.npy (float64 [2]: the objective of round-to-nearest and of AdaRound).
 """
@@ -99,7 +105,15 @@ def main():
     folder, bits, scheme, iters, lam = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), float(sys.argv[5])
     W = np.load(folder + "/W.npy").astype(np.float32)
     X = np.load(folder + "/X.npy").astype(np.float32)
-    codes, rtn, losses = adaround(W, X, bits, scheme, iters, lam)
+    groups = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    O, C = W.shape
+    assert O % groups == 0 and X.shape[1] == groups * C
+    rows = O // groups
+    parts = [adaround(W[g * rows:(g + 1) * rows], X[:, g * C:(g + 1) * C], bits, scheme, iters, lam)
+             for g in range(groups)]
+    codes = np.concatenate([p[0] for p in parts])
+    rtn = np.concatenate([p[1] for p in parts])
+    losses = np.sum([p[2] for p in parts], axis=0)
     np.save(folder + "/ref_codes.npy", codes)
     np.save(folder + "/ref_rtn_codes.npy", rtn)
     np.save(folder + "/ref_losses.npy", losses)

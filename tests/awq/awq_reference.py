@@ -13,12 +13,21 @@ docs/rules.md (signed b-bit integers, symmetric absmax scale = absmax / (qmax + 
 asymmetric minmax scale = (max - min) / (qmax - qmin) over the range widened to
 include 0 and zero point round(qmin - min / scale); rounding half to even in float32).
 
-usage: awq_reference.py DIR BITS TILE SCHEME GRID
-  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, C], the layer's inputs);
-  TILE 0 = per output channel, else groups of TILE input channels per row;
-  SCHEME sym | asym. Writes DIR/ref_alpha_index.npy (int64 [1]), DIR/ref_s.npy
-  (float32 [C]), DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy
-  (float64 [GRID]).
+A Conv's input channel j spans K im2col features (its kernel positions): s_X,j is
+the mean |x| over those K features' entries, and s_j scales all K weights of
+channel j. A grouped Conv of GROUPS groups (depthwise included): output channel o
+of group g = o // (O / GROUPS) contracts only group g's input channels, so row o
+is scaled by the s of group g's channels (s is one per input channel of the layer,
+normalised over all of them), and the output error is the sum over the groups of
+||(W_g - W^_g) X_g^T||^2, X_g group g's features.
+
+usage: awq_reference.py DIR BITS TILE SCHEME GRID [GROUPS K]
+  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, GROUPS * C], the layer's
+  inputs, every group's features group after group, K features per input channel;
+  GROUPS and K default to 1); TILE 0 = per output channel, -1 = per tensor, else groups of
+  TILE input channels per row; SCHEME sym | asym. Writes DIR/ref_alpha_index.npy
+  (int64 [1]), DIR/ref_s.npy (float32 [GROUPS * C / K], one per input channel),
+  DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy (float64 [GRID]).
 """
 import math
 import sys
@@ -43,6 +52,10 @@ def scales_of(w32, bits, scheme):
 def round_to_nearest(w32, bits, tile, scheme):
     """Q(w32): per row, or per row and group of `tile` columns; float32."""
     qmin, qmax = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    if tile < 0:  # per tensor: one scale and zero point for the whole weight
+        s, zp = scales_of(w32.reshape(1, -1), bits, scheme)
+        q = np.clip(np.rint(w32 / s[0] + np.float32(zp[0])), qmin, qmax).astype(np.int32)
+        return (q - zp[0]).astype(np.float32) * s[0]
     out = np.empty_like(w32)
     C = w32.shape[1]
     step = tile if tile else C
@@ -55,11 +68,15 @@ def round_to_nearest(w32, bits, tile, scheme):
     return out
 
 
-def awq(W, X, bits, tile, scheme, grid):
+def awq(W, X, bits, tile, scheme, grid, groups=1, k=1):
     n = X.shape[0]
+    O, C = W.shape
+    rows = O // groups
     X64 = X.astype(np.float64)
-    H = (X64.T @ X64) * (2.0 / n)  # the loss below is ||(W - W^) X^T||^2 * 2 / n
-    mean_abs = np.abs(X64).sum(axis=0) / n
+    # per group: the loss below is ||(W_g - W^_g) X_g^T||^2 * 2 / n
+    H = [(X64[:, g * C:(g + 1) * C].T @ X64[:, g * C:(g + 1) * C]) * (2.0 / n) for g in range(groups)]
+    mean_abs = (np.abs(X64).sum(axis=0) / n).reshape(-1, k).sum(axis=1) / k  # per input channel of the layer
+    per_group = C // k  # input channels per group
     best = None
     losses = []
     for i in range(grid):
@@ -67,9 +84,12 @@ def awq(W, X, bits, tile, scheme, grid):
         s = np.array([max(math.pow(m, alpha), 1e-4) for m in mean_abs])
         s = s / math.sqrt(s.max() * s.min())
         s32 = s.astype(np.float32)
-        rounded = round_to_nearest(W * s32[None, :], bits, tile, scheme) / s32[None, :]
+        # row o's column c multiplies input channel (o // rows) * per_group + c // k
+        S = np.stack([np.repeat(s32[(o // rows) * per_group:(o // rows + 1) * per_group], k) for o in range(O)])
+        rounded = round_to_nearest(W * S, bits, tile, scheme) / S
         E = W.astype(np.float64) - rounded.astype(np.float64)
-        loss = float(np.sum((E @ H) * E))
+        loss = float(sum(np.sum((E[g * rows:(g + 1) * rows] @ H[g]) * E[g * rows:(g + 1) * rows])
+                         for g in range(groups)))
         losses.append(loss)
         if best is None or loss < losses[best[0]]:
             best = (i, s32, rounded)
@@ -80,7 +100,10 @@ def main():
     folder, bits, tile, scheme, grid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
     W = np.load(folder + "/W.npy").astype(np.float32)
     X = np.load(folder + "/X.npy").astype(np.float32)
-    (index, s32, rounded), losses = awq(W, X, bits, tile, scheme, grid)
+    groups = int(sys.argv[6]) if len(sys.argv) > 6 else 1
+    k = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    assert W.shape[0] % groups == 0 and X.shape[1] == groups * W.shape[1] and W.shape[1] % k == 0
+    (index, s32, rounded), losses = awq(W, X, bits, tile, scheme, grid, groups, k)
     np.save(folder + "/ref_alpha_index.npy", np.array([index], np.int64))
     np.save(folder + "/ref_s.npy", s32)
     np.save(folder + "/ref_rounded.npy", rounded.astype(np.float32))

@@ -11,8 +11,14 @@ b-bit integers, symmetric absmax scale = absmax / (qmax + 0.5), asymmetric minma
 scale = (max - min) / (qmax - qmin) over the range widened to include 0 and
 zero point round(qmin - min / scale); rounding half to even in float32.
 
-usage: gptq_reference.py DIR BITS TILE SCHEME DAMP ACT_ORDER
-  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, C], the layer's inputs);
+A grouped Conv of GROUPS groups (depthwise included) is GROUPS layers side by side:
+output channel o of group g = o // (O / GROUPS) contracts only group g's inputs, so
+its rows W[g*O/G:(g+1)*O/G] are run through Algorithm 1 against the Hessian of
+X[:, g*C:(g+1)*C] alone (its own dead inputs, act-order, dampening and factors).
+
+usage: gptq_reference.py DIR BITS TILE SCHEME DAMP ACT_ORDER [GROUPS]
+  DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, GROUPS * C], the layer's
+  inputs, every group's features group after group; GROUPS defaults to 1);
   TILE 0 = per channel; SCHEME sym | asym. Writes DIR/ref_codes.npy (int32 [O, C]),
   DIR/ref_scales.npy (float32 [O, groups]) and DIR/ref_zeros.npy (int32 [O, groups]).
 """
@@ -94,8 +100,16 @@ def main():
     folder, bits, tile, scheme, damp, act_order = sys.argv[1:7]
     W = np.load(folder + "/W.npy").astype(np.float64)
     X = np.load(folder + "/X.npy").astype(np.float64)
-    H = 2.0 * X.T @ X / X.shape[0]
-    codes, S, Z = gptq(W, H, int(bits), int(tile), scheme, float(damp), act_order == "1")
+    groups = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    O, C = W.shape
+    assert O % groups == 0 and X.shape[1] == groups * C
+    rows = O // groups
+    parts = []
+    for g in range(groups):
+        Xg = X[:, g * C:(g + 1) * C]
+        H = 2.0 * Xg.T @ Xg / X.shape[0]
+        parts.append(gptq(W[g * rows:(g + 1) * rows], H, int(bits), int(tile), scheme, float(damp), act_order == "1"))
+    codes, S, Z = (np.concatenate([p[i] for p in parts]) for i in range(3))
     np.save(folder + "/ref_codes.npy", codes)
     np.save(folder + "/ref_scales.npy", S)
     np.save(folder + "/ref_zeros.npy", Z)
