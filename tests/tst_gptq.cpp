@@ -365,7 +365,7 @@ private slots:
         Tensor x(DType::F32, {8, channels, 16, 16});
         {
             auto xv = x.mutableValues<float>();
-            std::vector<float> magnitude(size_t(channels));
+            std::vector<float> magnitude(static_cast<size_t>(channels));
             for (float& m : magnitude)
                 m = std::exp(normal(rng) * 0.7f);
             for (int64_t b = 0; b < 8; ++b)
