@@ -118,8 +118,8 @@ private slots:
         QFETCH(QString, algorithm);
         const WeightAlgorithm a = WeightAlgorithm::parse(algorithm.toStdString());
         const QuantizationSpec spec = intSpec(bits, symmetric);
-        Tensor w;                // the weight as the engine sees it
-        Eigen::MatrixXf wm, x;   // [O, F] and [n, F] for the reference
+        Tensor w;                              // the weight as the engine sees it
+        Eigen::MatrixXf wm, x;                 // [O, F] and [n, F] for the reference
         std::vector<Eigen::MatrixXd> hessians; // the engine's own, one per group
         int64_t groups = 1;
         if (layer == "gemm") {
@@ -158,10 +158,9 @@ private slots:
         const std::filesystem::path folder = dir.path().toStdString();
         writeNpy(folder / "W.npy", tensorOf(wm));
         writeNpy(folder / "X.npy", tensorOf(x));
-        QVERIFY(
-            runPython(kReference, {dir.path(), QString::number(bits), symmetric ? "sym" : "asym",
-                                   QString::number(a.adaroundIterations), QString::number(a.adaroundLambda, 'g', 17),
-                                   QString::number(groups)}));
+        QVERIFY(runPython(kReference, {dir.path(), QString::number(bits), symmetric ? "sym" : "asym",
+                                       QString::number(a.adaroundIterations),
+                                       QString::number(a.adaroundLambda, 'g', 17), QString::number(groups)}));
 
         const AdaroundResult r = adaroundQuantize(w, spec, a, hessians, "w");
         const QuantParams& p = r.quantization.params;

@@ -236,7 +236,8 @@ private slots:
         QTest::newRow("depthwise CNN, int4 per channel") << "depthwise"
                                                          << R"("weight_qtype": "int4")" << 4.0;
         QTest::newRow("depthwise CNN, int4 per tensor")
-            << "depthwise" << R"("weight_qtype": "int4", "granularity": "per_tensor")" << 4.0;
+            << "depthwise"
+            << R"("weight_qtype": "int4", "granularity": "per_tensor")" << 4.0;
     }
 
     // RTN, GPTQ, AdaRound and AWQ with every layer's rule; on the depthwise CNN the three depthwise
@@ -358,7 +359,8 @@ private slots:
                 inputScales = readFloatTensor(initializerOf(qdq, div->input(1)));
             const Shape& shape = w->fakeQuant.shape();
             const int64_t inner = shapeElementCount(Shape(shape.begin() + axis + 1, shape.end()));
-            // awq's scales: [O, I, 1, 1] for a grouped Conv (one per output channel and group input), else [1, I, 1, 1].
+            // awq's scales: [O, I, 1, 1] for a grouped Conv (one per output channel and group input), else [1, I, 1,
+            // 1].
             const int64_t kernel = shapeElementCount(Shape(shape.begin() + 2, shape.end()));
             const auto fq = w->fakeQuant.values<float>();
             for (size_t k = 0; k < fq.size(); ++k) {

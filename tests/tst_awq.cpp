@@ -197,14 +197,16 @@ private slots:
                 const float magnitude = std::exp(normal(rng) * 0.5f) * (c % 5 == 2 ? 12.f : 1.f);
                 for (int64_t b = 0; b < 8; ++b)
                     for (int64_t p = 0; p < 256; ++p)
-                        xv[size_t((b * channels + c) * 256 + p)] = std::nearbyint(normal(rng) * magnitude * 64.f) / 64.f;
+                        xv[size_t((b * channels + c) * 256 + p)] =
+                            std::nearbyint(normal(rng) * magnitude * 64.f) / 64.f;
             }
         }
         InputHessian stats(calibrationFeatures(layer), true, groups);
         accumulateLayerInput(layer, node, x, stats);
         QCOMPARE(stats.rows(), int64_t(512));
-        const Eigen::MatrixXf wm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-            w.values<float>().data(), rows, features);
+        const Eigen::MatrixXf wm =
+            Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                w.values<float>().data(), rows, features);
 
         QTemporaryDir dir;
         QVERIFY(dir.isValid());

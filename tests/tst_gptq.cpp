@@ -317,15 +317,15 @@ private slots:
                 QVERIFY(one.hessian(g) == several.hessian(g));
                 const Eigen::MatrixXd xg = patches.middleCols(g * features, features);
                 const Eigen::MatrixXd expected = 2.0 * xg.transpose() * xg / n;
-                worst = std::max(worst, (one.hessian(g) - expected).cwiseAbs().maxCoeff() /
-                                            expected.cwiseAbs().maxCoeff());
+                worst =
+                    std::max(worst, (one.hessian(g) - expected).cwiseAbs().maxCoeff() / expected.cwiseAbs().maxCoeff());
             }
             const Eigen::VectorXd means = patches.colwise().sum().transpose() / n;
             const double meanError = (one.mean() - means).cwiseAbs().maxCoeff();
             qInfo("Conv %s, %lld groups: %lld Hessians of %lld features, largest difference from the im2col "
                   "rows' %.2e (relative), means %.2e",
-                  shapeToString(k.weight).c_str(), (long long)k.groups, (long long)k.groups, (long long)features,
-                  worst, meanError);
+                  shapeToString(k.weight).c_str(), (long long)k.groups, (long long)k.groups, (long long)features, worst,
+                  meanError);
             QVERIFY(worst <= 1e-12);
             QVERIFY(meanError <= 1e-12);
             QVERIFY(errorOf([&] { one.hessian(k.groups); }).contains("not a group"));
@@ -379,8 +379,9 @@ private slots:
         InputHessian h(calibrationFeatures(layer), true, groups);
         accumulateLayerInput(layer, node, x, h);
         const Eigen::MatrixXf patches = stride2Pad1Patches(x);
-        const Eigen::MatrixXf wm = Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-            w.values<float>().data(), rows, features);
+        const Eigen::MatrixXf wm =
+            Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+                w.values<float>().data(), rows, features);
 
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
@@ -410,9 +411,9 @@ private slots:
             worstScale = std::max(worstScale, double(std::abs(p.scales[size_t(r)] - rs[size_t(r)]) / rs[size_t(r)]));
         }
         // The output error Σ_g ||(W_g − Ŵ_g)·X_gᵀ||² of ours, of the reference's codes and of RTN.
-        const Eigen::MatrixXf rtn = matrixOf(
-            fakeQuantize(tensorOf(wm), computeQuantization(tensorOf(wm), int4Spec({}, symmetric), "w").params,
-                         Rounding::Nearest, 0, "w"));
+        const Eigen::MatrixXf rtn =
+            matrixOf(fakeQuantize(tensorOf(wm), computeQuantization(tensorOf(wm), int4Spec({}, symmetric), "w").params,
+                                  Rounding::Nearest, 0, "w"));
         Eigen::MatrixXf reference(rows, features), mine(rows, features);
         for (int64_t r = 0; r < rows; ++r)
             for (int64_t c = 0; c < features; ++c) {
@@ -424,9 +425,10 @@ private slots:
         const auto groupedError = [&](const Eigen::MatrixXf& rounded) {
             double sum = 0;
             for (int64_t k = 0; k < groups; ++k)
-                sum += double(((wm.middleRows(k * groupRows, groupRows) - rounded.middleRows(k * groupRows, groupRows)) *
-                               patches.middleCols(k * features, features).transpose())
-                                  .squaredNorm());
+                sum +=
+                    double(((wm.middleRows(k * groupRows, groupRows) - rounded.middleRows(k * groupRows, groupRows)) *
+                            patches.middleCols(k * features, features).transpose())
+                               .squaredNorm());
             return sum;
         };
         const double ourError = groupedError(mine), refError = groupedError(reference), rtnError = groupedError(rtn);

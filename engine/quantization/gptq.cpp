@@ -162,8 +162,7 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
                     q(r, i1 + i) = value;
                     err1(r, i) = (w1(r, i) - value) / d;
                 }
-                w1.rightCols(count - i).noalias() -=
-                    err1.col(i) * l.col(i1 + i).segment(i1 + i, count - i).transpose();
+                w1.rightCols(count - i).noalias() -= err1.col(i) * l.col(i1 + i).segment(i1 + i, count - i).transpose();
             }
             if (i2 < cols)
                 wp.rightCols(cols - i2).noalias() -= err1 * l.block(i2, i1, cols - i2, count).transpose();

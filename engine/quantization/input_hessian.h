@@ -58,8 +58,8 @@ public:
 
 private:
     std::vector<Eigen::MatrixXd> sums_; // X_gᵀX_g per group, lower triangles kept current
-    Eigen::VectorXd absSum_; // Σ|x| per feature
-    Eigen::VectorXd sum1_;   // Σx per feature
+    Eigen::VectorXd absSum_;            // Σ|x| per feature
+    Eigen::VectorXd sum1_;              // Σx per feature
     int64_t rows_ = 0;
     int64_t groups_ = 1;
     bool withHessian_ = true;

@@ -70,8 +70,9 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
     // A grouped Conv's statistics hold one Hessian per group; the algorithms round each group's rows
     // against its own (gptq.h, awq.h, adaround.h).
     if (hessian && q.algorithm.kind != WeightAlgorithmKind::Rtn && hessian->groups() != calibrationGroups(layer))
-        throw Error("layer '" + layer.modulePath + "': its calibration statistics have " +
-                    std::to_string(hessian->groups()) + " groups, the layer " + std::to_string(calibrationGroups(layer)));
+        throw Error("layer '" + layer.modulePath + "': its calibration statistics are of " +
+                    std::to_string(hessian->groups()) + " group(s) of inputs, the layer has " +
+                    std::to_string(calibrationGroups(layer)) + "; run calibration again");
     Tensor fake;
     std::optional<Tensor> clipReference; // what the saturation ranges apply to, when not x
     if (q.algorithm.kind == WeightAlgorithmKind::Awq) {
