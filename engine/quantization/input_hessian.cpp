@@ -8,6 +8,7 @@
 
 #include "core/block_layout.h"
 #include "core/error.h"
+#include "gemm/gram.h"
 
 namespace qs {
 
@@ -99,11 +100,10 @@ void InputHessian::addRows(const double* rows, int64_t count)
     const int64_t features = sum1_.rows();
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
                                                                                                      features);
-    // XᵀX's lower triangle in tiles of kHessianTile features, one task per tile (oneTBB): a diagonal
-    // tile is a rank update of its columns, one below it a product of two column strips. Each tile
-    // is one Eigen call whatever the number of threads, so every element sums the same products in
-    // the same order: the result does not depend on the threads. Up to kHessianTile features it is
-    // the single rank update of the whole matrix.
+    // XᵀX's lower triangle in tiles of kHessianTile features, one task per tile (oneTBB), each on
+    // gemm's Gram kernels, which sum every element's products in the same order however H is
+    // split: the result does not depend on the threads.
+    const gemm::SimdLevel level = gemm::simdLevel();
     const int64_t tiles = (features + kHessianTile - 1) / kHessianTile;
     auto addTile = [&](int64_t t) {
         // Tile t of the lower triangle, row-major: row block i, column block j <= i.
@@ -113,10 +113,7 @@ void InputHessian::addRows(const double* rows, int64_t count)
         const int64_t j = t - i * (i + 1) / 2;
         const int64_t r0 = i * kHessianTile, c0 = j * kHessianTile;
         const int64_t rn = std::min(kHessianTile, features - r0), cn = std::min(kHessianTile, features - c0);
-        if (i == j)
-            sum_.block(r0, r0, rn, rn).selfadjointView<Eigen::Lower>().rankUpdate(x.middleCols(r0, rn).transpose());
-        else
-            sum_.block(r0, c0, rn, cn).noalias() += x.middleCols(r0, rn).transpose() * x.middleCols(c0, cn);
+        gemm::addGramTile(level, rows, count, features, r0, rn, c0, cn, sum_.data(), sum_.rows(), i == j);
     };
     const int64_t tileCount = tiles * (tiles + 1) / 2;
     if (withHessian_ && tileCount == 1) // (without: the means only, grouped convolutions' statistics)
