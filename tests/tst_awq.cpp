@@ -16,6 +16,7 @@
 
 #include <Eigen/Dense>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -271,6 +272,32 @@ private slots:
         QVERIFY2(refused.startsWith("tensor 'fc.weight': awq: the clipping search shrinks the range absmax and minmax "
                                     "take from the weight, and weight_calibration mse chooses its own range"),
                  qPrintable(refused));
+    }
+
+    void theClippingSearchIsCancellable()
+    {
+        // Cancelled while the clipping search runs (at its first rounding, after the 20 of the α search).
+        const Layer l = outlierLayer(16, 32, 64, 2);
+        const InputHessian stats = statisticsOf(l.x);
+        const QuantizationSpec spec = intSpec(4, 0, true, 0);
+        const AwqClipGroups groups = awqClipGroups({16, 32}, {}, spec, "w");
+        CancellationToken cancel;
+        std::atomic<int> calls{0};
+        const GridRounding plain = rtnOf(spec);
+        const GridRounding cancelling = [&](const Tensor& w) {
+            if (++calls == 21)
+                cancel.cancel();
+            return plain(w);
+        };
+        bool cancelled = false;
+        try {
+            awqQuantize(tensorOf(l.w), 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(),
+                        cancelling, "w", cancel, &groups);
+        } catch (const Cancelled&) {
+            cancelled = true;
+        }
+        QVERIFY(cancelled);
+        QVERIFY(calls >= 21 && calls < 41);
     }
 
     void tiledMatmulGroupsFollowTheQuantizedOrder()
