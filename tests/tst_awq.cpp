@@ -144,8 +144,8 @@ private slots:
         const InputHessian stats = statisticsOf(l.x);
         const QuantizationSpec spec = intSpec(bits, tile, symmetric, 0);
         const AwqClipGroups groups = awqClipGroups({40, 96}, {}, spec, "w");
-        const AwqResult a = awqQuantize(tensorOf(l.w), 0, 1, algorithm, stats.hessian(), stats.meanAbs(),
-                                        rtnOf(spec), "w", {}, &groups);
+        const AwqResult a = awqQuantize(tensorOf(l.w), 0, 1, algorithm, stats.hessian(), stats.meanAbs(), rtnOf(spec),
+                                        "w", {}, &groups);
 
         const Tensor refIndexTensor = readNpy(folder / "ref_alpha_index.npy");
         const int64_t refIndex = refIndexTensor.values<int64_t>()[0];
@@ -179,10 +179,9 @@ private slots:
             QCOMPARE(a.clipIndex.size(), ref.size());
             std::vector<int> histogram(kAwqClipRatios, 0);
             for (size_t g = 0; g < ref.size(); ++g) {
-                QVERIFY2(a.clipIndex[g] == ref[g], qPrintable(QString("group %1: ratio index %2, reference %3")
-                                                                  .arg(g)
-                                                                  .arg(a.clipIndex[g])
-                                                                  .arg(ref[g])));
+                QVERIFY2(a.clipIndex[g] == ref[g],
+                         qPrintable(
+                             QString("group %1: ratio index %2, reference %3").arg(g).arg(a.clipIndex[g]).arg(ref[g])));
                 ++histogram[size_t(a.clipIndex[g])];
             }
             QString text;
@@ -208,8 +207,8 @@ private slots:
         const auto [rtnQ, rtn] = rtnOf(spec)(w);
         const InputHessian stats = statisticsOf(l.x);
         const AwqClipGroups groups = awqClipGroups({64, 256}, {}, spec, "w");
-        const AwqResult a = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq,20,0"), stats.hessian(),
-                                        stats.meanAbs(), rtnOf(spec), "w");
+        const AwqResult a = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq,20,0"), stats.hessian(), stats.meanAbs(),
+                                        rtnOf(spec), "w");
         const AwqResult c = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(),
                                         rtnOf(spec), "w", {}, &groups);
         const double rtnError = outputError(l, rtn), awqError = outputError(l, a.rounded),

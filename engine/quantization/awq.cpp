@@ -169,8 +169,9 @@ AwqClipGroups awqClipGroups(const Shape& ownShape, const std::vector<int>& axes,
         throw Error(who(tensorName) + "clipping rounds onto an integer grid, and " +
                     std::string(qtypeName(spec.qtype)) + " is not an integer type");
     if (spec.method.kind != CalibrationKind::AbsMax && spec.method.kind != CalibrationKind::MinMax)
-        throw Error(who(tensorName) + "the clipping search shrinks the range absmax and minmax take from the weight, "
-                                      "and weight_calibration " +
+        throw Error(who(tensorName) +
+                    "the clipping search shrinks the range absmax and minmax take from the weight, "
+                    "and weight_calibration " +
                     spec.method.toString() +
                     " chooses its own range; use absmax or minmax, or turn clipping off (awq,20,0)");
     if (!axes.empty() && axes.size() != ownShape.size())
@@ -278,8 +279,7 @@ AwqResult awqQuantize(const Tensor& weight, int channelAxis, int inputAxis, cons
         }
     }
     if (algorithm.awqClip)
-        searchClipping(best, wRows, channelAxis, channel, bestS, hessian, *clipGroups, roundOnGrid, tensorName,
-                       cancel);
+        searchClipping(best, wRows, channelAxis, channel, bestS, hessian, *clipGroups, roundOnGrid, tensorName, cancel);
     else
         best.clipped = best.scaled;
     return best;

@@ -73,8 +73,8 @@ struct AwqResult {
     Tensor grid;                     // float32, the weight's shape: Q(clamp(W·diag(s))), points of the grid
     Tensor rounded;                  // float32, the weight's shape: grid / s, the simulated weight
     Tensor scaled;                   // float32, the weight's shape: W·diag(s), before clipping
-    Tensor clipped;                  // float32, the weight's shape: W·diag(s) clamped group by group (= scaled unclipped)
-    std::vector<int> clipIndex;      // per group (AwqClipGroups order): the ratio 1 − i/40 chosen; empty without clip
+    Tensor clipped;                  // float32, the weight's shape: W·diag(s) clamped group by group
+    std::vector<int> clipIndex;      // per group (AwqClipGroups order): ratio 1 − i/40 kept; empty without clip
     // float32, the weight's rank, 1 on every axis but inputAxis (its length there): s.
     Tensor inputScale;
     int alphaIndex = 0; // α = alphaIndex / grid

@@ -86,9 +86,9 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
         std::optional<AwqClipGroups> groups;
         if (q.algorithm.awqClip)
             groups = awqClipGroups(weight->shape(), axes, spec, layer.weightName);
-        AwqResult a = awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm,
-                                  hessian->hessian(), hessian->meanAbs(), roundOnGrid, layer.weightName, cancel,
-                                  groups ? &*groups : nullptr);
+        AwqResult a =
+            awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm, hessian->hessian(),
+                        hessian->meanAbs(), roundOnGrid, layer.weightName, cancel, groups ? &*groups : nullptr);
         q.quantization = std::move(a.quantization);
         q.awqAlpha = a.alpha;
         q.inputScale = std::move(a.inputScale);
