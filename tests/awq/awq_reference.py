@@ -13,12 +13,23 @@ docs/rules.md (signed b-bit integers, symmetric absmax scale = absmax / (qmax + 
 asymmetric minmax scale = (max - min) / (qmax - qmin) over the range widened to
 include 0 and zero point round(qmin - min / scale); rounding half to even in float32).
 
-usage: awq_reference.py DIR BITS TILE SCHEME GRID
+With CLIP = 1, the clipping search of the same paper (the authors' `auto_clip`) follows
+the scales: each group of the scaled weight W * s (a row, or a row's tile of TILE
+input channels) is clamped to r times its range -- [-r max|v|, r max|v|] for SCHEME
+sym, [r min v, r max v] for asym, the bounds r * v computed in float64 and rounded to
+float32 -- for r = 1 - i / 40, i = 0 .. 19; the group is then rounded to nearest with
+its scale (and zero point) taken from the clamped values, and the first r with the
+least output error of the group on the calibration inputs, ||(w_g - w^_g) X_g^T||^2
+(X_g the inputs of the group's channels), is kept for that group.
+
+usage: awq_reference.py DIR BITS TILE SCHEME GRID [CLIP]
   DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, C], the layer's inputs);
   TILE 0 = per output channel, else groups of TILE input channels per row;
   SCHEME sym | asym. Writes DIR/ref_alpha_index.npy (int64 [1]), DIR/ref_s.npy
   (float32 [C]), DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy
-  (float64 [GRID]).
+  (float64 [GRID]); with CLIP = 1 (default 0) also DIR/ref_clip_index.npy (int64
+  [O, groups per row]: the i of the ratio each group keeps), and ref_rounded.npy is
+  then the clipped weight's.
 """
 import math
 import sys
@@ -76,11 +87,52 @@ def awq(W, X, bits, tile, scheme, grid):
     return best, np.array(losses)
 
 
+RATIOS = 20
+
+
+def clip_search(W, X, s32, bits, tile, scheme):
+    """Per group of W * s: the ratio index i kept, and the clipped weight rounded and divided by s."""
+    O, C = W.shape
+    step = tile if tile else C
+    scaled = W * s32[None, :]
+    X64 = X.astype(np.float64)
+    starts = list(range(0, C, step))
+    index = np.zeros((O, len(starts)), np.int64)
+    out = np.empty_like(W)
+    for t, c0 in enumerate(starts):
+        c1 = min(c0 + step, C)
+        part = scaled[:, c0:c1]
+        Xg = X64[:, c0:c1]
+        for o in range(O):
+            v = part[o:o + 1, :]
+            best = None
+            for i in range(RATIOS):
+                r = 1.0 - i / 40.0
+                if scheme == "sym":
+                    b = np.float32(r * float(np.abs(v).max()))
+                    lo, hi = -b, b
+                else:
+                    lo, hi = np.float32(r * float(v.min())), np.float32(r * float(v.max()))
+                clipped = np.clip(v, lo, hi).astype(np.float32)
+                rounded = round_to_nearest(clipped, bits, 0, scheme) / s32[None, c0:c1]
+                e = W[o, c0:c1].astype(np.float64) - rounded[0].astype(np.float64)
+                err = float(np.sum((Xg @ e) ** 2))
+                if best is None or err < best[0]:
+                    best = (err, i, rounded[0])
+            index[o, t] = best[1]
+            out[o, c0:c1] = best[2]
+    return index, out
+
+
 def main():
     folder, bits, tile, scheme, grid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    clip = len(sys.argv) > 6 and sys.argv[6] == "1"
     W = np.load(folder + "/W.npy").astype(np.float32)
     X = np.load(folder + "/X.npy").astype(np.float32)
     (index, s32, rounded), losses = awq(W, X, bits, tile, scheme, grid)
+    if clip:
+        clip_index, rounded = clip_search(W, X, s32, bits, tile, scheme)
+        np.save(folder + "/ref_clip_index.npy", clip_index)
     np.save(folder + "/ref_alpha_index.npy", np.array([index], np.int64))
     np.save(folder + "/ref_s.npy", s32)
     np.save(folder + "/ref_rounded.npy", rounded.astype(np.float32))
