@@ -2,7 +2,8 @@
 // - an independent NumPy AWQ written from the paper (tests/awq/awq_reference.py)
 //   chooses the same exponent and, bit for bit, the same float32 scales and the
 //   same simulated weight on fixed layers (per channel and group-wise,
-//   symmetric and asymmetric);
+//   symmetric and asymmetric), and with the clipping search the same ratio
+//   for every group and the same clipped weight;
 // - on a layer whose inputs have outlier channels, its output error on the
 //   calibration inputs is below round-to-nearest's, and never above it (α = 0 is
 //   round-to-nearest);
@@ -15,6 +16,7 @@
 
 #include <Eigen/Dense>
 
+#include <atomic>
 #include <cmath>
 #include <random>
 
@@ -109,10 +111,15 @@ private slots:
         QTest::addColumn<int>("tile");
         QTest::addColumn<bool>("symmetric");
         QTest::addColumn<int>("grid");
-        QTest::newRow("int4 per channel") << 4 << 0 << true << 20;
-        QTest::newRow("int3 asymmetric per channel") << 3 << 0 << false << 20;
-        QTest::newRow("int4 tiles of 32") << 4 << 32 << true << 20;
-        QTest::newRow("int4 asymmetric tiles of 16, grid 7") << 4 << 16 << false << 7;
+        QTest::addColumn<bool>("clip");
+        QTest::newRow("int4 per channel") << 4 << 0 << true << 20 << false;
+        QTest::newRow("int3 asymmetric per channel") << 3 << 0 << false << 20 << false;
+        QTest::newRow("int4 tiles of 32") << 4 << 32 << true << 20 << false;
+        QTest::newRow("int4 asymmetric tiles of 16, grid 7") << 4 << 16 << false << 7 << false;
+        QTest::newRow("clip: int4 per channel") << 4 << 0 << true << 20 << true;
+        QTest::newRow("clip: int3 asymmetric per channel") << 3 << 0 << false << 20 << true;
+        QTest::newRow("clip: int4 tiles of 32") << 4 << 32 << true << 20 << true;
+        QTest::newRow("clip: int4 asymmetric tiles of 16, grid 7") << 4 << 16 << false << 7 << true;
     }
 
     void matchesTheNumpyReferenceBitForBit()
@@ -121,6 +128,7 @@ private slots:
         QFETCH(int, tile);
         QFETCH(bool, symmetric);
         QFETCH(int, grid);
+        QFETCH(bool, clip);
         const Layer l = outlierLayer(40, 96, 512, 5);
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
@@ -128,13 +136,16 @@ private slots:
         writeNpy(folder / "W.npy", tensorOf(l.w));
         writeNpy(folder / "X.npy", tensorOf(l.x));
         QVERIFY(runPython(kReference, {dir.path(), QString::number(bits), QString::number(tile),
-                                       symmetric ? "sym" : "asym", QString::number(grid)}));
+                                       symmetric ? "sym" : "asym", QString::number(grid), clip ? "1" : "0"}));
 
         WeightAlgorithm algorithm = WeightAlgorithm::parse("awq");
         algorithm.awqGrid = grid;
+        algorithm.awqClip = clip;
         const InputHessian stats = statisticsOf(l.x);
-        const AwqResult a = awqQuantize(tensorOf(l.w), 0, 1, algorithm, stats.hessian(), stats.meanAbs(),
-                                        rtnOf(intSpec(bits, tile, symmetric, 0)), "w");
+        const QuantizationSpec spec = intSpec(bits, tile, symmetric, 0);
+        const AwqClipGroups groups = awqClipGroups({40, 96}, {}, spec, "w");
+        const AwqResult a = awqQuantize(tensorOf(l.w), 0, 1, algorithm, stats.hessian(), stats.meanAbs(), rtnOf(spec),
+                                        "w", {}, &groups);
 
         const Tensor refIndexTensor = readNpy(folder / "ref_alpha_index.npy");
         const int64_t refIndex = refIndexTensor.values<int64_t>()[0];
@@ -149,12 +160,42 @@ private slots:
         QVERIFY2(a.alphaIndex > 0, "on inputs with outlier channels the search should leave alpha 0");
         QCOMPARE(a.inputScale.shape(), (Shape{1, 96}));
         QCOMPARE(bytesOf(a.inputScale.reshaped({96})), bytesOf(refS));
-        QCOMPARE(bytesOf(a.rounded), bytesOf(refRounded));
         QCOMPARE(a.losses.size(), refLosses.size());
         for (size_t i = 0; i < refLosses.size(); ++i)
             QVERIFY(std::abs(a.losses[i] - refLosses[i]) <= 1e-9 * refLosses[i]);
-        // The grid values are the scaled weight's round-to-nearest, and the weight is them over s.
-        const Tensor again = fakeQuantize(a.scaled, a.quantization.params, Rounding::Nearest, 0, "w");
+        // The weight to 1e-6 (relative to the layer's largest weight), and in practice bit for bit.
+        const auto got = a.rounded.values<float>(), want = refRounded.values<float>();
+        QCOMPARE(got.size(), want.size());
+        const float largest = l.w.cwiseAbs().maxCoeff();
+        size_t differing = 0;
+        for (size_t k = 0; k < got.size(); ++k) {
+            QVERIFY2(std::abs(got[k] - want[k]) <= 1e-6f * largest, qPrintable(QString("weight %1").arg(k)));
+            differing += got[k] != want[k];
+        }
+        QCOMPARE(differing, size_t(0));
+        if (clip) {
+            const Tensor refClip = readNpy(folder / "ref_clip_index.npy");
+            const auto ref = refClip.values<int64_t>();
+            QCOMPARE(a.clipIndex.size(), ref.size());
+            std::vector<int> histogram(kAwqClipRatios, 0);
+            for (size_t g = 0; g < ref.size(); ++g) {
+                QVERIFY2(a.clipIndex[g] == ref[g],
+                         qPrintable(
+                             QString("group %1: ratio index %2, reference %3").arg(g).arg(a.clipIndex[g]).arg(ref[g])));
+                ++histogram[size_t(a.clipIndex[g])];
+            }
+            QString text;
+            for (int i = 0; i < kAwqClipRatios; ++i)
+                if (histogram[size_t(i)])
+                    text += QString(" r=%1: %2").arg(awqClipRatio(i)).arg(histogram[size_t(i)]);
+            qInfo("%s: clipping ratios of the %zu groups:%s", QTest::currentDataTag(), ref.size(), qPrintable(text));
+            QVERIFY2(histogram[0] < int(ref.size()), "the search should clip some group of these layers");
+        } else {
+            QVERIFY(a.clipIndex.empty());
+            QCOMPARE(bytesOf(a.clipped), bytesOf(a.scaled));
+        }
+        // The grid values are the clipped scaled weight's round-to-nearest, and the weight is them over s.
+        const Tensor again = fakeQuantize(a.clipped, a.quantization.params, Rounding::Nearest, 0, "w");
         QCOMPARE(bytesOf(again), bytesOf(a.grid));
     }
 
@@ -164,10 +205,15 @@ private slots:
         QTest::addColumn<int>("bits");
         QTest::addColumn<int>("tile"); // 0 per channel, -1 per tensor
         QTest::addColumn<bool>("symmetric");
-        QTest::newRow("depthwise [16, 1, 3, 3], int4 per tensor") << "depthwise" << 4 << -1 << true;
-        QTest::newRow("depthwise [16, 1, 3, 3], int3 asymmetric per tensor") << "depthwise" << 3 << -1 << false;
-        QTest::newRow("2 groups [12, 4, 3, 3], int4 per channel") << "grouped" << 4 << 0 << true;
-        QTest::newRow("2 groups [12, 4, 3, 3], int4 per tensor") << "grouped" << 4 << -1 << true;
+        QTest::addColumn<bool>("clip");
+        QTest::newRow("depthwise [16, 1, 3, 3], int4 per tensor") << "depthwise" << 4 << -1 << true << false;
+        QTest::newRow("depthwise [16, 1, 3, 3], int3 asymmetric per tensor")
+            << "depthwise" << 3 << -1 << false << false;
+        QTest::newRow("2 groups [12, 4, 3, 3], int4 per channel") << "grouped" << 4 << 0 << true << false;
+        QTest::newRow("2 groups [12, 4, 3, 3], int4 per tensor") << "grouped" << 4 << -1 << true << false;
+        QTest::newRow("clip: depthwise [16, 1, 3, 3], int4 per channel") << "depthwise" << 4 << 0 << true << true;
+        QTest::newRow("clip: 2 groups [12, 4, 3, 3], int3 asymmetric per channel")
+            << "grouped" << 3 << 0 << false << true;
     }
 
     // A grouped Conv: s one per input channel of the layer (C), m_j over channel j's own im2col
@@ -180,6 +226,7 @@ private slots:
         QFETCH(int, bits);
         QFETCH(int, tile);
         QFETCH(bool, symmetric);
+        QFETCH(bool, clip);
         const bool depthwise = shape == "depthwise";
         const Shape weightShape = depthwise ? Shape{16, 1, 3, 3} : Shape{12, 4, 3, 3};
         const int64_t groups = depthwise ? 16 : 2, perGroup = weightShape[1], channels = perGroup * groups;
@@ -213,14 +260,18 @@ private slots:
         const std::filesystem::path folder = dir.path().toStdString();
         writeNpy(folder / "W.npy", tensorOf(wm));
         writeNpy(folder / "X.npy", tensorOf(stride2Pad1Patches(x)));
-        QVERIFY(runPython(kReference, {dir.path(), QString::number(bits), QString::number(tile),
-                                       symmetric ? "sym" : "asym", "20", QString::number(groups), "9"}));
+        QVERIFY(
+            runPython(kReference, {dir.path(), QString::number(bits), QString::number(tile), symmetric ? "sym" : "asym",
+                                   "20", clip ? "1" : "0", QString::number(groups), "9"}));
 
         QuantizationSpec spec = intSpec(bits, 0, symmetric, 0);
         if (tile < 0)
             spec.granularity = Granularity::PerTensor;
-        const AwqResult a = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq"), stats.hessians(), stats.meanAbs(),
-                                        rtnOf(spec), "dw.weight");
+        WeightAlgorithm algorithm = WeightAlgorithm::parse("awq");
+        algorithm.awqClip = clip;
+        const AwqClipGroups clipGroups = awqClipGroups(w.shape(), {}, spec, "dw.weight");
+        const AwqResult a = awqQuantize(w, 0, 1, algorithm, stats.hessians(), stats.meanAbs(), rtnOf(spec), "dw.weight",
+                                        {}, clip ? &clipGroups : nullptr);
         const Tensor refIndexTensor = readNpy(folder / "ref_alpha_index.npy");
         const int64_t refIndex = refIndexTensor.values<int64_t>()[0];
         const Tensor refS = readNpy(folder / "ref_s.npy");
@@ -245,7 +296,20 @@ private slots:
         QCOMPARE(a.losses.size(), refLosses.size());
         for (size_t i = 0; i < refLosses.size(); ++i)
             QVERIFY(std::abs(a.losses[i] - refLosses[i]) <= 1e-9 * refLosses[i]);
-        const Tensor again = fakeQuantize(a.scaled, a.quantization.params, Rounding::Nearest, 0, "w");
+        if (clip) {
+            // Each output channel's clipping ratio, scored on its own Conv group's inputs.
+            const Tensor refClip = readNpy(folder / "ref_clip_index.npy");
+            const auto ref = refClip.values<int64_t>();
+            QCOMPARE(a.clipIndex.size(), ref.size());
+            int64_t clipped = 0;
+            for (size_t g = 0; g < ref.size(); ++g) {
+                QCOMPARE(int64_t(a.clipIndex[g]), ref[g]);
+                clipped += a.clipIndex[g] > 0;
+            }
+            qInfo("%s: %lld of %zu groups clipped, every ratio the reference's", QTest::currentDataTag(),
+                  (long long)clipped, ref.size());
+        }
+        const Tensor again = fakeQuantize(a.clipped, a.quantization.params, Rounding::Nearest, 0, "w");
         QCOMPARE(bytesOf(again), bytesOf(a.grid));
     }
 
@@ -256,14 +320,22 @@ private slots:
         const Tensor w = tensorOf(l.w);
         const auto [rtnQ, rtn] = rtnOf(spec)(w);
         const InputHessian stats = statisticsOf(l.x);
-        const AwqResult a =
-            awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(), rtnOf(spec), "w");
-        const double rtnError = outputError(l, rtn), awqError = outputError(l, a.rounded);
-        qInfo("int4 per channel, 64x256: ||WX - W^X||^2 RTN %.4g, AWQ %.4g (%.1f%% of RTN), alpha %.2f", rtnError,
-              awqError, 100 * awqError / rtnError, a.alpha);
+        const AwqClipGroups groups = awqClipGroups({64, 256}, {}, spec, "w");
+        const AwqResult a = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq,20,0"), stats.hessian(), stats.meanAbs(),
+                                        rtnOf(spec), "w");
+        const AwqResult c = awqQuantize(w, 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(),
+                                        rtnOf(spec), "w", {}, &groups);
+        const double rtnError = outputError(l, rtn), awqError = outputError(l, a.rounded),
+                     clipError = outputError(l, c.rounded);
+        qInfo("int4 per channel, 64x256: ||WX - W^X||^2 RTN %.4g, AWQ %.4g (%.1f%% of RTN), alpha %.2f; "
+              "with clipping %.4g (%.1f%% of RTN)",
+              rtnError, awqError, 100 * awqError / rtnError, a.alpha, clipError, 100 * clipError / rtnError);
         // α = 0 is round-to-nearest itself: the first loss is RTN's, and the chosen one is not above it.
         QVERIFY(std::abs(a.losses.front() * 1024 / 2 - rtnError) <= 1e-6 * rtnError);
         QVERIFY2(awqError < 0.9 * rtnError, "AWQ should remove at least 10% of RTN's output error here");
+        // The same scales; r = 1 is no clipping, so each group's error (and their sum) is not above AWQ's.
+        QCOMPARE(c.alphaIndex, a.alphaIndex);
+        QVERIFY(clipError <= awqError * (1 + 1e-12));
     }
 
     void matmulLayoutGetsTheSameScales()
@@ -272,12 +344,15 @@ private slots:
         const Layer l = outlierLayer(24, 64, 256, 3);
         const InputHessian stats = statisticsOf(l.x);
         const WeightAlgorithm algorithm = WeightAlgorithm::parse("awq");
+        const AwqClipGroups rowGroups = awqClipGroups({24, 64}, {}, intSpec(4, 0, true, 0), "w");
         const AwqResult rows = awqQuantize(tensorOf(l.w), 0, 1, algorithm, stats.hessian(), stats.meanAbs(),
-                                           rtnOf(intSpec(4, 0, true, 0)), "w");
+                                           rtnOf(intSpec(4, 0, true, 0)), "w", {}, &rowGroups);
         const Eigen::MatrixXf wt = l.w.transpose();
+        const AwqClipGroups colGroups = awqClipGroups({64, 24}, {}, intSpec(4, 0, true, 1), "w");
         const AwqResult cols = awqQuantize(tensorOf(wt), 1, 0, algorithm, stats.hessian(), stats.meanAbs(),
-                                           rtnOf(intSpec(4, 0, true, 1)), "w");
+                                           rtnOf(intSpec(4, 0, true, 1)), "w", {}, &colGroups);
         QCOMPARE(cols.alphaIndex, rows.alphaIndex);
+        QCOMPARE(cols.clipIndex, rows.clipIndex);
         QCOMPARE(cols.inputScale.shape(), (Shape{64, 1}));
         QCOMPARE(bytesOf(cols.inputScale.reshaped({64})), bytesOf(rows.inputScale.reshaped({64})));
         QCOMPARE(bytesOf(cols.rounded.permuted({1, 0})), bytesOf(rows.rounded));
@@ -286,7 +361,7 @@ private slots:
     void badStatisticsAreErrorsNamingTheTensor()
     {
         const Layer l = outlierLayer(4, 8, 16, 1);
-        const WeightAlgorithm a = WeightAlgorithm::parse("awq");
+        const WeightAlgorithm a = WeightAlgorithm::parse("awq,20,0");
         const InputHessian small = statisticsOf(l.x.leftCols(7));
         QVERIFY(errorOf([&] {
                     awqQuantize(tensorOf(l.w), 0, 1, a, small.hessian(), small.meanAbs(), rtnOf(intSpec(4, 0, true, 0)),
@@ -299,6 +374,55 @@ private slots:
                     awqQuantize(tensorOf(l.w), 0, 1, a, stats.hessian(), nan, rtnOf(intSpec(4, 0, true, 0)),
                                 "fc.weight");
                 }).contains("NaN or Inf"));
+        // Clipping needs the groups, and is defined for absmax and minmax grids only.
+        QVERIFY(errorOf([&] {
+                    awqQuantize(tensorOf(l.w), 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(),
+                                rtnOf(intSpec(4, 0, true, 0)), "fc.weight");
+                }).startsWith("tensor 'fc.weight': awq: the clipping search needs the weight's groups"));
+        QuantizationSpec mse = intSpec(4, 0, true, 0);
+        mse.method = CalibrationMethod::parse("mse");
+        const QString refused = errorOf([&] { awqClipGroups({4, 8}, {}, mse, "fc.weight"); });
+        QVERIFY2(refused.startsWith("tensor 'fc.weight': awq: the clipping search shrinks the range absmax and minmax "
+                                    "take from the weight, and weight_calibration mse chooses its own range"),
+                 qPrintable(refused));
+    }
+
+    void theClippingSearchIsCancellable()
+    {
+        // Cancelled while the clipping search runs (at its first rounding, after the 20 of the α search).
+        const Layer l = outlierLayer(16, 32, 64, 2);
+        const InputHessian stats = statisticsOf(l.x);
+        const QuantizationSpec spec = intSpec(4, 0, true, 0);
+        const AwqClipGroups groups = awqClipGroups({16, 32}, {}, spec, "w");
+        CancellationToken cancel;
+        std::atomic<int> calls{0};
+        const GridRounding plain = rtnOf(spec);
+        const GridRounding cancelling = [&](const Tensor& w) {
+            if (++calls == 21)
+                cancel.cancel();
+            return plain(w);
+        };
+        bool cancelled = false;
+        try {
+            awqQuantize(tensorOf(l.w), 0, 1, WeightAlgorithm::parse("awq"), stats.hessian(), stats.meanAbs(),
+                        cancelling, "w", cancel, &groups);
+        } catch (const Cancelled&) {
+            cancelled = true;
+        }
+        QVERIFY(cancelled);
+        QVERIFY(calls >= 21 && calls < 41);
+    }
+
+    void tiledMatmulGroupsFollowTheQuantizedOrder()
+    {
+        // x·W with W [in, out], tiles of 16 along the input (the weight quantizer's order [out, in]): each
+        // group is one output column's run of 16 inputs.
+        QuantizationSpec spec = intSpec(4, 16, true, 0);
+        const AwqClipGroups g = awqClipGroups({48, 5}, {1, 0}, spec, "w");
+        QCOMPARE(g.count, int64_t(15));
+        for (int64_t i = 0; i < 48; ++i)
+            for (int64_t o = 0; o < 5; ++o)
+                QCOMPARE(g.groupOf[size_t(i * 5 + o)], o * 3 + i / 16);
     }
 };
 

@@ -17,6 +17,8 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "io/npy.h"
 #include "rules/ruleset.h"
 #include "session/exploration.h"
@@ -284,6 +286,45 @@ private slots:
         QVERIFY(errorOf([] {
                     RuleSet::fromJson(R"({"version":1,"rules":[{"high_bias_absorption":true}]})");
                 }).contains("high_bias_absorption"));
+    }
+
+    void theCliReportsTheAbsorption()
+    {
+        const std::string rules = (folder_ / "absorb.json").string(), report = (folder_ / "report.json").string();
+        writeFile(rules, kAbsorbRules);
+        const CliRun r = runCli({"quantize", QString::fromStdString((folder_ / "absorb_conv.onnx").string()), "--rules",
+                                 QString::fromStdString(rules), "--calib",
+                                 QString::fromStdString((folder_ / "absorb_conv_calib.npz").string()), "--report",
+                                 QString::fromStdString(report)});
+        QCOMPARE(r.exitCode, 0);
+        QVERIFY2(r.err.contains("high_bias_absorption: conv1 -> dw: 3 of 8 channels"), r.err.constData());
+        const auto j = nlohmann::json::parse(readFile(report));
+        const auto& pairs = j["absorption"]["pairs"];
+        QCOMPARE(pairs.size(), size_t(2));
+        QCOMPARE(pairs[0]["first"].get<std::string>(), std::string("conv1"));
+        QCOMPARE(pairs[0]["second"].get<std::string>(), std::string("dw"));
+        QCOMPARE(pairs[0]["channels"].get<int>(), 8);
+        QCOMPARE(pairs[0]["channels_absorbed"].get<int>(), 3);
+        QCOMPARE(pairs[1]["first"].get<std::string>(), std::string("dw"));
+        QCOMPARE(pairs[1]["channels_absorbed"].get<int>(), 5);
+        // The report's largest c is the reference's.
+        for (int k = 0; k < 2; ++k) {
+            const Tensor ref = readNpy(folder_ / ("absorb_conv_c_" + std::to_string(k) + ".npy"));
+            const auto c = ref.values<double>();
+            const double largest = *std::max_element(c.begin(), c.end());
+            QVERIFY(std::abs(pairs[k]["max_absorbed"].get<double>() - largest) <= 1e-5 * largest);
+        }
+        const auto& skipped = j["absorption"]["skipped"];
+        QCOMPARE(skipped.size(), size_t(1));
+        QCOMPARE(skipped[0]["layer"].get<std::string>(), std::string("pw"));
+        QVERIFY(skipped[0]["reason"].get<std::string>().find("pads its input with zeros") != std::string::npos);
+        // Without the field the report says so with null.
+        writeFile(rules, R"({"version":1,"rules":[{"weight_qtype":"int8","equalize":true}]})");
+        QCOMPARE(runCli({"quantize", QString::fromStdString((folder_ / "absorb_conv.onnx").string()), "--rules",
+                         QString::fromStdString(rules), "--report", QString::fromStdString(report)})
+                     .exitCode,
+                 0);
+        QVERIFY(nlohmann::json::parse(readFile(report))["absorption"].is_null());
     }
 
     void onlyLayersWhoseRulesSayEqualizeArePaired()

@@ -229,7 +229,13 @@ void TestGuiAlgorithms::algorithmsMatchTheCliAndApply()
     QVERIFY2(inspectorHas({QStringLiteral("awq + bias_correction against RTN"), dB(awq.outputSqnr) + " dB",
                            dB(rtn.outputSqnr) + " dB"}),
              qPrintable(window.inspector()->toPlainText()));
+    // The layer table says what rounds each weight: its algorithm and bias correction.
+    auto weightCell = [&](size_t layer) {
+        return ws.layers()->indexOfLayer(layer).siblingAtColumn(LayerTreeModel::WeightQTypeColumn).data().toString();
+    };
+    QCOMPARE(weightCell(kConv2), QStringLiteral("int4 · awq · bias corrected"));
     ws.undoStack()->undo();
+    QCOMPARE(weightCell(kConv2), QStringLiteral("int4 · gptq"));
     QCOMPARE(ws.rules()->rows()[0]["algorithm"].get<std::string>(), std::string("gptq"));
     QVERIFY(!ws.rules()->rows()[0].contains("bias_correction"));
 
@@ -243,6 +249,19 @@ void TestGuiAlgorithms::algorithmsMatchTheCliAndApply()
     QVERIFY(!ws.rules()->rows()[0].contains("algorithm"));
     QVERIFY(!ws.rules()->rows()[0].contains("bias_correction"));
     QVERIFY(ws.rules()->firstError().isEmpty());
+
+    // And the rewrites of the float model the layer takes part in: the pairs equalization made.
+    ws.rules()->setField(0, "equalize", true);
+    QVERIFY(ws.rules()->firstError().isEmpty());
+    const auto eq = ws.exploration().equalization();
+    QVERIFY(eq && !eq->pairs.empty());
+    for (size_t layer = 0; layer < ws.layers()->layerCount(); ++layer) {
+        const bool paired = std::any_of(eq->pairs.begin(), eq->pairs.end(), [&](const EqualizedPair& p) {
+            return p.first == layer || p.second == layer;
+        });
+        QCOMPARE(weightCell(layer).endsWith(QStringLiteral(" · equalized")), paired);
+    }
+    QCOMPARE(weightCell(kConv2), QStringLiteral("lut4 · equalized"));
 }
 
 QTEST_MAIN(TestGuiAlgorithms)

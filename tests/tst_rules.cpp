@@ -267,7 +267,7 @@ private slots:
             "rule 1, field \"symmetric\": act_calibration is not set, so the mode picks it");
         row("unknown algorithm", oneRule(R"("weight_qtype": "int4", "algorithm": "brecq")"),
             "rule 1, field \"algorithm\": unknown algorithm 'brecq'; expected rtn, gptq[,damp[,act_order]], "
-            "awq[,grid] or adaround[,iters[,lambda]]");
+            "awq[,grid[,clip]] or adaround[,iters[,lambda]]");
         row("adaround iterations", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround,0")"),
             "rule 1, field \"algorithm\": algorithm 'adaround,0': iters is the number of Adam steps");
         row("adaround lambda", oneRule(R"("weight_qtype": "int4", "algorithm": "adaround,100,-1")"),
@@ -282,8 +282,16 @@ private slots:
             "rule 1, field \"algorithm\": adaround learns each weight's rounding itself");
         row("awq grid", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,0")"),
             "rule 1, field \"algorithm\": algorithm 'awq,0': the grid is the number of exponents tried");
-        row("awq options", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,20,1")"),
-            "rule 1, field \"algorithm\": algorithm 'awq,20,1': awq takes at most one option");
+        row("awq options", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,20,1,1")"),
+            "rule 1, field \"algorithm\": algorithm 'awq,20,1,1': awq takes at most two options");
+        row("awq clip", oneRule(R"("weight_qtype": "int4", "algorithm": "awq,20,2")"),
+            "rule 1, field \"algorithm\": algorithm 'awq,20,2': clip is 1 (search a clipping ratio per weight "
+            "group, the default) or 0 (no clipping)");
+        row("awq clip with mse",
+            oneRule(R"("weight_qtype": "int4", "algorithm": "awq,10", "weight_calibration": "mse")"),
+            "rule 1, field \"algorithm\": awq's clipping search shrinks the range absmax and minmax take from the "
+            "weight, and weight_calibration mse chooses its own range; use absmax or minmax, or turn clipping off "
+            "(awq,10,0)");
         row("awq on nf4", oneRule(R"("weight_qtype": "nf4", "algorithm": "awq")"),
             "rule 1, field \"algorithm\": awq rounds onto an integer grid; weight_qtype nf4 is not an integer");
         row("bias_correction without weights", oneRule(R"("act_qtype": "int8", "bias_correction": true)"),
@@ -648,7 +656,8 @@ private slots:
             {"weight_qtype": "int4", "algorithm": "awq,8"},
             {"weight_qtype": "int4", "algorithm": "adaround,1000,0.010"},
             {"weight_qtype": "int4", "algorithm": "adaround,500"},
-            {"weight_qtype": "int4", "algorithm": "adaround,1000,0.25"}]})";
+            {"weight_qtype": "int4", "algorithm": "adaround,1000,0.25"},
+            {"weight_qtype": "int4", "algorithm": "awq,20,0", "weight_calibration": "mse"}]})";
         const RuleSet set = RuleSet::fromJson(text);
         const QuantizationRule& r = set.rules()[0];
         QCOMPARE(r.modulePath.text(), std::string("layer[0-9]+/conv.*"));
@@ -687,6 +696,9 @@ private slots:
         QCOMPARE(json["rules"][6].dump(), std::string(R"({"algorithm":"awq,8","weight_qtype":"int4"})"));
         QCOMPARE(set.rules()[6].algorithm.kind, WeightAlgorithmKind::Awq);
         QCOMPARE(set.rules()[6].algorithm.awqGrid, 8);
+        QVERIFY(set.rules()[6].algorithm.awqClip);
+        QCOMPARE(json["rules"][10]["algorithm"].get<std::string>(), std::string("awq,20,0"));
+        QVERIFY(!set.rules()[10].algorithm.awqClip);
         QCOMPARE(set.rules()[3].algorithm.kind, WeightAlgorithmKind::Gptq);
         QCOMPARE(set.rules()[3].algorithm.dampening, 0.05);
         QVERIFY(!set.rules()[3].algorithm.actOrder);

@@ -13,6 +13,11 @@
 #include <functional>
 #include <random>
 
+#include <Eigen/Cholesky>
+#include <tbb/global_control.h>
+
+#include "gemm/gram.h"
+#include "quantization/inverse_hessian.h"
 #include "gemm/sgemm.h"
 #include "kernel_support.h"
 #include "runtime/op_registry.h"
@@ -270,6 +275,122 @@ private slots:
                 ++checked;
             }
         QCOMPARE(checked, int(shapes.size()) * 4);
+    }
+
+    void gramTilesMatchALongDoubleSumAndKeepTheirBitsHoweverSplit()
+    {
+        // XᵀX tiles in double (quantization/input_hessian's): below, at and above a
+        // micro-tile (16 x 12 / 8 x 6 / 4 x 4) and one depth block (128 rows), leading
+        // dimensions wider than the tile, and the diagonal tiles of a lower triangle.
+        const gemm::SimdLevel level = gemm::simdLevel();
+        std::mt19937 rng(7);
+        std::normal_distribution<double> normal;
+        int checked = 0;
+        for (const auto& [rows, features] : std::vector<std::array<int64_t, 2>>{
+                 {1, 1}, {3, 5}, {127, 17}, {128, 16}, {129, 40}, {300, 37}, {517, 70}, {64, 100}}) {
+            const int64_t ld = features + 3;
+            std::vector<double> x(size_t(rows * ld));
+            for (double& v : x)
+                v = normal(rng);
+            for (size_t e = 0; e < x.size(); e += 29)
+                x[e] = e % 2 ? -0.0 : 1e6; // zeros of both signs, large magnitudes
+            const int64_t ldh = features + 2;
+            // The whole lower triangle as one diagonal tile, and as tiles of 13 features.
+            std::vector<double> whole(size_t(ldh * features), 0.0), tiled(whole.size(), 0.0);
+            gemm::addGramTile(level, x.data(), rows, ld, 0, features, 0, features, whole.data(), ldh, true);
+            for (int64_t r0 = 0; r0 < features; r0 += 13)
+                for (int64_t c0 = 0; c0 <= r0; c0 += 13)
+                    gemm::addGramTile(level, x.data(), rows, ld, r0, std::min<int64_t>(13, features - r0), c0,
+                                      std::min<int64_t>(13, features - c0), tiled.data(), ldh, r0 == c0);
+            for (int64_t j = 0; j < features; ++j)
+                for (int64_t i = j; i < features; ++i) {
+                    long double ref = 0, magnitude = 0;
+                    for (int64_t k = 0; k < rows; ++k) {
+                        const long double p = (long double)x[size_t(k * ld + i)] * x[size_t(k * ld + j)];
+                        ref += p;
+                        magnitude += std::abs(p);
+                    }
+                    const double got = whole[size_t(j * ldh + i)];
+                    if (!(std::abs(got - double(ref)) <= 1e-13 * double(magnitude) + 1e-300))
+                        QFAIL(qPrintable(QString("rows %1 features %2: H[%3, %4] = %5, expected %6")
+                                             .arg(rows)
+                                             .arg(features)
+                                             .arg(i)
+                                             .arg(j)
+                                             .arg(got, 0, 'g', 17)
+                                             .arg(double(ref), 0, 'g', 17)));
+                    QCOMPARE(tiled[size_t(j * ldh + i)], got); // the same bits whatever the tiles
+                }
+            // Rows added in two calls: each call's sums are added to H in turn.
+            std::vector<double> twice(whole.size(), 0.0);
+            gemm::addGramTile(level, x.data(), rows, ld, 0, features, 0, features, twice.data(), ldh, true);
+            gemm::addGramTile(level, x.data(), rows, ld, 0, features, 0, features, twice.data(), ldh, true);
+            for (int64_t j = 0; j < features; ++j)
+                for (int64_t i = j; i < features; ++i)
+                    QCOMPARE(twice[size_t(j * ldh + i)], whole[size_t(j * ldh + i)] + whole[size_t(j * ldh + i)]);
+            // Nothing past the matrix: the padding rows of H stay zero.
+            for (int64_t j = 0; j < features; ++j)
+                for (int64_t i = features; i < ldh; ++i)
+                    QCOMPARE(whole[size_t(j * ldh + i)], 0.0);
+            ++checked;
+        }
+        QCOMPARE(checked, 8);
+    }
+
+    void triangularInverseAndInverseCholeskyMatchEigen()
+    {
+        // Orders below, at and above the unblocked size (64) and odd halves; a
+        // well-conditioned lower L (unit-ish diagonal), and a Hessian-like SPD H.
+        const gemm::SimdLevel level = gemm::simdLevel();
+        std::mt19937 rng(11);
+        std::normal_distribution<double> normal;
+        for (const int64_t n : {1, 5, 64, 65, 130, 301}) {
+            const int64_t ld = n + 3;
+            std::vector<double> l(size_t(ld * n), 7.0); // the strict upper triangle holds 7s it must leave
+            Eigen::MatrixXd dense = Eigen::MatrixXd::Zero(n, n);
+            for (int64_t j = 0; j < n; ++j)
+                for (int64_t i = j; i < n; ++i) {
+                    const double v = i == j ? 1.0 + std::abs(normal(rng)) : 0.3 * normal(rng) / std::sqrt(double(n));
+                    l[size_t(j * ld + i)] = v;
+                    dense(i, j) = v;
+                }
+            std::vector<double> one = l, two = l;
+            {
+                tbb::global_control threads(tbb::global_control::max_allowed_parallelism, 1);
+                gemm::invertLowerTriangular(level, one.data(), n, ld);
+            }
+            gemm::invertLowerTriangular(level, two.data(), n, ld);
+            QVERIFY(one == two); // the same bits on one thread and on many
+            Eigen::MatrixXd x = Eigen::MatrixXd::Zero(n, n);
+            for (int64_t j = 0; j < n; ++j) {
+                for (int64_t i = 0; i < j; ++i)
+                    QCOMPARE(one[size_t(j * ld + i)], 7.0);
+                for (int64_t i = j; i < n; ++i)
+                    x(i, j) = one[size_t(j * ld + i)];
+            }
+            const double residual = (dense * x - Eigen::MatrixXd::Identity(n, n)).cwiseAbs().maxCoeff();
+            QVERIFY2(residual < 1e-12, qPrintable(QString("n %1: max |L·X − I| %2").arg(n).arg(residual)));
+
+            // The factor GPTQ reads, against the way it was computed before: invert H, factor H⁻¹.
+            Eigen::MatrixXd a(n, n + 10);
+            for (double& v : a.reshaped())
+                v = normal(rng);
+            const Eigen::MatrixXd h = a * a.transpose() / double(n) + 0.01 * Eigen::MatrixXd::Identity(n, n);
+            const std::optional<Eigen::MatrixXd> factor = choleskyOfInverse(h);
+            QVERIFY(factor);
+            Eigen::MatrixXd inverse = Eigen::MatrixXd::Identity(n, n);
+            h.llt().solveInPlace(inverse);
+            const Eigen::MatrixXd expected = inverse.llt().matrixL();
+            const double scale = expected.cwiseAbs().maxCoeff();
+            const double difference = (*factor - expected).cwiseAbs().maxCoeff();
+            QVERIFY2(difference < 1e-10 * scale,
+                     qPrintable(QString("n %1: max |factor − Eigen's| %2 of %3").arg(n).arg(difference).arg(scale)));
+            QVERIFY(factor->triangularView<Eigen::StrictlyUpper>().toDenseMatrix().isZero(0));
+        }
+        // Not positive definite: nothing.
+        Eigen::MatrixXd indefinite = Eigen::MatrixXd::Identity(3, 3);
+        indefinite(1, 1) = -1;
+        QVERIFY(!choleskyOfInverse(indefinite));
     }
 
     void fewColumnProductsMatchTheMicroKernelsAndSubnormalWeightsFlush()

@@ -106,6 +106,23 @@ nlohmann::json quantizeReportJson(const QuantizeReport& r)
             skipped.push_back({{"layer", model.layers[p.first].modulePath}, {"reason", p.reason}});
         j["equalization"] = {{"pairs", pairs}, {"skipped", skipped}, {"sweeps", eq->sweeps}};
     }
+    j["absorption"] = nullptr;
+    if (const auto hb = q.absorption()) {
+        nlohmann::json pairs = nlohmann::json::array(), skipped = nlohmann::json::array();
+        for (const AbsorptionPair& p : hb->pairs) {
+            const auto absorbed = std::count_if(p.absorbed.begin(), p.absorbed.end(), [](double c) { return c > 0; });
+            const double largest = p.absorbed.empty() ? 0.0 : *std::max_element(p.absorbed.begin(), p.absorbed.end());
+            pairs.push_back({{"first", model.layers[p.first].modulePath},
+                             {"second", model.layers[p.second].modulePath},
+                             {"pre_activation", p.preActivation},
+                             {"channels", p.channels},
+                             {"channels_absorbed", absorbed},
+                             {"max_absorbed", largest}});
+        }
+        for (const SkippedPair& p : hb->skipped)
+            skipped.push_back({{"layer", model.layers[p.first].modulePath}, {"reason", p.reason}});
+        j["absorption"] = {{"pairs", pairs}, {"skipped", skipped}};
+    }
     j["smoothing"] = nullptr;
     if (const auto sq = q.smoothing()) {
         nlohmann::json inputs = nlohmann::json::array(), skipped = nlohmann::json::array();

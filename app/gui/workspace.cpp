@@ -1,5 +1,7 @@
 #include "gui/workspace.h"
 
+#include <cstdio>
+
 #include <QDateTime>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -205,15 +207,45 @@ void Workspace::showPlan(const Staleness& stale)
     for (const LayerQuantization& lq : plan->layers()) {
         auto& a = assignments[lq.layer];
         if (lq.weight) {
-            // The algorithm that rounds the weight is part of what the layer gets ("int4 · gptq").
+            // What changes the weight besides its type is part of what the layer gets: the
+            // algorithm that rounds it, bias correction, and (below) the rewrites of the float
+            // model it took part in ("int4 · gptq · bias corrected · equalized").
             a.weightQType = std::string(qtypeName(lq.weight->qtype));
             if (lq.weightAlgorithm.kind != WeightAlgorithmKind::Rtn)
                 a.weightQType += " · " + lq.weightAlgorithm.toString();
+            if (lq.biasCorrection)
+                a.weightQType += " · bias corrected";
         }
         if (lq.activation)
             a.actQType = std::string(qtypeName(lq.activation->target.qtype));
         a.problem = lq.problem;
     }
+    // The rewrites as the exploration made them: a rule asking for one the layer cannot take
+    // leaves no mark (the layer's note says why).
+    auto mark = [&](size_t layer, const std::string& what) {
+        if (layer >= assignments.size())
+            return;
+        std::string& text = assignments[layer].weightQType;
+        if (text.find(what) == std::string::npos)
+            text += (text.empty() ? "float · " : " · ") + what;
+    };
+    if (const auto eq = exploration_.equalization())
+        for (const EqualizedPair& p : eq->pairs) {
+            mark(p.first, "equalized");
+            mark(p.second, "equalized");
+        }
+    if (const auto hb = exploration_.absorption())
+        for (const AbsorptionPair& p : hb->pairs) {
+            mark(p.first, "bias absorbed");
+            mark(p.second, "bias absorbed");
+        }
+    if (const auto sq = exploration_.smoothing())
+        for (const SmoothedInput& in : sq->inputs) {
+            char smoothed[48];
+            std::snprintf(smoothed, sizeof smoothed, "smoothed %.3g", in.alpha);
+            for (size_t layer : in.layers)
+                mark(layer, smoothed);
+        }
     layers_->setRules(rules_->effectiveRules(), std::move(assignments), exploration_.generation());
     if (comparisonA_) { // the comparison shown is of the rules of before until the next one is in
         ++comparisonRequest_;

@@ -10,10 +10,12 @@
 
 #include "core/block_layout.h"
 #include "core/error.h"
+#include "gemm/gram.h"
 #include "numerics/qtype.h"
 #include "quant/kernels.h"
 #include "quant/reference.h"
 #include "quantization/input_hessian.h"
+#include "quantization/inverse_hessian.h"
 
 namespace qs {
 
@@ -105,24 +107,20 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
             wp.col(j) = w.col(perm[size_t(j)]);
         w.resize(0, 0);
 
-        // H⁻¹ = L·Lᵀ, factored in place: two C×C matrices besides the caller's H. U = Lᵀ is read
-        // from L's lower triangle (U(i, j) = L(j, i)), never copied.
-        Eigen::MatrixXd l = Eigen::MatrixXd::Identity(cols, cols);
+        // H⁻¹ = L·Lᵀ (quantization/inverse_hessian.h). U = Lᵀ is read from L's lower triangle
+        // (U(i, j) = L(j, i)), never copied.
+        Eigen::MatrixXd l;
         {
             Eigen::MatrixXd hp(cols, cols); // H in processing order, dampened
             for (int64_t j = 0; j < cols; ++j)
                 for (int64_t i = 0; i < cols; ++i)
                     hp(i, j) = i == j ? diagonal(perm[size_t(j)]) + damp : hessian(perm[size_t(i)], perm[size_t(j)]);
-            const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltH(hp);
-            if (lltH.info() != Eigen::Success)
+            std::optional<Eigen::MatrixXd> factor = choleskyOfInverse(hp);
+            if (!factor)
                 throw Error(who(tensorName) + "the dampened Hessian" + where +
                             " is not positive definite; raise the dampening (the first option of gptq, e.g. gptq,0.1)");
-            lltH.solveInPlace(l);
+            l = std::move(*factor);
         }
-        const Eigen::LLT<Eigen::Ref<Eigen::MatrixXd>> lltInv(l);
-        if (lltInv.info() != Eigen::Success)
-            throw Error(who(tensorName) + "the inverse Hessian" + where +
-                        " is not positive definite; raise the dampening (the first option of gptq, e.g. gptq,0.1)");
 
         std::vector<char> tileReached(size_t(tilesPerRow), 0);
         std::vector<int64_t> position(static_cast<size_t>(cols)); // natural column -> processing position
@@ -165,7 +163,10 @@ GptqResult gptqQuantize(const Tensor& input, const QuantizationSpec& spec, const
                 w1.rightCols(count - i).noalias() -= err1.col(i) * l.col(i1 + i).segment(i1 + i, count - i).transpose();
             }
             if (i2 < cols)
-                wp.rightCols(cols - i2).noalias() -= err1 * l.block(i2, i1, cols - i2, count).transpose();
+                // wp(:, i2:) −= err1 · L(i2:, i1:i2)ᵀ, on gemm's vector kernels (Eigen's are SSE2 here).
+                gemm::addProductParallel(gemm::simdLevel(), count, err1.data(), groupRows, groupRows,
+                                         l.data() + i1 * cols + i2, cols, cols - i2, wp.data() + i2 * groupRows,
+                                         groupRows, true);
         }
         for (int64_t r = 0; r < groupRows; ++r)
             for (int64_t j = 0; j < cols; ++j)

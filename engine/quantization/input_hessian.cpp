@@ -8,6 +8,7 @@
 
 #include "core/block_layout.h"
 #include "core/error.h"
+#include "gemm/gram.h"
 
 namespace qs {
 
@@ -105,17 +106,15 @@ void InputHessian::addRows(const double* rows, int64_t count)
     const Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> x(rows, count,
                                                                                                      features);
     // Each group's X_gᵀX_g, lower triangle, in tiles of kHessianTile features, one task per tile of
-    // each group (oneTBB): a diagonal tile is a rank update of its columns, one below it a product
-    // of two column strips. Each tile is one Eigen call whatever the number of threads, so every
-    // element sums the same products in the same order: the result does not depend on the threads.
-    // Up to kHessianTile features a group is the single rank update of its whole matrix.
+    // each group (oneTBB), each on gemm's Gram kernels, which sum every element's products in the
+    // same order however H is split: the result does not depend on the threads.
+    const gemm::SimdLevel level = gemm::simdLevel();
     const int64_t perGroup = features / groups_;
     const int64_t tiles = (perGroup + kHessianTile - 1) / kHessianTile;
     const int64_t tilesPerGroup = tiles * (tiles + 1) / 2;
     auto addTile = [&](int64_t task) {
         const int64_t g = task / tilesPerGroup, t = task % tilesPerGroup;
         Eigen::MatrixXd& sum = sums_[size_t(g)];
-        const auto xg = x.middleCols(g * perGroup, perGroup);
         // Tile t of the lower triangle, row-major: row block i, column block j <= i.
         int64_t i = 0;
         while ((i + 1) * (i + 2) / 2 <= t)
@@ -123,10 +122,8 @@ void InputHessian::addRows(const double* rows, int64_t count)
         const int64_t j = t - i * (i + 1) / 2;
         const int64_t r0 = i * kHessianTile, c0 = j * kHessianTile;
         const int64_t rn = std::min(kHessianTile, perGroup - r0), cn = std::min(kHessianTile, perGroup - c0);
-        if (i == j)
-            sum.block(r0, r0, rn, rn).selfadjointView<Eigen::Lower>().rankUpdate(xg.middleCols(r0, rn).transpose());
-        else
-            sum.block(r0, c0, rn, cn).noalias() += xg.middleCols(r0, rn).transpose() * xg.middleCols(c0, cn);
+        // Group g's columns: the rows from its first feature on, `features` doubles apart.
+        gemm::addGramTile(level, rows + g * perGroup, count, features, r0, rn, c0, cn, sum.data(), sum.rows(), i == j);
     };
     const int64_t taskCount = perGroup ? tilesPerGroup * groups_ : 0;
     if (withHessian_ && taskCount == 1) // (without: the means only)

@@ -15,7 +15,7 @@
 // F_g = (C/G)·k…, i.e. (C·k…)·F_g, which is at most what one group's worth of an
 // ungrouped Conv would cost (a depthwise 3×3 Conv of 64 channels: 64 9×9 blocks,
 // 41 KiB). The groups' blocks are summed in parallel (oneTBB), each tile of each
-// block one Eigen call: the same bits whatever the thread count.
+// block one call of gemm's Gram kernels: the same bits whatever the thread count.
 
 #include <cstdint>
 #include <map>

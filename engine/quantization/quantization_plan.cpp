@@ -123,6 +123,12 @@ std::string algorithmProblem(const Model& model, const QuantizableLayer& layer, 
                                                                                : std::string_view("bias_correction"));
     if (!layer.node || !layer.weightInput)
         return "algorithm " + name + " needs the layer's calibration inputs, and a weights-only model has none to run";
+    if (lq.weightAlgorithm.kind == WeightAlgorithmKind::Awq && lq.weightAlgorithm.awqClip &&
+        spec.method.kind != CalibrationKind::AbsMax && spec.method.kind != CalibrationKind::MinMax)
+        return "algorithm " + lq.weightAlgorithm.toString() + " clips the range absmax and minmax take from the " +
+               "weight, and weight_calibration " + spec.method.toString() +
+               " chooses its own range; use absmax or minmax, or awq," + std::to_string(lq.weightAlgorithm.awqGrid) +
+               ",0";
     const Node& node = model.scopeGraph(layer.scope).nodes.at(*layer.node);
     const std::optional<size_t> input = dataInputOf(layer, node);
     if (!input)

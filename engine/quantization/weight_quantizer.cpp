@@ -89,13 +89,17 @@ QuantizedWeight WeightQuantizer::quantize(const Model& model, const LayerQuantiz
             Tensor f = fakeQuantize(t, tq.params, Rounding::Nearest, 0, layer.weightName);
             return std::pair(std::move(tq), axes.empty() ? std::move(f) : f.permuted(inversePermutation(axes)));
         };
-        AwqResult a = awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm,
-                                  hessian->hessians(), hessian->meanAbs(), roundOnGrid, layer.weightName, cancel);
+        std::optional<AwqClipGroups> groups;
+        if (q.algorithm.awqClip)
+            groups = awqClipGroups(weight->shape(), axes, spec, layer.weightName);
+        AwqResult a =
+            awqQuantize(*weight, layer.channelAxis, layer.contractionAxes.front(), q.algorithm, hessian->hessians(),
+                        hessian->meanAbs(), roundOnGrid, layer.weightName, cancel, groups ? &*groups : nullptr);
         q.quantization = std::move(a.quantization);
         q.awqAlpha = a.alpha;
         q.inputScale = std::move(a.inputScale);
         q.grid = std::move(a.grid);
-        // In the quantized axis order, as x.
+        // In the quantized axis order, as x. The saturation figure counts the weights clipping cut.
         fake = axes.empty() ? std::move(a.rounded) : a.rounded.permuted(axes);
         clipReference = axes.empty() ? std::move(a.scaled) : a.scaled.permuted(axes);
     } else if (q.algorithm.kind == WeightAlgorithmKind::Gptq || q.algorithm.kind == WeightAlgorithmKind::Adaround) {

@@ -210,7 +210,8 @@ std::string renderRulesReference()
           "- `rounding_seed` without `\"rounding\": \"stochastic\"`; an axis listed twice in `act_batch_axes`.\n"
           "- A GGUF block format (`q8_0` ... `q6_k`) as `act_qtype`: they are weight-only.\n"
           "- `algorithm` `gptq`, `awq` or `adaround` without an integer `weight_qtype`, or with\n"
-          "  `\"rounding\": \"stochastic\"`.\n\n";
+          "  `\"rounding\": \"stochastic\"`; `awq` with clipping (the default) and a `weight_calibration`\n"
+          "  other than `absmax` and `minmax` (write `awq,20,0`).\n\n";
 
     md += "## Errors\n\n"
           "An error names the file, the rule and the field, and says what to set. Regex errors give the\n"

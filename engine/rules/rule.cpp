@@ -152,6 +152,14 @@ void QuantizationRule::validate(size_t index) const
                                     ? " learns each weight's rounding itself"
                                     : " rounds to nearest and searches its scales on that rounding") +
                                "; set \"rounding\": \"nearest\" or use algorithm rtn");
+        if (algorithm.kind == WeightAlgorithmKind::Awq && algorithm.awqClip &&
+            weightCalibration.kind != CalibrationKind::AbsMax && weightCalibration.kind != CalibrationKind::MinMax)
+            throwRuleError(index, "algorithm",
+                           "awq's clipping search shrinks the range absmax and minmax take from the weight, and "
+                           "weight_calibration " +
+                               weightCalibration.toString() +
+                               " chooses its own range; use absmax or minmax, or turn clipping off (awq," +
+                               std::to_string(algorithm.awqGrid) + ",0)");
     }
     if (highBiasAbsorption && !equalize)
         throwRuleError(index, "high_bias_absorption",

@@ -87,7 +87,7 @@ struct QuantizationRule {
     // Seed of stochastic rounding, so a run can be repeated (only with stochastic). Default 0.
     uint64_t roundingSeed = 0;
     // How the weights are rounded onto their grid: rtn, gptq[,damp[,act_order]] or
-    // awq[,grid], the last two from the layer's calibration inputs (docs/algorithms.md). Default rtn.
+    // awq[,grid[,clip]], the last two from the layer's calibration inputs (docs/algorithms.md). Default rtn.
     WeightAlgorithm algorithm;
     // Empirical bias correction: the output mean shift the rounded weight causes on
     // the calibration inputs is added to the layer's bias (docs/algorithms.md). Default false.

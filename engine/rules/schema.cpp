@@ -434,8 +434,9 @@ const std::array<RuleField, 20> kFields{{
      readRoundingSeed, writeRoundingSeed},
     {"algorithm", RuleFieldKind::Method, false, "rtn", 0, "string", "`rtn`",
      "how the weights are rounded onto their grid: `rtn` (round to nearest), `gptq[,damp[,act_order]]` (GPTQ from "
-     "the layer's calibration inputs; damp default 0.01, act_order default 1), `awq[,grid]` (activation-aware "
-     "per-input-channel scaling, exponent searched over `grid` points, default 20) or `adaround[,iters[,lambda]]` "
+     "the layer's calibration inputs; damp default 0.01, act_order default 1), `awq[,grid[,clip]]` "
+     "(activation-aware per-input-channel scaling, exponent searched over `grid` points, default 20; clip 1, the "
+     "default, then searches a clipping ratio per weight group, 0 does not) or `adaround[,iters[,lambda]]` "
      "(learned up/down rounding of every weight; iters default 1000 Adam steps, lambda default 0.01); all but rtn "
      "need calibration data; docs/algorithms.md",
      algorithmSyntaxes, readAlgorithm, writeAlgorithm},

@@ -19,10 +19,12 @@ constexpr std::array<WeightAlgorithmInfo, 4> kAlgorithms{{
      "GPTQ: columns rounded in turn, each rounding error compensated on the columns left through the inverse "
      "Hessian of the layer's calibration inputs; damp = fraction of mean diag(H) added to its diagonal (default "
      "0.01), act_order = 1 rounds columns by descending diag(H) (default), 0 in their own order"},
-    {WeightAlgorithmKind::Awq, "awq", "awq[,grid]",
+    {WeightAlgorithmKind::Awq, "awq", "awq[,grid[,clip]]",
      "AWQ: each input channel j of the weight scaled by s_j = mean|x_j|^alpha over the layer's calibration inputs "
      "before rounding and divided by it after, alpha the best of grid points i/grid, i = 0..grid-1 (default 20), "
-     "on the layer's output error over its calibration inputs"},
+     "on the layer's output error over its calibration inputs; clip = 1 (default) then clips each weight group "
+     "(row or tile) to the best of the ratios 1 - i/40, i = 0..19, of its range on the group's output error, "
+     "0 leaves the range whole"},
     {WeightAlgorithmKind::Adaround, "adaround", "adaround[,iters[,lambda]]",
      "AdaRound: each weight learns whether it rounds up or down, by iters Adam steps (default 1000) on the layer's "
      "output error over its calibration inputs plus lambda (default 0.01) times a regulariser annealed to force "
@@ -86,14 +88,20 @@ WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
     }
     if (parts[0] == "awq") {
         a.kind = WeightAlgorithmKind::Awq;
-        if (parts.size() > 2)
-            throw Error("algorithm '" + std::string(text) + "': awq takes at most one option, awq,grid");
+        if (parts.size() > 3)
+            throw Error("algorithm '" + std::string(text) + "': awq takes at most two options, awq,grid,clip");
         if (parts.size() > 1) {
             const double grid = number(parts[1], text, "grid");
             if (!(grid >= 1 && grid <= 1000 && grid == std::floor(grid)))
                 throw Error("algorithm '" + std::string(text) +
                             "': the grid is the number of exponents tried, a whole number from 1 to 1000, such as 20");
             a.awqGrid = int(grid);
+        }
+        if (parts.size() > 2) {
+            if (parts[2] != "0" && parts[2] != "1")
+                throw Error("algorithm '" + std::string(text) +
+                            "': clip is 1 (search a clipping ratio per weight group, the default) or 0 (no clipping)");
+            a.awqClip = parts[2] == "1";
         }
         return a;
     }
@@ -119,7 +127,7 @@ WeightAlgorithm WeightAlgorithm::parse(std::string_view text)
     }
     if (parts[0] != "gptq")
         throw Error("unknown algorithm '" + std::string(text) +
-                    "'; expected rtn, gptq[,damp[,act_order]], awq[,grid] or adaround[,iters[,lambda]]");
+                    "'; expected rtn, gptq[,damp[,act_order]], awq[,grid[,clip]] or adaround[,iters[,lambda]]");
     a.kind = WeightAlgorithmKind::Gptq;
     if (parts.size() > 3)
         throw Error("algorithm '" + std::string(text) + "': gptq takes at most two options, gptq,damp,act_order");
@@ -150,8 +158,11 @@ std::string WeightAlgorithm::toString() const
 {
     if (kind == WeightAlgorithmKind::Rtn)
         return "rtn";
-    if (kind == WeightAlgorithmKind::Awq)
+    if (kind == WeightAlgorithmKind::Awq) {
+        if (!awqClip)
+            return "awq," + std::to_string(awqGrid) + ",0";
         return awqGrid == WeightAlgorithm{}.awqGrid ? "awq" : "awq," + std::to_string(awqGrid);
+    }
     if (kind == WeightAlgorithmKind::Adaround) {
         const WeightAlgorithm defaults;
         if (adaroundLambda != defaults.adaroundLambda)

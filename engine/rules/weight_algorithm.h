@@ -9,11 +9,13 @@
 //                             damp: fraction of mean(diag H) added to the diagonal
 //                             (default 0.01); act_order: 1 rounds the columns in
 //                             descending diag(H) (default), 0 in their own order.
-//   awq[,grid]                AWQ (Lin et al. 2023): scales the weight's input
+//   awq[,grid[,clip]]         AWQ (Lin et al. 2023): scales the weight's input
 //                             channel j by s_j = mean|x_j|^α before rounding and
 //                             divides the rounded weight by s_j again, α the best of
 //                             `grid` points i/grid, i = 0..grid-1 (default 20), on the
-//                             layer's output error over its calibration inputs.
+//                             layer's output error over its calibration inputs; clip = 1
+//                             (default) then shrinks each group's range by the best of
+//                             20 ratios 1 - i/40 on the group's own output error, 0 does not.
 //   adaround[,iters[,lambda]] AdaRound (Nagel et al. 2020): learns, per weight, whether
 //                             it rounds up or down, minimising the layer's output error
 //                             on its calibration inputs plus lambda times an annealed
@@ -43,10 +45,11 @@ struct WeightAlgorithm {
     double dampening = 0.01;       // gptq: fraction of mean(diag H) added to H's diagonal, in (0, 1]
     bool actOrder = true;          // gptq: columns in descending diag(H) order
     int awqGrid = 20;              // awq: α is searched over i/awqGrid, i = 0..awqGrid-1, in [1, 1000]
+    bool awqClip = true;           // awq: search a clipping ratio per weight group after the scales
     int adaroundIterations = 1000; // adaround: Adam steps, in [1, 100000]
     double adaroundLambda = 0.01;  // adaround: weight of the rounding regulariser, in [0, 1000]
 
-    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0", "awq", "awq,10", "adaround", "adaround,500,0.1";
+    // Parses "rtn", "gptq", "gptq,0.05", "gptq,0.01,0", "awq", "awq,10", "awq,20,0", "adaround", "adaround,500,0.1";
     // throws Error quoting the text and saying what to write.
     static WeightAlgorithm parse(std::string_view text);
     // Canonical text that parse() reads back to the same algorithm.

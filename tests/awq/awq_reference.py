@@ -13,21 +13,34 @@ docs/rules.md (signed b-bit integers, symmetric absmax scale = absmax / (qmax + 
 asymmetric minmax scale = (max - min) / (qmax - qmin) over the range widened to
 include 0 and zero point round(qmin - min / scale); rounding half to even in float32).
 
+With CLIP = 1, the clipping search of the same paper (the authors' `auto_clip`) follows
+the scales: each group of the scaled weight W * s (a row, or a row's tile of TILE
+input channels) is clamped to r times its range -- [-r max|v|, r max|v|] for SCHEME
+sym, [r min v, r max v] for asym, the bounds r * v computed in float64 and rounded to
+float32 -- for r = 1 - i / 40, i = 0 .. 19; the group is then rounded to nearest with
+its scale (and zero point) taken from the clamped values, and the first r with the
+least output error of the group on the calibration inputs, ||(w_g - w^_g) X_g^T||^2
+(X_g the inputs of the group's channels), is kept for that group.
+
 A Conv's input channel j spans K im2col features (its kernel positions): s_X,j is
 the mean |x| over those K features' entries, and s_j scales all K weights of
 channel j. A grouped Conv of GROUPS groups (depthwise included): output channel o
 of group g = o // (O / GROUPS) contracts only group g's input channels, so row o
 is scaled by the s of group g's channels (s is one per input channel of the layer,
-normalised over all of them), and the output error is the sum over the groups of
-||(W_g - W^_g) X_g^T||^2, X_g group g's features.
+normalised over all of them), the output error is the sum over the groups of
+||(W_g - W^_g) X_g^T||^2, X_g group g's features, and a clipping group of row o is
+scored on group g's inputs.
 
-usage: awq_reference.py DIR BITS TILE SCHEME GRID [GROUPS K]
+usage: awq_reference.py DIR BITS TILE SCHEME GRID [CLIP [GROUPS K]]
   DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, GROUPS * C], the layer's
   inputs, every group's features group after group, K features per input channel;
-  GROUPS and K default to 1); TILE 0 = per output channel, -1 = per tensor, else groups of
-  TILE input channels per row; SCHEME sym | asym. Writes DIR/ref_alpha_index.npy
-  (int64 [1]), DIR/ref_s.npy (float32 [GROUPS * C / K], one per input channel),
-  DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy (float64 [GRID]).
+  GROUPS and K default to 1); TILE 0 = per output channel, -1 = per tensor (not
+  with CLIP), else groups of TILE input channels per row; SCHEME sym | asym. Writes
+  DIR/ref_alpha_index.npy (int64 [1]), DIR/ref_s.npy (float32 [GROUPS * C / K], one
+  per input channel), DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy
+  (float64 [GRID]); with CLIP = 1 (default 0) also DIR/ref_clip_index.npy (int64
+  [O, groups per row]: the i of the ratio each group keeps), and ref_rounded.npy is
+  then the clipped weight's.
 """
 import math
 import sys
@@ -68,6 +81,12 @@ def round_to_nearest(w32, bits, tile, scheme):
     return out
 
 
+def scale_rows(s32, O, C, groups, k):
+    """s per element of W [O, C]: row o's column c multiplies input channel (o // (O / groups)) * C / k + c // k."""
+    rows, per_group = O // groups, C // k
+    return np.stack([np.repeat(s32[(o // rows) * per_group:(o // rows + 1) * per_group], k) for o in range(O)])
+
+
 def awq(W, X, bits, tile, scheme, grid, groups=1, k=1):
     n = X.shape[0]
     O, C = W.shape
@@ -84,8 +103,7 @@ def awq(W, X, bits, tile, scheme, grid, groups=1, k=1):
         s = np.array([max(math.pow(m, alpha), 1e-4) for m in mean_abs])
         s = s / math.sqrt(s.max() * s.min())
         s32 = s.astype(np.float32)
-        # row o's column c multiplies input channel (o // rows) * per_group + c // k
-        S = np.stack([np.repeat(s32[(o // rows) * per_group:(o // rows + 1) * per_group], k) for o in range(O)])
+        S = scale_rows(s32, O, C, groups, k)
         rounded = round_to_nearest(W * S, bits, tile, scheme) / S
         E = W.astype(np.float64) - rounded.astype(np.float64)
         loss = float(sum(np.sum((E[g * rows:(g + 1) * rows] @ H[g]) * E[g * rows:(g + 1) * rows])
@@ -96,14 +114,59 @@ def awq(W, X, bits, tile, scheme, grid, groups=1, k=1):
     return best, np.array(losses)
 
 
+RATIOS = 20
+
+
+def clip_search(W, X, S, bits, tile, scheme, groups=1):
+    """Per group of W * S (S: s per element, scale_rows): the ratio index i kept, and the clipped weight
+    rounded and divided by s. Row o's groups are scored on its Conv group's inputs."""
+    O, C = W.shape
+    rows_per_group = O // groups
+    step = tile if tile else C
+    scaled = W * S
+    X64 = X.astype(np.float64)
+    starts = list(range(0, C, step))
+    index = np.zeros((O, len(starts)), np.int64)
+    out = np.empty_like(W)
+    for t, c0 in enumerate(starts):
+        c1 = min(c0 + step, C)
+        part = scaled[:, c0:c1]
+        for o in range(O):
+            g0 = (o // rows_per_group) * C
+            Xg = X64[:, g0 + c0:g0 + c1]
+            v = part[o:o + 1, :]
+            best = None
+            for i in range(RATIOS):
+                r = 1.0 - i / 40.0
+                if scheme == "sym":
+                    b = np.float32(r * float(np.abs(v).max()))
+                    lo, hi = -b, b
+                else:
+                    lo, hi = np.float32(r * float(v.min())), np.float32(r * float(v.max()))
+                clipped = np.clip(v, lo, hi).astype(np.float32)
+                rounded = round_to_nearest(clipped, bits, 0, scheme) / S[o:o + 1, c0:c1]
+                e = W[o, c0:c1].astype(np.float64) - rounded[0].astype(np.float64)
+                err = float(np.sum((Xg @ e) ** 2))
+                if best is None or err < best[0]:
+                    best = (err, i, rounded[0])
+            index[o, t] = best[1]
+            out[o, c0:c1] = best[2]
+    return index, out
+
+
 def main():
     folder, bits, tile, scheme, grid = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+    clip = len(sys.argv) > 6 and sys.argv[6] == "1"
     W = np.load(folder + "/W.npy").astype(np.float32)
     X = np.load(folder + "/X.npy").astype(np.float32)
-    groups = int(sys.argv[6]) if len(sys.argv) > 6 else 1
-    k = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    groups = int(sys.argv[7]) if len(sys.argv) > 7 else 1
+    k = int(sys.argv[8]) if len(sys.argv) > 8 else 1
     assert W.shape[0] % groups == 0 and X.shape[1] == groups * W.shape[1] and W.shape[1] % k == 0
     (index, s32, rounded), losses = awq(W, X, bits, tile, scheme, grid, groups, k)
+    if clip:
+        clip_index, rounded = clip_search(W, X, scale_rows(s32, W.shape[0], W.shape[1], groups, k), bits, tile,
+                                          scheme, groups)
+        np.save(folder + "/ref_clip_index.npy", clip_index)
     np.save(folder + "/ref_alpha_index.npy", np.array([index], np.int64))
     np.save(folder + "/ref_s.npy", s32)
     np.save(folder + "/ref_rounded.npy", rounded.astype(np.float32))
