@@ -68,8 +68,8 @@ Runs runsOf(const Exploration& e, const std::filesystem::path& exported, const c
 const char* const kDepthwiseModel = QUANTSCOPE_DEPTHWISE_DIR "/dw_cnn.onnx";
 const char* const kDepthwiseCalib = QUANTSCOPE_DEPTHWISE_DIR "/dw_calib.npz";
 const char* const kDepthwiseEval = QUANTSCOPE_DEPTHWISE_DIR "/dw_eval.npz";
-// GPTQ's least gain over RTN on the depthwise CNN at int4, per channel and per tensor (measured +6.21 and
-// +8.68 dB: docs/algorithms.md).
+// GPTQ's least gain over RTN on the depthwise CNN at int4, per channel and per tensor (measured +6.10 and
+// +8.30 dB: docs/algorithms.md).
 constexpr double kDepthwiseGptqLiftDb = 4.0;
 const char* const kMbv2Model = QUANTSCOPE_MBV2_DIR "/mbv2.onnx";
 const char* const kMbv2Calib = QUANTSCOPE_MBV2_DIR "/mbv2_calib.npz";
@@ -281,9 +281,8 @@ private slots:
         if (depthwise) {
             // With the depthwise Convs rounded group by group (docs/algorithms.md: the measured figures).
             QVERIFY(gptq.outputSqnrDb > rtn.outputSqnrDb + kDepthwiseGptqLiftDb);
-            // AWQ: +0.66 dB per channel (a depthwise row's s only rescales what its own scale absorbs), +2.12 dB
-            // per tensor.
-            QVERIFY(awq.outputSqnrDb > rtn.outputSqnrDb + 0.3);
+            // AWQ (with its clipping search): +3.99 dB per channel, +5.57 dB per tensor.
+            QVERIFY(awq.outputSqnrDb > rtn.outputSqnrDb + 2.0);
         }
     }
 
