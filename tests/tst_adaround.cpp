@@ -2,9 +2,10 @@
 // - an independent NumPy AdaRound written from the paper
 //   (tests/adaround/adaround_reference.py), which evaluates the objective on the
 //   inputs X themselves rather than on their Hessian, chooses the same integer
-//   codes on fixed layers — a Gemm (symmetric and asymmetric grids) and a Conv
-//   (its im2col patches written out here by hand) — and reaches the same
-//   objective;
+//   codes on fixed layers — a Gemm (symmetric and asymmetric grids) and Convs,
+//   plain, depthwise and grouped (their im2col patches written out here by hand;
+//   a grouped Conv's rows against their own group's inputs) — and reaches the
+//   same objective;
 // - the layer's output error on the calibration inputs, ||W·X − Ŵ·X||², is
 //   never above round-to-nearest's, computed here from X (per channel and in
 //   asymmetric tiles);

@@ -7,7 +7,11 @@
 // - on a layer whose inputs have outlier channels, its output error on the
 //   calibration inputs is below round-to-nearest's, and never above it (α = 0 is
 //   round-to-nearest);
-// - the weight of a MatMul x·W ([in, out]) gets the same scales as its transpose.
+// - the weight of a MatMul x·W ([in, out]) gets the same scales as its transpose;
+// - on grouped and depthwise Convs (s one per input channel of the layer, each
+//   output channel scaled by its own group's, the loss and the clipping scored on
+//   each group's inputs) the reference, given the im2col rows written out here,
+//   agrees bit for bit too.
 // The inputs are multiples of 1/64, so that every sum of them and of their
 // products is exact in double: both sides then hold the same statistics, bit for
 // bit, whatever order they add in.

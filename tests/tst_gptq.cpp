@@ -5,7 +5,9 @@
 //   chooses the same integer codes and scales on fixed layers, per channel and
 //   group-wise, symmetric and asymmetric, with and without act-order;
 // - the Hessian accumulated from a Conv's inputs is the one of its im2col rows;
-// - above one tile of features, the tiled parallel accumulation is the plain sum, whatever the threads.
+// - above one tile of features, the tiled parallel accumulation is the plain sum, whatever the threads;
+// - a grouped or depthwise Conv's statistics are one Hessian per group, each its own im2col columns', and
+//   GPTQ on such a Conv, group by group, chooses the reference's codes (given each group's rows and inputs).
 
 #include <QtTest>
 
