@@ -6,7 +6,9 @@
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 
+#include "gemm/simd_level.h"
 #include "runtime/broadcast.h"
+#include "runtime/ops/activation.h"
 
 namespace qs::ops {
 
@@ -47,6 +49,55 @@ void normalizeRow(const float* x, float* y, int64_t n, int64_t stride, Normalize
     }
 }
 
+// Softmax of `rows` contiguous rows of n values (the axis is the last one, as
+// attention's scores are): e^(x - max) by activation.h's branch-free exponential,
+// which vectorizes, the sum in double over eight running sums in a fixed order
+// (the same bits for any split of the rows), then one float inverse per row.
+// Multiply-adds are not fused, so every instruction set gives the same bits.
+[[gnu::always_inline]] inline void softmaxRowsBody(const float* x, float* y, int64_t n, int64_t rows)
+{
+    for (int64_t r = 0; r < rows; ++r, x += n, y += n) {
+        float maxValue = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < n; ++i)
+            maxValue = x[i] > maxValue ? x[i] : maxValue;
+        for (int64_t i = 0; i < n; ++i)
+            y[i] = expOfNonPositive(x[i] - maxValue);
+        double sums[8] = {};
+        int64_t i = 0;
+        for (; i + 8 <= n; i += 8)
+            for (int k = 0; k < 8; ++k)
+                sums[k] += double(y[i + k]);
+        for (int k = 0; i < n; ++i, ++k)
+            sums[k] += double(y[i]);
+        const double sum = ((sums[0] + sums[1]) + (sums[2] + sums[3])) + ((sums[4] + sums[5]) + (sums[6] + sums[7]));
+        const float inverse = float(1.0 / sum);
+        for (int64_t j = 0; j < n; ++j)
+            y[j] *= inverse;
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void softmaxRowsAvx512(const float* x, float* y, int64_t n, int64_t rows)
+{
+    softmaxRowsBody(x, y, n, rows);
+}
+[[gnu::target("avx2,fma"), gnu::optimize("fp-contract=off")]] void softmaxRowsAvx2(const float* x, float* y, int64_t n, int64_t rows)
+{
+    softmaxRowsBody(x, y, n, rows);
+}
+#endif
+
+void softmaxRows(const float* x, float* y, int64_t n, int64_t rows)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        return softmaxRowsAvx512(x, y, n, rows);
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
+        return softmaxRowsAvx2(x, y, n, rows);
+#endif
+    softmaxRowsBody(x, y, n, rows);
+}
+
 void runNormalizer(KernelContext& ctx, Normalizer kind)
 {
     const Tensor& X = ctx.input(0);
@@ -73,6 +124,10 @@ void runNormalizer(KernelContext& ctx, Normalizer kind)
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     auto rows = [&](int64_t begin, int64_t end) {
+        if (kind == Normalizer::Softmax && inner == 1) {
+            softmaxRows(x + begin * n, y + begin * n, n, end - begin);
+            return;
+        }
         for (int64_t row = begin; row < end; ++row) {
             const int64_t o = row / inner, i = row % inner;
             const int64_t base = o * n * inner + i;
