@@ -119,11 +119,16 @@ void gemm(KernelContext& ctx)
     }
     ConstMatrixMap b(Bt.values<float>().data(), Bt.dim(0), Bt.dim(1));
     const gemm::SimdLevel level = gemm::simdLevel();
-    if (M <= kPackedWeightRows && !transA && K > 0 && level != gemm::SimdLevel::None) {
+    if ((M <= kFewRows || (M <= kPackedWeightRows && 2 * M <= K)) && !transA && K > 0 &&
+        level != gemm::SimdLevel::None) {
         // B^T packed once per weight tensor (kept in the node's memo) as the rows
         // of the product Y^T = B^T A^T, instead of gemm::sgemm packing B on every
         // call. Tasks of whole strips and at least 2^17 multiply-adds (fewer cost
-        // more to hand out than to run), about eight per thread.
+        // more to hand out than to run), about eight per thread. It pays for that
+        // with Y^T's transposition (M·N values) where sgemm packs B (K·N), so with
+        // more than K/2 rows sgemm wins: 128 × 128 by 128 × 128, one node, fastest
+        // of 300, 0.073 ms here against 0.049 (64 rows: 0.030 against 0.026; 256:
+        // 0.141 against 0.089; 32 rows even, 0.014–0.018 either way).
         auto pack = [&] {
             return std::make_shared<const gemm::PackedMatrix>(level, Bt.values<float>().data(), 1, N, K, 0,
                                                               transB ? K : 1, transB ? 1 : N, gemm::Subnormals::Flush);
