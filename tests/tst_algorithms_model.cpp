@@ -100,6 +100,19 @@ void checkRuns(const Runs& r, const char* what)
     QVERIFY(moved > 1e-3 * scale);
 }
 
+// `model` under `rules`, calibrated on `calib` and its weights quantized, every layer without a
+// problem (the caller returns when a check here failed).
+void calibrateAndQuantize(Exploration& e, const char* model, const RuleSet& rules, const char* calib)
+{
+    e.setModel(loadExplorationModel(model));
+    e.setRules(rules);
+    e.setCalibrationData(file(calib));
+    QVERIFY(e.needsCalibration());
+    e.calibrate(KeptHistograms::AsPlanNeeds);
+    e.updateWeights();
+    QVERIFY(e.weights()->problems().empty());
+}
+
 } // namespace
 
 class TestAlgorithmsModel : public QObject {
@@ -150,13 +163,9 @@ private slots:
     void exportsHoldTheAwqWeightsBitForBit()
     {
         Exploration e;
-        e.setModel(loadExplorationModel(kModel));
-        e.setRules(int4Rules("awq"));
-        e.setCalibrationData(file(kCalib));
-        QVERIFY(e.needsCalibration());
-        e.calibrate(KeptHistograms::AsPlanNeeds);
-        e.updateWeights();
-        QVERIFY(e.weights()->problems().empty());
+        calibrateAndQuantize(e, kModel, int4Rules("awq"), kCalib);
+        if (QTest::currentTestFailed())
+            return;
         const Model& model = e.model();
         const WeightQuantizer& weights = *e.weights();
         QTemporaryDir dir;
@@ -301,13 +310,9 @@ private slots:
     {
         QFETCH(QString, algorithm);
         Exploration e;
-        e.setModel(loadExplorationModel(kDepthwiseModel));
-        e.setRules(int4Rules(algorithm.toStdString()));
-        e.setCalibrationData(file(kDepthwiseCalib));
-        QVERIFY(e.needsCalibration());
-        e.calibrate(KeptHistograms::AsPlanNeeds);
-        e.updateWeights();
-        QVERIFY(e.weights()->problems().empty());
+        calibrateAndQuantize(e, kDepthwiseModel, int4Rules(algorithm.toStdString()), kDepthwiseCalib);
+        if (QTest::currentTestFailed())
+            return;
         const Model& model = e.model();
         const WeightQuantizer& weights = *e.weights();
         QTemporaryDir dir;
@@ -457,13 +462,9 @@ private slots:
     void adaroundLowersEveryLayersOutputErrorAndExportsRunAsSimulated()
     {
         Exploration e;
-        e.setModel(loadExplorationModel(kModel));
-        e.setRules(int4Rules("adaround"));
-        e.setCalibrationData(file(kCalib));
-        QVERIFY(e.needsCalibration());
-        e.calibrate(KeptHistograms::AsPlanNeeds);
-        e.updateWeights();
-        QVERIFY(e.weights()->problems().empty());
+        calibrateAndQuantize(e, kModel, int4Rules("adaround"), kCalib);
+        if (QTest::currentTestFailed())
+            return;
         const Model& model = e.model();
         WeightQuantizer rtn;
         rtn.update(model, QuantizationPlan::build(model, int4Rules("rtn")));
@@ -534,14 +535,13 @@ private slots:
     void exportsCarryTheCorrectedBiasesAndRunAsSimulated()
     {
         Exploration e;
-        e.setModel(loadExplorationModel(kModel));
-        e.setRules(RuleSet::fromJson(
-            R"({"version":1,"rules":[{"weight_qtype": "int4", "granularity": "per_tensor", "bias_correction": true}]})"));
-        QVERIFY(e.needsCalibration());
-        e.setCalibrationData(file(kCalib));
-        e.calibrate(KeptHistograms::AsPlanNeeds);
-        e.updateWeights();
-        QVERIFY(e.weights()->problems().empty());
+        calibrateAndQuantize(
+            e, kModel,
+            RuleSet::fromJson(
+                R"({"version":1,"rules":[{"weight_qtype": "int4", "granularity": "per_tensor", "bias_correction": true}]})"),
+            kCalib);
+        if (QTest::currentTestFailed())
+            return;
         const Model& model = e.model();
         const WeightQuantizer& weights = *e.weights();
         QTemporaryDir dir;
