@@ -218,6 +218,10 @@ private slots:
         QTest::newRow("clip: depthwise [16, 1, 3, 3], int4 per channel") << "depthwise" << 4 << 0 << true << true;
         QTest::newRow("clip: 2 groups [12, 4, 3, 3], int3 asymmetric per channel")
             << "grouped" << 3 << 0 << false << true;
+        // Per tensor, the whole weight is one clipping group, its loss summed over every row and group.
+        QTest::newRow("clip: 2 groups [12, 4, 3, 3], int4 per tensor") << "grouped" << 4 << -1 << true << true;
+        QTest::newRow("clip: depthwise [16, 1, 3, 3], int3 asymmetric per tensor")
+            << "depthwise" << 3 << -1 << false << true;
     }
 
     // A grouped Conv: s one per input channel of the layer (C), m_j over channel j's own im2col

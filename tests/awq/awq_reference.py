@@ -14,8 +14,8 @@ asymmetric minmax scale = (max - min) / (qmax - qmin) over the range widened to
 include 0 and zero point round(qmin - min / scale); rounding half to even in float32).
 
 With CLIP = 1, the clipping search of the same paper (the authors' `auto_clip`) follows
-the scales: each group of the scaled weight W * s (a row, or a row's tile of TILE
-input channels) is clamped to r times its range -- [-r max|v|, r max|v|] for SCHEME
+the scales: each group of the scaled weight W * s (a row, a row's tile of TILE
+input channels, or per tensor the whole weight, its error summed over every row) is clamped to r times its range -- [-r max|v|, r max|v|] for SCHEME
 sym, [r min v, r max v] for asym, the bounds r * v computed in float64 and rounded to
 float32 -- for r = 1 - i / 40, i = 0 .. 19; the group is then rounded to nearest with
 its scale (and zero point) taken from the clamped values, and the first r with the
@@ -34,12 +34,12 @@ scored on group g's inputs.
 usage: awq_reference.py DIR BITS TILE SCHEME GRID [CLIP [GROUPS K]]
   DIR holds W.npy (float32 [O, C]) and X.npy (float32 [N, GROUPS * C], the layer's
   inputs, every group's features group after group, K features per input channel;
-  GROUPS and K default to 1); TILE 0 = per output channel, -1 = per tensor (not
-  with CLIP), else groups of TILE input channels per row; SCHEME sym | asym. Writes
+  GROUPS and K default to 1); TILE 0 = per output channel, -1 = per tensor, else
+  groups of TILE input channels per row; SCHEME sym | asym. Writes
   DIR/ref_alpha_index.npy (int64 [1]), DIR/ref_s.npy (float32 [GROUPS * C / K], one
   per input channel), DIR/ref_rounded.npy (float32 [O, C]) and DIR/ref_losses.npy
   (float64 [GRID]); with CLIP = 1 (default 0) also DIR/ref_clip_index.npy (int64
-  [O, groups per row]: the i of the ratio each group keeps), and ref_rounded.npy is
+  [O, groups per row], or [1] per tensor: the i of the ratio each group keeps), and ref_rounded.npy is
   then the clipped weight's.
 """
 import math
@@ -125,6 +125,24 @@ def clip_search(W, X, S, bits, tile, scheme, groups=1):
     step = tile if tile else C
     scaled = W * S
     X64 = X.astype(np.float64)
+    if tile < 0:  # per tensor: the whole weight is one group, its error summed over every row's own inputs
+        best = None
+        for i in range(RATIOS):
+            r = 1.0 - i / 40.0
+            if scheme == "sym":
+                b = np.float32(r * float(np.abs(scaled).max()))
+                lo, hi = -b, b
+            else:
+                lo, hi = np.float32(r * float(scaled.min())), np.float32(r * float(scaled.max()))
+            rounded = round_to_nearest(np.clip(scaled, lo, hi).astype(np.float32), bits, -1, scheme) / S
+            E = W.astype(np.float64) - rounded.astype(np.float64)
+            err = 0.0
+            for o in range(O):
+                g0 = (o // rows_per_group) * C
+                err += float(np.sum((X64[:, g0:g0 + C] @ E[o]) ** 2))
+            if best is None or err < best[0]:
+                best = (err, i, rounded)
+        return np.array([best[1]], np.int64), best[2]
     starts = list(range(0, C, step))
     index = np.zeros((O, len(starts)), np.int64)
     out = np.empty_like(W)
