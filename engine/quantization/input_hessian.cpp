@@ -180,7 +180,7 @@ int64_t contractionFeatures(const QuantizableLayer& layer)
 
 int64_t calibrationFeatures(const QuantizableLayer& layer)
 {
-    return contractionFeatures(layer) * (layer.opType == "Conv" ? std::max<int64_t>(layer.groups, 1) : 1);
+    return contractionFeatures(layer) * calibrationGroups(layer);
 }
 
 int64_t calibrationGroups(const QuantizableLayer& layer)

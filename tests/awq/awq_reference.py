@@ -117,6 +117,18 @@ def awq(W, X, bits, tile, scheme, grid, groups=1, k=1):
 RATIOS = 20
 
 
+def clipped(v, i, scheme):
+    """v (float32) clamped by ratio i: to [-r max|v|, r max|v|] (sym) or [r min v, r max v] (asym),
+    r = 1 - i / 40, the bounds computed in float64 and rounded to float32."""
+    r = 1.0 - i / 40.0
+    if scheme == "sym":
+        b = np.float32(r * float(np.abs(v).max()))
+        lo, hi = -b, b
+    else:
+        lo, hi = np.float32(r * float(v.min())), np.float32(r * float(v.max()))
+    return np.clip(v, lo, hi).astype(np.float32)
+
+
 def clip_search(W, X, S, bits, tile, scheme, groups=1):
     """Per group of W * S (S: s per element, scale_rows): the ratio index i kept, and the clipped weight
     rounded and divided by s. Row o's groups are scored on its Conv group's inputs."""
@@ -128,13 +140,7 @@ def clip_search(W, X, S, bits, tile, scheme, groups=1):
     if tile < 0:  # per tensor: the whole weight is one group, its error summed over every row's own inputs
         best = None
         for i in range(RATIOS):
-            r = 1.0 - i / 40.0
-            if scheme == "sym":
-                b = np.float32(r * float(np.abs(scaled).max()))
-                lo, hi = -b, b
-            else:
-                lo, hi = np.float32(r * float(scaled.min())), np.float32(r * float(scaled.max()))
-            rounded = round_to_nearest(np.clip(scaled, lo, hi).astype(np.float32), bits, -1, scheme) / S
+            rounded = round_to_nearest(clipped(scaled, i, scheme), bits, -1, scheme) / S
             E = W.astype(np.float64) - rounded.astype(np.float64)
             err = 0.0
             for o in range(O):
@@ -155,14 +161,7 @@ def clip_search(W, X, S, bits, tile, scheme, groups=1):
             v = part[o:o + 1, :]
             best = None
             for i in range(RATIOS):
-                r = 1.0 - i / 40.0
-                if scheme == "sym":
-                    b = np.float32(r * float(np.abs(v).max()))
-                    lo, hi = -b, b
-                else:
-                    lo, hi = np.float32(r * float(v.min())), np.float32(r * float(v.max()))
-                clipped = np.clip(v, lo, hi).astype(np.float32)
-                rounded = round_to_nearest(clipped, bits, 0, scheme) / S[o:o + 1, c0:c1]
+                rounded = round_to_nearest(clipped(v, i, scheme), bits, 0, scheme) / S[o:o + 1, c0:c1]
                 e = W[o, c0:c1].astype(np.float64) - rounded[0].astype(np.float64)
                 err = float(np.sum((Xg @ e) ** 2))
                 if best is None or err < best[0]:
