@@ -460,7 +460,12 @@ private slots:
               Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}, // rows wide enough for register transposes
               // Strided planes over 256 outputs also run interleaved: a partial
               // block with a last input column no window reaches; dilations.
-              Depthwise{24, 40, 34, 3, 2, 1, 1, 0, 1, 0}, Depthwise{16, 36, 30, 3, 2, 2, 2, 2, 2, 2}}) {
+              Depthwise{24, 40, 34, 3, 2, 1, 1, 0, 1, 0}, Depthwise{16, 36, 30, 3, 2, 2, 2, 2, 2, 2},
+              // Larger planes run channel by channel, in blocks of 64 outputs
+              // whose last one runs into the slack: unit strides over 256
+              // outputs, strided ones over 4096; uneven pads, dilations.
+              Depthwise{12, 30, 29, 3, 1, 1, 1, 1, 1, 1}, Depthwise{9, 23, 27, 5, 1, 2, 4, 3, 4, 4},
+              Depthwise{8, 140, 130, 3, 2, 1, 1, 1, 0, 1}}) {
             const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
             const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
             const int64_t extent = (d.k - 1) * d.dilation + 1;
@@ -480,6 +485,15 @@ private slots:
         const Tensor Wp = randomTensor({5, 8, 1, 1});
         y = runKernel(ops::conv, "Conv", {&X, &Wp}, {});
         EXPECT_CLOSE(y[0], referenceConv(X, Wp, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, {13, 11}), 1e-5);
+        // Pointwise convs with fewer (image, group, column chunk) tasks than
+        // the threads want also split their output channels: a last strip of
+        // rows cut short, two groups, two images.
+        const Tensor Xf = randomTensor({1, 160, 3, 3}), Wf = randomTensor({330, 160, 1, 1}), Bf = randomTensor({330});
+        y = runKernel(ops::conv, "Conv", {&Xf, &Wf, &Bf}, {});
+        EXPECT_CLOSE(y[0], referenceConv(Xf, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {3, 3}), 1e-5);
+        const Tensor Xg = randomTensor({2, 64, 5, 7}), Wg = randomTensor({100, 32, 1, 1});
+        y = runKernel(ops::conv, "Conv", {&Xg, &Wg}, {intAttr("group", 2)});
+        EXPECT_CLOSE(y[0], referenceConv(Xg, Wg, nullptr, 2, {1, 1}, {1, 1}, {0, 0}, {5, 7}), 1e-5);
         // Large convs span several column chunks that start and end mid-row.
         const Tensor Xl = randomTensor({1, 64, 30, 31}), Wl = randomTensor({8, 64, 3, 3});
         y = runKernel(ops::conv, "Conv", {&Xl, &Wl}, {intsAttr("pads", {1, 1, 1, 1})});

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <memory>
+#include <tuple>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 #include <vector>
@@ -29,6 +30,8 @@ constexpr int64_t kPositionRowsMinDepth = 64;
 // fewPositionsConv (1 x 1 windows): output channels per output position, and weights, at least.
 constexpr int64_t kFewPositionsChannelsPerPosition = 16;
 constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 18;
+// A pointwise product's task when its output channels are split: multiply-adds at least.
+constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
 
 } // namespace
 
@@ -202,6 +205,51 @@ void conv(KernelContext& ctx)
             finishOutputs(&yg(m, 0), &yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr,
                           addend ? addend + (&yg(m, 0) - y) : nullptr, activation);
     };
+    // A pointwise product with fewer (batch, group, chunk) tasks than the
+    // threads want (small planes at batch 1: 960 -> 160 on 3 x 3 was one task,
+    // so one thread ran it while the other waited) packs each of those column
+    // matrices once and splits the output channels into blocks of whole
+    // micro-kernel strips, each at least kPointwiseMinTaskMacs multiply-adds.
+    // Each output is the same dot product either way.
+    const int64_t pairs = N * group * chunks;
+    if (packed && pointwise && pairs < wantedChunks * N * group) {
+        const int64_t mr = packed->mr(), want = (wantedChunks * N * group + pairs - 1) / pairs;
+        const int64_t minRows = (kPointwiseMinTaskMacs / std::max<int64_t>(1, K * std::min(P, chunk)) + mr - 1) / mr * mr;
+        const int64_t rowBlock = std::max({mr, minRows, (Mg + want - 1) / want / mr * mr});
+        const int64_t rowBlocks = (Mg + rowBlock - 1) / rowBlock;
+        if (rowBlocks > 1) {
+            const int nrShift = std::countr_zero(uint64_t(packed->nr())),
+                      depthShift = std::countr_zero(uint64_t(gemm::kDepthBlock));
+            const int64_t pairSize = K * ((std::min(P, chunk) + packed->nr() - 1) / packed->nr() * packed->nr());
+            const std::unique_ptr<float[]> columns(new float[size_t(pairs * pairSize)]);
+            auto pairOf = [&](int64_t pair) {
+                const int64_t ng = pair / chunks, p0 = pair % chunks * chunk, p1 = std::min(P, p0 + chunk);
+                return std::tuple{ng / group, ng % group, p0, p1};
+            };
+            for (int64_t pair = 0; pair < pairs; ++pair) {
+                const auto [n, gi, p0, p1] = pairOf(pair);
+                const gemm::PackedColumns into{columns.get() + pair * pairSize, K, p1 - p0, nrShift, depthShift};
+                const float* xg = x + (n * C + gi * Cg) * inSpatial + p0;
+                for (int64_t k = 0; k < K; ++k)
+                    into.copy(k, 0, p1 - p0, xg + k * P, 1);
+                into.padLastStrip();
+            }
+            tbb::parallel_for(int64_t(0), pairs * rowBlocks, [&](int64_t task) {
+                ctx.checkCancelled();
+                const int64_t pair = task / rowBlocks, r0 = task % rowBlocks * rowBlock, r1 = std::min(Mg, r0 + rowBlock);
+                const auto [n, gi, p0, p1] = pairOf(pair);
+                float* yr = y + (n * M + gi * Mg + r0) * P + p0;
+                packed->multiplyPacked(gi, columns.get() + pair * pairSize, p1 - p0, yr, P, r0, r1);
+                for (int64_t m = r0; m < r1; ++m) {
+                    float* row = yr + (m - r0) * P;
+                    finishOutputs(row, row, p1 - p0, bias ? bias + gi * Mg + m : nullptr,
+                                  addend ? addend + (row - y) : nullptr, activation);
+                }
+            });
+            ctx.setOutput(0, std::move(Y));
+            return;
+        }
+    }
     tbb::parallel_for(int64_t(0), N * group * chunks, [&](int64_t task) {
         ctx.checkCancelled();
         const int64_t ng = task / chunks, p0 = (task % chunks) * chunk, p1 = std::min(P, p0 + chunk);

@@ -31,7 +31,10 @@ namespace {
     const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
     const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw;
     thread_local std::vector<float> planes, grid;
-    planes.assign(size_t(sh * sw * HS * WS), 0.0f);
+    // (kBlock zeros past the sub-planes: the last block of outputs reads up to
+    // kBlock - 1 past where the outputs end.)
+    constexpr int64_t kBlock = 64;
+    planes.assign(size_t(sh * sw * HS * WS + kBlock), 0.0f);
     const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
     for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph); ++r) {
         const float* xr = x + (r - ph) * W - pw;
@@ -52,8 +55,8 @@ namespace {
                     dst[i] = xr[first + i * sw];
         }
     }
-    grid.resize(size_t(OH * WS));
     const int64_t span = (OH - 1) * WS + OW, taps = KH * KW;
+    grid.resize(size_t(std::max(OH * WS, (span + kBlock - 1) / kBlock * kBlock)));
     thread_local std::vector<const float*> from;
     from.resize(size_t(taps));
     for (int64_t kh = 0; kh < KH; ++kh)
@@ -61,23 +64,28 @@ namespace {
             const int64_t rh = kh * dh, rw = kw * dw;
             from[size_t(kh * KW + kw)] = planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
         }
-    // Sixteen outputs at a time through all taps in registers (one store per
-    // sixteen outputs, not one per tap); each output still sums the bias, then
-    // the taps in order.
+    // Blocks of 64 outputs (four vectors of sixteen) through all taps in
+    // registers, one store per vector; each output sums the bias, then the
+    // taps in order. Four vectors, not one: a lone vector waits on its
+    // previous multiply-add at every tap. The last block runs whole into the
+    // grid's slack rather than output by output (a scalar tail was as long as
+    // the vector work on 24 x 24 planes). 144 channels of 24 x 24, fastest of
+    // 3000 single-thread runs: 0.068 -> 0.045 ms.
     using Lanes = float __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float))));
     float* z = grid.data();
-    int64_t i = 0;
-    for (; i + 16 <= span; i += 16) {
-        Lanes acc = bias - Lanes{}; // every lane the bias
-        for (int64_t t = 0; t < taps; ++t)
-            acc += w[t] * *reinterpret_cast<const Lanes*>(from[size_t(t)] + i);
-        *reinterpret_cast<Lanes*>(z + i) = acc;
-    }
-    for (; i < span; ++i) {
-        float acc = bias;
-        for (int64_t t = 0; t < taps; ++t)
-            acc += w[t] * from[size_t(t)][i];
-        z[i] = acc;
+    const float* const* tapStart = from.data();
+    for (int64_t i = 0; i < span; i += kBlock) {
+        Lanes a0 = bias - Lanes{}, a1 = a0, a2 = a0, a3 = a0; // every lane the bias
+        for (int64_t t = 0; t < taps; ++t) {
+            const Lanes* f = reinterpret_cast<const Lanes*>(tapStart[t] + i);
+            const float wt = w[t];
+            a0 += wt * f[0];
+            a1 += wt * f[1];
+            a2 += wt * f[2];
+            a3 += wt * f[3];
+        }
+        Lanes* out = reinterpret_cast<Lanes*>(z + i);
+        out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
     }
     for (int64_t oh = 0; oh < OH; ++oh)
         std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
