@@ -488,9 +488,17 @@ private slots:
         // Pointwise convs with fewer (image, group, column chunk) tasks than
         // the threads want also split their output channels: a last strip of
         // rows cut short, two groups, two images.
-        const Tensor Xf = randomTensor({1, 160, 3, 3}), Wf = randomTensor({330, 160, 1, 1}), Bf = randomTensor({330});
+        const Tensor Xf = randomTensor({1, 160, 6, 6}), Wf = randomTensor({330, 160, 1, 1}), Bf = randomTensor({330});
         y = runKernel(ops::conv, "Conv", {&Xf, &Wf, &Bf}, {});
-        EXPECT_CLOSE(y[0], referenceConv(Xf, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {3, 3}), 1e-5);
+        EXPECT_CLOSE(y[0], referenceConv(Xf, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {6, 6}), 1e-5);
+        // With 16 output channels per position or more, the positions are the
+        // product's rows: one image's input packed in place, or two images'
+        // column matrix; a last strip of channels cut short.
+        for (int64_t images : {1, 2}) {
+            const Tensor Xp = randomTensor({images, 160, 3, 3});
+            y = runKernel(ops::conv, "Conv", {&Xp, &Wf, &Bf}, {});
+            EXPECT_CLOSE(y[0], referenceConv(Xp, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {3, 3}), 1e-5);
+        }
         const Tensor Xg = randomTensor({2, 64, 5, 7}), Wg = randomTensor({100, 32, 1, 1});
         y = runKernel(ops::conv, "Conv", {&Xg, &Wg}, {intAttr("group", 2)});
         EXPECT_CLOSE(y[0], referenceConv(Xg, Wg, nullptr, 2, {1, 1}, {1, 1}, {0, 0}, {5, 7}), 1e-5);

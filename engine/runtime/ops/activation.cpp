@@ -107,4 +107,21 @@ void finishOutputs(const float* from, float* y, int64_t n, const float* bias, co
         applyActivation<false, false>(activation, from, y, n, 0.0f, nullptr);
 }
 
+void finishRows(float* y, int64_t rows, int64_t n, int64_t ld, const float* bias, const float* addend,
+                const FusedActivation* activation)
+{
+    if (ld != n) {
+        for (int64_t r = 0; r < rows; ++r)
+            finishOutputs(y + r * ld, y + r * ld, n, bias ? bias + r : nullptr, addend ? addend + r * ld : nullptr,
+                          activation);
+        return;
+    }
+    // (y + bias rounds as finishOutputs' first step; what follows adds nothing else.)
+    if (bias)
+        for (int64_t r = 0; r < rows; ++r)
+            for (int64_t j = 0; j < n; ++j)
+                y[r * n + j] += bias[r];
+    finishOutputs(y, y, rows * n, nullptr, addend, activation);
+}
+
 } // namespace qs

@@ -29,7 +29,7 @@ using StridedMatrixMap = Eigen::Map<RowMatrix, 0, Eigen::OuterStride<>>;
 constexpr int64_t kPositionRowsMinDepth = 64;
 // fewPositionsConv (1 x 1 windows): output channels per output position, and weights, at least.
 constexpr int64_t kFewPositionsChannelsPerPosition = 16;
-constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 18;
+constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 12;
 // A pointwise product's task when its output channels are split: multiply-adds at least.
 constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
 
@@ -163,15 +163,19 @@ void conv(KernelContext& ctx)
         ctx.setOutput(0, std::move(Y));
         return;
     }
-    // 1 x 1 windows with weights of at least 1 MiB and at least 16 output
-    // channels per output position of the batch: the product runs transposed
-    // on the weights packed as its columns. (Measured before the position-rows
-    // path took the larger windows; one run, 2 threads, fastest of 200: 3 x 3 conv
-    // 512 -> 512 on 3 x 3 at batch 1 0.40 -> 0.24 ms, batch 2 0.62 -> 0.47;
-    // 1 x 1 conv 320 -> 1280 on 3 x 3 at batch 1 0.083 -> 0.036 ms, batch 8
-    // 0.35 -> 0.24. Below these bounds the other paths were as fast or faster:
-    // 3 x 3 256 -> 256 on 6 x 6, 0.18 against 0.21 ms; 1 x 1 576 -> 160 on
-    // 3 x 3, 0.022 against 0.027.)
+    // 1 x 1 windows with at least 16 output channels per output position of
+    // the batch (and weights of at least 16 KiB): the product runs transposed
+    // on the weights packed as its columns, the positions as its rows. (First
+    // measured with 2 threads, fastest of 200: 3 x 3 conv 512 -> 512 on 3 x 3
+    // at batch 1 0.40 -> 0.24 ms, batch 2 0.62 -> 0.47; 1 x 1 conv 320 -> 1280
+    // on 3 x 3 at batch 1 0.083 -> 0.036 ms, batch 8 0.35 -> 0.24. It then
+    // also took weights only from 1 MiB: below, its column matrix and its
+    // channel-by-channel finish cost more than they saved. Since one image's
+    // input is packed as it is and the channels finish in one pass, smaller
+    // weights gain too, fastest of 5000 runs, 1 and 2 threads: 960 -> 160 on
+    // 3 x 3 0.041 -> 0.023 and 0.036 -> 0.019 ms, 576 -> 160 0.025 -> 0.013,
+    // 128 -> 256 0.0093 -> 0.0069. With fewer channels per position it loses:
+    // 32 -> 192 on 12 x 12 0.016 -> 0.032.)
     if (level != gemm::SimdLevel::None && kernel.size() == 2 && group == 1 &&
         N * P * kFewPositionsChannelsPerPosition <= M && M * K >= kFewPositionsMinWeights) {
         auto pack = [&] {
@@ -201,9 +205,8 @@ void conv(KernelContext& ctx)
     }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
-        for (int64_t m = 0; m < Mg; ++m)
-            finishOutputs(&yg(m, 0), &yg(m, 0), width, bias ? bias + gi * Mg + m : nullptr,
-                          addend ? addend + (&yg(m, 0) - y) : nullptr, activation);
+        finishRows(yg.data(), Mg, width, P, bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y) : nullptr,
+                   activation);
     };
     // A pointwise product with fewer (batch, group, chunk) tasks than the
     // threads want (small planes at batch 1: 960 -> 160 on 3 x 3 was one task,
@@ -240,11 +243,8 @@ void conv(KernelContext& ctx)
                 const auto [n, gi, p0, p1] = pairOf(pair);
                 float* yr = y + (n * M + gi * Mg + r0) * P + p0;
                 packed->multiplyPacked(gi, columns.get() + pair * pairSize, p1 - p0, yr, P, r0, r1);
-                for (int64_t m = r0; m < r1; ++m) {
-                    float* row = yr + (m - r0) * P;
-                    finishOutputs(row, row, p1 - p0, bias ? bias + gi * Mg + m : nullptr,
-                                  addend ? addend + (row - y) : nullptr, activation);
-                }
+                finishRows(yr, r1 - r0, p1 - p0, P, bias ? bias + gi * Mg + r0 : nullptr,
+                           addend ? addend + (yr - y) : nullptr, activation);
             });
             ctx.setOutput(0, std::move(Y));
             return;

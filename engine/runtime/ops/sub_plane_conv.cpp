@@ -210,16 +210,23 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
                   inSpatial = shapeElementCount(g.input);
     // The column matrix [K, N * P], image after image, in pieces of channels
     // (every element written), then packed as the product's rows.
-    const int64_t kernelSize = K / C, channelsPerPiece = std::max<int64_t>(1, (int64_t(1) << 12) / (kernelSize * P));
-    const int64_t pieces = (C + channelsPerPiece - 1) / channelsPerPiece;
-    const std::unique_ptr<float[]> columns(new float[size_t(K * width)]);
-    tbb::parallel_for(int64_t(0), N * pieces, [&](int64_t task) {
-        const int64_t n = task / pieces, c0 = task % pieces * channelsPerPiece,
-                      channels = std::min(channelsPerPiece, C - c0);
-        im2col2d(x + (n * C + c0) * inSpatial, channels, g, 0, P,
-                 RowMajorColumns<float>{columns.get() + c0 * kernelSize * width + n * P, width});
-    });
-    const gemm::PackedMatrix positions(gemm::simdLevel(), columns.get(), 1, width, K, 0, 1, width);
+    // (One image through a 1 x 1 window at unit strides without pads: the
+    // input is that matrix, packed as it is.)
+    const int64_t kernelSize = K / C;
+    const bool inPlace = N == 1 && kernelSize == 1 && inSpatial == P;
+    std::unique_ptr<float[]> columns;
+    if (!inPlace) {
+        const int64_t channelsPerPiece = std::max<int64_t>(1, (int64_t(1) << 12) / (kernelSize * P));
+        const int64_t pieces = (C + channelsPerPiece - 1) / channelsPerPiece;
+        columns.reset(new float[size_t(K * width)]);
+        tbb::parallel_for(int64_t(0), N * pieces, [&](int64_t task) {
+            const int64_t n = task / pieces, c0 = task % pieces * channelsPerPiece,
+                          channels = std::min(channelsPerPiece, C - c0);
+            im2col2d(x + (n * C + c0) * inSpatial, channels, g, 0, P,
+                     RowMajorColumns<float>{columns.get() + c0 * kernelSize * width + n * P, width});
+        });
+    }
+    const gemm::PackedMatrix positions(gemm::simdLevel(), inPlace ? x : columns.get(), 1, width, K, 0, 1, width);
 
     // Tasks of whole strips of output channels, a few per thread; each strip
     // is one contiguous piece of the packed weights.
@@ -232,17 +239,16 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         const int64_t s0 = taskStart(task), s1 = taskStart(task + 1);
         for (int64_t s = s0; s < s1; ++s)
             positions.multiplyPacked(0, weights.strip(s), weights.stripWidth(s), sums.get() + s * nr, M, 0, width);
+        // Channels [j0, j1) of each image: transposed into y, then finished in one pass.
         const int64_t j0 = s0 * nr, j1 = std::min(M, s1 * nr);
-        thread_local std::vector<float> plane;
-        growScratch(plane, size_t(P));
-        for (int64_t m = j0; m < j1; ++m)
-            for (int64_t n = 0; n < N; ++n) {
+        for (int64_t n = 0; n < N; ++n) {
+            float* dst = y + (n * M + j0) * P;
+            for (int64_t m = j0; m < j1; ++m)
                 for (int64_t p = 0; p < P; ++p)
-                    plane[size_t(p)] = sums[size_t((n * P + p) * M + m)];
-                float* dst = y + (n * M + m) * P;
-                finishOutputs(plane.data(), dst, P, bias ? bias + m : nullptr, addend ? addend + (dst - y) : nullptr,
-                              activation);
-            }
+                    dst[(m - j0) * P + p] = sums[size_t((n * P + p) * M + m)];
+            finishRows(dst, j1 - j0, P, P, bias ? bias + j0 : nullptr, addend ? addend + (dst - y) : nullptr,
+                       activation);
+        }
     });
 }
 
