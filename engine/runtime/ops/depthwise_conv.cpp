@@ -36,23 +36,38 @@ namespace {
     constexpr int64_t kBlock = 64;
     planes.assign(size_t(sh * sw * HS * WS + kBlock), 0.0f);
     const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
-    for (int64_t r = std::min(HP, ph); r < std::min(HP, H + ph); ++r) {
+    // Per column residue b: the first padded column of it that holds input,
+    // how many do, and where they start in the sub-plane row. (Computed per
+    // row, its divisions took longer than the copies: 96 channels of 48 x 48
+    // at stride 2 run channel by channel, fastest of 5000 single-thread runs,
+    // 0.164 -> 0.081 ms.)
+    struct Residue {
+        int64_t first, count, offset;
+    };
+    thread_local std::vector<Residue> residues;
+    residues.resize(size_t(sw));
+    for (int64_t b = 0; b < sw; ++b) {
+        const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
+        residues[size_t(b)] = {first, first < c1 ? (c1 - first + sw - 1) / sw : 0, b * HS * WS + first / sw};
+    }
+    for (int64_t r = std::min(HP, ph), rh = r % sh, rs = r / sh; r < std::min(HP, H + ph); ++r) {
         const float* xr = x + (r - ph) * W - pw;
-        float* rowOfResidue0 = planes.data() + ((r % sh) * sw * HS + r / sh) * WS;
+        float* rowOfResidue0 = planes.data() + (rh * sw * HS + rs) * WS;
+        if (++rh == sh)
+            rh = 0, ++rs;
         if (sw == 1) { // one sub-plane column per input column
             std::copy(xr + c0, xr + c1, rowOfResidue0 + c0);
             continue;
         }
-        for (int64_t b = 0; b < sw; ++b) {
-            const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
-            float* dst = rowOfResidue0 + b * HS * WS + first / sw;
-            const int64_t count = first < c1 ? (c1 - first + sw - 1) / sw : 0;
+        for (const Residue& residue : residues) {
+            const float* src = xr + residue.first;
+            float* dst = rowOfResidue0 + residue.offset;
             if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
-                for (int64_t i = 0; i < count; ++i)
-                    dst[i] = xr[first + 2 * i];
+                for (int64_t i = 0; i < residue.count; ++i)
+                    dst[i] = src[2 * i];
             else
-                for (int64_t i = 0; i < count; ++i)
-                    dst[i] = xr[first + i * sw];
+                for (int64_t i = 0; i < residue.count; ++i)
+                    dst[i] = src[i * sw];
         }
     }
     const int64_t span = (OH - 1) * WS + OW, taps = KH * KW;
