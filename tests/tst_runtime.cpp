@@ -644,6 +644,45 @@ private slots:
         }
     }
 
+    void foldedNodesGiveTheUnfusedBitsOnPointwiseConvs()
+    {
+        // 1 x 1 convs store their sums finished (bias, residual, Relu or Clip)
+        // from the product's registers; the bits are the separate nodes'. On
+        // each path: column chunks of a large plane, output channels split
+        // over one packed input (6 x 6), positions as the product's rows
+        // (3 x 3, one image and two), a strided column matrix, and a last
+        // strip of a few columns (6 x 6: 32 + 4 columns; 33 x 1; a 2 x 2 plane).
+        std::mt19937 rng(41);
+        struct Case {
+            int64_t images, channels, outputs, h, w, stride;
+        };
+        for (const Case& c : {Case{1, 16, 24, 40, 40, 1}, Case{1, 64, 200, 6, 6, 1}, Case{1, 64, 200, 3, 3, 1},
+                              Case{2, 64, 200, 3, 3, 1}, Case{2, 24, 40, 13, 15, 2}, Case{2, 8, 20, 5, 7, 1},
+                              Case{1, 32, 40, 33, 1, 1}, Case{1, 16, 24, 2, 2, 1}})
+            for (const char* act : {"Relu", "Clip"}) {
+                const int64_t oh = (c.h - 1) / c.stride + 1, ow = (c.w - 1) / c.stride + 1;
+                std::vector<Node> nodes{node("c", "Conv", {"x", "w", "b"}, {"c"}, {intsAttr("strides", {c.stride, c.stride})}),
+                                        node("add", "Add", {"c", "r"}, {"s"})};
+                nodes.push_back(std::string(act) == "Clip" ? node("act", "Clip", {"s", "lo", "hi"}, {"y"})
+                                                           : node("act", "Relu", {"s"}, {"y"}));
+                Model m = modelOf(nodes, {"x", "r"}, {"y"});
+                m.addInitializer("w", adversarialTensor({c.outputs, c.channels, 1, 1}, rng));
+                m.addInitializer("b", adversarialTensor({c.outputs}, rng));
+                m.addInitializer("lo", Tensor::fromVector(DType::F32, {}, std::vector<float>{-0.5f}));
+                m.addInitializer("hi", Tensor::fromVector(DType::F32, {}, std::vector<float>{0.75f}));
+                const std::map<std::string, Tensor> inputs{
+                    {"x", adversarialTensor({c.images, c.channels, c.h, c.w}, rng)},
+                    {"r", adversarialTensor({c.images, c.outputs, oh, ow}, rng)}};
+                const StatedAndFolded runs = runStatedAndFolded(Interpreter(m), inputs, "y");
+                const QByteArray name = QByteArray::number(qlonglong(c.outputs)) + " on " +
+                                        QByteArray::number(qlonglong(c.h)) + " x " + QByteArray::number(qlonglong(c.w)) +
+                                        ", " + act;
+                QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", "Add", act}));
+                QVERIFY2(sameBits(runs.folded, runs.stated), name.constData());
+                QVERIFY2(runs.foldedRan == std::vector<std::string>{"Conv"}, name.constData());
+            }
+    }
+
     void packedWeightsFollowTheWeightTensor()
     {
         // Conv keeps its packed weights across runs; a weight swapped in by an

@@ -47,9 +47,11 @@ struct IndirectRows {
 // NV = 1 computes only the strip's first W columns: a strip of at most W
 // columns (a 3 x 3 plane, the remainder of a row of tiles) then costs half the
 // multiply-adds, with the same sums in the same order (the same bits).
+// With an epilogue (the tile's own, Epilogue::at), each element is stored finished.
 template <int MR, int STRIP, int W, int NV, class Rows>
 [[gnu::always_inline]] inline void microKernelBody(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
-                                                   int64_t mr, int64_t nr, bool accumulate)
+                                                   int64_t mr, int64_t nr, bool accumulate,
+                                                   const Epilogue* epilogue = nullptr)
 {
     // (A typedef: GCC drops vector_size from a `using` alias of a dependent size.)
     typedef float V __attribute__((vector_size(W * sizeof(float)), aligned(sizeof(float))));
@@ -69,10 +71,29 @@ template <int MR, int STRIP, int W, int NV, class Rows>
                 acc[r][j] += a[r] * bv[j];
     }
     if (nr == NV * W) { // whole rows of the tile: straight from the registers
+        if (!epilogue) {
+            for (int64_t r = 0; r < mr; ++r)
+                for (int j = 0; j < NV; ++j) {
+                    V* cj = reinterpret_cast<V*>(c + r * ldc + j * W);
+                    *cj = accumulate ? *cj + acc[r][j] : acc[r][j];
+                }
+            return;
+        }
+        const Epilogue& e = *epilogue;
+        const V lo = e.lo - V{}, hi = e.hi - V{}, zero = V{};
         for (int64_t r = 0; r < mr; ++r)
             for (int j = 0; j < NV; ++j) {
                 V* cj = reinterpret_cast<V*>(c + r * ldc + j * W);
-                *cj = accumulate ? *cj + acc[r][j] : acc[r][j];
+                V v = accumulate ? *cj + acc[r][j] : acc[r][j];
+                if (e.bias)
+                    v = v + e.bias[r];
+                if (e.addend)
+                    v = v + *reinterpret_cast<const V*>(e.addend + r * ldc + j * W);
+                if (e.clamp == Epilogue::Clamp::Relu)
+                    v = v > zero ? v : zero;
+                else if (e.clamp == Epilogue::Clamp::Clip)
+                    v = v < lo ? lo : (hi < v ? hi : v);
+                *cj = v;
             }
         return;
     }
@@ -81,28 +102,33 @@ template <int MR, int STRIP, int W, int NV, class Rows>
         for (int j = 0; j < NV; ++j)
             *reinterpret_cast<V*>(tile[r] + j * W) = acc[r][j];
     for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j)
-            c[r * ldc + j] = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+        for (int64_t j = 0; j < nr; ++j) {
+            const float v = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
+            c[r * ldc + j] = epilogue ? epilogue->finish(v, r, j, ldc) : v;
+        }
 }
+
 
 template <class Rows>
 [[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
-                                                 int64_t mr, int64_t nr, bool accumulate)
+                                                 int64_t mr, int64_t nr, bool accumulate,
+                                                 const Epilogue* epilogue = nullptr)
 {
     if (nr <= 8)
-        microKernelBody<6, 6, 8, 1>(kc, a, rows, c, ldc, mr, nr, accumulate);
+        microKernelBody<6, 6, 8, 1>(kc, a, rows, c, ldc, mr, nr, accumulate, epilogue);
     else
-        microKernelBody<6, 6, 8, 2>(kc, a, rows, c, ldc, mr, nr, accumulate);
+        microKernelBody<6, 6, 8, 2>(kc, a, rows, c, ldc, mr, nr, accumulate, epilogue);
 }
 
 template <int MR, class Rows>
 [[gnu::target("avx512f")]] void microKernelAvx512(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
-                                                  int64_t mr, int64_t nr, bool accumulate)
+                                                  int64_t mr, int64_t nr, bool accumulate,
+                                                  const Epilogue* epilogue = nullptr)
 {
     if (nr <= 16)
-        microKernelBody<MR, 12, 16, 1>(kc, a, rows, c, ldc, mr, nr, accumulate);
+        microKernelBody<MR, 12, 16, 1>(kc, a, rows, c, ldc, mr, nr, accumulate, epilogue);
     else
-        microKernelBody<MR, 12, 16, 2>(kc, a, rows, c, ldc, mr, nr, accumulate);
+        microKernelBody<MR, 12, 16, 2>(kc, a, rows, c, ldc, mr, nr, accumulate, epilogue);
 }
 
 // C[mr, NC] (= or +=) an A-strip (kc x STRIP, k-major) times NC columns of B
@@ -170,6 +196,14 @@ template <int STRIP, int W>
 
 #endif
 
+// A C tile of rows x cols stored by a kernel without an epilogue, finished in place.
+void finishTile(float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogue& e)
+{
+    for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < cols; ++j)
+            c[r * ldc + j] = e.finish(c[r * ldc + j], r, j, ldc);
+}
+
 // B[kc, nc] (element (k, j) at b[k * bk + j * bj]) into strips of nr columns,
 // k-major, the last strip zero-padded.
 void packColumns(const float* b, int64_t bk, int64_t bj, int64_t kc, int64_t nc, int64_t nr, float* out)
@@ -224,12 +258,16 @@ PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int6
 }
 
 void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
-                            int64_t r0, int64_t r1) const
+                            int64_t r0, int64_t r1, const Epilogue* epilogue) const
 {
     if (r1 < 0)
         r1 = rows_;
-    if (n <= kFewColumns)
-        return multiplyFewColumns(group, b, bk, bj, n, c, ldc, 1, r0, r1);
+    if (n <= kFewColumns) {
+        multiplyFewColumns(group, b, bk, bj, n, c, ldc, 1, r0, r1);
+        if (epilogue)
+            finishTile(c, ldc, r1 - r0, n, *epilogue);
+        return;
+    }
     thread_local std::vector<float> packedB;
     growScratch(packedB, size_t(std::min(kDepthBlock, depth_) * ((std::min(n, kColumnBlock) + nr_ - 1) / nr_ * nr_)));
     const float* ag = data_.data() + group * paddedRows_ * depth_;
@@ -238,12 +276,15 @@ void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t b
         for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
             const int64_t kc = std::min(kDepthBlock, depth_ - p0);
             packColumns(b + p0 * bk + j0 * bj, bk, bj, kc, nc, nr_, packedB.data());
+            const bool last = p0 + kc == depth_;
             for (int64_t s = 0; s * nr_ < nc; ++s) {
                 const float* bs = packedB.data() + s * nr_ * kc;
                 const int64_t nr = std::min(nr_, nc - s * nr_);
-                for (int64_t r = r0; r < r1; r += mr_)
+                for (int64_t r = r0; r < r1; r += mr_) {
+                    const Epilogue tile = epilogue && last ? epilogue->at(r - r0, j0 + s * nr_, ldc) : Epilogue{};
                     run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + j0 + s * nr_, ldc,
-                        std::min(mr_, r1 - r), nr, p0 > 0);
+                        std::min(mr_, r1 - r), nr, p0 > 0, epilogue && last ? &tile : nullptr);
+                }
             }
         }
     }
@@ -264,7 +305,7 @@ void PackedMatrix::multiplyFewColumns(int64_t group, const float* b, int64_t bk,
 }
 
 void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0,
-                                  int64_t r1) const
+                                  int64_t r1, const Epilogue* epilogue) const
 {
     if (r1 < 0)
         r1 = rows_;
@@ -276,12 +317,15 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
     for (int64_t p0 = 0; p0 < depth_; p0 += kDepthBlock) {
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
         const float* block = packedB + p0 * paddedWidth;
+        const bool last = p0 + kc == depth_;
         for (int64_t s = 0; s * nr_ < wide; ++s) {
             const float* bs = block + s * nr_ * kc;
             const int64_t nr = std::min(nr_, wide - s * nr_);
-            for (int64_t r = r0; r < r1; r += mr_)
+            for (int64_t r = r0; r < r1; r += mr_) {
+                const Epilogue tile = epilogue && last ? epilogue->at(r - r0, s * nr_, ldc) : Epilogue{};
                 run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r),
-                    nr, p0 > 0);
+                    nr, p0 > 0, epilogue && last ? &tile : nullptr);
+            }
         }
         if (tail == 0)
             continue;
@@ -289,6 +333,8 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
         for (int64_t r = r0; r < r1; r += mr_)
             runFewColumns(kc, ag + p0 * paddedRows_ + r * kc, bt, nr_, 1, tail, c + (r - r0) * ldc + wide, ldc, 1,
                           std::min(mr_, r1 - r), p0 > 0);
+        if (epilogue && last)
+            finishTile(c + wide, ldc, r1 - r0, tail, epilogue->at(0, wide, ldc));
     }
 }
 
@@ -310,21 +356,21 @@ PackedColumnMatrix::PackedColumnMatrix(SimdLevel level, const float* b, int64_t 
 }
 
 void PackedMatrix::run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
-                       bool accumulate) const
+                       bool accumulate, const Epilogue* epilogue) const
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     // A strip of 7 to 9 rows (a 3 x 3 plane) skips the multiply-adds of the
     // last three rows; 6 rows or fewer half of them.
     if (level_ == SimdLevel::Avx512 && mr <= 6)
-        microKernelAvx512<6>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+        microKernelAvx512<6>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate, epilogue);
     else if (level_ == SimdLevel::Avx512 && mr <= 9)
-        microKernelAvx512<9>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+        microKernelAvx512<9>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate, epilogue);
     else if (level_ == SimdLevel::Avx512)
-        microKernelAvx512<12>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+        microKernelAvx512<12>(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate, epilogue);
     else
-        microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate);
+        microKernelAvx2(kc, a, PackedRows{b, nr_}, c, ldc, mr, nr, accumulate, epilogue);
 #else
-    (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate;
+    (void)kc, (void)a, (void)b, (void)c, (void)ldc, (void)mr, (void)nr, (void)accumulate, (void)epilogue;
 #endif
 }
 

@@ -33,6 +33,45 @@ inline constexpr int64_t kFewColumns = 4;
 // 2^-126 times the other operand.
 enum class Subnormals { Keep, Flush };
 
+// What a product does to each C element as it stores its last depth block:
+// C[r, j] = clamp((sum + bias[r]) + addend[r * ldc + j]), each step rounded,
+// the bias and the addend only where given (x + 0 would turn -0 into +0),
+// clamp max(v, 0) as v > 0 ? v : 0 (Relu) or v < lo ? lo : (hi < v ? hi : v)
+// (Clip). A Conv's bias, folded residual Add and activation, applied while
+// the tile is in registers rather than in one more pass over C: the same
+// operations in the same order as finishOutputs (runtime/ops/activation.h),
+// so the same bits. bias and addend are indexed as C is: bias[0] and
+// addend[0] belong to the call's first row and column.
+struct Epilogue {
+    enum class Clamp { None, Relu, Clip };
+    const float* bias = nullptr;
+    const float* addend = nullptr;
+    Clamp clamp = Clamp::None;
+    float lo = 0, hi = 0;
+
+    // The same for the tile from row r, column j of C (row stride ldc) on.
+    Epilogue at(int64_t r, int64_t j, int64_t ldc) const
+    {
+        Epilogue e = *this;
+        e.bias = bias ? bias + r : nullptr;
+        e.addend = addend ? addend + r * ldc + j : nullptr;
+        return e;
+    }
+    // Element (r, j) of a tile, finished (v: the sum).
+    float finish(float v, int64_t r, int64_t j, int64_t ldc) const
+    {
+        if (bias)
+            v = v + bias[r];
+        if (addend)
+            v = v + addend[r * ldc + j];
+        if (clamp == Clamp::Relu)
+            v = v > 0.0f ? v : 0.0f;
+        else if (clamp == Clamp::Clip)
+            v = v < lo ? lo : (hi < v ? hi : v);
+        return v;
+    }
+};
+
 // One or more [rows, depth] matrices ("groups") packed for the micro-kernels
 // of a SIMD level (not None): per group, per depth block, strips of mr rows
 // stored k-major, the last strip zero-padded. Element (g, r, k) is read from
@@ -45,9 +84,11 @@ public:
 
     // C[r0:r1, 0:n] = A_group[r0:r1, :] * B[depth, n]; element (k, j) of B is
     // b[k * bk + j * bj] (bj = 1: row-major; bk = 1: transposed); C row-major
-    // with row stride ldc. r0 is a multiple of mr() (or r1 = rows()).
+    // with row stride ldc. r0 is a multiple of mr() (or r1 = rows()). With an
+    // epilogue, C is stored finished (its bias and addend indexed as C, from
+    // row r0).
     void multiply(int64_t group, const float* b, int64_t bk, int64_t bj, int64_t n, float* c, int64_t ldc,
-                  int64_t r0 = 0, int64_t r1 = -1) const;
+                  int64_t r0 = 0, int64_t r1 = -1, const Epilogue* epilogue = nullptr) const;
     // The same along A's rows, up to four columns of B at a time (what
     // multiply() does for n <= kFewColumns; the same bits as its micro-kernels),
     // with C element (r, j) at c[(r − r0) * ldc + j * cj]: a transposed C too.
@@ -57,8 +98,9 @@ public:
     // strip, kDepthBlock rows per depth block, the last strip zero-padded).
     // Rows [r0, r1) only, as in multiply(). A last strip of at most
     // kFewColumns columns runs along A's rows instead of a padded micro-tile.
+    // An epilogue as in multiply().
     void multiplyPacked(int64_t group, const float* packedB, int64_t n, float* c, int64_t ldc, int64_t r0 = 0,
-                        int64_t r1 = -1) const;
+                        int64_t r1 = -1, const Epilogue* epilogue = nullptr) const;
 
     // The same with B virtual: element (k, j) is base[rowOffsets[k] + j] (an
     // implicit GEMM: rows of a column matrix that lie inside a padded input).
@@ -73,7 +115,7 @@ public:
 
 private:
     void run(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t mr, int64_t nr,
-             bool accumulate) const;
+             bool accumulate, const Epilogue* epilogue = nullptr) const;
     // One depth block of an A-strip (its first mr rows) times n <= kFewColumns
     // columns of B, along the rows (fewColumnsAvx512 or fewColumnsAvx2).
     void runFewColumns(int64_t kc, const float* a, const float* b, int64_t bk, int64_t bj, int64_t n, float* c,

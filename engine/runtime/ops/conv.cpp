@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <bit>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
@@ -30,8 +31,33 @@ constexpr int64_t kPositionRowsMinDepth = 64;
 // fewPositionsConv (1 x 1 windows): output channels per output position, and weights, at least.
 constexpr int64_t kFewPositionsChannelsPerPosition = 16;
 constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 12;
+// ... and from kFewPositionsLargeWeights when the batch has more than kFewPositionsRows positions.
+constexpr int64_t kFewPositionsRows = 16;
+constexpr int64_t kFewPositionsLargeWeights = int64_t(1) << 18;
 // A pointwise product's task when its output channels are split: multiply-adds at least.
 constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
+
+// The product's store epilogue for a conv's bias, folded residual and
+// activation (finishOutputs' steps, the same bits), when the activation is
+// one the micro-kernels apply (Relu, Clip) or none. 16 -> 96 channels on
+// 48 x 48 with ReLU6, 2 threads, fastest of 2000 to 5000 runs: 0.048 -> 0.035 ms.
+std::optional<gemm::Epilogue> storeEpilogue(const float* bias, const float* addend,
+                                            const FusedActivation* activation)
+{
+    gemm::Epilogue e;
+    e.bias = bias;
+    e.addend = addend;
+    if (activation && activation->kind == FusedActivation::Kind::Relu) {
+        e.clamp = gemm::Epilogue::Clamp::Relu;
+    } else if (activation && activation->kind == FusedActivation::Kind::Clip) {
+        e.clamp = gemm::Epilogue::Clamp::Clip;
+        e.lo = activation->a;
+        e.hi = activation->b;
+    } else if (activation) {
+        return std::nullopt;
+    }
+    return e;
+}
 
 } // namespace
 
@@ -177,7 +203,8 @@ void conv(KernelContext& ctx)
     // 128 -> 256 0.0093 -> 0.0069. With fewer channels per position it loses:
     // 32 -> 192 on 12 x 12 0.016 -> 0.032.)
     if (level != gemm::SimdLevel::None && kernel.size() == 2 && group == 1 &&
-        N * P * kFewPositionsChannelsPerPosition <= M && M * K >= kFewPositionsMinWeights) {
+        N * P * kFewPositionsChannelsPerPosition <= M &&
+        M * K >= (N * P <= kFewPositionsRows ? kFewPositionsMinWeights : kFewPositionsLargeWeights)) {
         auto pack = [&] {
             return std::make_shared<const gemm::PackedColumnMatrix>(level, w, K, M, 1, K, gemm::Subnormals::Flush);
         };
@@ -204,6 +231,11 @@ void conv(KernelContext& ctx)
         return;
     }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
+    // The same while the product stores its tiles, where the activation is one it applies.
+    auto groupEpilogue = [&](int64_t gi, const StridedMatrixMap& yg) {
+        return storeEpilogue(bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y) : nullptr,
+                             activation);
+    };
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
         finishRows(yg.data(), Mg, width, P, bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y) : nullptr,
                    activation);
@@ -242,9 +274,13 @@ void conv(KernelContext& ctx)
                 const int64_t pair = task / rowBlocks, r0 = task % rowBlocks * rowBlock, r1 = std::min(Mg, r0 + rowBlock);
                 const auto [n, gi, p0, p1] = pairOf(pair);
                 float* yr = y + (n * M + gi * Mg + r0) * P + p0;
-                packed->multiplyPacked(gi, columns.get() + pair * pairSize, p1 - p0, yr, P, r0, r1);
-                finishRows(yr, r1 - r0, p1 - p0, P, bias ? bias + gi * Mg + r0 : nullptr,
-                           addend ? addend + (yr - y) : nullptr, activation);
+                const float* rowBias = bias ? bias + gi * Mg + r0 : nullptr;
+                const float* rowAddend = addend ? addend + (yr - y) : nullptr;
+                const auto stored = storeEpilogue(rowBias, rowAddend, activation);
+                packed->multiplyPacked(gi, columns.get() + pair * pairSize, p1 - p0, yr, P, r0, r1,
+                                       stored ? &*stored : nullptr);
+                if (!stored)
+                    finishRows(yr, r1 - r0, p1 - p0, P, rowBias, rowAddend, activation);
             });
             ctx.setOutput(0, std::move(Y));
             return;
@@ -267,8 +303,10 @@ void conv(KernelContext& ctx)
             into.data = buffer.data();
             im2col2d(xg, Cg, g, p0, p1, into);
             into.padLastStrip();
-            packed->multiplyPacked(gi, buffer.data(), p1 - p0, yg.data(), P);
-            epilogue(gi, yg, p1 - p0);
+            const auto stored = groupEpilogue(gi, yg);
+            packed->multiplyPacked(gi, buffer.data(), p1 - p0, yg.data(), P, 0, -1, stored ? &*stored : nullptr);
+            if (!stored)
+                epilogue(gi, yg, p1 - p0);
             return;
         }
         const float* col = xg + p0;
@@ -282,11 +320,15 @@ void conv(KernelContext& ctx)
             col = buffer.data();
             ldcol = p1 - p0;
         }
-        if (packed)
-            packed->multiply(gi, col, ldcol, 1, p1 - p0, yg.data(), P);
-        else
+        if (packed) {
+            const auto stored = groupEpilogue(gi, yg);
+            packed->multiply(gi, col, ldcol, 1, p1 - p0, yg.data(), P, 0, -1, stored ? &*stored : nullptr);
+            if (stored)
+                return;
+        } else {
             yg.noalias() =
                 wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));
+        }
         epilogue(gi, yg, p1 - p0);
     });
     ctx.setOutput(0, std::move(Y));
