@@ -139,9 +139,10 @@ void conv(KernelContext& ctx)
         return;
     }
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
+        const DepthwisePlanes planes(g);
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
-            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, g, y + ng * P);
+            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, y + ng * P);
             if (activation)
                 activation->apply(y + ng * P, P);
         });

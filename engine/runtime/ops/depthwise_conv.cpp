@@ -1,6 +1,7 @@
 #include "runtime/ops/depthwise_conv.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 #include "core/scratch.h"
@@ -10,6 +11,9 @@
 namespace qs::ops {
 
 namespace {
+
+// Outputs depthwise2d computes at once (four vectors of sixteen).
+constexpr int64_t kDepthwiseBlock = 64;
 
 // Depthwise 2-D convolution (one input and one output channel per group).
 // Depthwise layers are small (7 to 112 columns), where per-row loops would
@@ -22,34 +26,21 @@ namespace {
 // Compiled also for AVX2 and AVX-512 (chosen by simdLevel()); those fuse each
 // multiply-add (FMA, one rounding), so their results may differ from the
 // baseline's in the last bit.
-[[gnu::always_inline]] inline void depthwise2dBody(const float* x, const float* w, float bias, const WindowGeometry& g,
-                                                   float* y)
+[[gnu::always_inline]] inline void depthwise2dBody(const float* x, const float* w, float bias,
+                                                   const DepthwisePlanes& d, float* y)
 {
-    const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
-    const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
-    // The padded plane, cut to what the windows reach, and its sub-planes' size.
-    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
-    const int64_t HS = (HP + sh - 1) / sh, WS = (WP + sw - 1) / sw;
+    const WindowGeometry& g = d.g;
+    const int64_t H = g.input[0], W = g.input[1], OH = g.output[0], OW = g.output[1];
+    const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t HS = d.HS, WS = d.WS, HP = HS * sh;
+    // The thread's sub-planes: zeroed when they last held another node's
+    // layout; otherwise only the input is copied in, over the last channel's
+    // (the padding and the slack past the sub-planes stay zero).
     thread_local std::vector<float> planes, grid;
-    // (kBlock zeros past the sub-planes: the last block of outputs reads up to
-    // kBlock - 1 past where the outputs end.)
-    constexpr int64_t kBlock = 64;
-    planes.assign(size_t(sh * sw * HS * WS + kBlock), 0.0f);
-    const int64_t c0 = std::min(WP, pw), c1 = std::min(WP, W + pw);
-    // Per column residue b: the first padded column of it that holds input,
-    // how many do, and where they start in the sub-plane row. (Computed per
-    // row, its divisions took longer than the copies: 96 channels of 48 x 48
-    // at stride 2 run channel by channel, fastest of 5000 single-thread runs,
-    // 0.164 -> 0.081 ms.)
-    struct Residue {
-        int64_t first, count, offset;
-    };
-    thread_local std::vector<Residue> residues;
-    residues.resize(size_t(sw));
-    for (int64_t b = 0; b < sw; ++b) {
-        const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
-        residues[size_t(b)] = {first, first < c1 ? (c1 - first + sw - 1) / sw : 0, b * HS * WS + first / sw};
+    thread_local uint64_t planesLayout = 0;
+    if (planesLayout != d.id) {
+        planes.assign(size_t(d.planesSize), 0.0f);
+        planesLayout = d.id;
     }
     for (int64_t r = std::min(HP, ph), rh = r % sh, rs = r / sh; r < std::min(HP, H + ph); ++r) {
         const float* xr = x + (r - ph) * W - pw;
@@ -57,10 +48,10 @@ namespace {
         if (++rh == sh)
             rh = 0, ++rs;
         if (sw == 1) { // one sub-plane column per input column
-            std::copy(xr + c0, xr + c1, rowOfResidue0 + c0);
+            std::copy(xr + d.c0, xr + d.c1, rowOfResidue0 + d.c0);
             continue;
         }
-        for (const Residue& residue : residues) {
+        for (const DepthwisePlanes::Residue& residue : d.residues) {
             const float* src = xr + residue.first;
             float* dst = rowOfResidue0 + residue.offset;
             if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
@@ -71,29 +62,23 @@ namespace {
                     dst[i] = src[i * sw];
         }
     }
-    const int64_t span = (OH - 1) * WS + OW, taps = KH * KW;
-    grid.resize(size_t(std::max(OH * WS, (span + kBlock - 1) / kBlock * kBlock)));
-    thread_local std::vector<const float*> from;
-    from.resize(size_t(taps));
-    for (int64_t kh = 0; kh < KH; ++kh)
-        for (int64_t kw = 0; kw < KW; ++kw) {
-            const int64_t rh = kh * dh, rw = kw * dw;
-            from[size_t(kh * KW + kw)] = planes.data() + (((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw;
-        }
-    // Blocks of 64 outputs (four vectors of sixteen) through all taps in
-    // registers, one store per vector; each output sums the bias, then the
-    // taps in order. Four vectors, not one: a lone vector waits on its
-    // previous multiply-add at every tap. The last block runs whole into the
-    // grid's slack rather than output by output (a scalar tail was as long as
-    // the vector work on 24 x 24 planes). 144 channels of 24 x 24, fastest of
-    // 3000 single-thread runs: 0.068 -> 0.045 ms.
+    growScratch(grid, size_t(d.gridSize));
+    // Blocks of kDepthwiseBlock = 64 outputs (four vectors of sixteen) through
+    // all taps in registers, one store per vector; each output sums the bias,
+    // then the taps in order. Four vectors, not one: a lone vector waits on
+    // its previous multiply-add at every tap. The last block runs whole into
+    // the grid's slack rather than output by output (a scalar tail was as long
+    // as the vector work on 24 x 24 planes). 144 channels of 24 x 24, fastest
+    // of 3000 single-thread runs: 0.068 -> 0.056 ms.
     using Lanes = float __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float))));
     float* z = grid.data();
-    const float* const* tapStart = from.data();
-    for (int64_t i = 0; i < span; i += kBlock) {
+    const int64_t taps = int64_t(d.taps.size());
+    const int64_t* tapStart = d.taps.data();
+    const float* base = planes.data();
+    for (int64_t i = 0; i < d.span; i += kDepthwiseBlock) {
         Lanes a0 = bias - Lanes{}, a1 = a0, a2 = a0, a3 = a0; // every lane the bias
         for (int64_t t = 0; t < taps; ++t) {
-            const Lanes* f = reinterpret_cast<const Lanes*>(tapStart[t] + i);
+            const Lanes* f = reinterpret_cast<const Lanes*>(base + tapStart[t] + i);
             const float wt = w[t];
             a0 += wt * f[0];
             a1 += wt * f[1];
@@ -108,30 +93,59 @@ namespace {
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias, const WindowGeometry& g,
-                                                  float* y)
+[[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias,
+                                                  const DepthwisePlanes& d, float* y)
 {
-    depthwise2dBody(x, w, bias, g, y);
+    depthwise2dBody(x, w, bias, d, y);
 }
 
-[[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const WindowGeometry& g,
+[[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const DepthwisePlanes& d,
                                                  float* y)
 {
-    depthwise2dBody(x, w, bias, g, y);
+    depthwise2dBody(x, w, bias, d, y);
 }
 #endif
 
 } // namespace
 
-void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y)
+DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry) : g(geometry)
+{
+    static std::atomic<uint64_t> layouts{0};
+    id = ++layouts;
+    const int64_t W = g.input[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.output[0], OW = g.output[1];
+    const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
+    const int64_t pw = g.padBegin[1];
+    // The padded plane, cut to what the windows reach, and its sub-planes' size.
+    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    HS = (HP + sh - 1) / sh;
+    WS = (WP + sw - 1) / sw;
+    span = (OH - 1) * WS + OW;
+    // (kDepthwiseBlock zeros past the sub-planes: the last block of outputs
+    // reads up to kDepthwiseBlock - 1 past where the outputs end.)
+    planesSize = sh * sw * HS * WS + kDepthwiseBlock;
+    gridSize = std::max(OH * WS, (span + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock);
+    c0 = std::min(WP, pw);
+    c1 = std::min(WP, W + pw);
+    for (int64_t b = 0; b < sw; ++b) {
+        const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
+        residues.push_back({first, first < c1 ? (c1 - first + sw - 1) / sw : 0, b * HS * WS + first / sw});
+    }
+    for (int64_t kh = 0; kh < KH; ++kh)
+        for (int64_t kw = 0; kw < KW; ++kw) {
+            const int64_t rh = kh * dh, rw = kw * dw;
+            taps.push_back((((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw);
+        }
+}
+
+void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwise2dAvx512(x, w, bias, g, y);
+        return depthwise2dAvx512(x, w, bias, planes, y);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwise2dAvx2(x, w, bias, g, y);
+        return depthwise2dAvx2(x, w, bias, planes, y);
 #endif
-    depthwise2dBody(x, w, bias, g, y);
+    depthwise2dBody(x, w, bias, planes, y);
 }
 
 namespace {

@@ -5,6 +5,7 @@
 // row, so they give the same results.
 
 #include <cstdint>
+#include <vector>
 
 #include "runtime/ops/window_geometry.h"
 
@@ -13,8 +14,32 @@ namespace qs::ops {
 // Channels depthwiseBlock interleaves into one vector.
 inline constexpr int64_t kChannelBlock = 16;
 
-// One channel: x (H x W) against its taps w (KH x KW) plus bias into y (OH x OW).
-void depthwise2d(const float* x, const float* w, float bias, const WindowGeometry& g, float* y);
+// What depthwise2d computes once per node rather than per channel (its
+// divisions cost as much as a small plane's multiply-adds): the zero-padded
+// input's sub-planes (one per row and column residue of the strides), where
+// each tap and input row lands in them.
+struct DepthwisePlanes {
+    explicit DepthwisePlanes(const WindowGeometry& g);
+
+    // A column residue b of the strides: the first padded column of it that
+    // holds input, how many do, and where they start in a sub-plane row.
+    struct Residue {
+        int64_t first, count, offset;
+    };
+    WindowGeometry g;
+    int64_t HS = 0, WS = 0;     // a sub-plane's rows and columns
+    int64_t span = 0;           // outputs computed (with WS - OW dropped per row but the last)
+    int64_t planesSize = 0;     // the sub-planes' floats, with slack for the last block of outputs
+    int64_t gridSize = 0;       // the computed outputs' floats, rounded up to whole blocks
+    int64_t c0 = 0, c1 = 0;     // padded columns [c0, c1) hold input
+    std::vector<Residue> residues;
+    std::vector<int64_t> taps;  // tap t's first input of output 0 in the sub-planes
+    uint64_t id = 0;            // tells a thread whether its zeroed buffer already has this layout
+};
+
+// One channel: x (H x W) against its taps w (KH x KW) plus bias into y (OH x
+// OW), in the sub-planes of `planes` (made from the node's geometry).
+void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y);
 // Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
 // each) plus bias (nullptr: none) into y (planes of OH x OW), channels <= kChannelBlock.
 void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
