@@ -57,9 +57,7 @@ void SubPlanes::fillRows(const float* src, const WindowGeometry& g, int64_t t0, 
             const int64_t r = (t0 + t) * sh + a, ih = r - ph;
             for (int64_t b = 0; b < sw; ++b) {
                 float* row = dst + ((a * sw + b) * stride + t) * WS;
-                // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
-                const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
-                const int64_t i1 = std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0));
+                const auto [i0, i1] = inputColumns[size_t(b)];
                 if (ih < 0 || ih >= H || r >= HP) {
                     std::fill(row, row + WS, 0.0f);
                     continue;

@@ -5,7 +5,9 @@
 // for 1 x 1 windows with few output positions. Each finishes its outputs with
 // the bias, residual addend and activation folded into the node.
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "gemm/sgemm.h"
@@ -21,6 +23,10 @@ namespace qs::ops {
 // of rows (fillRows) keeps rows [t0, t0 + rows) of every sub-plane.
 struct SubPlanes {
     int64_t HP, HS, WS, sub, plane; // padded rows; sub-plane extent; floats per sub-plane, per input plane
+    // Per column residue b: the sub-plane columns [first, second) that hold
+    // input (the rest is padding). Computed here once, not per row (a 16 ->
+    // 64 conv on 23 x 23, single thread, fastest of 5000: 0.074 -> 0.070 ms).
+    std::vector<std::pair<int64_t, int64_t>> inputColumns;
 
     explicit SubPlanes(const WindowGeometry& g)
         : HP((g.output[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1),
@@ -28,6 +34,12 @@ struct SubPlanes {
           WS(((g.output[1] - 1) * g.strides[1] + (g.kernel[1] - 1) * g.dilations[1] + g.strides[1]) / g.strides[1]),
           sub(HS * WS), plane(g.strides[0] * g.strides[1] * sub)
     {
+        const int64_t W = g.input[1], sw = g.strides[1], pw = g.padBegin[1];
+        for (int64_t b = 0; b < sw; ++b) {
+            // Sub-plane column i is padded column b + i * sw, input column b + i * sw - pw.
+            const int64_t i0 = std::min(WS, pw > b ? (pw - b + sw - 1) / sw : 0);
+            inputColumns.emplace_back(i0, std::max(i0, std::min(WS, W + pw > b ? (W + pw - b + sw - 1) / sw : 0)));
+        }
     }
 
     // `planes` whole input planes of x into dst, one after the other, every element written.
