@@ -80,19 +80,32 @@ template <class T> struct RowMajorColumns {
 // im2col for two spatial axes: whole output rows at a time, zeros where a tap
 // falls in the padding, a plain (or strided) copy elsewhere. Row k of the
 // column matrix is (channel, kh, kw); column j is output position p0 + j.
+// The divisions happen once per call, not per row of the matrix or per
+// output row (they cost more than the copies of a 1 x 1 conv at stride 2).
 template <class T, class Sink>
 void im2col2d(const T* x, int64_t channels, const WindowGeometry& g, int64_t p0, int64_t p1, const Sink& out)
 {
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
     const int64_t OW = g.output[1], sw = g.strides[1];
+    // Per kw: the first input column's offset and the outputs [lo, hi) whose tap is inside the row.
+    struct Tap {
+        int64_t offset, lo, hi;
+    };
+    thread_local std::vector<Tap> taps;
+    taps.clear();
+    for (int64_t kw = 0; kw < KW; ++kw) {
+        const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
+        const auto [lo, hi] = stepsInside(offset, sw, W, OW);
+        taps.push_back({offset, lo, hi});
+    }
+    const int64_t ohFirst = p0 / OW, owFirst = p0 % OW;
     for (int64_t c = 0; c < channels; ++c)
         for (int64_t kh = 0; kh < KH; ++kh)
             for (int64_t kw = 0; kw < KW; ++kw) {
                 const int64_t k = (c * KH + kh) * KW + kw;
-                const int64_t offset = kw * g.dilations[1] - g.padBegin[1];
-                const auto [lo, hi] = stepsInside(offset, sw, W, OW);
-                for (int64_t p = p0; p < p1;) {
-                    const int64_t oh = p / OW, owBegin = p % OW, owEnd = std::min(OW, owBegin + (p1 - p));
+                const auto [offset, lo, hi] = taps[size_t(kw)];
+                for (int64_t p = p0, oh = ohFirst, owBegin = owFirst; p < p1; ++oh, owBegin = 0) {
+                    const int64_t owEnd = std::min(OW, owBegin + (p1 - p));
                     const int64_t j = p - p0 - owBegin; // column of ow = 0 in this output row
                     const int64_t ih = oh * g.strides[0] - g.padBegin[0] + kh * g.dilations[0];
                     if (ih < 0 || ih >= H) {
