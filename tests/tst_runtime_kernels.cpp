@@ -493,11 +493,19 @@ private slots:
         EXPECT_CLOSE(y[0], referenceConv(Xf, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {6, 6}), 1e-5);
         // With 16 output channels per position or more, the positions are the
         // product's rows: one image's input packed in place, or two images'
-        // column matrix; a last strip of channels cut short.
-        for (int64_t images : {1, 2}) {
-            const Tensor Xp = randomTensor({images, 160, 3, 3});
-            y = runKernel(ops::conv, "Conv", {&Xp, &Wf, &Bf}, {});
-            EXPECT_CLOSE(y[0], referenceConv(Xp, Wf, &Bf, 1, {1, 1}, {1, 1}, {0, 0}, {3, 3}), 1e-5);
+        // column matrix (weights of 1 MiB); a last strip of channels cut
+        // short. Other batches of planes narrower than a strip run as one
+        // product over the whole batch: two and four images.
+        const Tensor Wm = randomTensor({600, 448, 1, 1}), Bm = randomTensor({600});
+        struct Batch {
+            int64_t images;
+            const Tensor *w, *b;
+        };
+        for (const Batch& batch : {Batch{1, &Wf, &Bf}, Batch{2, &Wm, &Bm}, Batch{2, &Wf, &Bf}, Batch{4, &Wm, &Bm}}) {
+            const Tensor Xp = randomTensor({batch.images, batch.w->dim(1), 3, 3});
+            y = runKernel(ops::conv, "Conv", {&Xp, batch.w, batch.b}, {});
+            EXPECT_CLOSE(y[0], referenceConv(Xp, *batch.w, batch.b, 1, {1, 1}, {1, 1}, {0, 0}, {3, 3}),
+                         batch.w == &Wm ? 1e-4 : 1e-5); // (448 products per output)
         }
         const Tensor Xg = randomTensor({2, 64, 5, 7}), Wg = randomTensor({100, 32, 1, 1});
         y = runKernel(ops::conv, "Conv", {&Xg, &Wg}, {intAttr("group", 2)});
