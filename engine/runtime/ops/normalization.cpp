@@ -77,7 +77,7 @@ void batchNormalization(KernelContext& ctx)
         ctx.setOutput(1, std::move(runningMean));
         ctx.setOutput(2, std::move(runningVar));
     }
-    Tensor Y(DType::F32, X.shape());
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()); // every element is written below
     float* y = Y.mutableValues<float>().data();
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
         const size_t c = size_t(nc % C);
@@ -137,7 +137,9 @@ void layerNormalization(KernelContext& ctx)
     Shape statShape = X.shape();
     for (int d = int(axis); d < rank; ++d)
         statShape[size_t(d)] = 1;
-    Tensor Y(DType::F32, X.shape()), Mean(DType::F32, statShape), InvStd(DType::F32, statShape);
+    // (Every row's outputs and statistics are written below.)
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()), Mean = Tensor::uninitialized(DType::F32, statShape),
+           InvStd = Tensor::uninitialized(DType::F32, statShape);
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     float* meanOut = Mean.mutableValues<float>().data();
@@ -182,7 +184,7 @@ void instanceNormalization(KernelContext& ctx)
     const float epsilon = ctx.floatAttribute("epsilon", 1e-5f);
     const auto scale = channelParameter(ctx, 1, C, "scale");
     const auto bias = channelParameter(ctx, 2, C, "B");
-    Tensor Y(DType::F32, X.shape());
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()); // every element is written below
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {
@@ -209,7 +211,7 @@ void groupNormalization(KernelContext& ctx)
     const auto scale = channelParameter(ctx, 1, perChannel ? C : groups, "scale");
     const auto bias = channelParameter(ctx, 2, perChannel ? C : groups, "bias");
     const int64_t perGroup = C / groups, groupSize = perGroup * spatial;
-    Tensor Y(DType::F32, X.shape());
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()); // every element is written below
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     tbb::parallel_for(int64_t(0), N * groups, [&](int64_t ng) {
@@ -238,7 +240,7 @@ void lrn(KernelContext& ctx)
     const int64_t N = X.dim(0), C = X.dim(1), spatial = X.numel() / std::max<int64_t>(1, N * C);
     // The window over channels: floor((size-1)/2) before, ceil((size-1)/2) after.
     const int64_t before = (size - 1) / 2, after = size - 1 - before;
-    Tensor Y(DType::F32, X.shape());
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()); // every element is written below
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     tbb::parallel_for(int64_t(0), N * C, [&](int64_t nc) {

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <tbb/parallel_for.h>
+#include <vector>
 
 #include "runtime/broadcast.h"
 #include "runtime/dtype_dispatch.h"
@@ -242,22 +244,43 @@ void concat(KernelContext& ctx)
                      shapeToString(first.shape()) + " outside axis " + std::to_string(axis));
         out[size_t(axis)] += t.dim(int(axis));
     }
-    Tensor result(first.dtype(), out);
+    // (Left unwritten at allocation: the inputs' rows cover every element.)
+    Tensor result = Tensor::uninitialized(first.dtype(), out);
     const size_t elem = dtypeSize(first.dtype());
     int64_t outer = 1;
     for (int64_t a = 0; a < axis; ++a)
         outer *= out[size_t(a)];
     const int64_t outRow = outer == 0 ? 0 : result.numel() / outer;
     auto* dst = static_cast<std::byte*>(result.mutableRawData());
+    // The copies, in pieces of at most kConcatPiece bytes; a large output's
+    // pieces run in parallel (squeezenet's concats at batch 8, 4 MiB each,
+    // were serial).
+    struct Piece {
+        std::byte* to;
+        const std::byte* from;
+        size_t bytes;
+    };
+    constexpr size_t kConcatPiece = size_t(1) << 16;
+    std::vector<Piece> pieces;
     int64_t column = 0;
     for (size_t i = 0; i < ctx.inputCount(); ++i) {
         const Tensor& t = ctx.input(i);
         const int64_t row = outer == 0 ? 0 : t.numel() / outer;
         const auto* src = static_cast<const std::byte*>(t.rawData());
-        for (int64_t o = 0; o < outer && row > 0; ++o)
-            std::memcpy(dst + size_t(o * outRow + column) * elem, src + size_t(o * row) * elem, size_t(row) * elem);
+        for (int64_t o = 0; o < outer && row > 0; ++o) {
+            std::byte* to = dst + size_t(o * outRow + column) * elem;
+            const std::byte* from = src + size_t(o * row) * elem;
+            for (size_t done = 0, bytes = size_t(row) * elem; done < bytes; done += kConcatPiece)
+                pieces.push_back({to + done, from + done, std::min(kConcatPiece, bytes - done)});
+        }
         column += row;
     }
+    auto copy = [&](size_t k) { std::memcpy(pieces[k].to, pieces[k].from, pieces[k].bytes); };
+    if (result.nbytes() < 4 * kConcatPiece)
+        for (size_t k = 0; k < pieces.size(); ++k)
+            copy(k);
+    else
+        tbb::parallel_for(size_t(0), pieces.size(), copy);
     ctx.setOutput(0, std::move(result));
 }
 

@@ -120,7 +120,7 @@ void runNormalizer(KernelContext& ctx, Normalizer kind)
         else
             inner *= size;
     }
-    Tensor Y(DType::F32, X.shape());
+    Tensor Y = Tensor::uninitialized(DType::F32, X.shape()); // every row is written below
     const float* x = X.values<float>().data();
     float* y = Y.mutableValues<float>().data();
     auto rows = [&](int64_t begin, int64_t end) {
