@@ -79,20 +79,12 @@ template <int MR, int STRIP, int W, int NV, class Rows>
                 }
             return;
         }
-        const Epilogue& e = *epilogue;
-        const V lo = e.lo - V{}, hi = e.hi - V{}, zero = V{};
         for (int64_t r = 0; r < mr; ++r)
             for (int j = 0; j < NV; ++j) {
                 V* cj = reinterpret_cast<V*>(c + r * ldc + j * W);
+                const float* added = epilogue->addend ? epilogue->addend + r * ldc + j * W : nullptr;
                 V v = accumulate ? *cj + acc[r][j] : acc[r][j];
-                if (e.bias)
-                    v = v + e.bias[r];
-                if (e.addend)
-                    v = v + *reinterpret_cast<const V*>(e.addend + r * ldc + j * W);
-                if (e.clamp == Epilogue::Clamp::Relu)
-                    v = v > zero ? v : zero;
-                else if (e.clamp == Epilogue::Clamp::Clip)
-                    v = v < lo ? lo : (hi < v ? hi : v);
+                epilogue->finishInPlace(v, r, reinterpret_cast<const V*>(added));
                 *cj = v;
             }
         return;
@@ -107,7 +99,6 @@ template <int MR, int STRIP, int W, int NV, class Rows>
             c[r * ldc + j] = epilogue ? epilogue->finish(v, r, j, ldc) : v;
         }
 }
-
 
 template <class Rows>
 [[gnu::target("avx2,fma")]] void microKernelAvx2(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,

@@ -57,17 +57,28 @@ struct Epilogue {
         e.addend = addend ? addend + r * ldc + j : nullptr;
         return e;
     }
-    // Element (r, j) of a tile, finished (v: the sum).
-    float finish(float v, int64_t r, int64_t j, int64_t ldc) const
+    // v finished in place: a float (the sum of element (r, j) of the tile),
+    // or a GCC vector of a row's consecutive elements from (r, j) on (by
+    // reference: a vector argument's ABI depends on the instruction set);
+    // `added` is where the addend's value(s) for it are, when there is an addend.
+    template <class T> [[gnu::always_inline]] void finishInPlace(T& v, int64_t r, const T* added) const
     {
         if (bias)
             v = v + bias[r];
         if (addend)
-            v = v + addend[r * ldc + j];
-        if (clamp == Clamp::Relu)
-            v = v > 0.0f ? v : 0.0f;
-        else if (clamp == Clamp::Clip)
-            v = v < lo ? lo : (hi < v ? hi : v);
+            v = v + *added;
+        const T zero{};
+        if (clamp == Clamp::Relu) {
+            v = v > zero ? v : zero;
+        } else if (clamp == Clamp::Clip) {
+            const T low = lo - zero, high = hi - zero;
+            v = v < low ? low : (high < v ? high : v);
+        }
+    }
+    // Element (r, j) of a tile, finished (v: the sum).
+    float finish(float v, int64_t r, int64_t j, int64_t ldc) const
+    {
+        finishInPlace(v, r, addend ? addend + r * ldc + j : nullptr);
         return v;
     }
 };

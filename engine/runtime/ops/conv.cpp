@@ -37,6 +37,15 @@ constexpr int64_t kFewPositionsLargeWeights = int64_t(1) << 18;
 // A pointwise product's task when its output channels are split: multiply-adds at least.
 constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
 
+// Rows per task when a pointwise product's `rows` output channels are split
+// into about `wanted` blocks: whole micro-kernel strips of mr rows, each block
+// at least kPointwiseMinTaskMacs multiply-adds (macsPerRow per row).
+int64_t pointwiseRowBlock(int64_t rows, int64_t mr, int64_t macsPerRow, int64_t wanted)
+{
+    const int64_t minRows = (kPointwiseMinTaskMacs / std::max<int64_t>(1, macsPerRow) + mr - 1) / mr * mr;
+    return std::max({mr, minRows, (rows + wanted - 1) / wanted / mr * mr});
+}
+
 // The product's store epilogue for a conv's bias, folded residual and
 // activation (finishOutputs' steps, the same bits), when the activation is
 // one the micro-kernels apply (Relu, Clip) or none. 16 -> 96 channels on
@@ -255,11 +264,11 @@ void conv(KernelContext& ctx)
     // threads, fastest of 2000 runs, 0.379 -> 0.106 ms; 960 -> 160 0.167 ->
     // 0.139; 960 -> 320 0.304 -> 0.231.)
     if (packed && batchedPointwise) {
-        const int64_t width = N * P, mr = packed->mr();
-        const gemm::PackedColumns into{nullptr, K, width, std::countr_zero(uint64_t(packed->nr())),
-                                       std::countr_zero(uint64_t(gemm::kDepthBlock))};
-        const std::unique_ptr<float[]> columns(new float[size_t(K * into.paddedWidth())]);
-        const gemm::PackedColumns batch{columns.get(), into.rows, into.width, into.nrShift, into.depthShift};
+        const int64_t width = N * P;
+        gemm::PackedColumns batch{nullptr, K, width, std::countr_zero(uint64_t(packed->nr())),
+                                  std::countr_zero(uint64_t(gemm::kDepthBlock))};
+        const std::unique_ptr<float[]> columns(new float[size_t(K * batch.paddedWidth())]);
+        batch.data = columns.get();
         const int64_t depthPieces = (K + 63) / 64;
         tbb::parallel_for(int64_t(0), depthPieces, [&](int64_t piece) {
             for (int64_t k = piece * 64; k < std::min(K, piece * 64 + 64); ++k) {
@@ -269,9 +278,8 @@ void conv(KernelContext& ctx)
                     batch.fill(k, width, batch.paddedWidth());
             }
         });
-        const int64_t wanted = kConvTasksPerThread * tbb::this_task_arena::max_concurrency();
-        const int64_t minRows = (kPointwiseMinTaskMacs / std::max<int64_t>(1, K * width) + mr - 1) / mr * mr;
-        const int64_t rowBlock = std::max({mr, minRows, (M + wanted - 1) / wanted / mr * mr});
+        const int64_t rowBlock = pointwiseRowBlock(M, packed->mr(), K * width,
+                                                   kConvTasksPerThread * tbb::this_task_arena::max_concurrency());
         const int64_t rowBlocks = (M + rowBlock - 1) / rowBlock;
         const std::unique_ptr<float[]> sums(new float[size_t(M * width)]);
         tbb::parallel_for(int64_t(0), rowBlocks, [&](int64_t block) {
@@ -297,9 +305,8 @@ void conv(KernelContext& ctx)
     // Each output is the same dot product either way.
     const int64_t pairs = N * group * chunks;
     if (packed && pointwise && pairs < wantedChunks * N * group) {
-        const int64_t mr = packed->mr(), want = (wantedChunks * N * group + pairs - 1) / pairs;
-        const int64_t minRows = (kPointwiseMinTaskMacs / std::max<int64_t>(1, K * std::min(P, chunk)) + mr - 1) / mr * mr;
-        const int64_t rowBlock = std::max({mr, minRows, (Mg + want - 1) / want / mr * mr});
+        const int64_t rowBlock = pointwiseRowBlock(Mg, packed->mr(), K * std::min(P, chunk),
+                                                   (wantedChunks * N * group + pairs - 1) / pairs);
         const int64_t rowBlocks = (Mg + rowBlock - 1) / rowBlock;
         if (rowBlocks > 1) {
             const int nrShift = std::countr_zero(uint64_t(packed->nr())),

@@ -36,6 +36,60 @@ namespace {
 }
 #endif
 
+
+// rows [n, ld] (row-major, the first `channels` columns used) into sums
+// [channels, n]: 16 x 16 blocks through registers, the edges one by one.
+// Compiled for AVX-512 and AVX2 (on SSE2 the shuffles go through memory);
+// transposeRows picks one.
+[[gnu::always_inline]] inline void transposeRowsBody(const float* rows, int64_t n, int64_t channels, int64_t ld,
+                                                     float* sums)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        int64_t j = 0;
+        for (; j + 16 <= channels; j += 16) {
+            Float16 block[16];
+            for (int r = 0; r < 16; ++r)
+                block[r] = *reinterpret_cast<const Float16*>(rows + (i + r) * ld + j);
+            transpose16(block);
+            for (int c = 0; c < 16; ++c)
+                *reinterpret_cast<Float16*>(sums + (j + c) * n + i) = block[c];
+        }
+        for (; j < channels; ++j)
+            for (int64_t r = 0; r < 16; ++r)
+                sums[j * n + i + r] = rows[(i + r) * ld + j];
+    }
+    for (; i < n; ++i)
+        for (int64_t j = 0; j < channels; ++j)
+            sums[j * n + i] = rows[i * ld + j];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void transposeRowsAvx512(const float* rows, int64_t n, int64_t channels, int64_t ld,
+                                                    float* sums)
+{
+    transposeRowsBody(rows, n, channels, ld, sums);
+}
+
+[[gnu::target("avx2,fma")]] void transposeRowsAvx2(const float* rows, int64_t n, int64_t channels, int64_t ld,
+                                                   float* sums)
+{
+    transposeRowsBody(rows, n, channels, ld, sums);
+}
+#endif
+
+// transposeRowsBody at the SIMD level (AVX2 or AVX-512: the callers' paths need one).
+void transposeRows(const float* rows, int64_t n, int64_t channels, int64_t ld, float* sums)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        return transposeRowsAvx512(rows, n, channels, ld, sums);
+    return transposeRowsAvx2(rows, n, channels, ld, sums);
+#else
+    transposeRowsBody(rows, n, channels, ld, sums);
+#endif
+}
+
 } // namespace
 
 void SubPlanes::fill(const float* x, int64_t planes, const WindowGeometry& g, float* dst) const
@@ -242,9 +296,7 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         const int64_t j0 = s0 * nr, j1 = std::min(M, s1 * nr);
         for (int64_t n = 0; n < N; ++n) {
             float* dst = y + (n * M + j0) * P;
-            for (int64_t m = j0; m < j1; ++m)
-                for (int64_t p = 0; p < P; ++p)
-                    dst[(m - j0) * P + p] = sums[size_t((n * P + p) * M + m)];
+            transposeRows(sums.get() + n * P * M + j0, P, j1 - j0, M, dst);
             finishRows(dst, j1 - j0, P, P, bias ? bias + j0 : nullptr, addend ? addend + (dst - y) : nullptr,
                        activation);
         }
@@ -308,50 +360,6 @@ template <int W, int... MR>
 
 } // namespace
 
-namespace {
-
-// rows [n, ld] (row-major, the first `channels` columns used) into sums
-// [channels, n]: 16 x 16 blocks through registers, the edges one by one.
-// Compiled for AVX-512 and AVX2 below (on SSE2 the shuffles go through memory).
-[[gnu::always_inline]] inline void transposeRowsBody(const float* rows, int64_t n, int64_t channels, int64_t ld,
-                                                     float* sums)
-{
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        int64_t j = 0;
-        for (; j + 16 <= channels; j += 16) {
-            Float16 block[16];
-            for (int r = 0; r < 16; ++r)
-                block[r] = *reinterpret_cast<const Float16*>(rows + (i + r) * ld + j);
-            transpose16(block);
-            for (int c = 0; c < 16; ++c)
-                *reinterpret_cast<Float16*>(sums + (j + c) * n + i) = block[c];
-        }
-        for (; j < channels; ++j)
-            for (int64_t r = 0; r < 16; ++r)
-                sums[j * n + i + r] = rows[(i + r) * ld + j];
-    }
-    for (; i < n; ++i)
-        for (int64_t j = 0; j < channels; ++j)
-            sums[j * n + i] = rows[i * ld + j];
-}
-
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] void transposeRowsAvx512(const float* rows, int64_t n, int64_t channels, int64_t ld,
-                                                    float* sums)
-{
-    transposeRowsBody(rows, n, channels, ld, sums);
-}
-
-[[gnu::target("avx2,fma")]] void transposeRowsAvx2(const float* rows, int64_t n, int64_t channels, int64_t ld,
-                                                   float* sums)
-{
-    transposeRowsBody(rows, n, channels, ld, sums);
-}
-#endif
-
-} // namespace
-
 void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
                       int64_t M, const WindowGeometry& g, float* y)
@@ -386,9 +394,9 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         // (`sums`) until they are finished into y. (The tiles' scalar
         // transposition took 12% of a 16 -> 64 conv on 23 x 23.)
         thread_local std::vector<float> rowsBlock, block;
-        const int64_t width = i1 - i0;
-        float* rows = growScratch(rowsBlock, size_t(nr * (width + mrMax)));
-        float* sums = growScratch(block, size_t(nr * width));
+        const int64_t positions = i1 - i0;
+        float* rows = growScratch(rowsBlock, size_t(nr * positions));
+        float* sums = growScratch(block, size_t(nr * positions));
         int64_t q[kMaxRows];
         // Where position i reads: image n, output row oh, column ow, stepped along.
         int64_t n = i0 / P, oh = i0 % P / OW, ow = i0 % P % OW;
@@ -404,7 +412,7 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
             }
             tileKernel(int(mr), K, padded.get(), offsets.data(), q, weights.strip(s), rows + (i - i0) * nr);
         }
-        (avx512 ? transposeRowsAvx512 : transposeRowsAvx2)(rows, width, channels, nr, sums);
+        transposeRows(rows, positions, channels, nr, sums);
         for (int64_t j = 0; j < channels; ++j) {
             const int64_t m = s * nr + j;
             for (int64_t i = i0; i < i1;) { // one image's outputs at a time
