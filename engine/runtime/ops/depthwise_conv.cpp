@@ -32,7 +32,7 @@ constexpr int64_t kDepthwiseBlock = 64;
     const WindowGeometry& g = d.g;
     const int64_t H = g.input[0], W = g.input[1], OH = g.output[0], OW = g.output[1];
     const int64_t sh = g.strides[0], sw = g.strides[1], ph = g.padBegin[0], pw = g.padBegin[1];
-    const int64_t HS = d.HS, WS = d.WS, HP = HS * sh;
+    const int64_t HP = d.sub.HP, HS = d.sub.HS, WS = d.sub.WS;
     // The thread's sub-planes: zeroed when they last held another node's
     // layout; otherwise only the input is copied in, over the last channel's
     // (the padding and the slack past the sub-planes stay zero).
@@ -43,22 +43,22 @@ constexpr int64_t kDepthwiseBlock = 64;
         planesLayout = d.id;
     }
     for (int64_t r = std::min(HP, ph), rh = r % sh, rs = r / sh; r < std::min(HP, H + ph); ++r) {
-        const float* xr = x + (r - ph) * W - pw;
+        const float* xr = x + (r - ph) * W - pw; // padded column c of the row at xr[c]
         float* rowOfResidue0 = planes.data() + (rh * sw * HS + rs) * WS;
         if (++rh == sh)
             rh = 0, ++rs;
-        if (sw == 1) { // one sub-plane column per input column
-            std::copy(xr + d.c0, xr + d.c1, rowOfResidue0 + d.c0);
-            continue;
-        }
-        for (const DepthwisePlanes::Residue& residue : d.residues) {
-            const float* src = xr + residue.first;
-            float* dst = rowOfResidue0 + residue.offset;
-            if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
-                for (int64_t i = 0; i < residue.count; ++i)
+        // Sub-plane b's column i is padded column b + i * sw; [i0, i1) hold input.
+        for (int64_t b = 0; b < sw; ++b) {
+            const auto [i0, i1] = d.sub.inputColumns[size_t(b)];
+            const float* src = xr + b + i0 * sw;
+            float* dst = rowOfResidue0 + b * HS * WS + i0;
+            if (sw == 1) // one sub-plane column per input column
+                std::copy(src, src + (i1 - i0), dst);
+            else if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
+                for (int64_t i = 0; i < i1 - i0; ++i)
                     dst[i] = src[2 * i];
             else
-                for (int64_t i = 0; i < residue.count; ++i)
+                for (int64_t i = 0; i < i1 - i0; ++i)
                     dst[i] = src[i * sw];
         }
     }
@@ -108,33 +108,17 @@ constexpr int64_t kDepthwiseBlock = 64;
 
 } // namespace
 
-DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry) : g(geometry)
+DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry)
+    : g(geometry), sub(geometry), taps(sub.rowOffsets(1, geometry, sub.HS))
 {
     static std::atomic<uint64_t> layouts{0};
     id = ++layouts;
-    const int64_t W = g.input[1], KH = g.kernel[0], KW = g.kernel[1], OH = g.output[0], OW = g.output[1];
-    const int64_t sh = g.strides[0], sw = g.strides[1], dh = g.dilations[0], dw = g.dilations[1];
-    const int64_t pw = g.padBegin[1];
-    // The padded plane, cut to what the windows reach, and its sub-planes' size.
-    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
-    HS = (HP + sh - 1) / sh;
-    WS = (WP + sw - 1) / sw;
-    span = (OH - 1) * WS + OW;
+    const int64_t OH = g.output[0], OW = g.output[1];
+    span = (OH - 1) * sub.WS + OW;
     // (kDepthwiseBlock zeros past the sub-planes: the last block of outputs
     // reads up to kDepthwiseBlock - 1 past where the outputs end.)
-    planesSize = sh * sw * HS * WS + kDepthwiseBlock;
-    gridSize = std::max(OH * WS, (span + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock);
-    c0 = std::min(WP, pw);
-    c1 = std::min(WP, W + pw);
-    for (int64_t b = 0; b < sw; ++b) {
-        const int64_t first = c0 + ((b - c0 % sw) % sw + sw) % sw;
-        residues.push_back({first, first < c1 ? (c1 - first + sw - 1) / sw : 0, b * HS * WS + first / sw});
-    }
-    for (int64_t kh = 0; kh < KH; ++kh)
-        for (int64_t kw = 0; kw < KW; ++kw) {
-            const int64_t rh = kh * dh, rw = kw * dw;
-            taps.push_back((((rh % sh) * sw + rw % sw) * HS + rh / sh) * WS + rw / sw);
-        }
+    planesSize = sub.plane + kDepthwiseBlock;
+    gridSize = std::max(OH * sub.WS, (span + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock);
 }
 
 void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "runtime/ops/sub_plane_conv.h"
 #include "runtime/ops/window_geometry.h"
 
 namespace qs::ops {
@@ -16,25 +17,18 @@ inline constexpr int64_t kChannelBlock = 16;
 
 // What depthwise2d computes once per node rather than per channel (its
 // divisions cost as much as a small plane's multiply-adds): the zero-padded
-// input's sub-planes (one per row and column residue of the strides), where
-// each tap and input row lands in them.
+// input's sub-planes (one per row and column residue of the strides, as the
+// implicit GEMM splits its input) and where each tap starts in them.
 struct DepthwisePlanes {
     explicit DepthwisePlanes(const WindowGeometry& g);
 
-    // A column residue b of the strides: the first padded column of it that
-    // holds input, how many do, and where they start in a sub-plane row.
-    struct Residue {
-        int64_t first, count, offset;
-    };
     WindowGeometry g;
-    int64_t HS = 0, WS = 0;     // a sub-plane's rows and columns
-    int64_t span = 0;           // outputs computed (with WS - OW dropped per row but the last)
-    int64_t planesSize = 0;     // the sub-planes' floats, with slack for the last block of outputs
-    int64_t gridSize = 0;       // the computed outputs' floats, rounded up to whole blocks
-    int64_t c0 = 0, c1 = 0;     // padded columns [c0, c1) hold input
-    std::vector<Residue> residues;
-    std::vector<int64_t> taps;  // tap t's first input of output 0 in the sub-planes
-    uint64_t id = 0;            // tells a thread whether its zeroed buffer already has this layout
+    SubPlanes sub;
+    std::vector<int64_t> taps; // tap t's first input of output 0 in the sub-planes
+    int64_t span = 0;          // outputs computed (with WS - OW dropped per row but the last)
+    int64_t planesSize = 0;    // the sub-planes' floats, with slack for the last block of outputs
+    int64_t gridSize = 0;      // the computed outputs' floats, rounded up to whole blocks
+    uint64_t id = 0;           // tells a thread whether its zeroed buffer already has this layout
 };
 
 // One channel: x (H x W) against its taps w (KH x KW) plus bias into y (OH x
