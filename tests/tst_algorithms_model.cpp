@@ -113,6 +113,18 @@ void calibrateAndQuantize(Exploration& e, const char* model, const RuleSet& rule
     QVERIFY(e.weights()->problems().empty());
 }
 
+// A quantized exploration's two artifacts, written into `folder` and read back.
+struct Exported {
+    QuantizedCheckpoint checkpoint;
+    onnx::ModelProto qdq;
+};
+Exported exportAndReadBack(const Exploration& e, const std::filesystem::path& folder)
+{
+    exportCheckpoint(e.model(), *e.plan(), *e.weights(), e.rules(), folder / "w.safetensors");
+    exportOnnxQdq(e.model(), *e.plan(), *e.weights(), {}, folder / "q.onnx");
+    return {QuantizedCheckpoint::open(folder / "w.safetensors"), readProto(folder / "q.onnx")};
+}
+
 } // namespace
 
 class TestAlgorithmsModel : public QObject {
@@ -172,12 +184,8 @@ private slots:
         QVERIFY(dir.isValid());
         const std::filesystem::path folder = dir.path().toStdString();
 
-        exportCheckpoint(model, *e.plan(), weights, e.rules(), folder / "w.safetensors");
-        const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
+        const auto [checkpoint, qdq] = exportAndReadBack(e, folder);
         QVERIFY(checkpoint.manifest().find("\"algorithm\":\"awq\"") != std::string::npos);
-
-        exportOnnxQdq(model, *e.plan(), weights, {}, folder / "q.onnx");
-        const onnx::ModelProto qdq = readProto(folder / "q.onnx");
 
         int64_t scaledLayers = 0;
         for (const auto& [layer, w] : weights.weights()) {
@@ -318,10 +326,7 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::filesystem::path folder = dir.path().toStdString();
-        exportCheckpoint(model, *e.plan(), weights, e.rules(), folder / "w.safetensors");
-        const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
-        exportOnnxQdq(model, *e.plan(), weights, {}, folder / "q.onnx");
-        const onnx::ModelProto qdq = readProto(folder / "q.onnx");
+        const auto [checkpoint, qdq] = exportAndReadBack(e, folder);
         QCOMPARE(weights.weights().size(), size_t(8));
         int64_t grouped = 0;
         for (const auto& [layer, w] : weights.weights()) {
@@ -548,10 +553,7 @@ private slots:
         QVERIFY(dir.isValid());
         const std::filesystem::path folder = dir.path().toStdString();
 
-        exportCheckpoint(model, *e.plan(), weights, e.rules(), folder / "w.safetensors");
-        const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
-        exportOnnxQdq(model, *e.plan(), weights, {}, folder / "q.onnx");
-        const onnx::ModelProto qdq = readProto(folder / "q.onnx");
+        const auto [checkpoint, qdq] = exportAndReadBack(e, folder);
         for (const auto& [layer, w] : weights.weights()) {
             const std::string& name = model.layers[layer].weightName;
             const Node& node = model.scopeGraph(0).nodes.at(*model.layers[layer].node);
@@ -719,10 +721,7 @@ private slots:
         QTemporaryDir dir;
         QVERIFY(dir.isValid());
         const std::filesystem::path folder = dir.path().toStdString();
-        exportCheckpoint(model, *e.plan(), *e.weights(), e.rules(), folder / "w.safetensors");
-        const QuantizedCheckpoint checkpoint = QuantizedCheckpoint::open(folder / "w.safetensors");
-        exportOnnxQdq(model, *e.plan(), *e.weights(), {}, folder / "q.onnx");
-        const onnx::ModelProto qdq = readProto(folder / "q.onnx");
+        const auto [checkpoint, qdq] = exportAndReadBack(e, folder);
         // Every equalized bias is the one the files hold (the quantized weights are the simulation's by
         // construction: their codes come from the weights the hook feeds).
         int biases = 0;
