@@ -173,6 +173,42 @@ private slots:
         }
     }
 
+    void convOnWideRowsMatchesTheReference()
+    {
+        // Sub-plane rows of several 16-column pieces, whose masks mark where
+        // the input starts and ends within a piece (uneven pads, stride 2's
+        // even lanes), and rows wider than the masked fill takes (over 512
+        // sub-plane columns) or strides it does not (3); through the implicit
+        // GEMM (depth under 64 or few output channels) and positions as rows.
+        struct Case {
+            int64_t N, C, M, H, W, stride, dilation, padTop, padLeft, padBottom, padRight;
+        };
+        const std::vector<Case> cases{
+            {2, 4, 8, 5, 40, 2, 1, 1, 2, 0, 1},    // implicit GEMM, 21 sub-plane columns
+            {1, 8, 32, 6, 37, 1, 1, 1, 1, 1, 1},   // positions as rows, 39 columns
+            {3, 8, 40, 6, 70, 2, 2, 0, 1, 2, 0},   // dilated, stride 2 from an odd pad
+            {1, 2, 4, 3, 1100, 2, 1, 1, 1, 1, 1},  // 551 columns: past the masked fill
+            {1, 8, 32, 3, 600, 1, 1, 1, 1, 1, 1},  // 602 columns, positions as rows
+            {2, 4, 8, 7, 50, 3, 1, 1, 2, 1, 0},    // stride 3
+            {1, 16, 48, 9, 33, 2, 1, 1, 1, 1, 1},  // 17 columns per sub-plane: one lane in the last piece
+        };
+        for (const Case& c : cases) {
+            const int64_t reach = 2 * c.dilation + 1;
+            const int64_t OH = (c.H + c.padTop + c.padBottom - reach) / c.stride + 1,
+                          OW = (c.W + c.padLeft + c.padRight - reach) / c.stride + 1;
+            const Tensor X = randomTensor({c.N, c.C, c.H, c.W}), W = randomTensor({c.M, c.C, 3, 3}),
+                         B = randomTensor({c.M});
+            auto y = runKernel(ops::conv, "Conv", {&X, &W, &B},
+                               {intsAttr("strides", {c.stride, c.stride}), intsAttr("dilations", {c.dilation, c.dilation}),
+                                intsAttr("pads", {c.padTop, c.padLeft, c.padBottom, c.padRight})});
+            QCOMPARE(y[0].shape(), (Shape{c.N, c.M, OH, OW}));
+            EXPECT_CLOSE(y[0],
+                         referenceConv(X, W, &B, 1, {c.stride, c.stride}, {c.dilation, c.dilation},
+                                       {c.padTop, c.padLeft}, {OH, OW}),
+                         1e-5);
+        }
+    }
+
     void convWithFewOutputPositionsGivesTheBitsOfTheBatchedPaths()
     {
         // 1 x 1 windows with weights of at least 1 MiB and 16 output channels
