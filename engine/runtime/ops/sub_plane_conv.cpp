@@ -237,18 +237,34 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
         thread_local std::vector<float> sums;
         growScratch(sums, size_t((r1 - r0) * chunk));
         packed.multiplyIndirect(gi, base, offsets, q1 - q0, sums.data(), chunk, r0, r1);
-        for (int64_t oh = q0 / WS; oh * WS < q1; ++oh) {
-            const int64_t ow0 = std::max<int64_t>(0, q0 - oh * WS), ow1 = std::min(OW, q1 - oh * WS);
+        // Output rows [oh0, oh1), columns [ow0, ow1) of each channel, in one call per channel.
+        auto finish = [&](int64_t oh0, int64_t oh1, int64_t ow0, int64_t ow1) {
             if (ow0 >= ow1)
-                continue;
+                return;
             for (int64_t m = r0; m < r1; ++m) {
                 const int64_t channel = gi * Mg + m;
-                float* dst = y + (n * M + channel) * P + oh * OW + ow0;
-                const float* src = sums.data() + (m - r0) * chunk + (oh * WS + ow0 - q0);
-                finishOutputs(src, dst, ow1 - ow0, bias ? bias + channel : nullptr,
-                              addend ? addend + (dst - y) : nullptr, activation);
+                float* dst = y + (n * M + channel) * P + oh0 * OW + ow0;
+                const float* src = sums.data() + (m - r0) * chunk + (oh0 * WS + ow0 - q0);
+                finishPlane(src, WS, dst, OW, oh1 - oh0, ow1 - ow0, bias ? bias + channel : nullptr,
+                            addend ? addend + (dst - y) : nullptr, activation);
             }
+        };
+        // The chunk's output rows [a, b): a first and a last that it may hold
+        // only part of, whole rows between them.
+        int64_t a = q0 / WS, b = (q1 - 1) / WS + 1;
+        auto columns = [&](int64_t oh) {
+            return std::pair{std::max<int64_t>(0, q0 - oh * WS), std::min(OW, q1 - oh * WS)};
+        };
+        if (const auto [ow0, ow1] = columns(a); a < b && (ow0 > 0 || ow1 < OW)) {
+            finish(a, a + 1, ow0, ow1);
+            ++a;
         }
+        if (const auto [ow0, ow1] = columns(b - 1); a < b && (ow0 > 0 || ow1 < OW)) {
+            finish(b - 1, b, ow0, ow1);
+            --b;
+        }
+        if (a < b)
+            finish(a, b, 0, OW);
     };
     if (rowBlocks > 1) {
         // Every row block reads every image's whole sub-planes: filled once,
