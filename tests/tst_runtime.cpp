@@ -644,6 +644,37 @@ private slots:
         }
     }
 
+    void foldedNodesGiveTheUnfusedBitsOnImplicitGemmChunks()
+    {
+        // A shallow 3 x 3 conv (the implicit GEMM) on planes whose column
+        // chunks start and end inside output rows: each channel's rows of a
+        // chunk are finished in one call, the chunk's first and last rows in
+        // part; bias, residual and activation as the separate nodes round
+        // them. Unit stride and stride 2 (one junk column per row), a plane
+        // of one output row, and batches of one and two.
+        std::mt19937 rng(47);
+        struct Case {
+            int64_t images, h, w, stride;
+        };
+        for (const Case& c : {Case{1, 37, 45, 1}, Case{2, 29, 61, 2}, Case{1, 1, 300, 1}, Case{2, 40, 9, 2}}) {
+            const int64_t OH = (c.h + 2 - 3) / c.stride + 1, OW = (c.w + 2 - 3) / c.stride + 1;
+            Model m = modelOf({node("c", "Conv", {"x", "w", "b"}, {"c"},
+                                    {intsAttr("pads", {1, 1, 1, 1}), intsAttr("strides", {c.stride, c.stride})}),
+                               node("add", "Add", {"c", "r"}, {"s"}), node("act", "HardSwish", {"s"}, {"y"})},
+                              {"x", "r"}, {"y"});
+            m.addInitializer("w", adversarialTensor({6, 4, 3, 3}, rng));
+            m.addInitializer("b", adversarialTensor({6}, rng));
+            const StatedAndFolded runs =
+                runStatedAndFolded(Interpreter(m),
+                                   {{"x", adversarialTensor({c.images, 4, c.h, c.w}, rng)},
+                                    {"r", adversarialTensor({c.images, 6, OH, OW}, rng)}},
+                                   "y");
+            QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", "Add", "HardSwish"}));
+            QVERIFY(sameBits(runs.folded, runs.stated));
+            QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});
+        }
+    }
+
     void foldedNodesGiveTheUnfusedBitsOnPointwiseConvs()
     {
         // 1 x 1 convs store their sums finished (bias, residual, Relu or Clip)
