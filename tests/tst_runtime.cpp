@@ -682,15 +682,19 @@ private slots:
         // each path: column chunks of a large plane, output channels split
         // over one packed input (6 x 6), positions as the product's rows
         // (3 x 3, one image), one product over a batch of small planes (two
-        // and four images of 3 x 3), a strided column matrix, and a last
-        // strip of a few columns (6 x 6: 32 + 4 columns; 33 x 1; a 2 x 2 plane).
+        // and four images of 3 x 3), a strided column matrix, a last strip of
+        // a few columns (6 x 6: 32 + 4 columns; 33 x 1; a 2 x 2 plane), and
+        // last strips that end inside a vector (11 x 11: 96 + 25 columns,
+        // with a depth of two blocks, whose first block's sums are added to;
+        // 5 x 9: 32 + 13).
         std::mt19937 rng(41);
         struct Case {
             int64_t images, channels, outputs, h, w, stride;
         };
         for (const Case& c : {Case{1, 16, 24, 40, 40, 1}, Case{1, 64, 200, 6, 6, 1}, Case{1, 64, 200, 3, 3, 1},
                               Case{2, 64, 200, 3, 3, 1}, Case{2, 24, 40, 13, 15, 2}, Case{2, 8, 20, 5, 7, 1},
-                              Case{1, 32, 40, 33, 1, 1}, Case{1, 16, 24, 2, 2, 1}, Case{4, 448, 600, 3, 3, 1}})
+                              Case{1, 32, 40, 33, 1, 1}, Case{1, 16, 24, 2, 2, 1}, Case{4, 448, 600, 3, 3, 1},
+                              Case{1, 300, 48, 11, 11, 1}, Case{1, 48, 192, 11, 11, 1}, Case{1, 16, 24, 5, 9, 1}})
             for (const char* act : {"Relu", "Clip"}) {
                 const int64_t oh = (c.h - 1) / c.stride + 1, ow = (c.w - 1) / c.stride + 1;
                 std::vector<Node> nodes{node("c", "Conv", {"x", "w", "b"}, {"c"}, {intsAttr("strides", {c.stride, c.stride})}),

@@ -90,14 +90,28 @@ template <int MR, int STRIP, int W, int NV, class Rows>
             }
         return;
     }
-    float tile[MR][NV * W];
-    for (int r = 0; r < MR; ++r)
-        for (int j = 0; j < NV; ++j)
-            *reinterpret_cast<V*>(tile[r] + j * W) = acc[r][j];
+    // Part of the tile's columns: its whole vectors as above, the one it ends
+    // inside element by element (a 48 -> 192 conv on 11 x 11 stored a last
+    // strip of 25 columns one element at a time, a quarter of its time).
     for (int64_t r = 0; r < mr; ++r)
-        for (int64_t j = 0; j < nr; ++j) {
-            const float v = accumulate ? c[r * ldc + j] + tile[r][j] : tile[r][j];
-            c[r * ldc + j] = epilogue ? epilogue->finish(v, r, j, ldc) : v;
+        for (int j = 0; j < NV && j * W < nr; ++j) {
+            float* cj = c + r * ldc + j * W;
+            const float* added = epilogue && epilogue->addend ? epilogue->addend + r * ldc + j * W : nullptr;
+            if ((j + 1) * W <= nr) {
+                V v = accumulate ? *reinterpret_cast<V*>(cj) + acc[r][j] : acc[r][j];
+                if (epilogue)
+                    epilogue->finishInPlace(v, r, reinterpret_cast<const V*>(added));
+                *reinterpret_cast<V*>(cj) = v;
+                continue;
+            }
+            float lanes[W];
+            *reinterpret_cast<V*>(lanes) = acc[r][j];
+            for (int64_t i = 0; i < nr - j * W; ++i) {
+                float v = accumulate ? cj[i] + lanes[i] : lanes[i];
+                if (epilogue)
+                    epilogue->finishInPlace(v, r, added ? added + i : nullptr);
+                cj[i] = v;
+            }
         }
 }
 
