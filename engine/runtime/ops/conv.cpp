@@ -149,10 +149,14 @@ void conv(KernelContext& ctx)
     }
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
         const DepthwisePlanes planes(g);
+        // A Relu or Clip clamps the sums as they are stored (an epilogue without bias or addend).
+        const std::optional<gemm::Epilogue> clamp =
+            activation ? storeEpilogue(nullptr, nullptr, activation) : std::nullopt;
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
-            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, y + ng * P);
-            if (activation)
+            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, y + ng * P,
+                        clamp ? &*clamp : nullptr);
+            if (activation && !clamp)
                 activation->apply(y + ng * P, P);
         });
         ctx.setOutput(0, std::move(Y));

@@ -26,8 +26,24 @@ constexpr int64_t kDepthwiseBlock = 64;
 // Compiled also for AVX2 and AVX-512 (chosen by simdLevel()); those fuse each
 // multiply-add (FMA, one rounding), so their results may differ from the
 // baseline's in the last bit.
+// n floats from src to dst (not overlapping) in vectors of sixteen, the last
+// one ending at n (overlapping the one before); shorter rows float by float.
+// Inline: a library call per row of a 48 x 48 plane's copies in and out cost
+// more than the copies.
+[[gnu::always_inline]] inline void copyRow(const float* src, float* dst, int64_t n)
+{
+    if (n < 16) {
+        for (int64_t i = 0; i < n; ++i)
+            dst[i] = src[i];
+        return;
+    }
+    for (int64_t i = 0; i + 16 < n; i += 16)
+        *reinterpret_cast<Float16*>(dst + i) = *reinterpret_cast<const Float16*>(src + i);
+    *reinterpret_cast<Float16*>(dst + n - 16) = *reinterpret_cast<const Float16*>(src + n - 16);
+}
+
 [[gnu::always_inline]] inline void depthwise2dBody(const float* x, const float* w, float bias,
-                                                   const DepthwisePlanes& d, float* y)
+                                                   const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
 {
     const WindowGeometry& g = d.g;
     const int64_t H = g.input[0], W = g.input[1], OH = g.output[0], OW = g.output[1];
@@ -53,7 +69,7 @@ constexpr int64_t kDepthwiseBlock = 64;
             const float* src = xr + b + i0 * sw;
             float* dst = rowOfResidue0 + b * HS * WS + i0;
             if (sw == 1) // one sub-plane column per input column
-                std::copy(src, src + (i1 - i0), dst);
+                copyRow(src, dst, i1 - i0);
             else if (sw == 2) // a constant stride vectorizes (even/odd deinterleave)
                 for (int64_t i = 0; i < i1 - i0; ++i)
                     dst[i] = src[2 * i];
@@ -85,24 +101,31 @@ constexpr int64_t kDepthwiseBlock = 64;
             a2 += wt * f[2];
             a3 += wt * f[3];
         }
+        if (clamp) {
+            const Lanes* none = nullptr; // (no addend)
+            clamp->finishInPlace(a0, 0, none);
+            clamp->finishInPlace(a1, 0, none);
+            clamp->finishInPlace(a2, 0, none);
+            clamp->finishInPlace(a3, 0, none);
+        }
         Lanes* out = reinterpret_cast<Lanes*>(z + i);
         out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
     }
     for (int64_t oh = 0; oh < OH; ++oh)
-        std::copy(z + oh * WS, z + oh * WS + OW, y + oh * OW);
+        copyRow(z + oh * WS, y + oh * OW, OW);
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 [[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias,
-                                                  const DepthwisePlanes& d, float* y)
+                                                  const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
 {
-    depthwise2dBody(x, w, bias, d, y);
+    depthwise2dBody(x, w, bias, d, y, clamp);
 }
 
 [[gnu::target("avx2,fma")]] void depthwise2dAvx2(const float* x, const float* w, float bias, const DepthwisePlanes& d,
-                                                 float* y)
+                                                 float* y, const gemm::Epilogue* clamp)
 {
-    depthwise2dBody(x, w, bias, d, y);
+    depthwise2dBody(x, w, bias, d, y, clamp);
 }
 #endif
 
@@ -121,15 +144,16 @@ DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry)
     gridSize = std::max(OH * sub.WS, (span + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock);
 }
 
-void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y)
+void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y,
+                 const gemm::Epilogue* clamp)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwise2dAvx512(x, w, bias, planes, y);
+        return depthwise2dAvx512(x, w, bias, planes, y, clamp);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwise2dAvx2(x, w, bias, planes, y);
+        return depthwise2dAvx2(x, w, bias, planes, y, clamp);
 #endif
-    depthwise2dBody(x, w, bias, planes, y);
+    depthwise2dBody(x, w, bias, planes, y, clamp);
 }
 
 namespace {
