@@ -49,6 +49,28 @@ struct IndirectRows {
 // columns (a 3 x 3 plane, the remainder of a row of tiles) then costs half the
 // multiply-adds, with the same sums in the same order (the same bits).
 // With an epilogue (the tile's own, Epilogue::at), each element is stored finished.
+// n < W floats from src to dst in pieces of constant size (vector moves; a
+// loop here would become a library call per row).
+template <int W> [[gnu::always_inline]] inline void copyFew(float* dst, const float* src, int64_t n)
+{
+    static_assert(W <= 16);
+    int64_t i = 0;
+    if (W > 8 && (n & 8)) {
+        std::memcpy(dst + i, src + i, 8 * sizeof(float));
+        i += 8;
+    }
+    if (n & 4) {
+        std::memcpy(dst + i, src + i, 4 * sizeof(float));
+        i += 4;
+    }
+    if (n & 2) {
+        std::memcpy(dst + i, src + i, 2 * sizeof(float));
+        i += 2;
+    }
+    if (n & 1)
+        dst[i] = src[i];
+}
+
 template <int MR, int STRIP, int W, int NV, class Rows>
 [[gnu::always_inline]] inline void microKernelBody(int64_t kc, const float* a, Rows rows, float* c, int64_t ldc,
                                                    int64_t mr, int64_t nr, bool accumulate,
@@ -91,8 +113,10 @@ template <int MR, int STRIP, int W, int NV, class Rows>
         return;
     }
     // Part of the tile's columns: its whole vectors as above, the one it ends
-    // inside element by element (a 48 -> 192 conv on 11 x 11 stored a last
-    // strip of 25 columns one element at a time, a quarter of its time).
+    // inside through a buffer (a 48 -> 192 conv on 11 x 11 stored a last strip
+    // of 25 columns one element at a time, a quarter of its time; finished
+    // element by element, the 8 columns past 32 of a 96 -> 576 conv on 5 x 8
+    // took longer than the 32).
     for (int64_t r = 0; r < mr; ++r)
         for (int j = 0; j < NV && j * W < nr; ++j) {
             float* cj = c + r * ldc + j * W;
@@ -104,14 +128,26 @@ template <int MR, int STRIP, int W, int NV, class Rows>
                 *reinterpret_cast<V*>(cj) = v;
                 continue;
             }
-            float lanes[W];
-            *reinterpret_cast<V*>(lanes) = acc[r][j];
-            for (int64_t i = 0; i < nr - j * W; ++i) {
-                float v = accumulate ? cj[i] + lanes[i] : lanes[i];
-                if (epilogue)
-                    epilogue->finishInPlace(v, r, added ? added + i : nullptr);
-                cj[i] = v;
+            // The last n lanes through a buffer: the sums finished as a vector
+            // (lanes past n on zeros, dropped), moved in and out in pieces.
+            const int64_t n = nr - j * W;
+            float buffer[W] = {};
+            V v = acc[r][j];
+            if (accumulate) {
+                copyFew<W>(buffer, cj, n);
+                v = *reinterpret_cast<const V*>(buffer) + v;
             }
+            if (epilogue) {
+                V addend{};
+                if (added) {
+                    float addends[W] = {};
+                    copyFew<W>(addends, added, n);
+                    addend = *reinterpret_cast<const V*>(addends);
+                }
+                epilogue->finishInPlace(v, r, added ? &addend : nullptr);
+            }
+            *reinterpret_cast<V*>(buffer) = v;
+            copyFew<W>(cj, buffer, n);
         }
 }
 
