@@ -4,6 +4,10 @@
 // against naive references written here, on random shapes and attributes and
 // on cases whose answers the ONNX specification states. CTest runs it again
 // with the instruction sets capped (tst_runtime_kernels_avx2, _baseline).
+// (TBB's task_arena before QtTest: its profiling header has a member named
+// emit, which Qt defines as a macro.)
+#include <tbb/task_arena.h>
+
 #include <QtTest>
 
 #include "core/half.h"
@@ -560,6 +564,37 @@ private slots:
         y = runKernel(ops::conv, "Conv", {&Xs, &Wl},
                       {intsAttr("pads", {2, 1, 0, 2}), intsAttr("strides", {2, 3}), intsAttr("dilations", {2, 1})});
         EXPECT_CLOSE(y[0], referenceConv(Xs, Wl, nullptr, 1, {2, 3}, {2, 1}, {2, 1}, {30, 22}), 1e-4);
+    }
+
+    void channelBlockedDepthwiseSplitsPlanesIntoRowParts()
+    {
+        // One image with one or two blocks of channels is fewer tasks than four
+        // threads want: its planes split into parts of output rows, each part
+        // interleaving the input rows its windows read (halo rows, the padding
+        // above and below, dilated and strided windows, a partial block).
+        struct Depthwise {
+            int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
+        };
+        tbb::task_arena arena(4);
+        arena.execute([&] {
+            for (const Depthwise& d : {Depthwise{16, 60, 50, 3, 2, 1, 1, 1, 1, 1}, Depthwise{8, 41, 33, 5, 2, 2, 2, 1, 3, 2},
+                                       Depthwise{24, 30, 45, 3, 2, 1, 0, 1, 2, 0}}) {
+                const Tensor X = randomTensor({1, d.channels, d.h, d.w});
+                const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
+                const int64_t extent = (d.k - 1) * d.dilation + 1;
+                const Shape out{(d.h + d.padTop + d.padBottom - extent) / d.stride + 1,
+                                (d.w + d.padLeft + d.padRight - extent) / d.stride + 1};
+                QVERIFY(out[0] * out[1] >= 2 * 128); // at least two parts
+                const auto y = runKernel(ops::conv, "Conv", {&X, &Wk, &Bk},
+                                         {intAttr("group", d.channels), intsAttr("strides", {d.stride, d.stride}),
+                                          intsAttr("dilations", {d.dilation, d.dilation}),
+                                          intsAttr("pads", {d.padTop, d.padLeft, d.padBottom, d.padRight})});
+                EXPECT_CLOSE(y[0],
+                             referenceConv(X, Wk, &Bk, d.channels, {d.stride, d.stride}, {d.dilation, d.dilation},
+                                           {d.padTop, d.padLeft}, out),
+                             1e-5);
+            }
+        });
     }
 
     void convIntegerSubtractsZeroPointsBeforePadding()

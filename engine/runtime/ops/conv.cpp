@@ -34,6 +34,8 @@ constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 12;
 // ... and from kFewPositionsLargeWeights when the batch has more than kFewPositionsRows positions.
 constexpr int64_t kFewPositionsRows = 16;
 constexpr int64_t kFewPositionsLargeWeights = int64_t(1) << 18;
+// A part of a channel-blocked depthwise conv's plane: outputs at least.
+constexpr int64_t kDepthwisePartOutputs = 128;
 // A pointwise product's task when its output channels are split: multiply-adds at least.
 constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
 
@@ -135,14 +137,25 @@ void conv(KernelContext& ctx)
     if (Cg == 1 && Mg == 1 && kernel.size() == 2 && group >= kChannelBlock / 2 &&
         (P <= 256 || (strided && P <= 4096))) {
         const int64_t blocks = (group + kChannelBlock - 1) / kChannelBlock;
-        tbb::parallel_for(int64_t(0), N * blocks, [&](int64_t task) {
-            const int64_t n = task / blocks, c0 = (task % blocks) * kChannelBlock;
+        // Fewer (image, block) tasks than the threads want split their output
+        // rows into parts of at least kDepthwisePartOutputs outputs (mnasnet's
+        // 48 channels at stride 2 from 48 x 48 were three tasks at batch 1).
+        const int64_t OH = g.output[0], OW = g.output[1];
+        const int64_t wantedParts =
+            (kConvTasksPerThread * tbb::this_task_arena::max_concurrency() + N * blocks - 1) / (N * blocks);
+        const int64_t parts = std::clamp<int64_t>(std::min(wantedParts, P / kDepthwisePartOutputs), 1, OH);
+        tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
+            const int64_t part = task % parts, nb = task / parts, n = nb / blocks, c0 = (nb % blocks) * kChannelBlock;
             const int64_t channels = std::min(kChannelBlock, group - c0);
+            const int64_t oh0 = part * OH / parts, oh1 = (part + 1) * OH / parts;
             float* yc = y + (n * M + c0) * P;
             depthwiseBlock(x + (n * C + c0) * inSpatial, channels, w + c0 * kernelSize, bias ? bias + c0 : nullptr, g,
-                           yc);
-            if (activation)
+                           oh0, oh1, yc);
+            if (activation && parts == 1)
                 activation->apply(yc, channels * P);
+            else if (activation)
+                for (int64_t c = 0; c < channels; ++c)
+                    activation->apply(yc + c * P + oh0 * OW, (oh1 - oh0) * OW);
         });
         ctx.setOutput(0, std::move(Y));
         return;

@@ -171,48 +171,57 @@ using ChannelVector = Float16;
 // Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
 // each) into y (planes of OH x OW), channels <= kChannelBlock.
 [[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* w,
-                                                      const float* bias, const WindowGeometry& g, float* y)
+                                                      const float* bias, const WindowGeometry& g, int64_t oh0,
+                                                      int64_t oh1, float* y)
 {
     constexpr int64_t CB = kChannelBlock, ILP = 4;
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
-    const int64_t OH = g.output[0], OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
+    const int64_t OW = g.output[1], sh = g.strides[0], sw = g.strides[1];
     const int64_t dh = g.dilations[0], dw = g.dilations[1], ph = g.padBegin[0], pw = g.padBegin[1];
-    const int64_t HP = (OH - 1) * sh + (KH - 1) * dh + 1, WP = (OW - 1) * sw + (KW - 1) * dw + 1;
-    // The padded block: input pixel (row, col) at padded (row + ph, col + pw),
-    // rows of WB pixels. Every input pixel has its place, also those past
-    // the windows' reach (HP x WP, what the windows read), so the copy below
-    // needs no bounds check; the padding around the input reads zero.
-    const int64_t HB = std::max(HP, H + ph), WB = std::max(WP, W + pw);
+    const int64_t WP = (OW - 1) * sw + (KW - 1) * dw + 1;
+    // The padded rows output rows [oh0, oh1) read: [top, bottom), of which the
+    // input's rows [i0, i1) (input row i is padded row i + ph).
+    const int64_t top = oh0 * sh, bottom = (oh1 - 1) * sh + (KH - 1) * dh + 1;
+    const int64_t i0 = std::clamp<int64_t>(top - ph, 0, H), i1 = std::clamp<int64_t>(bottom - ph, i0, H);
+    // The padded block from padded row `top` on: input pixel (row, col) at
+    // (row + ph - top, col + pw), rows of WB pixels. Every pixel of input
+    // rows [i0, i1) has its place, also those past the windows' reach, so
+    // the copy below needs no bounds check; the padding reads zero.
+    const int64_t WB = std::max(WP, W + pw), HB = std::max(bottom, i1 + ph) - top;
+    // The block's rows of input (none when the part lies in the padding below the input).
+    const int64_t first = std::max<int64_t>(0, i0 + ph - top), last = std::max(first, i1 + ph - top);
     thread_local std::vector<float> in, out, taps;
     growScratch(in, size_t(HB * WB * CB));
     const auto zero = [&](int64_t from, int64_t to) {
         std::fill(in.data() + from * CB, in.data() + std::max(from, to) * CB, 0.0f);
     };
-    zero(0, ph * WB);
-    for (int64_t r = ph; r < ph + H; ++r) {
+    zero(0, first * WB);
+    for (int64_t r = first; r < last; ++r) {
         zero(r * WB, r * WB + pw);
         zero(r * WB + pw + W, (r + 1) * WB);
     }
-    zero((ph + H) * WB, HB * WB);
+    zero(last * WB, HB * WB);
     // Interleave: sixteen input pixels (of the flattened plane, so short rows
     // too) of every channel at a time through a register transpose, each
     // pixel then stored at its padded position, stepping to the next row's
     // start at the end of a row; the rest element by element. (With a bounds
     // check per pixel, as when the block held only what the windows read,
     // the stores took a fifth of a stride-2 conv of 96 channels from 48 x 48.)
-    float* dst = in.data() + (ph * WB + pw) * CB;
+    float* dst = in.data() + (first * WB + pw) * CB;
     int64_t col = 0;
     const auto step = [&] {
         dst += CB;
         if (++col == W)
             col = 0, dst += (WB - W) * CB;
     };
+    const float* xr = x + i0 * W; // the input rows [i0, i1): (i1 - i0) * W pixels per channel
+    const int64_t pixels = (i1 - i0) * W;
     int64_t q = 0;
     if (channels == CB)
-        for (; q + 16 <= H * W; q += 16) {
+        for (; q + 16 <= pixels; q += 16) {
             ChannelVector block[16];
             for (int64_t c = 0; c < CB; ++c)
-                block[c] = *reinterpret_cast<const ChannelVector*>(x + c * H * W + q);
+                block[c] = *reinterpret_cast<const ChannelVector*>(xr + c * H * W + q);
             transpose16(block);
 #pragma GCC unroll 16
             for (int64_t j = 0; j < 16; ++j) {
@@ -220,13 +229,13 @@ using ChannelVector = Float16;
                 step();
             }
         }
-    for (; q < H * W; ++q) {
+    for (; q < pixels; ++q) {
         for (int64_t c = 0; c < channels; ++c)
-            dst[c] = x[c * H * W + q];
+            dst[c] = xr[c * H * W + q];
         step();
     }
     if (channels < CB) // the unused lanes of every pixel: zero rather than stale
-        for (int64_t r = ph; r < ph + H; ++r)
+        for (int64_t r = first; r < last; ++r)
             for (int64_t c = pw; c < pw + W; ++c)
                 std::fill(in.data() + (r * WB + c) * CB + channels, in.data() + (r * WB + c + 1) * CB, 0.0f);
     taps.assign(size_t(KH * KW * CB), 0.0f);
@@ -236,8 +245,8 @@ using ChannelVector = Float16;
             taps[size_t(t * CB + c)] = w[c * KH * KW + t];
         b[c] = bias ? bias[c] : 0.0f;
     }
-    growScratch(out, size_t(OH * OW * CB));
-    for (int64_t oh = 0; oh < OH; ++oh) {
+    growScratch(out, size_t((oh1 - oh0) * OW * CB));
+    for (int64_t oh = 0; oh < oh1 - oh0; ++oh) {
         int64_t ow = 0;
         for (; ow + ILP <= OW; ow += ILP) {
             ChannelVector acc[ILP];
@@ -266,48 +275,51 @@ using ChannelVector = Float16;
             *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow) * CB) = acc;
         }
     }
-    // De-interleave: sixteen pixels at a time through a register transpose.
-    const int64_t P = OH * OW;
+    // De-interleave: sixteen pixels at a time through a register transpose,
+    // into output rows [oh0, oh1) of each channel's plane.
+    const int64_t P = g.output[0] * OW, done = (oh1 - oh0) * OW;
+    float* yr = y + oh0 * OW;
     int64_t p = 0;
-    for (; p + 16 <= P; p += 16) {
+    for (; p + 16 <= done; p += 16) {
         ChannelVector block[16];
         for (int64_t j = 0; j < 16; ++j)
             block[j] = *reinterpret_cast<const ChannelVector*>(out.data() + (p + j) * CB);
         transpose16(block);
         for (int64_t c = 0; c < channels; ++c)
-            *reinterpret_cast<ChannelVector*>(y + c * P + p) = block[c];
+            *reinterpret_cast<ChannelVector*>(yr + c * P + p) = block[c];
     }
-    for (; p < P; ++p)
+    for (; p < done; ++p)
         for (int64_t c = 0; c < channels; ++c)
-            y[c * P + p] = out[size_t(p * CB + c)];
+            yr[c * P + p] = out[size_t(p * CB + c)];
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 [[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* w,
-                                                     const float* bias, const WindowGeometry& g, float* y)
+                                                     const float* bias, const WindowGeometry& g, int64_t oh0,
+                                                     int64_t oh1, float* y)
 {
-    depthwiseBlockBody(x, channels, w, bias, g, y);
+    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
 }
 
 [[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w, const float* bias,
-                                                    const WindowGeometry& g, float* y)
+                                                    const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
 {
-    depthwiseBlockBody(x, channels, w, bias, g, y);
+    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
 }
 #endif
 
 } // namespace
 
 void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
-                    float* y)
+                    int64_t oh0, int64_t oh1, float* y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwiseBlockAvx512(x, channels, w, bias, g, y);
+        return depthwiseBlockAvx512(x, channels, w, bias, g, oh0, oh1, y);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwiseBlockAvx2(x, channels, w, bias, g, y);
+        return depthwiseBlockAvx2(x, channels, w, bias, g, oh0, oh1, y);
 #endif
-    depthwiseBlockBody(x, channels, w, bias, g, y);
+    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
 }
 
 } // namespace qs::ops

@@ -40,8 +40,11 @@ struct DepthwisePlanes {
 void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y,
                  const gemm::Epilogue* clamp = nullptr);
 // Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
-// each) plus bias (nullptr: none) into y (planes of OH x OW), channels <= kChannelBlock.
+// each) plus bias (nullptr: none) into output rows [oh0, oh1) of y (planes of
+// OH x OW), channels <= kChannelBlock. (Parts of a plane let a batch of one
+// with few blocks of channels use every thread; each part interleaves the
+// input rows its windows read.)
 void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
-                    float* y);
+                    int64_t oh0, int64_t oh1, float* y);
 
 } // namespace qs::ops
