@@ -50,8 +50,11 @@ struct Options {
     // data in cache, not right after the other's. Measured here: ONNX
     // Runtime's fastest efficientnet_b0 run 2.47 ms with none, 2.21 with one,
     // 2.09 with three, 1.93 with six or ten (1.71 back to back in its own
-    // process); ours moved by less than the noise.
-    int untimed = 3;
+    // process). Ours on the small models needs ten too: right after ONNX
+    // Runtime's runs, whose two threads still spin on the two vCPUs,
+    // squeezenet at batch 1 took 0.811 ms with three, 0.645 with ten, 0.625
+    // with thirty, as bench-model alone (ONNX Runtime 0.443, 0.420, 0.426).
+    int untimed = 10;
     std::string level = "all";
     std::string work; // where the inputs and ONNX Runtime's outputs go; empty: a temporary folder
     bool json = false;
