@@ -293,9 +293,15 @@ PackedMatrix::PackedMatrix(SimdLevel level, const float* a, int64_t groups, int6
         for (int64_t p0 = 0; p0 < depth; p0 += kDepthBlock) {
             const int64_t kc = std::min(kDepthBlock, depth - p0);
             float* strip = data_.data() + g * paddedRows_ * depth + p0 * paddedRows_ + r0 * kc;
-            for (int64_t r = r0; r < std::min(rows, r0 + mr_); ++r)
+            const int64_t r1 = std::min(rows, r0 + mr_);
+            if (rowStride == 1) // rows next to each other (a conv's positions): a strip's row at a time
                 for (int64_t k = 0; k < kc; ++k)
-                    strip[k * mr_ + (r - r0)] = ag[r * rowStride + (p0 + k) * depthStride];
+                    for (int64_t r = r0; r < r1; ++r)
+                        strip[k * mr_ + (r - r0)] = ag[r + (p0 + k) * depthStride];
+            else
+                for (int64_t r = r0; r < r1; ++r)
+                    for (int64_t k = 0; k < kc; ++k)
+                        strip[k * mr_ + (r - r0)] = ag[r * rowStride + (p0 + k) * depthStride];
             if (subnormals == Subnormals::Flush)
                 for (int64_t i = 0; i < kc * mr_; ++i)
                     strip[i] = std::fabs(strip[i]) < FLT_MIN ? std::copysign(0.0f, strip[i]) : strip[i];
