@@ -14,6 +14,7 @@
 #include "runtime/op_registry.h"
 #include "runtime/ops/activation.h"
 #include "runtime/ops/elementwise.h"
+#include "runtime/ops/shape.h"
 #include "runtime/ops/normalization.h"
 #include "runtime/ops/pooling.h"
 #include "runtime/ops/quantize_linear.h"
@@ -243,6 +244,96 @@ private slots:
             EXPECT_CLOSE(runKernel(ops::maxPool, "MaxPool", {&X}, withDilations, 12)[0], refMax, 0);
             EXPECT_CLOSE(avg[0], refAvg, 1e-6);
             QVERIFY(std::equal(refIdx.begin(), refIdx.end(), mx[1].values<int64_t>().begin()));
+        }
+    }
+
+    void padMatchesAnElementwiseReferenceInEveryMode()
+    {
+        // Row-wise Pad against the definition, element by element: every mode,
+        // pads on some axes or all (opset 18's axes input), negative pads that
+        // crop, a constant fill value, rows that are all padding, ranks 1 to 4,
+        // float and int64 data.
+        auto reference = [](const Tensor& x, const std::vector<int64_t>& before, const std::vector<int64_t>& after,
+                            const std::string& mode, double value) {
+            const int64_t rank = x.rank();
+            Shape out(static_cast<size_t>(rank));
+            for (int64_t a = 0; a < rank; ++a)
+                out[size_t(a)] = x.dim(int(a)) + before[size_t(a)] + after[size_t(a)];
+            std::vector<double> y;
+            Shape coord(static_cast<size_t>(rank), 0);
+            const Tensor xf = x.toFloat32();
+            for (int64_t i = 0; i < shapeElementCount(out); ++i) {
+                int64_t offset = 0;
+                bool inside = true;
+                for (int64_t a = 0; a < rank; ++a) {
+                    const int64_t d = x.dim(int(a));
+                    int64_t c = coord[size_t(a)] - before[size_t(a)];
+                    if (c < 0 || c >= d) {
+                        if (mode == "constant")
+                            inside = false;
+                        else if (mode == "edge")
+                            c = std::clamp<int64_t>(c, 0, d - 1);
+                        else if (mode == "wrap")
+                            c = ((c % d) + d) % d;
+                        else {
+                            const int64_t period = 2 * (d - 1);
+                            c = period == 0 ? 0 : ((c % period) + period) % period;
+                            if (c >= d)
+                                c = period - c;
+                        }
+                    }
+                    offset = offset * d + c;
+                }
+                y.push_back(inside ? double(xf.values<float>()[size_t(offset)]) : value);
+                for (int64_t a = rank; a-- > 0;) {
+                    if (++coord[size_t(a)] < out[size_t(a)])
+                        break;
+                    coord[size_t(a)] = 0;
+                }
+            }
+            return std::pair{out, y};
+        };
+        for (int trial = 0; trial < 80; ++trial) {
+            const int64_t rank = randInt(1, 4);
+            const std::string mode = std::vector<std::string>{"constant", "edge", "reflect", "wrap"}[size_t(trial % 4)];
+            Shape shape;
+            for (int64_t a = 0; a < rank; ++a)
+                shape.push_back(randInt(2, a + 1 == rank ? 40 : 5));
+            std::vector<int64_t> before(static_cast<size_t>(rank)), after(static_cast<size_t>(rank)), axes;
+            for (int64_t a = 0; a < rank; ++a) {
+                const bool padded = trial % 3 != 0 || a % 2 == 0;
+                if (padded)
+                    axes.push_back(a);
+                // Reflect pads stay below the axis size; the others may also crop (negative).
+                const int64_t hi = mode == "reflect" ? shape[size_t(a)] - 1 : 3;
+                const int64_t lo = mode == "reflect" ? 0 : -1;
+                before[size_t(a)] = padded ? randInt(lo, hi) : 0;
+                after[size_t(a)] = padded ? randInt(lo, hi) : 0;
+            }
+            std::vector<int64_t> pads;
+            for (int64_t a : axes)
+                pads.push_back(before[size_t(a)]);
+            for (int64_t a : axes)
+                pads.push_back(after[size_t(a)]);
+            const bool integers = trial % 5 == 4;
+            Tensor x = randomTensor(shape);
+            if (integers) {
+                std::vector<int64_t> v;
+                for (float f : x.values<float>())
+                    v.push_back(int64_t(std::lround(f * 100)));
+                x = Tensor::fromVector<int64_t>(DType::I64, shape, v);
+            }
+            const Tensor padsT = Tensor::fromVector<int64_t>(DType::I64, {int64_t(pads.size())}, pads);
+            const Tensor axesT = Tensor::fromVector<int64_t>(DType::I64, {int64_t(axes.size())}, axes);
+            const Tensor valueT = integers ? Tensor::fromVector<int64_t>(DType::I64, {}, std::vector<int64_t>{7})
+                                           : Tensor::fromVector<float>(DType::F32, {}, std::vector<float>{-2.5f});
+            const auto y = runKernel(ops::pad, "Pad", {&x, &padsT, &valueT, &axesT}, {stringAttr("mode", mode)}, 18);
+            const auto [outShape, expected] = reference(x, before, after, mode, integers ? 7.0 : -2.5);
+            QCOMPARE(y[0].shape(), outShape);
+            const Tensor got = y[0].toFloat32();
+            for (size_t i = 0; i < expected.size(); ++i)
+                QVERIFY2(double(got.values<float>()[i]) == expected[i],
+                         (mode + " trial " + std::to_string(trial) + " element " + std::to_string(i)).c_str());
         }
     }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 #include <vector>
 
@@ -586,6 +587,36 @@ void castLike(KernelContext& ctx)
     ctx.setOutput(0, castTensor(ctx.input(0), ctx.input(1).dtype()));
 }
 
+namespace {
+
+enum class PadMode { Constant, Reflect, Edge, Wrap };
+
+// Where coordinate c (0 <= c < d: inside) of an axis of d elements reads from:
+// c itself inside; outside, the mode's source, or -1 (the fill) in constant mode.
+int64_t padSource(int64_t c, int64_t d, PadMode mode)
+{
+    if (c >= 0 && c < d)
+        return c;
+    switch (mode) {
+    case PadMode::Constant:
+        return -1;
+    case PadMode::Edge:
+        return std::clamp<int64_t>(c, 0, d - 1);
+    case PadMode::Wrap:
+        return ((c % d) + d) % d;
+    case PadMode::Reflect: { // without repeating the edge
+        const int64_t period = 2 * (d - 1);
+        if (period == 0)
+            return 0;
+        c = ((c % period) + period) % period;
+        return c >= d ? period - c : c;
+    }
+    }
+    return -1;
+}
+
+} // namespace
+
 void pad(KernelContext& ctx)
 {
     const Tensor& x = ctx.input(0);
@@ -631,42 +662,64 @@ void pad(KernelContext& ctx)
             (before[size_t(a)] > 0 || after[size_t(a)] > 0))
             ctx.fail("reflect padding must be smaller than the axis size");
     }
-    Tensor result(x.dtype(), out);
+    const PadMode padMode = mode == "constant" ? PadMode::Constant
+                            : mode == "edge"     ? PadMode::Edge
+                            : mode == "wrap"     ? PadMode::Wrap
+                                                 : PadMode::Reflect;
+    Tensor result = Tensor::uninitialized(x.dtype(), out); // every element is written below
+    if (result.numel() == 0) {
+        ctx.setOutput(0, std::move(result));
+        return;
+    }
+    if (rank == 0) { // nothing to pad: the value itself
+        std::memcpy(result.mutableRawData(), x.rawData(), dtypeSize(x.dtype()));
+        ctx.setOutput(0, std::move(result));
+        return;
+    }
+    // Row by row along the last axis: each output row comes from one input row
+    // (or is all fill, in constant mode, when an outer coordinate falls in the
+    // padding); within it, the columns that map inside the input are one copy,
+    // only the padded columns are mapped one by one. (Element by element, with
+    // the mode compared as a string per padded element, Pad took a tenth of
+    // densenet_small's run.)
     const Shape strides = rowMajorStrides(x.shape());
+    const int64_t last = rank - 1, width = out[size_t(last)], d = x.dim(int(last)), lead = before[size_t(last)];
+    const int64_t rows = result.numel() / width;
+    const int64_t lo = std::clamp<int64_t>(lead, 0, width), hi = std::clamp<int64_t>(lead + d, lo, width);
     byElementWidth(dtypeSize(x.dtype()), [&]<class E>() {
         const E* src = static_cast<const E*>(x.rawData());
         E* dst = static_cast<E*>(result.mutableRawData());
         const E value = *static_cast<const E*>(fill.rawData());
-        Shape coord(size_t(rank), 0);
-        for (int64_t i = 0; i < result.numel(); ++i) {
-            int64_t offset = 0;
-            bool inside = true;
-            for (int64_t a = 0; a < rank && inside; ++a) {
-                const int64_t d = x.dim(int(a));
-                int64_t c = coord[size_t(a)] - before[size_t(a)];
-                if (c < 0 || c >= d) {
-                    if (mode == "constant") {
-                        inside = false;
-                    } else if (mode == "edge") {
-                        c = std::clamp<int64_t>(c, 0, d - 1);
-                    } else if (mode == "wrap") {
-                        c = ((c % d) + d) % d;
-                    } else { // reflect, without repeating the edge
-                        const int64_t period = 2 * (d - 1);
-                        c = period == 0 ? 0 : ((c % period) + period) % period;
-                        if (c >= d)
-                            c = period - c;
-                    }
+        const int64_t grain = std::max<int64_t>(1, (int64_t(1) << 14) / width);
+        tbb::parallel_for(tbb::blocked_range<int64_t>(0, rows, grain), [&](const tbb::blocked_range<int64_t>& r) {
+            for (int64_t row = r.begin(); row < r.end(); ++row) {
+                E* y = dst + row * width;
+                // The source row: each outer coordinate mapped through the mode.
+                int64_t offset = 0, rest = row;
+                bool inside = true;
+                for (int64_t a = last; a-- > 0;) {
+                    const int64_t coordinate = rest % out[size_t(a)];
+                    rest /= out[size_t(a)];
+                    const int64_t c = padSource(coordinate - before[size_t(a)], x.dim(int(a)), padMode);
+                    inside = inside && c >= 0;
+                    offset += c * strides[size_t(a)];
                 }
-                offset += c * strides[size_t(a)];
+                if (!inside) {
+                    std::fill(y, y + width, value);
+                    continue;
+                }
+                const E* s = src + offset;
+                for (int64_t j = 0; j < lo; ++j) {
+                    const int64_t c = padSource(j - lead, d, padMode);
+                    y[j] = c < 0 ? value : s[c];
+                }
+                std::copy(s + (lo - lead), s + (hi - lead), y + lo);
+                for (int64_t j = hi; j < width; ++j) {
+                    const int64_t c = padSource(j - lead, d, padMode);
+                    y[j] = c < 0 ? value : s[c];
+                }
             }
-            dst[i] = inside ? src[offset] : value;
-            for (int64_t a = rank; a-- > 0;) {
-                if (++coord[size_t(a)] < out[size_t(a)])
-                    break;
-                coord[size_t(a)] = 0;
-            }
-        }
+        });
     });
     ctx.setOutput(0, std::move(result));
 }
