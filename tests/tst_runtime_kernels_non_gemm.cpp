@@ -337,6 +337,76 @@ private slots:
         }
     }
 
+    void transposeAndSliceMatchTheirDefinitionOnLargeTensors()
+    {
+        // Strided gathers merge the axes that read on contiguously and copy
+        // large outputs in parallel pieces of rows: transposes that keep the
+        // last axes in place, swap them or reverse all, with size-1 axes; a
+        // channel split; slices with steps, negative steps and size-1 results.
+        const Shape shape{3, 40, 1, 50, 37};
+        const Tensor x = randomTensor(shape);
+        const Shape strides = rowMajorStrides(shape);
+        for (const std::vector<int64_t>& perm :
+             {std::vector<int64_t>{0, 1, 2, 3, 4}, {1, 0, 2, 3, 4}, {0, 2, 1, 4, 3}, {4, 3, 2, 1, 0}, {2, 0, 3, 1, 4}}) {
+            const auto y = runKernel(ops::transpose, "Transpose", {&x}, {intsAttr("perm", perm)});
+            Shape out;
+            for (int64_t p : perm)
+                out.push_back(shape[size_t(p)]);
+            QCOMPARE(y[0].shape(), out);
+            const auto got = y[0].values<float>();
+            Shape coord(out.size(), 0);
+            for (size_t i = 0; i < got.size(); ++i) {
+                int64_t offset = 0;
+                for (size_t a = 0; a < out.size(); ++a)
+                    offset += coord[a] * strides[size_t(perm[a])];
+                QCOMPARE(got[i], x.values<float>()[size_t(offset)]);
+                for (size_t a = out.size(); a-- > 0;) {
+                    if (++coord[a] < out[a])
+                        break;
+                    coord[a] = 0;
+                }
+            }
+        }
+        struct Case {
+            std::vector<int64_t> starts, ends, axes, steps;
+        };
+        const Tensor z = randomTensor({8, 232, 12, 12});
+        const Shape zs = rowMajorStrides(z.shape());
+        for (const Case& c : {Case{{0}, {116}, {1}, {1}}, Case{{116}, {232}, {1}, {1}},
+                              Case{{1, 11}, {200, 0}, {1, 3}, {2, -3}}, Case{{5, 3}, {6, 4}, {0, 2}, {1, 1}},
+                              Case{{-1}, {-1000}, {1}, {-1}}}) {
+            auto tensor = [](const std::vector<int64_t>& v) {
+                return Tensor::fromVector<int64_t>(DType::I64, {int64_t(v.size())}, v);
+            };
+            const Tensor s = tensor(c.starts), e = tensor(c.ends), a = tensor(c.axes), st = tensor(c.steps);
+            const auto y = runKernel(ops::slice, "Slice", {&z, &s, &e, &a, &st}, {}, 13);
+            // Per axis: the indices the slice takes, as ONNX defines them.
+            std::vector<std::vector<int64_t>> taken(4);
+            for (int64_t axis = 0; axis < 4; ++axis) {
+                const int64_t d = z.dim(int(axis));
+                int64_t start = 0, end = d, step = 1;
+                for (size_t k = 0; k < c.axes.size(); ++k)
+                    if (c.axes[k] == axis)
+                        start = c.starts[k], end = c.ends[k], step = c.steps[k];
+                start = start < 0 ? start + d : start;
+                end = end < 0 ? end + d : end;
+                start = step > 0 ? std::clamp<int64_t>(start, 0, d) : std::clamp<int64_t>(start, 0, d - 1);
+                end = step > 0 ? std::clamp<int64_t>(end, 0, d) : std::clamp<int64_t>(end, -1, d - 1);
+                for (int64_t i = start; step > 0 ? i < end : i > end; i += step)
+                    taken[size_t(axis)].push_back(i);
+            }
+            QCOMPARE(y[0].shape(), (Shape{int64_t(taken[0].size()), int64_t(taken[1].size()),
+                                          int64_t(taken[2].size()), int64_t(taken[3].size())}));
+            const auto got = y[0].values<float>();
+            size_t i = 0;
+            for (int64_t n : taken[0])
+                for (int64_t ch : taken[1])
+                    for (int64_t h : taken[2])
+                        for (int64_t w : taken[3])
+                            QCOMPARE(got[i++], z.values<float>()[size_t(n * zs[0] + ch * zs[1] + h * zs[2] + w)]);
+        }
+    }
+
     void maxPoolCeilModeMatchesOnnxExample()
     {
         // ONNX's maxpool_2d_ceil: 4x4 input 1..16, kernel 3, stride 2, ceil_mode -> [[11, 12], [15, 16]].
