@@ -99,6 +99,31 @@ std::vector<float> referenceConv(const Tensor& X, const Tensor& W, const Tensor*
 
 } // namespace
 
+// A depthwise conv (group = channels) of `images` images of one geometry,
+// with or without its bias, against referenceConv; the output's plane extents.
+struct DepthwiseCase {
+    int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
+
+    Shape outputPlane() const
+    {
+        const int64_t extent = (k - 1) * dilation + 1;
+        return {(h + padTop + padBottom - extent) / stride + 1, (w + padLeft + padRight - extent) / stride + 1};
+    }
+    void expectMatchesReference(int64_t images, bool withBias) const
+    {
+        const Tensor X = randomTensor({images, channels, h, w});
+        const Tensor W = randomTensor({channels, 1, k, k}), B = randomTensor({channels});
+        const auto y = runKernel(ops::conv, "Conv", {&X, &W, withBias ? &B : nullptr},
+                                 {intAttr("group", channels), intsAttr("strides", {stride, stride}),
+                                  intsAttr("dilations", {dilation, dilation}),
+                                  intsAttr("pads", {padTop, padLeft, padBottom, padRight})});
+        EXPECT_CLOSE(y[0],
+                     referenceConv(X, W, withBias ? &B : nullptr, channels, {stride, stride}, {dilation, dilation},
+                                   {padTop, padLeft}, outputPlane()),
+                     1e-5);
+    }
+};
+
 class TestRuntimeKernels : public QObject {
     Q_OBJECT
 
@@ -490,9 +515,7 @@ private slots:
         // Depthwise on small planes runs kChannelBlock (16) channels at a time:
         // full blocks, a partial last block, too few channels for a block (the
         // per-channel path), 5x5 taps, strides, dilations and uneven pads.
-        struct Depthwise {
-            int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
-        };
+        using Depthwise = DepthwiseCase;
         for (const Depthwise& d :
              {Depthwise{16, 7, 7, 5, 1, 1, 2, 2, 2, 2}, Depthwise{40, 14, 13, 3, 2, 1, 1, 0, 1, 1},
               Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
@@ -505,23 +528,9 @@ private slots:
               // whose last one runs into the slack: unit strides over 256
               // outputs, strided ones over 4096; uneven pads, dilations.
               Depthwise{12, 30, 29, 3, 1, 1, 1, 1, 1, 1}, Depthwise{9, 23, 27, 5, 1, 2, 4, 3, 4, 4},
-              Depthwise{8, 140, 130, 3, 2, 1, 1, 1, 0, 1}}) {
-            const Tensor Xd = randomTensor({2, d.channels, d.h, d.w});
-            const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
-            const int64_t extent = (d.k - 1) * d.dilation + 1;
-            const Shape out{(d.h + d.padTop + d.padBottom - extent) / d.stride + 1,
-                            (d.w + d.padLeft + d.padRight - extent) / d.stride + 1};
-            for (bool withBias : {true, false}) {
-                y = runKernel(ops::conv, "Conv", {&Xd, &Wk, withBias ? &Bk : nullptr},
-                              {intAttr("group", d.channels), intsAttr("strides", {d.stride, d.stride}),
-                               intsAttr("dilations", {d.dilation, d.dilation}),
-                               intsAttr("pads", {d.padTop, d.padLeft, d.padBottom, d.padRight})});
-                EXPECT_CLOSE(y[0],
-                             referenceConv(Xd, Wk, withBias ? &Bk : nullptr, d.channels, {d.stride, d.stride},
-                                           {d.dilation, d.dilation}, {d.padTop, d.padLeft}, out),
-                             1e-5);
-            }
-        }
+              Depthwise{8, 140, 130, 3, 2, 1, 1, 1, 0, 1}})
+            for (bool withBias : {true, false})
+                d.expectMatchesReference(2, withBias);
         const Tensor Wp = randomTensor({5, 8, 1, 1});
         y = runKernel(ops::conv, "Conv", {&X, &Wp}, {});
         EXPECT_CLOSE(y[0], referenceConv(X, Wp, nullptr, 1, {1, 1}, {1, 1}, {0, 0}, {13, 11}), 1e-5);
@@ -572,27 +581,13 @@ private slots:
         // threads want: its planes split into parts of output rows, each part
         // interleaving the input rows its windows read (halo rows, the padding
         // above and below, dilated and strided windows, a partial block).
-        struct Depthwise {
-            int64_t channels, h, w, k, stride, dilation, padTop, padLeft, padBottom, padRight;
-        };
         tbb::task_arena arena(4);
         arena.execute([&] {
-            for (const Depthwise& d : {Depthwise{16, 60, 50, 3, 2, 1, 1, 1, 1, 1}, Depthwise{8, 41, 33, 5, 2, 2, 2, 1, 3, 2},
-                                       Depthwise{24, 30, 45, 3, 2, 1, 0, 1, 2, 0}}) {
-                const Tensor X = randomTensor({1, d.channels, d.h, d.w});
-                const Tensor Wk = randomTensor({d.channels, 1, d.k, d.k}), Bk = randomTensor({d.channels});
-                const int64_t extent = (d.k - 1) * d.dilation + 1;
-                const Shape out{(d.h + d.padTop + d.padBottom - extent) / d.stride + 1,
-                                (d.w + d.padLeft + d.padRight - extent) / d.stride + 1};
-                QVERIFY(out[0] * out[1] >= 2 * 128); // at least two parts
-                const auto y = runKernel(ops::conv, "Conv", {&X, &Wk, &Bk},
-                                         {intAttr("group", d.channels), intsAttr("strides", {d.stride, d.stride}),
-                                          intsAttr("dilations", {d.dilation, d.dilation}),
-                                          intsAttr("pads", {d.padTop, d.padLeft, d.padBottom, d.padRight})});
-                EXPECT_CLOSE(y[0],
-                             referenceConv(X, Wk, &Bk, d.channels, {d.stride, d.stride}, {d.dilation, d.dilation},
-                                           {d.padTop, d.padLeft}, out),
-                             1e-5);
+            for (const DepthwiseCase& d :
+                 {DepthwiseCase{16, 60, 50, 3, 2, 1, 1, 1, 1, 1}, DepthwiseCase{8, 41, 33, 5, 2, 2, 2, 1, 3, 2},
+                  DepthwiseCase{24, 30, 45, 3, 2, 1, 0, 1, 2, 0}}) {
+                QVERIFY(shapeElementCount(d.outputPlane()) >= 2 * 128); // at least two parts
+                d.expectMatchesReference(1, true);
             }
         });
     }
