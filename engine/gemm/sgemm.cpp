@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/scratch.h"
+#include "gemm/packed_columns.h"
 
 namespace qs::gemm {
 
@@ -256,22 +257,13 @@ void packColumns(const float* b, int64_t bk, int64_t bj, int64_t kc, int64_t nc,
         for (int64_t k = 0; k < kc; ++k) {
             const float* row = b + k * bk + j0 * bj;
             float* dst = strip + k * nr;
-            // Whole strips at a constant size: vector moves, not a library
-            // call per strip and row (4% of mnasnet's run at batch 1).
-            if (bj == 1 && width == 32) {
-                std::memcpy(dst, row, 32 * sizeof(float));
-                continue;
-            }
-            if (bj == 1 && width == 16) {
-                std::memcpy(dst, row, 16 * sizeof(float));
-                continue;
-            }
             if (bj == 1)
-                std::copy(row, row + width, dst);
+                copyStripRow(dst, row, width);
             else
                 for (int64_t j = 0; j < width; ++j)
                     dst[j] = row[j * bj];
-            std::fill(dst + width, dst + nr, 0.0f);
+            if (width < nr) // the last strip's padding (whole strips: no call)
+                std::fill(dst + width, dst + nr, 0.0f);
         }
     }
 }
