@@ -13,9 +13,10 @@
 //       once. With "outputs", writes every graph output to OUTDIR/<index>.npy
 //       and OUTDIR/outputs.json (as run_model.js does).
 //       -> {"ok": true, "runtime": "onnxruntime-node X.Y.Z"}
-//   {"op": "run", "untimed": K}  -> {"ms": M}: K untimed session.run calls (K
-//       default 0), then one on the loaded inputs timed: wall time around it
-//       (hrtime) in milliseconds.
+//   {"op": "run", "untimed": K, "settle_ms": S}  -> {"ms": M}: untimed
+//       session.run calls, at least K of them (default 0) and for at least S
+//       milliseconds (default 0), then one on the loaded inputs timed: wall
+//       time around it (hrtime) in milliseconds.
 //   {"op": "quit"} -> exits; so does the end of stdin.
 // A failure replies {"error": message} and the server keeps serving.
 
@@ -67,7 +68,8 @@ async function main() {
         async run(request) {
             if (!session)
                 throw new Error('no model loaded');
-            for (let i = 0; i < (request.untimed || 0); ++i)
+            const settleUntil = process.hrtime.bigint() + BigInt(Math.round((request.settle_ms || 0) * 1e6));
+            for (let i = 0; i < (request.untimed || 0) || process.hrtime.bigint() < settleUntil; ++i)
                 await session.run(feeds);
             const start = process.hrtime.bigint();
             await session.run(feeds);
