@@ -139,10 +139,41 @@ private slots:
                 double ss = 0;
                 for (float v : groups[g])
                     ss += double(v) * v;
-                QVERIFY(std::abs(a.sumSquares[g] - ss) <= 1e-12 * ss);
+                // Long runs sum their squares in float lanes, 64 to a lane, before double.
+                QVERIFY2(std::abs(a.sumSquares[g] - ss) <= 4e-6 * ss,
+                         qPrintable(QString::number(std::abs(a.sumSquares[g] - ss) / ss)));
                 QCOMPARE_EXACT(a.max[g], *std::max_element(groups[g].begin(), groups[g].end()));
             }
         }
+    }
+
+    void longRunsSumSquaresPastFloatRange()
+    {
+        // Squares of 1e20 overflow float: the long-run path sums them again in double.
+        for (const int64_t n : {int64_t(5000), int64_t(70001)}) {
+            std::vector<float> x = gaussian(size_t(n), 4);
+            x[size_t(n / 3)] = 1e20f;
+            x[size_t(n / 2)] = -3e25f;
+            const GroupStatistics st = groupStatistics(x, BlockLayout::perTensor(Shape{n}), "x", true);
+            double ss = 0;
+            for (float v : x)
+                ss += double(v) * v;
+            QVERIFY(std::isfinite(st.sumSquares[0]));
+            QVERIFY(std::abs(st.sumSquares[0] - ss) <= 1e-12 * ss);
+            QCOMPARE_EXACT(st.max[0], 1e20f);
+        }
+    }
+
+    void nonFiniteDataInLongRunsNamesTheIndex()
+    {
+        // Runs long enough for the four-stream summary, with and without sums of squares.
+        for (float bad : {NAN, INFINITY, -INFINITY})
+            for (bool squares : {false, true}) {
+                std::vector<float> x = gaussian(100000, 1);
+                x[77777] = bad;
+                QVERIFY_THROWS_WITH(groupStatistics(x, BlockLayout::perTensor(Shape{100000}), "act", squares), "'act'",
+                                    "flat index 77777");
+            }
     }
 
     void nonFiniteDataNamesTheTensorAndIndex()
