@@ -468,7 +468,8 @@ private slots:
         QTest::addColumn<bool>("bias");
         for (const char* act :
              {"Relu", "LeakyRelu", "Clip", "Clip6", "HardSigmoid", "HardSwish", "Sigmoid", "SiLU", "SiLU swapped"})
-            for (auto [group, kernel] : {std::pair{1, 3}, std::pair{1, 1}, std::pair{6, 3}, std::pair{2, 3}})
+            for (auto [group, kernel] :
+                 {std::pair{1, 3}, std::pair{1, 1}, std::pair{6, 3}, std::pair{2, 3}, std::pair{16, 3}})
                 for (bool bias : {true, false})
                     QTest::addRow("%s group %d kernel %d%s", act, group, kernel, bias ? " bias" : "")
                         << QString(act) << group << kernel << bias;
@@ -480,7 +481,8 @@ private slots:
         QFETCH(int, kernel);
         QFETCH(bool, bias);
         std::mt19937 rng(11);
-        const int64_t C = 6, M = 6, H = 9;
+        // 16 groups: a depthwise conv of one block of channels, stored clamped.
+        const int64_t C = std::max(6, group), M = C, H = 9;
         std::vector<std::string> convInputs{"x", "w"};
         if (bias)
             convInputs.push_back("b");

@@ -521,6 +521,9 @@ private slots:
               Depthwise{8, 9, 11, 3, 1, 2, 2, 2, 2, 2}, Depthwise{24, 15, 15, 5, 2, 1, 2, 2, 1, 2},
               Depthwise{4, 8, 8, 3, 1, 1, 1, 1, 1, 1}, Depthwise{33, 5, 6, 3, 1, 1, 0, 0, 0, 0},
               Depthwise{32, 20, 37, 3, 2, 1, 1, 1, 1, 1}, // rows wide enough for register transposes
+              // Rows narrower than four outputs: every pixel joins a group
+              // across rows, the last group short (3 x 3 and 2 x 5 outputs).
+              Depthwise{40, 3, 3, 5, 1, 1, 2, 2, 2, 2}, Depthwise{20, 4, 9, 3, 2, 1, 1, 0, 0, 0},
               // Strided planes over 256 outputs also run interleaved: a partial
               // block with a last input column no window reaches; dilations.
               Depthwise{24, 40, 34, 3, 2, 1, 1, 0, 1, 0}, Depthwise{16, 36, 30, 3, 2, 2, 2, 2, 2, 2},

@@ -144,16 +144,20 @@ void conv(KernelContext& ctx)
         const int64_t wantedParts =
             (kConvTasksPerThread * tbb::this_task_arena::max_concurrency() + N * blocks - 1) / (N * blocks);
         const int64_t parts = std::clamp<int64_t>(std::min(wantedParts, P / kDepthwisePartOutputs), 1, OH);
+        auto interleave = [&] { return std::make_shared<const DepthwiseBlockTaps>(w, group, kernelSize); };
+        const std::shared_ptr<const DepthwiseBlockTaps> taps =
+            ctx.memo() ? ctx.memo()->get<DepthwiseBlockTaps>(Wt, interleave) : interleave();
+        // A Relu or Clip clamps the sums as they are stored (an epilogue without bias or addend).
+        const std::optional<gemm::Epilogue> clamp =
+            activation ? storeEpilogue(nullptr, nullptr, activation) : std::nullopt;
         tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
             const int64_t part = task % parts, nb = task / parts, n = nb / blocks, c0 = (nb % blocks) * kChannelBlock;
             const int64_t channels = std::min(kChannelBlock, group - c0);
             const int64_t oh0 = part * OH / parts, oh1 = (part + 1) * OH / parts;
             float* yc = y + (n * M + c0) * P;
-            depthwiseBlock(x + (n * C + c0) * inSpatial, channels, w + c0 * kernelSize, bias ? bias + c0 : nullptr, g,
-                           oh0, oh1, yc);
-            if (activation && parts == 1)
-                activation->apply(yc, channels * P);
-            else if (activation)
+            depthwiseBlock(x + (n * C + c0) * inSpatial, channels, taps->block(nb % blocks),
+                           bias ? bias + c0 : nullptr, g, oh0, oh1, yc, clamp ? &*clamp : nullptr);
+            if (activation && !clamp)
                 for (int64_t c = 0; c < channels; ++c)
                     activation->apply(yc + c * P + oh0 * OW, (oh1 - oh0) * OW);
         });

@@ -168,11 +168,22 @@ namespace {
 static_assert(kChannelBlock == 16, "one pixel of a block is one Float16");
 using ChannelVector = Float16;
 
-// Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
-// each) into y (planes of OH x OW), channels <= kChannelBlock.
-[[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* w,
+// One pixel's sums stored, clamped when there is a Relu's or Clip's epilogue:
+// the separate activation's bits, without a pass over the output. (A free
+// function: a lambda in the body would not take its target's instructions.)
+[[gnu::always_inline]] inline void storeClamped(float* at, ChannelVector v, const gemm::Epilogue* clamp)
+{
+    const ChannelVector* none = nullptr;
+    if (clamp)
+        clamp->finishInPlace(v, 0, none);
+    *reinterpret_cast<ChannelVector*>(at) = v;
+}
+
+// Channels [0, channels) of x (planes of H x W) against their interleaved taps
+// (KH x KW vectors) into y (planes of OH x OW), channels <= kChannelBlock.
+[[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* taps,
                                                       const float* bias, const WindowGeometry& g, int64_t oh0,
-                                                      int64_t oh1, float* y)
+                                                      int64_t oh1, float* y, const gemm::Epilogue* clamp)
 {
     constexpr int64_t CB = kChannelBlock, ILP = 4;
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
@@ -190,7 +201,7 @@ using ChannelVector = Float16;
     const int64_t WB = std::max(WP, W + pw), HB = std::max(bottom, i1 + ph) - top;
     // The block's rows of input (none when the part lies in the padding below the input).
     const int64_t first = std::max<int64_t>(0, i0 + ph - top), last = std::max(first, i1 + ph - top);
-    thread_local std::vector<float> in, out, taps;
+    thread_local std::vector<float> in, out;
     growScratch(in, size_t(HB * WB * CB));
     const auto zero = [&](int64_t from, int64_t to) {
         std::fill(in.data() + from * CB, in.data() + std::max(from, to) * CB, 0.0f);
@@ -238,14 +249,16 @@ using ChannelVector = Float16;
         for (int64_t r = first; r < last; ++r)
             for (int64_t c = pw; c < pw + W; ++c)
                 std::fill(in.data() + (r * WB + c) * CB + channels, in.data() + (r * WB + c + 1) * CB, 0.0f);
-    taps.assign(size_t(KH * KW * CB), 0.0f);
     ChannelVector b{};
-    for (int64_t c = 0; c < channels; ++c) {
-        for (int64_t t = 0; t < KH * KW; ++t)
-            taps[size_t(t * CB + c)] = w[c * KH * KW + t];
+    for (int64_t c = 0; c < channels; ++c)
         b[c] = bias ? bias[c] : 0.0f;
-    }
+
     growScratch(out, size_t((oh1 - oh0) * OW * CB));
+    thread_local std::vector<int64_t> leftovers;
+    if (leftovers.size() < size_t((oh1 - oh0) * (OW % ILP)))
+        leftovers.resize(size_t((oh1 - oh0) * (OW % ILP)));
+    int64_t* rest = leftovers.data();
+    int64_t restCount = 0;
     for (int64_t oh = 0; oh < oh1 - oh0; ++oh) {
         int64_t ow = 0;
         for (; ow + ILP <= OW; ow += ILP) {
@@ -256,24 +269,41 @@ using ChannelVector = Float16;
                 const float* row = in.data() + ((oh * sh + kh * dh) * WB + ow * sw) * CB;
                 for (int64_t kw = 0; kw < KW; ++kw) {
                     const ChannelVector tap =
-                        *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB);
+                        *reinterpret_cast<const ChannelVector*>(taps + (kh * KW + kw) * CB);
                     const float* px = row + kw * dw * CB;
                     for (int64_t j = 0; j < ILP; ++j)
                         acc[j] += tap * *reinterpret_cast<const ChannelVector*>(px + j * sw * CB);
                 }
             }
             for (int64_t j = 0; j < ILP; ++j)
-                *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow + j) * CB) = acc[j];
+                storeClamped(out.data() + (oh * OW + ow + j) * CB, acc[j], clamp);
         }
-        for (; ow < OW; ++ow) {
-            ChannelVector acc = b;
-            for (int64_t kh = 0; kh < KH; ++kh)
-                for (int64_t kw = 0; kw < KW; ++kw)
-                    acc += *reinterpret_cast<const ChannelVector*>(taps.data() + (kh * KW + kw) * CB) *
-                           *reinterpret_cast<const ChannelVector*>(in.data() +
-                                                                   ((oh * sh + kh * dh) * WB + ow * sw + kw * dw) * CB);
-            *reinterpret_cast<ChannelVector*>(out.data() + (oh * OW + ow) * CB) = acc;
+        // The row's last OW % ILP pixels join those of the next rows.
+        for (; ow < OW; ++ow)
+            rest[restCount++] = oh * OW + ow;
+    }
+    // Pixels left over at the rows' ends, ILP at a time across rows, each
+    // from its own window's corner: on planes narrower than ILP (3 x 3 late
+    // layers) every pixel is one, and one at a time made each pixel's sum a
+    // chain of KH * KW dependent multiply-adds.
+    for (int64_t r = 0; r < restCount; r += ILP) {
+        const int64_t n = std::min(ILP, restCount - r);
+        const float* corner[ILP];
+        ChannelVector acc[ILP];
+        for (int64_t j = 0; j < ILP; ++j) {
+            const int64_t pixel = rest[r + std::min(j, n - 1)]; // a short group repeats its last pixel
+            corner[j] = in.data() + ((pixel / OW) * sh * WB + (pixel % OW) * sw) * CB;
+            acc[j] = b;
         }
+        for (int64_t kh = 0; kh < KH; ++kh)
+            for (int64_t kw = 0; kw < KW; ++kw) {
+                const ChannelVector tap = *reinterpret_cast<const ChannelVector*>(taps + (kh * KW + kw) * CB);
+                const int64_t offset = (kh * dh * WB + kw * dw) * CB;
+                for (int64_t j = 0; j < ILP; ++j)
+                    acc[j] += tap * *reinterpret_cast<const ChannelVector*>(corner[j] + offset);
+            }
+        for (int64_t j = 0; j < n; ++j)
+            storeClamped(out.data() + rest[r + j] * CB, acc[j], clamp);
     }
     // De-interleave: sixteen pixels at a time through a register transpose,
     // into output rows [oh0, oh1) of each channel's plane.
@@ -294,32 +324,42 @@ using ChannelVector = Float16;
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* w,
+[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* taps,
                                                      const float* bias, const WindowGeometry& g, int64_t oh0,
-                                                     int64_t oh1, float* y)
+                                                     int64_t oh1, float* y, const gemm::Epilogue* clamp)
 {
-    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
+    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
 }
 
-[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* w, const float* bias,
-                                                    const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
+[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* taps,
+                                                    const float* bias, const WindowGeometry& g, int64_t oh0,
+                                                    int64_t oh1, float* y, const gemm::Epilogue* clamp)
 {
-    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
+    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
 }
 #endif
 
 } // namespace
 
-void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
-                    int64_t oh0, int64_t oh1, float* y)
+DepthwiseBlockTaps::DepthwiseBlockTaps(const float* w, int64_t channels, int64_t kernelSize)
+    : kernelSize(kernelSize), taps(size_t((channels + kChannelBlock - 1) / kChannelBlock * kernelSize * kChannelBlock))
+{
+    for (int64_t c = 0; c < channels; ++c)
+        for (int64_t t = 0; t < kernelSize; ++t)
+            taps[size_t(((c / kChannelBlock) * kernelSize + t) * kChannelBlock + c % kChannelBlock)] =
+                w[c * kernelSize + t];
+}
+
+void depthwiseBlock(const float* x, int64_t channels, const float* taps, const float* bias, const WindowGeometry& g,
+                    int64_t oh0, int64_t oh1, float* y, const gemm::Epilogue* clamp)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwiseBlockAvx512(x, channels, w, bias, g, oh0, oh1, y);
+        return depthwiseBlockAvx512(x, channels, taps, bias, g, oh0, oh1, y, clamp);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwiseBlockAvx2(x, channels, w, bias, g, oh0, oh1, y);
+        return depthwiseBlockAvx2(x, channels, taps, bias, g, oh0, oh1, y, clamp);
 #endif
-    depthwiseBlockBody(x, channels, w, bias, g, oh0, oh1, y);
+    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
 }
 
 } // namespace qs::ops

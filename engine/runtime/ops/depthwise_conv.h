@@ -39,12 +39,26 @@ struct DepthwisePlanes {
 // a sixth of a 32-channel 3 x 3 conv on 48 x 48.)
 void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y,
                  const gemm::Epilogue* clamp = nullptr);
-// Channels [0, channels) of x (planes of H x W) against their taps w (KH x KW
-// each) plus bias (nullptr: none) into output rows [oh0, oh1) of y (planes of
-// OH x OW), channels <= kChannelBlock. (Parts of a plane let a batch of one
-// with few blocks of channels use every thread; each part interleaves the
-// input rows its windows read.)
-void depthwiseBlock(const float* x, int64_t channels, const float* w, const float* bias, const WindowGeometry& g,
-                    int64_t oh0, int64_t oh1, float* y);
+// A depthwise conv's weights (channels x kernelSize taps) interleaved for
+// depthwiseBlock, once per weight tensor (a node's memo keeps them): block b's
+// tap t of its channel c at (b * kernelSize + t) * kChannelBlock + c, zero
+// for the lanes past the last channel. (Interleaved per block and call, they
+// took as long as a 5 x 5 conv's sums on 3 x 3 planes.)
+struct DepthwiseBlockTaps {
+    DepthwiseBlockTaps(const float* w, int64_t channels, int64_t kernelSize);
+    const float* block(int64_t b) const { return taps.data() + b * kernelSize * kChannelBlock; }
+
+    int64_t kernelSize;
+    std::vector<float> taps;
+};
+
+// Channels [0, channels) of x (planes of H x W) against their interleaved
+// taps (DepthwiseBlockTaps::block) plus bias (nullptr: none) into output rows
+// [oh0, oh1) of y (planes of OH x OW), channels <= kChannelBlock; with `clamp`
+// (an epilogue of a Relu or Clip only), each sum stored clamped. (Parts of a
+// plane let a batch of one with few blocks of channels use every thread; each
+// part interleaves the input rows its windows read.)
+void depthwiseBlock(const float* x, int64_t channels, const float* taps, const float* bias, const WindowGeometry& g,
+                    int64_t oh0, int64_t oh1, float* y, const gemm::Epilogue* clamp = nullptr);
 
 } // namespace qs::ops
