@@ -34,40 +34,83 @@ struct Summary {
     }
 };
 
-// A short run: 16 independent lanes (Eigen packets), nothing reassociated, so
-// the result does not depend on the machine. v·0 is NaN exactly for NaN and Inf.
-template <bool SumSquares> Summary summarizeLanes(const float* p, int64_t n)
+// Squares are summed in float per lane for kSquaresPerFlush vectors (64
+// squares a lane in a long run, 16 in a short one) and then added to the
+// lane's double: converting every square to double took more than half the
+// time of the whole summary. The sum of squares keeps a relative error below
+// about 64 float roundings (4e-6), typically 1e-7; it only feeds `rms`
+// ranges. A sum of squares that is not finite is the run's probe for NaN and
+// Inf (a square past float's range, |v| > 1.8e19, is summed again in double).
+constexpr int64_t kSquaresPerFlush = 16;
+
+// The finishing touches of a run's summary with sums of squares: a lane's float
+// sum that overflowed makes the run sum again in double; the probe is the sum's.
+void finishSquares(Summary& s, const float* p, int64_t n)
 {
-    constexpr int W = 16;
-    using Lanes = Eigen::Array<float, W, 1>;
-    using WideLanes = Eigen::Array<double, W, 1>;
+    if (!std::isfinite(s.sumSquares)) {
+        double exact = 0;
+        for (int64_t i = 0; i < n; ++i)
+            exact += double(p[i]) * double(p[i]);
+        s.sumSquares = exact;
+    }
+    s.probe += float(s.sumSquares * 0.0);
+}
+
+// A short run: 16 independent lanes, nothing reassociated, so the result does
+// not depend on the machine (its AVX2 clone gives the same bits). v·0 is NaN
+// exactly for NaN and Inf.
+template <bool SumSquares> QS_VECTOR_CLONES Summary summarizeLanes(const float* __restrict p, int64_t n)
+{
+    constexpr int64_t W = 16;
     Summary s;
     int64_t i = 0;
     if (n >= W) {
-        Lanes mn = Lanes::Constant(kInf), mx = Lanes::Constant(-kInf), probe = Lanes::Zero();
-        WideLanes ss = WideLanes::Zero();
-        for (; i + W <= n; i += W) {
-            const Eigen::Map<const Lanes> v(p + i);
-            mn = mn.min(v);
-            mx = mx.max(v);
-            probe += v * 0.0f;
-            if constexpr (SumSquares)
-                ss += v.template cast<double>().square();
+        float mn[W], mx[W], probe[W], partial[W];
+        double ss[W];
+        for (int64_t k = 0; k < W; ++k) {
+            mn[k] = kInf;
+            mx[k] = -kInf;
+            probe[k] = partial[k] = 0;
+            ss[k] = 0;
         }
-        s.min = mn.minCoeff();
-        s.max = mx.maxCoeff();
-        s.probe = probe.sum();
-        if constexpr (SumSquares)
-            s.sumSquares = ss.sum();
+        int64_t sinceFlush = 0;
+        for (; i + W <= n; i += W) {
+            const float* __restrict v = p + i;
+#pragma GCC unroll 1 // left to the vectoriser: unrolled first, the lanes stayed scalar
+            for (int64_t k = 0; k < W; ++k) {
+                mn[k] = v[k] < mn[k] ? v[k] : mn[k];
+                mx[k] = v[k] > mx[k] ? v[k] : mx[k];
+                if constexpr (SumSquares)
+                    partial[k] += v[k] * v[k];
+                else
+                    probe[k] += v[k] * 0.0f;
+            }
+            if (SumSquares && ++sinceFlush == kSquaresPerFlush) {
+                for (int64_t k = 0; k < W; ++k) {
+                    ss[k] += double(partial[k]);
+                    partial[k] = 0;
+                }
+                sinceFlush = 0;
+            }
+        }
+        for (int64_t k = 0; k < W; ++k) {
+            s.min = std::min(s.min, mn[k]);
+            s.max = std::max(s.max, mx[k]);
+            s.probe += probe[k];
+            s.sumSquares += ss[k] + double(partial[k]);
+        }
     }
     for (; i < n; ++i) {
         const float v = p[i];
         s.min = v < s.min ? v : s.min;
         s.max = v > s.max ? v : s.max;
-        s.probe += v * 0.0f;
         if constexpr (SumSquares)
             s.sumSquares += double(v) * double(v);
+        else
+            s.probe += v * 0.0f;
     }
+    if constexpr (SumSquares)
+        finishSquares(s, p, n);
     return s;
 }
 
@@ -75,12 +118,7 @@ template <bool SumSquares> Summary summarizeLanes(const float* p, int64_t n)
 // independent memory streams keep more loads in flight than one — folded
 // element-wise over W lanes, then into per-lane accumulators; every loop is
 // element-wise, so it vectorises without reassociating anything (and its AVX2
-// clone gives the same bits). Squares are summed in float per lane for
-// kSquaresPerFlush blocks (64 squares a lane) and then added to the lane's
-// double: converting every square to double took more than half the time of
-// the whole summary. The sum of squares keeps a relative error below about
-// 64 float roundings (4e-6), typically 1e-7; it only feeds `rms` ranges.
-constexpr int64_t kSquaresPerFlush = 16;
+// clone gives the same bits). Squares as in summarizeLanes.
 template <bool SumSquares> QS_VECTOR_CLONES Summary summarize(const float* __restrict p, int64_t n)
 {
     constexpr int64_t W = 64;
@@ -131,18 +169,8 @@ template <bool SumSquares> QS_VECTOR_CLONES Summary summarize(const float* __res
         s.probe += probe[k];
         s.sumSquares += ss[k];
     }
-    if constexpr (SumSquares) {
-        // A square past float's range (|v| > 1.8e19) overflowed a lane's float
-        // sum: the run is summed again in double. NaN and Inf values leave the
-        // sum NaN or Inf either way, which is the probe here.
-        if (!std::isfinite(s.sumSquares)) {
-            double exact = 0;
-            for (int64_t i = 0; i < n; ++i)
-                exact += double(p[i]) * double(p[i]);
-            s.sumSquares = exact;
-        }
-        s.probe += float(s.sumSquares * 0.0);
-    }
+    if constexpr (SumSquares)
+        finishSquares(s, p, n);
     return s;
 }
 
