@@ -524,6 +524,10 @@ private slots:
               // Rows narrower than four outputs: every pixel joins a group
               // across rows, the last group short (3 x 3 and 2 x 5 outputs).
               Depthwise{40, 3, 3, 5, 1, 1, 2, 2, 2, 2}, Depthwise{20, 4, 9, 3, 2, 1, 1, 0, 0, 0},
+              // Planes under 16 pixels, in and out, go through the transposes
+              // too: fewer than 8 pixels (a channel's vector runs past the
+              // next channel), a block of one channel.
+              Depthwise{16, 2, 3, 3, 1, 1, 1, 1, 1, 1}, Depthwise{17, 2, 2, 3, 1, 1, 1, 1, 1, 1},
               // Strided planes over 256 outputs also run interleaved: a partial
               // block with a last input column no window reaches; dilations.
               Depthwise{24, 40, 34, 3, 2, 1, 1, 0, 1, 0}, Depthwise{16, 36, 30, 3, 2, 2, 2, 2, 2, 2},

@@ -227,28 +227,44 @@ using ChannelVector = Float16;
     };
     const float* xr = x + i0 * W; // the input rows [i0, i1): (i1 - i0) * W pixels per channel
     const int64_t pixels = (i1 - i0) * W;
+    // A last block of fewer channels transposes zero rows for the others: the
+    // unused lanes of every pixel read zero rather than stale values. (Element
+    // by element, its copy took as long as its multiply-adds.)
     int64_t q = 0;
-    if (channels == CB)
-        for (; q + 16 <= pixels; q += 16) {
-            ChannelVector block[16];
-            for (int64_t c = 0; c < CB; ++c)
-                block[c] = *reinterpret_cast<const ChannelVector*>(xr + c * H * W + q);
-            transpose16(block);
+    for (; q + 16 <= pixels; q += 16) {
+        ChannelVector block[16];
+        for (int64_t c = 0; c < CB; ++c)
+            block[c] = c < channels ? *reinterpret_cast<const ChannelVector*>(xr + c * H * W + q) : ChannelVector{};
+        transpose16(block);
 #pragma GCC unroll 16
-            for (int64_t j = 0; j < 16; ++j) {
-                *reinterpret_cast<ChannelVector*>(dst) = block[j];
-                step();
+        for (int64_t j = 0; j < 16; ++j) {
+            *reinterpret_cast<ChannelVector*>(dst) = block[j];
+            step();
+        }
+    }
+    // The last pixels (all of a plane smaller than 16: 3 x 3 late layers) go
+    // through the transpose too: a channel's sixteen floats read on into the
+    // next channels' planes, whose lanes are not stored; only a load that would
+    // leave the block's channels takes its pixels one by one.
+    if (q < pixels) {
+        const int64_t rest = pixels - q, blockEnd = channels * H * W;
+        ChannelVector block[16];
+        for (int64_t c = 0; c < CB; ++c) {
+            const int64_t from = c * H * W + i0 * W + q;
+            if (c < channels && from + 16 <= blockEnd) {
+                block[c] = *reinterpret_cast<const ChannelVector*>(xr + c * H * W + q);
+            } else {
+                block[c] = ChannelVector{};
+                for (int64_t j = 0; c < channels && j < rest; ++j)
+                    block[c][j] = xr[c * H * W + q + j];
             }
         }
-    for (; q < pixels; ++q) {
-        for (int64_t c = 0; c < channels; ++c)
-            dst[c] = xr[c * H * W + q];
-        step();
+        transpose16(block);
+        for (int64_t j = 0; j < rest; ++j) {
+            *reinterpret_cast<ChannelVector*>(dst) = block[j];
+            step();
+        }
     }
-    if (channels < CB) // the unused lanes of every pixel: zero rather than stale
-        for (int64_t r = first; r < last; ++r)
-            for (int64_t c = pw; c < pw + W; ++c)
-                std::fill(in.data() + (r * WB + c) * CB + channels, in.data() + (r * WB + c + 1) * CB, 0.0f);
     ChannelVector b{};
     for (int64_t c = 0; c < channels; ++c)
         b[c] = bias ? bias[c] : 0.0f;
@@ -309,6 +325,27 @@ using ChannelVector = Float16;
     // into output rows [oh0, oh1) of each channel's plane.
     const int64_t P = g.output[0] * OW, done = (oh1 - oh0) * OW;
     float* yr = y + oh0 * OW;
+    // The last done % 16 pixels first, through the transpose too. When this
+    // call has whole planes, a channel's vector may run on into the next
+    // channel's first pixels, which that channel's own stores (the vector
+    // below, or the loop after) write again; not past the block's channels.
+    const int64_t tail = done % 16, tailStart = done - tail;
+    if (tail > 0) {
+        ChannelVector block[16];
+        for (int64_t j = 0; j < 16; ++j)
+            block[j] = j < tail ? *reinterpret_cast<const ChannelVector*>(out.data() + (tailStart + j) * CB)
+                                : ChannelVector{};
+        transpose16(block);
+        const bool wholePlanes = done == P;
+        for (int64_t c = 0; c < channels; ++c) {
+            float* to = yr + c * P + tailStart;
+            if (wholePlanes && c * P + tailStart + 16 <= channels * P)
+                *reinterpret_cast<ChannelVector*>(to) = block[c];
+            else
+                for (int64_t j = 0; j < tail; ++j)
+                    to[j] = block[c][j];
+        }
+    }
     int64_t p = 0;
     for (; p + 16 <= done; p += 16) {
         ChannelVector block[16];
@@ -318,9 +355,6 @@ using ChannelVector = Float16;
         for (int64_t c = 0; c < channels; ++c)
             *reinterpret_cast<ChannelVector*>(yr + c * P + p) = block[c];
     }
-    for (; p < done; ++p)
-        for (int64_t c = 0; c < channels; ++c)
-            yr[c * P + p] = out[size_t(p * CB + c)];
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
