@@ -327,8 +327,9 @@ using ChannelVector = Float16;
     float* yr = y + oh0 * OW;
     // The last done % 16 pixels first, through the transpose too. When this
     // call has whole planes, a channel's vector may run on into the next
-    // channel's first pixels, which that channel's own stores (the vector
-    // below, or the loop after) write again; not past the block's channels.
+    // channels' first pixels, which their own stores (their tail here, in
+    // channel order, or the sixteen-pixel loop after) write again; never past
+    // the block's channels, and never with parts of planes (another task's rows).
     const int64_t tail = done % 16, tailStart = done - tail;
     if (tail > 0) {
         ChannelVector block[16];
