@@ -725,6 +725,78 @@ private slots:
         QVERIFY(sameValues(runOutput(interpreter, batchA, &staticHook), runOutput(interpreter, batchA)));
     }
 
+    void activationsReadLastAreFakeQuantizedInPlace()
+    {
+        // r = Relu(x) feeds a quantized MatMul and, after it, an Add: it must
+        // stay float for the Add. y = m + r is read last by the second MatMul,
+        // which may overwrite it. Both runs equal a reference that copies.
+        auto node = [](std::string name, std::string op, std::vector<std::string> in, std::string out) {
+            Node n;
+            n.name = std::move(name);
+            n.opType = std::move(op);
+            n.inputs = std::move(in);
+            n.outputs = {std::move(out)};
+            return n;
+        };
+        Model m;
+        m.format = "onnx";
+        m.opsetImports[""] = 17;
+        m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
+        m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
+        m.nodes = {node("relu", "Relu", {"input"}, "r"), node("first", "MatMul", {"r", "w1"}, "m"),
+                   node("add", "Add", {"m", "r"}, "y"), node("second", "MatMul", {"y", "w2"}, "logits")};
+        std::mt19937 rng(3);
+        std::normal_distribution<float> normal;
+        for (const char* w : {"w1", "w2"}) {
+            std::vector<float> v(64);
+            for (float& f : v)
+                f = normal(rng);
+            m.addInitializer(w, Tensor::fromVector(DType::F32, {8, 8}, v));
+        }
+        m.layers = findGraphLayers(m);
+        QCOMPARE(m.layers.size(), size_t(2));
+        const QuantizationPlan plan = QuantizationPlan::build(m, rules(R"([{"act_qtype": "int8"}])"));
+        const Interpreter interpreter(m);
+        std::vector<float> v(32);
+        for (float& f : v)
+            f = normal(rng);
+        const Tensor input = Tensor::fromVector(DType::F32, {4, 8}, v);
+
+        // What the kernels read: the second MatMul's input is the Add's own output, overwritten.
+        struct Storage : NodeObserver {
+            const void* addOutput = nullptr;
+            const void* secondInput = nullptr;
+            const void* firstInput = nullptr;
+            const void* relu = nullptr;
+            void beforeNode(NodeEvent& e) override
+            {
+                if (e.nodeIndex == 1)
+                    firstInput = e.inputs[0].rawData();
+                if (e.nodeIndex == 3)
+                    secondInput = e.inputs[0].rawData();
+            }
+            void afterNode(NodeEvent& e) override
+            {
+                if (e.nodeIndex == 0)
+                    relu = e.outputs[0].rawData();
+                if (e.nodeIndex == 2)
+                    addOutput = e.outputs[0].rawData();
+            }
+        };
+        WeightQuantizer noWeights;
+        noWeights.update(m, plan);
+        const std::map<size_t, StaticActivation> none;
+        QuantizationHook hook(m, plan, noWeights, none);
+        Storage storage;
+        hook.setNext(&storage);
+        ReferenceInt8Activations reference;
+        reference.plan = &plan;
+        const Tensor hooked = runOutput(interpreter, input, &hook);
+        QVERIFY(sameValues(hooked, runOutput(interpreter, input, &reference)));
+        QVERIFY(storage.secondInput != nullptr && storage.secondInput == storage.addOutput);
+        QVERIFY(storage.firstInput != nullptr && storage.firstInput != storage.relu); // r is read again later
+    }
+
     void runNodeEqualsTheNodeInAFullRun()
     {
         const Interpreter interpreter(demo_);

@@ -169,10 +169,12 @@ struct Plan {
 
 // The inner loops get an AVX2 clone (core/vector_clones.h).
 
-// One run of fake quantization with round-to-nearest. Returns whether an input was not finite.
+// One run of fake quantization with round-to-nearest. Returns whether an input
+// was not finite. `out` may be `x` itself (float32 in place): each element is
+// read before it is written, and no other.
 template <class Grid, class Load, bool PerElement, bool HasZp>
-QS_VECTOR_CLONES bool fakeRunNearest(const Grid& gridRef, const typename Load::In* __restrict x, float* __restrict out,
-                                     int64_t n, const float* __restrict s, const float* __restrict z)
+QS_VECTOR_CLONES bool fakeRunNearest(const Grid& gridRef, const typename Load::In* x, float* out, int64_t n,
+                                     const float* __restrict s, const float* __restrict z)
 {
     const Grid grid = gridRef;
     const float s0 = s[0];

@@ -40,7 +40,9 @@ void checkQuantParams(const QuantParams& params, const Shape& shape, std::string
 // dequantize(quantize(x)) as float32, same shape as the input.
 Tensor fakeQuantize(const Tensor& input, const QuantParams& params, Rounding rounding = Rounding::Nearest,
                     uint64_t seed = 0, std::string_view tensorName = "input");
-// The same into a caller's buffer of input.numel() floats (may not alias the input).
+// The same into a caller's buffer of input.numel() floats. It may be a float32
+// input's own storage (element for element) when rounding to nearest on an
+// element grid (not GGUF blocks or lut types); otherwise it may not alias the input.
 void fakeQuantizeInto(const Tensor& input, const QuantParams& params, std::span<float> out,
                       Rounding rounding = Rounding::Nearest, uint64_t seed = 0, std::string_view tensorName = "input");
 

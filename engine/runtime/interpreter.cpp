@@ -1,5 +1,6 @@
 #include "runtime/interpreter.h"
 
+#include <algorithm>
 #include <limits>
 #include <unordered_map>
 #include <unordered_set>
@@ -371,6 +372,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     std::vector<const Tensor*> inputPtrs;
     std::vector<Tensor> outputs;
     std::vector<Tensor> observed;
+    std::vector<char> owned;
     std::vector<char> runAnyway(plan_.size(), 0);
     for (size_t n = 0; n < plan_.size(); ++n) {
         options.cancel.check();
@@ -389,14 +391,31 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         NodeEvent event;
         if (options.observer) {
             observed.assign(p.inputs.size(), Tensor());
-            for (size_t i = 0; i < p.inputs.size(); ++i)
-                if (inputPtrs[i])
+            owned.assign(p.inputs.size(), 0);
+            for (size_t i = 0; i < p.inputs.size(); ++i) {
+                if (!inputPtrs[i])
+                    continue;
+                // A value this node reads last, once, whose storage nothing
+                // else holds (a graph input's caller, an outer scope, a view)
+                // is handed to the observer, which may then fake-quantize it
+                // in place rather than into a new tensor.
+                const int id = p.inputs[i];
+                if (!isInitializer[size_t(id)] && values[size_t(id)].storage() &&
+                    values[size_t(id)].storage().use_count() == 1 &&
+                    std::count(p.inputs.begin(), p.inputs.end(), id) == 1 &&
+                    std::find(p.freeAfter.begin(), p.freeAfter.end(), id) != p.freeAfter.end()) {
+                    observed[i] = std::move(values[size_t(id)]);
+                    owned[i] = 1;
+                } else {
                     observed[i] = *inputPtrs[i];
+                }
+            }
             event.scope = scope_;
             event.nodeIndex = n;
             event.node = &node;
             event.opset = p.opset;
             event.inputs = std::span(observed).first(node.inputs.size()); // not the outer-scope values
+            event.ownedInputs = std::span<const char>(owned).first(node.inputs.size());
             event.liveValues = live;
             options.observer->beforeNode(event);
             for (size_t i = 0; i < p.inputs.size(); ++i)

@@ -34,6 +34,11 @@ struct NodeEvent {
     // present input (a fake-quantized weight or activation): the kernel sees the
     // replacement, the stored value is unchanged.
     std::span<Tensor> inputs;
+    // beforeNode only, one per input: nonzero where nothing reads that input's
+    // value after this node and nothing else holds its storage (the run handed
+    // the value itself over): the observer may then overwrite its elements in
+    // place instead of allocating a replacement. Empty when there are none.
+    std::span<const char> ownedInputs;
     // afterNode only: what the kernel wrote (empty slots for unused outputs).
     std::span<Tensor> outputs;
     // Values held by the run at this moment, initializers not counted (a

@@ -32,9 +32,12 @@ namespace qs {
 // float64; the result has x's dtype): with `staticActivation`'s parameters
 // when given, else with a range calibrated on x alone (a per-tensor
 // calibrateRanges with the layer's method; microscaling types: their block
-// scales along a.blockAxis). What the hook does to a data input.
+// scales along a.blockAxis). What the hook does to a data input. With
+// `inPlace` (the caller owns x's storage: NodeEvent::ownedInputs), a float32 x
+// whose range is calibrated on it and rounded to nearest on an element grid
+// is overwritten and returned; other cases still make a copy.
 Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
-                              const StaticActivation* staticActivation);
+                              const StaticActivation* staticActivation, bool inPlace = false);
 
 class QuantizationHook : public NodeObserver {
 public:
