@@ -1,14 +1,26 @@
 #pragma once
-// A test helper for suites that build model variants: the same graph with some
-// initializers replaced (a reference model with fake-quantized weights, a model
-// with degenerate weights).
+// Test helpers for suites that build models: nodes of a small graph, and model
+// variants, the same graph with some initializers replaced (a reference model
+// with fake-quantized weights, a model with degenerate weights).
 
 #include <map>
 #include <string>
+#include <vector>
 
 #include "graph/model.h"
 
 namespace qs::test {
+
+// A node of one output, as a graph built in a test states it.
+inline Node graphNode(std::string name, std::string op, std::vector<std::string> inputs, std::string output)
+{
+    Node n;
+    n.name = std::move(name);
+    n.opType = std::move(op);
+    n.inputs = std::move(inputs);
+    n.outputs = {std::move(output)};
+    return n;
+}
 
 // `m` with the initializers named in `replaced` swapped for the given tensors.
 inline Model withInitializers(const Model& m, const std::map<std::string, Tensor>& replaced)

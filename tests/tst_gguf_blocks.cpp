@@ -26,6 +26,7 @@
 #include "quantization/quantization_plan.h"
 #include "quantization/weight_quantizer.h"
 #include "rules/ruleset.h"
+#include "model_support.h"
 
 using namespace qs;
 
@@ -195,26 +196,19 @@ Model threeLayerModel(const Tensor& matmul, const Tensor& gemm, const Tensor& co
 {
     Model m;
     m.opsetImports[""] = 13;
-    auto node = [&](std::string name, std::string op, std::vector<std::string> in, std::string out) {
-        Node n;
-        n.name = std::move(name);
-        n.opType = std::move(op);
-        n.inputs = std::move(in);
-        n.outputs = {std::move(out)};
-        return n;
-    };
+    using test::graphNode;
     m.inputs.push_back({"x", DType::F32, "float32", std::nullopt});
     m.inputs.push_back({"c", DType::F32, "float32", std::nullopt});
     m.outputs.push_back({"y", DType::F32, "float32", std::nullopt});
     m.outputs.push_back({"z", DType::F32, "float32", std::nullopt});
-    m.nodes.push_back(node("/mm/MatMul", "MatMul", {"x", "w_mm"}, "h"));
-    Node g = node("/fc/Gemm", "Gemm", {"h", "w_fc"}, "y");
+    m.nodes.push_back(graphNode("/mm/MatMul", "MatMul", {"x", "w_mm"}, "h"));
+    Node g = graphNode("/fc/Gemm", "Gemm", {"h", "w_fc"}, "y");
     Attribute transB;
     transB.name = "transB";
     transB.i = 1;
     g.attributes.push_back(transB);
     m.nodes.push_back(g);
-    m.nodes.push_back(node("/conv/Conv", "Conv", {"c", "w_conv"}, "z"));
+    m.nodes.push_back(graphNode("/conv/Conv", "Conv", {"c", "w_conv"}, "z"));
     m.addInitializer("w_mm", matmul);
     m.addInitializer("w_fc", gemm);
     m.addInitializer("w_conv", conv);

@@ -730,21 +730,14 @@ private slots:
         // r = Relu(x) feeds a quantized MatMul and, after it, an Add: it must
         // stay float for the Add. y = m + r is read last by the second MatMul,
         // which may overwrite it. Both runs equal a reference that copies.
-        auto node = [](std::string name, std::string op, std::vector<std::string> in, std::string out) {
-            Node n;
-            n.name = std::move(name);
-            n.opType = std::move(op);
-            n.inputs = std::move(in);
-            n.outputs = {std::move(out)};
-            return n;
-        };
+        using test::graphNode;
         Model m;
         m.format = "onnx";
         m.opsetImports[""] = 17;
         m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
         m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
-        m.nodes = {node("relu", "Relu", {"input"}, "r"), node("first", "MatMul", {"r", "w1"}, "m"),
-                   node("add", "Add", {"m", "r"}, "y"), node("second", "MatMul", {"y", "w2"}, "logits")};
+        m.nodes = {graphNode("relu", "Relu", {"input"}, "r"), graphNode("first", "MatMul", {"r", "w1"}, "m"),
+                   graphNode("add", "Add", {"m", "r"}, "y"), graphNode("second", "MatMul", {"y", "w2"}, "logits")};
         std::mt19937 rng(3);
         std::normal_distribution<float> normal;
         for (const char* w : {"w1", "w2"}) {
