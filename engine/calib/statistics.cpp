@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 
-#include <Eigen/Core>
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
 

@@ -128,6 +128,10 @@ void conv(KernelContext& ctx)
         activation = nullptr;
     }
     const float* addend = residual ? residual->values<float>().data() : nullptr;
+    // Depthwise convs: a Relu or Clip clamps the sums as they are stored (an
+    // epilogue without bias or addend).
+    const std::optional<gemm::Epilogue> clamp =
+        activation ? storeEpilogue(nullptr, nullptr, activation) : std::nullopt;
     // Depthwise with enough channels to fill a vector, on small planes, or on
     // planes up to 64 x 64 outputs with strides (the per-channel path splits
     // those into strided sub-planes, which costs more than interleaving
@@ -147,9 +151,6 @@ void conv(KernelContext& ctx)
         auto interleave = [&] { return std::make_shared<const DepthwiseBlockTaps>(w, group, kernelSize); };
         const std::shared_ptr<const DepthwiseBlockTaps> taps =
             ctx.memo() ? ctx.memo()->get<DepthwiseBlockTaps>(Wt, interleave) : interleave();
-        // A Relu or Clip clamps the sums as they are stored (an epilogue without bias or addend).
-        const std::optional<gemm::Epilogue> clamp =
-            activation ? storeEpilogue(nullptr, nullptr, activation) : std::nullopt;
         tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
             const int64_t part = task % parts, nb = task / parts, n = nb / blocks, c0 = (nb % blocks) * kChannelBlock;
             const int64_t channels = std::min(kChannelBlock, group - c0);
@@ -166,9 +167,6 @@ void conv(KernelContext& ctx)
     }
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
         const DepthwisePlanes planes(g);
-        // A Relu or Clip clamps the sums as they are stored (an epilogue without bias or addend).
-        const std::optional<gemm::Epilogue> clamp =
-            activation ? storeEpilogue(nullptr, nullptr, activation) : std::nullopt;
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
             depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, y + ng * P,
