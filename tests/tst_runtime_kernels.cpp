@@ -29,6 +29,7 @@
 #include "runtime/ops/conv_integer.h"
 #include "runtime/ops/conv_transpose.h"
 #include "runtime/ops/gemm_matmul.h"
+#include "runtime/ops/pooling.h"
 
 using namespace qs;
 using namespace qs::test;
@@ -121,6 +122,50 @@ struct DepthwiseCase {
                      referenceConv(X, W, withBias ? &B : nullptr, channels, {stride, stride}, {dilation, dilation},
                                    {padTop, padLeft}, outputPlane()),
                      1e-5);
+    }
+};
+
+// MaxPool (no Indices output) of `images` images against a window-by-window
+// maximum over the taps inside the input; the output's extents are the
+// kernel's, checked against ONNX's formula (ceil_mode drops a last window
+// that would start in the end padding).
+struct MaxPoolCase {
+    int64_t channels, h, w, kh, kw, stride, dilation, padTop, padLeft, padBottom, padRight;
+    bool ceil;
+
+    void expectMatchesReference(int64_t images) const
+    {
+        const Tensor X = randomTensor({images, channels, h, w});
+        const auto y = runKernel(ops::maxPool, "MaxPool", {&X},
+                                 {intsAttr("kernel_shape", {kh, kw}), intsAttr("strides", {stride, stride}),
+                                  intsAttr("dilations", {dilation, dilation}),
+                                  intsAttr("pads", {padTop, padLeft, padBottom, padRight}), intAttr("ceil_mode", ceil)},
+                                 12);
+        auto extent = [&](int64_t in, int64_t k, int64_t begin, int64_t end) {
+            const int64_t span = in + begin + end - (k - 1) * dilation - 1;
+            int64_t o = (ceil ? (span + stride - 1) / stride : span / stride) + 1;
+            if (ceil && (o - 1) * stride >= in + begin)
+                --o;
+            return o;
+        };
+        const int64_t OH = extent(h, kh, padTop, padBottom), OW = extent(w, kw, padLeft, padRight);
+        QCOMPARE(y[0].shape(), (Shape{images, channels, OH, OW}));
+        std::vector<float> reference;
+        const std::span<const float> x = X.values<float>();
+        for (int64_t plane = 0; plane < images * channels; ++plane)
+            for (int64_t oh = 0; oh < OH; ++oh)
+                for (int64_t ow = 0; ow < OW; ++ow) {
+                    float best = -INFINITY;
+                    for (int64_t i = 0; i < kh; ++i)
+                        for (int64_t j = 0; j < kw; ++j) {
+                            const int64_t r = oh * stride - padTop + i * dilation,
+                                          c = ow * stride - padLeft + j * dilation;
+                            if (r >= 0 && r < h && c >= 0 && c < w)
+                                best = std::max(best, x[size_t((plane * h + r) * w + c)]);
+                        }
+                    reference.push_back(best);
+                }
+        EXPECT_CLOSE(y[0], reference, 0);
     }
 };
 
@@ -596,6 +641,33 @@ private slots:
                 QVERIFY(shapeElementCount(d.outputPlane()) >= 2 * 128); // at least two parts
                 d.expectMatchesReference(1, true);
             }
+        });
+    }
+
+    void channelBlockedMaxPoolMatchesTheWindowMaxima()
+    {
+        // MaxPool on planes under 1024 pixels with at least 8 channels runs 16
+        // channels at a time (depthwise's interleaving): full and partial
+        // blocks, planes under 16 pixels, rows narrower than four outputs,
+        // uneven pads, dilations, ceil_mode windows reaching past the end
+        // padding, 1 x 1 and 2 x 3 windows; other shapes (3 channels, a plane
+        // of 1024 pixels) take the separable path, which must agree.
+        using Pool = MaxPoolCase;
+        for (const Pool& p :
+             {Pool{16, 11, 11, 3, 3, 2, 1, 0, 0, 0, 0, true}, Pool{48, 23, 23, 3, 3, 2, 1, 0, 0, 0, 0, true},
+              Pool{35, 14, 13, 3, 3, 1, 1, 1, 1, 1, 1, false}, Pool{8, 2, 3, 3, 3, 1, 1, 1, 1, 1, 1, false},
+              Pool{17, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, false}, Pool{20, 9, 10, 3, 2, 2, 2, 1, 0, 2, 1, true},
+              Pool{24, 12, 7, 1, 1, 2, 1, 0, 0, 0, 0, false}, Pool{16, 5, 5, 5, 5, 3, 1, 2, 2, 2, 2, true},
+              Pool{9, 31, 30, 2, 3, 2, 1, 0, 1, 1, 1, true}, Pool{3, 11, 11, 3, 3, 2, 1, 0, 0, 0, 0, true},
+              Pool{16, 32, 32, 3, 3, 2, 1, 1, 1, 1, 1, false}})
+            for (int64_t images : {1, 2})
+                p.expectMatchesReference(images);
+        // One image of one block is fewer tasks than four threads want: its
+        // planes split into parts of output rows.
+        tbb::task_arena arena(4);
+        arena.execute([&] {
+            Pool{16, 31, 31, 3, 3, 1, 1, 1, 1, 1, 1, false}.expectMatchesReference(1);
+            Pool{12, 30, 25, 3, 3, 2, 2, 2, 1, 0, 2, true}.expectMatchesReference(1);
         });
     }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <vector>
 
 #include "core/scratch.h"
@@ -179,11 +180,48 @@ using ChannelVector = Float16;
     *reinterpret_cast<ChannelVector*>(at) = v;
 }
 
-// Channels [0, channels) of x (planes of H x W) against their interleaved taps
-// (KH x KW vectors) into y (planes of OH x OW), channels <= kChannelBlock.
-[[gnu::always_inline]] inline void depthwiseBlockBody(const float* x, int64_t channels, const float* taps,
-                                                      const float* bias, const WindowGeometry& g, int64_t oh0,
-                                                      int64_t oh1, float* y, const gemm::Epilogue* clamp)
+// What a window does over a block's interleaved pixels: the conv's sum of
+// bias and taps times pixels, zero padding; MaxPool's maximum, padding that
+// never wins. `step` runs once per tap and pixel in the same order on every
+// path: taps row by row.
+struct MultiplyAddWindow {
+    static constexpr float kPadding = 0.0f;
+    const float* taps; // (KH x KW) vectors, DepthwiseBlockTaps::block
+    ChannelVector bias;
+    const gemm::Epilogue* clamp;
+
+    [[gnu::always_inline]] void start(ChannelVector& acc) const { acc = bias; }
+    [[gnu::always_inline]] const float* tap(int64_t t) const { return taps + t * kChannelBlock; }
+    [[gnu::always_inline]] static void step(ChannelVector& acc, const float* tap, const float* pixel)
+    {
+        acc += *reinterpret_cast<const ChannelVector*>(tap) * *reinterpret_cast<const ChannelVector*>(pixel);
+    }
+    [[gnu::always_inline]] void store(float* at, ChannelVector v) const { storeClamped(at, v, clamp); }
+};
+// std::max's order (the first of equal values, NaN ignored after the first
+// tap), so that every MaxPool path picks the same value.
+struct MaximumWindow {
+    static constexpr float kPadding = -std::numeric_limits<float>::infinity();
+
+    [[gnu::always_inline]] static void start(ChannelVector& acc) { acc = ChannelVector{} + kPadding; }
+    [[gnu::always_inline]] static const float* tap(int64_t) { return nullptr; }
+    [[gnu::always_inline]] static void step(ChannelVector& acc, const float*, const float* pixel)
+    {
+        const ChannelVector v = *reinterpret_cast<const ChannelVector*>(pixel);
+        acc = acc < v ? v : acc;
+    }
+    [[gnu::always_inline]] static void store(float* at, ChannelVector v)
+    {
+        *reinterpret_cast<ChannelVector*>(at) = v;
+    }
+};
+
+// Channels [0, channels) of x (planes of H x W) through `window` (each pixel
+// of the padded input read as one vector of the block's channels) into output
+// rows [oh0, oh1) of y (planes of OH x OW), channels <= kChannelBlock.
+template <class Window>
+[[gnu::always_inline]] inline void windowBlockBody(const float* x, int64_t channels, const Window& window,
+                                                   const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
 {
     constexpr int64_t CB = kChannelBlock, ILP = 4;
     const int64_t H = g.input[0], W = g.input[1], KH = g.kernel[0], KW = g.kernel[1];
@@ -204,7 +242,7 @@ using ChannelVector = Float16;
     thread_local std::vector<float> in, out;
     growScratch(in, size_t(HB * WB * CB));
     const auto zero = [&](int64_t from, int64_t to) {
-        std::fill(in.data() + from * CB, in.data() + std::max(from, to) * CB, 0.0f);
+        std::fill(in.data() + from * CB, in.data() + std::max(from, to) * CB, Window::kPadding);
     };
     zero(0, first * WB);
     for (int64_t r = first; r < last; ++r) {
@@ -265,10 +303,6 @@ using ChannelVector = Float16;
             step();
         }
     }
-    ChannelVector b{};
-    for (int64_t c = 0; c < channels; ++c)
-        b[c] = bias ? bias[c] : 0.0f;
-
     growScratch(out, size_t((oh1 - oh0) * OW * CB));
     thread_local std::vector<int64_t> leftovers;
     if (leftovers.size() < size_t((oh1 - oh0) * (OW % ILP)))
@@ -280,19 +314,18 @@ using ChannelVector = Float16;
         for (; ow + ILP <= OW; ow += ILP) {
             ChannelVector acc[ILP];
             for (int64_t j = 0; j < ILP; ++j)
-                acc[j] = b;
+                window.start(acc[j]);
             for (int64_t kh = 0; kh < KH; ++kh) {
                 const float* row = in.data() + ((oh * sh + kh * dh) * WB + ow * sw) * CB;
                 for (int64_t kw = 0; kw < KW; ++kw) {
-                    const ChannelVector tap =
-                        *reinterpret_cast<const ChannelVector*>(taps + (kh * KW + kw) * CB);
+                    const float* tap = window.tap(kh * KW + kw);
                     const float* px = row + kw * dw * CB;
                     for (int64_t j = 0; j < ILP; ++j)
-                        acc[j] += tap * *reinterpret_cast<const ChannelVector*>(px + j * sw * CB);
+                        Window::step(acc[j], tap, px + j * sw * CB);
                 }
             }
             for (int64_t j = 0; j < ILP; ++j)
-                storeClamped(out.data() + (oh * OW + ow + j) * CB, acc[j], clamp);
+                window.store(out.data() + (oh * OW + ow + j) * CB, acc[j]);
         }
         // The row's last OW % ILP pixels join those of the next rows.
         for (; ow < OW; ++ow)
@@ -309,17 +342,17 @@ using ChannelVector = Float16;
         for (int64_t j = 0; j < ILP; ++j) {
             const int64_t pixel = rest[r + std::min(j, n - 1)]; // a short group repeats its last pixel
             corner[j] = in.data() + ((pixel / OW) * sh * WB + (pixel % OW) * sw) * CB;
-            acc[j] = b;
+            window.start(acc[j]);
         }
         for (int64_t kh = 0; kh < KH; ++kh)
             for (int64_t kw = 0; kw < KW; ++kw) {
-                const ChannelVector tap = *reinterpret_cast<const ChannelVector*>(taps + (kh * KW + kw) * CB);
+                const float* tap = window.tap(kh * KW + kw);
                 const int64_t offset = (kh * dh * WB + kw * dw) * CB;
                 for (int64_t j = 0; j < ILP; ++j)
-                    acc[j] += tap * *reinterpret_cast<const ChannelVector*>(corner[j] + offset);
+                    Window::step(acc[j], tap, corner[j] + offset);
             }
         for (int64_t j = 0; j < n; ++j)
-            storeClamped(out.data() + rest[r + j] * CB, acc[j], clamp);
+            window.store(out.data() + rest[r + j] * CB, acc[j]);
     }
     // De-interleave: sixteen pixels at a time through a register transpose,
     // into output rows [oh0, oh1) of each channel's plane.
@@ -358,19 +391,37 @@ using ChannelVector = Float16;
     }
 }
 
-#if defined(__x86_64__) && defined(__GNUC__)
-[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const float* taps,
-                                                     const float* bias, const WindowGeometry& g, int64_t oh0,
-                                                     int64_t oh1, float* y, const gemm::Epilogue* clamp)
+MultiplyAddWindow multiplyAdd(const float* taps, const float* bias, int64_t channels, const gemm::Epilogue* clamp)
 {
-    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
+    ChannelVector b{};
+    for (int64_t c = 0; c < channels; ++c)
+        b[c] = bias ? bias[c] : 0.0f;
+    return {taps, b, clamp};
 }
 
-[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const float* taps,
-                                                    const float* bias, const WindowGeometry& g, int64_t oh0,
-                                                    int64_t oh1, float* y, const gemm::Epilogue* clamp)
+#if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwiseBlockAvx512(const float* x, int64_t channels, const MultiplyAddWindow& window,
+                                                     const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
 {
-    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
+    windowBlockBody(x, channels, window, g, oh0, oh1, y);
+}
+
+[[gnu::target("avx2,fma")]] void depthwiseBlockAvx2(const float* x, int64_t channels, const MultiplyAddWindow& window,
+                                                    const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
+{
+    windowBlockBody(x, channels, window, g, oh0, oh1, y);
+}
+
+[[gnu::target("avx512f")]] void maxPoolBlockAvx512(const float* x, int64_t channels, const WindowGeometry& g,
+                                                   int64_t oh0, int64_t oh1, float* y)
+{
+    windowBlockBody(x, channels, MaximumWindow{}, g, oh0, oh1, y);
+}
+
+[[gnu::target("avx2")]] void maxPoolBlockAvx2(const float* x, int64_t channels, const WindowGeometry& g, int64_t oh0,
+                                              int64_t oh1, float* y)
+{
+    windowBlockBody(x, channels, MaximumWindow{}, g, oh0, oh1, y);
 }
 #endif
 
@@ -388,13 +439,25 @@ DepthwiseBlockTaps::DepthwiseBlockTaps(const float* w, int64_t channels, int64_t
 void depthwiseBlock(const float* x, int64_t channels, const float* taps, const float* bias, const WindowGeometry& g,
                     int64_t oh0, int64_t oh1, float* y, const gemm::Epilogue* clamp)
 {
+    const MultiplyAddWindow window = multiplyAdd(taps, bias, channels, clamp);
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwiseBlockAvx512(x, channels, taps, bias, g, oh0, oh1, y, clamp);
+        return depthwiseBlockAvx512(x, channels, window, g, oh0, oh1, y);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwiseBlockAvx2(x, channels, taps, bias, g, oh0, oh1, y, clamp);
+        return depthwiseBlockAvx2(x, channels, window, g, oh0, oh1, y);
 #endif
-    depthwiseBlockBody(x, channels, taps, bias, g, oh0, oh1, y, clamp);
+    windowBlockBody(x, channels, window, g, oh0, oh1, y);
+}
+
+void maxPoolBlock(const float* x, int64_t channels, const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y)
+{
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
+        return maxPoolBlockAvx512(x, channels, g, oh0, oh1, y);
+    if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
+        return maxPoolBlockAvx2(x, channels, g, oh0, oh1, y);
+#endif
+    windowBlockBody(x, channels, MaximumWindow{}, g, oh0, oh1, y);
 }
 
 } // namespace qs::ops

@@ -2,7 +2,8 @@
 // Depthwise 2-D convolution (one input and one output channel per group): the
 // two paths Conv takes for it, per channel (depthwise2d) and kChannelBlock
 // channels at once (depthwiseBlock). Both sum the bias, then the taps row by
-// row, so they give the same results.
+// row, so they give the same results. MaxPool's windows over kChannelBlock
+// channels at once (maxPoolBlock) share depthwiseBlock's interleaving.
 
 #include <cstdint>
 #include <vector>
@@ -60,5 +61,13 @@ struct DepthwiseBlockTaps {
 // part interleaves the input rows its windows read.)
 void depthwiseBlock(const float* x, int64_t channels, const float* taps, const float* bias, const WindowGeometry& g,
                     int64_t oh0, int64_t oh1, float* y, const gemm::Epilogue* clamp = nullptr);
+
+// MaxPool of channels [0, channels) of x (planes of H x W) into output rows
+// [oh0, oh1) of y (planes of OH x OW), channels <= kChannelBlock: one vector
+// of the block's channels per pixel, so a small plane's window is KH x KW
+// vector maxima, however narrow its rows. Taps are taken row by row with
+// std::max's rule (an equal or NaN later value does not replace the maximum);
+// padding, and the windows' reach past it with ceil_mode, never wins.
+void maxPoolBlock(const float* x, int64_t channels, const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y);
 
 } // namespace qs::ops
