@@ -69,18 +69,20 @@ template <bool AddBias, bool AddAddend>
 }
 
 // Also compiled for AVX2 and AVX-512 (chosen by simdLevel()), without fusing
-// multiply-adds: every operation rounds as in the standalone kernels, so the
-// bits stay those of the unfused run.
+// multiply-adds the code does not fuse itself (expOfNonPositive's std::fma):
+// every operation rounds as in the standalone kernels, so the bits stay those
+// of the unfused run. (Their targets include FMA so that std::fma is one
+// instruction, the scalar remainders' too.)
 #if defined(__x86_64__) && defined(__GNUC__)
 template <bool AddBias, bool AddAddend>
-[[gnu::target("avx512f"), gnu::optimize("fp-contract=off")]] void
+[[gnu::target("avx512f,fma"), gnu::optimize("fp-contract=off")]] void
 applyActivationAvx512(const FusedActivation* act, const float* from, float* x, const Span& s, const float* bias,
                       const float* addend)
 {
     applyActivationBody<AddBias, AddAddend>(act, from, x, s, bias, addend);
 }
 template <bool AddBias, bool AddAddend>
-[[gnu::target("avx2"), gnu::optimize("fp-contract=off")]] void
+[[gnu::target("avx2,fma"), gnu::optimize("fp-contract=off")]] void
 applyActivationAvx2(const FusedActivation* act, const float* from, float* x, const Span& s, const float* bias, const float* addend)
 {
     applyActivationBody<AddBias, AddAddend>(act, from, x, s, bias, addend);
