@@ -235,7 +235,7 @@ template <class Window>
     // The padded block from padded row `top` on: input pixel (row, col) at
     // (row + ph - top, col + pw), rows of WB pixels. Every pixel of input
     // rows [i0, i1) has its place, also those past the windows' reach, so
-    // the copy below needs no bounds check; the padding reads zero.
+    // the copy below needs no bounds check; the padding reads Window::kPadding.
     const int64_t WB = std::max(WP, W + pw), HB = std::max(bottom, i1 + ph) - top;
     // The block's rows of input (none when the part lies in the padding below the input).
     const int64_t first = std::max<int64_t>(0, i0 + ph - top), last = std::max(first, i1 + ph - top);
