@@ -198,8 +198,8 @@ struct MultiplyAddWindow {
     }
     [[gnu::always_inline]] void store(float* at, ChannelVector v) const { storeClamped(at, v, clamp); }
 };
-// std::max's order (the first of equal values, NaN ignored after the first
-// tap), so that every MaxPool path picks the same value.
+// A running std::max from -inf, as pool2d's window-by-window loop: an equal
+// later value does not replace the maximum, and a NaN never enters it.
 struct MaximumWindow {
     static constexpr float kPadding = -std::numeric_limits<float>::infinity();
 

@@ -65,9 +65,10 @@ void depthwiseBlock(const float* x, int64_t channels, const float* taps, const f
 // MaxPool of channels [0, channels) of x (planes of H x W) into output rows
 // [oh0, oh1) of y (planes of OH x OW), channels <= kChannelBlock: one vector
 // of the block's channels per pixel, so a small plane's window is KH x KW
-// vector maxima, however narrow its rows. Taps are taken row by row with
-// std::max's rule (an equal or NaN later value does not replace the maximum);
-// padding, and the windows' reach past it with ceil_mode, never wins.
+// vector maxima, however narrow its rows. Taps are taken row by row into a
+// running std::max from -inf (an equal later value does not replace the
+// maximum, a NaN never enters it); padding, and the windows' reach past it
+// with ceil_mode, never wins.
 void maxPoolBlock(const float* x, int64_t channels, const WindowGeometry& g, int64_t oh0, int64_t oh1, float* y);
 
 } // namespace qs::ops
