@@ -132,10 +132,16 @@ struct DepthwiseCase {
 struct MaxPoolCase {
     int64_t channels, h, w, kh, kw, stride, dilation, padTop, padLeft, padBottom, padRight;
     bool ceil;
+    bool withNaN = false; // every fifth input NaN: the maximum of the other values, -inf where all are NaN
 
     void expectMatchesReference(int64_t images) const
     {
-        const Tensor X = randomTensor({images, channels, h, w});
+        Tensor X = randomTensor({images, channels, h, w});
+        if (withNaN) {
+            const std::span<float> v = X.mutableValues<float>();
+            for (size_t i = 0; i < v.size(); i += 5)
+                v[i] = std::numeric_limits<float>::quiet_NaN();
+        }
         const auto y = runKernel(ops::maxPool, "MaxPool", {&X},
                                  {intsAttr("kernel_shape", {kh, kw}), intsAttr("strides", {stride, stride}),
                                   intsAttr("dilations", {dilation, dilation}),
@@ -166,6 +172,9 @@ struct MaxPoolCase {
                     reference.push_back(best);
                 }
         EXPECT_CLOSE(y[0], reference, 0);
+        const std::span<const float> got = y[0].values<float>(); // (maxError passes over NaN)
+        for (size_t i = 0; i < reference.size(); ++i)
+            QVERIFY2(got[i] == reference[i], qPrintable(QStringLiteral("output %1").arg(i)));
     }
 };
 
@@ -664,6 +673,8 @@ private slots:
                 p.expectMatchesReference(images);
         // One image of one block is fewer tasks than four threads want: its
         // planes split into parts of output rows.
+        // A NaN never enters the maximum (a running std::max from -inf).
+        Pool{16, 11, 11, 3, 3, 2, 1, 1, 1, 1, 1, true, true}.expectMatchesReference(2);
         tbb::task_arena arena(4);
         arena.execute([&] {
             Pool{16, 31, 31, 3, 3, 1, 1, 1, 1, 1, 1, false}.expectMatchesReference(1);
