@@ -34,10 +34,11 @@ class NodeObserver;   // runtime/interpreter.h
 // weights packed for its GEMM), one memo per node. An entry is valid while the
 // input is the same tensor storage it was made from; a tensor a run has read
 // is not written in place afterwards (the hooks swap in new tensors, or
-// overwrite a value no node reads again before its last reader runs). Holds the last two sources, so float and fake-quant runs
-// side by side do not evict each other. Entries are kept per type: a kernel
-// may derive different values from one input (Conv packs its weights one way
-// for a batch of planes, another for a few output positions). Thread-safe.
+// overwrite a value for its last reader, which no node reads again). Holds
+// the last two sources, so float and fake-quant runs side by side do not
+// evict each other. Entries are kept per type: a kernel may derive different
+// values from one input (Conv packs its weights one way for a batch of
+// planes, another for a few output positions). Thread-safe.
 class KernelMemo {
 public:
     // The value made by `make()` from `source`, made again only when `source`

@@ -50,7 +50,6 @@ Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
     const bool kernelDType = x.dtype() == DType::F32 || x.dtype() == DType::F16 || x.dtype() == DType::BF16;
     const Tensor input = kernelDType ? x : x.toFloat32();
     QuantParams params;
-    bool checkedFinite = false; // a NaN or Inf was already an Error naming its element
     if (staticActivation) {
         // One scale for the whole tensor, whatever this batch's shape.
         params = staticActivation->params;
@@ -63,13 +62,12 @@ Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
         const std::vector<Range> ranges = calibrateRanges(xf.values<float>(), layout, a.method, a.target, a.value);
         params = quantParamsFromRanges(a.target.qtype, layout, ranges, calibrationSymmetric(a.method, a.target),
                                        a.target.options, a.value);
-        checkedFinite = true;
     }
     // Overwritten where the caller owns x: an activation's pass without
-    // allocating and first touching a second tensor of its size. Only once its
-    // range was calibrated on it, which found any NaN or Inf: overwritten, the
-    // element an error names would be gone.
-    if (inPlace && checkedFinite && x.dtype() == DType::F32 && a.rounding == Rounding::Nearest &&
+    // allocating and first touching a second tensor of its size. Only when its
+    // range was calibrated on it (not static), which found any NaN or Inf as an
+    // Error naming the element: overwritten, that element would be gone.
+    if (inPlace && !staticActivation && x.dtype() == DType::F32 && a.rounding == Rounding::Nearest &&
         !isGgufBlock(params.qtype) && !isLut(params.qtype)) {
         Tensor out = x;
         fakeQuantizeInto(x, params, out.mutableValues<float>(), a.rounding, a.seed, a.value);

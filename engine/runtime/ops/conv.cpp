@@ -34,8 +34,6 @@ constexpr int64_t kFewPositionsMinWeights = int64_t(1) << 12;
 // ... and from kFewPositionsLargeWeights when the batch has more than kFewPositionsRows positions.
 constexpr int64_t kFewPositionsRows = 16;
 constexpr int64_t kFewPositionsLargeWeights = int64_t(1) << 18;
-// A part of a channel-blocked depthwise conv's plane: outputs at least.
-constexpr int64_t kDepthwisePartOutputs = 128;
 // A pointwise product's task when its output channels are split: multiply-adds at least.
 constexpr int64_t kPointwiseMinTaskMacs = int64_t(1) << 15;
 
@@ -140,23 +138,13 @@ void conv(KernelContext& ctx)
     const bool strided = g.strides[0] * g.strides[1] > 1;
     if (Cg == 1 && Mg == 1 && kernel.size() == 2 && group >= kChannelBlock / 2 &&
         (P <= 256 || (strided && P <= 4096))) {
-        const int64_t blocks = (group + kChannelBlock - 1) / kChannelBlock;
-        // Fewer (image, block) tasks than the threads want split their output
-        // rows into parts of at least kDepthwisePartOutputs outputs (mnasnet's
-        // 48 channels at stride 2 from 48 x 48 were three tasks at batch 1).
-        const int64_t OH = g.output[0], OW = g.output[1];
-        const int64_t wantedParts =
-            (kConvTasksPerThread * tbb::this_task_arena::max_concurrency() + N * blocks - 1) / (N * blocks);
-        const int64_t parts = std::clamp<int64_t>(std::min(wantedParts, P / kDepthwisePartOutputs), 1, OH);
         auto interleave = [&] { return std::make_shared<const DepthwiseBlockTaps>(w, group, kernelSize); };
         const std::shared_ptr<const DepthwiseBlockTaps> taps =
             ctx.memo() ? ctx.memo()->get<DepthwiseBlockTaps>(Wt, interleave) : interleave();
-        tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
-            const int64_t part = task % parts, nb = task / parts, n = nb / blocks, c0 = (nb % blocks) * kChannelBlock;
-            const int64_t channels = std::min(kChannelBlock, group - c0);
-            const int64_t oh0 = part * OH / parts, oh1 = (part + 1) * OH / parts;
+        const int64_t OW = g.output[1];
+        forEachChannelBlockPart(N, group, g, [&](int64_t n, int64_t c0, int64_t channels, int64_t oh0, int64_t oh1) {
             float* yc = y + (n * M + c0) * P;
-            depthwiseBlock(x + (n * C + c0) * inSpatial, channels, taps->block(nb % blocks),
+            depthwiseBlock(x + (n * C + c0) * inSpatial, channels, taps->block(c0 / kChannelBlock),
                            bias ? bias + c0 : nullptr, g, oh0, oh1, yc, clamp ? &*clamp : nullptr);
             if (activation && !clamp)
                 for (int64_t c = 0; c < channels; ++c)

@@ -5,10 +5,15 @@
 // row, so they give the same results. MaxPool's windows over kChannelBlock
 // channels at once (maxPoolBlock) share depthwiseBlock's interleaving.
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
+
 #include "gemm/sgemm.h"
+#include "runtime/ops/conv_plan.h"
 #include "runtime/ops/sub_plane_conv.h"
 #include "runtime/ops/window_geometry.h"
 
@@ -16,6 +21,28 @@ namespace qs::ops {
 
 // Channels depthwiseBlock interleaves into one vector.
 inline constexpr int64_t kChannelBlock = 16;
+// A part of a channel-blocked plane (depthwiseBlock, maxPoolBlock): outputs at least.
+inline constexpr int64_t kChannelBlockPartOutputs = 128;
+
+// Calls fn(n, c0, channels, oh0, oh1) in parallel for every image n of N,
+// block of channels [c0, c0 + channels) of C (kChannelBlock at most) and
+// part [oh0, oh1) of the output rows of g: planes split into parts of at
+// least kChannelBlockPartOutputs outputs when there are fewer (image, block)
+// tasks than the threads want (mnasnet's 48 channels at stride 2 from
+// 48 x 48 were three tasks at batch 1), so each part interleaves only the
+// input rows its windows read.
+template <class Fn> void forEachChannelBlockPart(int64_t N, int64_t C, const WindowGeometry& g, Fn&& fn)
+{
+    const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock, OH = g.output[0];
+    const int64_t wantedParts =
+        (kConvTasksPerThread * tbb::this_task_arena::max_concurrency() + N * blocks - 1) / (N * blocks);
+    const int64_t parts = std::clamp<int64_t>(
+        std::min(wantedParts, OH * g.output[1] / kChannelBlockPartOutputs), 1, OH);
+    tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
+        const int64_t part = task % parts, nb = task / parts, c0 = (nb % blocks) * kChannelBlock;
+        fn(nb / blocks, c0, std::min(kChannelBlock, C - c0), part * OH / parts, (part + 1) * OH / parts);
+    });
+}
 
 // What depthwise2d computes once per node rather than per channel (its
 // divisions cost as much as a small plane's multiply-adds): the zero-padded

@@ -9,7 +9,6 @@
 
 #include "core/scratch.h"
 #include "core/vector_clones.h"
-#include "runtime/ops/conv_plan.h"
 #include "runtime/ops/depthwise_conv.h"
 #include "runtime/ops/window_geometry.h"
 #include "runtime/tensor_cast.h"
@@ -191,9 +190,6 @@ QS_VECTOR_CLONES void pool2d(const float* xc, const WindowGeometry& g, const Win
 // stride 2: 0.058 both) and 32 x 32 (0.124 -> 0.129), separable from 47 x 47
 // (0.175 -> 0.198).
 constexpr int64_t kBlockedPoolPlane = 1024;
-// A part of a plane (output rows) is one task when there are fewer (image,
-// block) pairs than the threads want: at least this many outputs.
-constexpr int64_t kBlockedPartOutputs = 128;
 
 void runPool(KernelContext& ctx, Pool kind)
 {
@@ -224,14 +220,8 @@ void runPool(KernelContext& ctx, Pool kind)
     int64_t* indices = wantIndices ? I.mutableValues<int64_t>().data() : nullptr;
 
     if (kind == Pool::Max && !wantIndices && rank == 2 && C >= kChannelBlock / 2 && inSpatial < kBlockedPoolPlane) {
-        const int64_t blocks = (C + kChannelBlock - 1) / kChannelBlock, OH = g.output[0];
-        const int64_t wantedParts =
-            (kConvTasksPerThread * tbb::this_task_arena::max_concurrency() + N * blocks - 1) / (N * blocks);
-        const int64_t parts = std::clamp<int64_t>(std::min(wantedParts, outSpatial / kBlockedPartOutputs), 1, OH);
-        tbb::parallel_for(int64_t(0), N * blocks * parts, [&](int64_t task) {
-            const int64_t part = task % parts, nb = task / parts, n = nb / blocks, c0 = (nb % blocks) * kChannelBlock;
-            maxPoolBlock(x + (n * C + c0) * inSpatial, std::min(kChannelBlock, C - c0), g, part * OH / parts,
-                         (part + 1) * OH / parts, y + (n * C + c0) * outSpatial);
+        forEachChannelBlockPart(N, C, g, [&](int64_t n, int64_t c0, int64_t channels, int64_t oh0, int64_t oh1) {
+            maxPoolBlock(x + (n * C + c0) * inSpatial, channels, g, oh0, oh1, y + (n * C + c0) * outSpatial);
         });
         ctx.setOutput(0, castTensor(Y, original.dtype()));
         return;
