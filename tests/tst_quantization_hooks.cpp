@@ -790,6 +790,103 @@ private slots:
         QVERIFY(storage.firstInput != nullptr && storage.firstInput != storage.relu); // r is read again later
     }
 
+    void dynamicRangesComeFromTheExtremesTheirConvsGathered()
+    {
+        // input -> Conv a -> x1 -> Conv b (depthwise) + Clip -> x2 -> Conv c
+        // (its Add broadcasts, so it declines the fusion) -> Add -> Relu -> x3
+        // -> Conv d -> logits, every Conv's input fake-quantized with a dynamic
+        // range. x1 and x2 come with the extremes their Convs gathered; the
+        // graph input and x3 (which Conv c did not write) do not. The outputs
+        // equal a run whose observer asks for no extremes, bit for bit, and
+        // the scalar reference (absmax); a NaN is still an Error naming it.
+        using test::graphNode;
+        Model m;
+        m.format = "onnx";
+        m.opsetImports[""] = 17;
+        m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
+        m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
+        Node clip = graphNode("clip", "Clip", {"b", "lo", "hi"}, "x2");
+        m.nodes = {graphNode("a", "Conv", {"input", "wa", "ba"}, "x1"),
+                   graphNode("b", "Conv", {"x1", "wb"}, "b"),
+                   clip,
+                   graphNode("c", "Conv", {"x2", "wc"}, "c"),
+                   graphNode("add", "Add", {"c", "shift"}, "s"),
+                   graphNode("relu", "Relu", {"s"}, "x3"),
+                   graphNode("d", "Conv", {"x3", "wd"}, "logits")};
+        Attribute pads, group;
+        pads.name = "pads";
+        pads.kind = Attribute::Kind::Ints;
+        pads.ints = {1, 1, 1, 1};
+        group.name = "group";
+        group.kind = Attribute::Kind::Int;
+        group.i = 16;
+        m.nodes[0].attributes = {pads};
+        m.nodes[1].attributes = {pads, group};
+        m.addInitializer("wa", randomTensor({16, 8, 3, 3}, 1, 0.3f));
+        m.addInitializer("ba", randomTensor({16}, 2));
+        m.addInitializer("wb", randomTensor({16, 1, 3, 3}, 3, 0.5f));
+        m.addInitializer("lo", Tensor::fromVector(DType::F32, {}, std::vector<float>{-1.0f}));
+        m.addInitializer("hi", Tensor::fromVector(DType::F32, {}, std::vector<float>{3.0f}));
+        m.addInitializer("wc", randomTensor({16, 16, 1, 1}, 4, 0.3f));
+        m.addInitializer("shift", randomTensor({1, 16, 1, 1}, 5));
+        m.addInitializer("wd", randomTensor({4, 16, 1, 1}, 6, 0.3f));
+        m.layers = findGraphLayers(m);
+        QCOMPARE(m.layers.size(), size_t(4));
+        const Interpreter interpreter(m);
+        const Tensor input = randomTensor({2, 8, 12, 12}, 7);
+
+        // Forwards to the hook, asking for no extremes.
+        struct WithoutExtremes : NodeObserver {
+            QuantizationHook* hook = nullptr;
+            void beforeNode(NodeEvent& e) override { hook->beforeNode(e); }
+            void afterNode(NodeEvent& e) override { hook->afterNode(e); }
+            bool needsEveryNode() const override { return hook->needsEveryNode(); }
+        };
+        // Which nodes were shown extremes for their first input.
+        struct Shown : NodeObserver {
+            std::map<size_t, bool> extremes;
+            void beforeNode(NodeEvent& e) override
+            {
+                extremes[e.nodeIndex] = !e.inputExtremes.empty() && e.inputExtremes[0] != nullptr;
+            }
+            bool needsEveryNode() const override { return false; }
+        };
+        WeightQuantizer noWeights;
+        for (const char* method : {"absmax", "minmax"}) {
+            const QuantizationPlan plan = QuantizationPlan::build(
+                m, rules(std::string(R"([{"act_qtype": "int8", "act_calibration": ")") + method + "\"}]"));
+            noWeights.update(m, plan);
+            const std::map<size_t, StaticActivation> none;
+            QuantizationHook hook(m, plan, noWeights, none);
+            Shown shown;
+            hook.setNext(&shown);
+            const Tensor hooked = runOutput(interpreter, input, &hook);
+            QCOMPARE(shown.extremes,
+                     (std::map<size_t, bool>{{0, false}, {1, true}, {3, true}, {4, false}, {5, false}, {6, false}}));
+            WithoutExtremes plain;
+            plain.hook = &hook;
+            QVERIFY(sameValues(hooked, runOutput(interpreter, input, &plain)));
+            QVERIFY(!sameValues(hooked, runOutput(interpreter, input)));
+            if (std::string(method) == "absmax") {
+                ReferenceInt8Activations reference;
+                reference.plan = &plan;
+                QVERIFY(sameValues(hooked, runOutput(interpreter, input, &reference)));
+            }
+            // A NaN first in x1 (Conv a's bias): its extremes are no answer,
+            // and the range calibrated on x1 names the element.
+            Tensor nanBias = m.initializer("ba")->clone();
+            nanBias.mutableValues<float>()[3] = NAN;
+            const Model withNaN = withInitializers(m, {{"ba", nanBias}});
+            try {
+                runOutput(Interpreter(withNaN), input, &hook);
+                QFAIL("a NaN activation was quantized");
+            } catch (const Error& e) {
+                QVERIFY2(std::string(e.what()).find("'x1'") != std::string::npos, e.what());
+                QVERIFY2(std::string(e.what()).find("NaN") != std::string::npos, e.what());
+            }
+        }
+    }
+
     void runNodeEqualsTheNodeInAFullRun()
     {
         const Interpreter interpreter(demo_);

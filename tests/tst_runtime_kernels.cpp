@@ -25,6 +25,7 @@
 #include "gemm/sgemm.h"
 #include "kernel_support.h"
 #include "runtime/op_registry.h"
+#include "runtime/output_extremes.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/conv_integer.h"
 #include "runtime/ops/conv_transpose.h"
@@ -680,6 +681,104 @@ private slots:
             Pool{16, 31, 31, 3, 3, 1, 1, 1, 1, 1, 1, false}.expectMatchesReference(1);
             Pool{12, 30, 25, 3, 3, 2, 2, 2, 1, 0, 2, true}.expectMatchesReference(1);
         });
+    }
+
+    void convTasksGatherTheExtremesOfEveryOutput()
+    {
+        // A run that wants a Conv's output extremes (the fake-quant hook's
+        // dynamic ranges) has every path's tasks add what they wrote: exactly
+        // every element once, after the folded Add and activation, so that
+        // the gathered {min, max} is the output's. One case per path.
+        struct Case {
+            const char* path;
+            Shape x, w;
+            int64_t group;
+            std::vector<int64_t> strides;
+            std::optional<FusedActivation> activation;
+            bool residual;
+        };
+        const FusedActivation relu{FusedActivation::Kind::Relu}, clip{FusedActivation::Kind::Clip, 0.0f, 0.5f},
+            hardSwish{FusedActivation::Kind::HardSwish, 1.0f / 6, 0.5f};
+        int nanCases = 0;
+        const Case cases[] = {
+            {"depthwise, 16 channels a task", {2, 24, 10, 10}, {24, 1, 3, 3}, 24, {1, 1}, clip, false},
+            {"depthwise, 16 channels a task, not clamping", {1, 40, 9, 7}, {40, 1, 3, 3}, 40, {2, 2}, hardSwish, false},
+            {"depthwise, plane by plane", {1, 4, 20, 20}, {4, 1, 3, 3}, 4, {1, 1}, relu, false},
+            {"positions as rows", {2, 16, 9, 9}, {32, 16, 3, 3}, 1, {1, 1}, relu, true},
+            {"implicit GEMM", {1, 8, 12, 12}, {8, 4, 3, 3}, 2, {1, 1}, std::nullopt, true},
+            {"implicit GEMM, weights in row blocks", {1, 256, 5, 6}, {256, 128, 3, 3}, 2, {1, 1}, relu, false},
+            {"few output positions", {1, 256, 3, 3}, {512, 256, 1, 1}, 1, {1, 1}, relu, true},
+            {"pointwise over the batch", {4, 32, 4, 4}, {48, 32, 1, 1}, 1, {1, 1}, clip, true},
+            {"pointwise, output channels split", {1, 64, 8, 8}, {256, 64, 1, 1}, 1, {1, 1}, relu, true},
+            {"pointwise, channel blocks", {1, 16, 16, 16}, {96, 16, 1, 1}, 1, {1, 1}, relu, false},
+            {"pointwise, column chunks", {1, 8, 64, 64}, {16, 8, 1, 1}, 1, {1, 1}, std::nullopt, true},
+            {"strided 1 x 1 on its column matrix", {2, 8, 16, 16}, {16, 8, 1, 1}, 1, {2, 2}, relu, false},
+            {"one spatial axis", {2, 4, 50}, {6, 4, 3}, 1, {1}, relu, false},
+            {"three spatial axes", {1, 3, 6, 5, 4}, {5, 3, 2, 2, 2}, 1, {1, 1, 1}, std::nullopt, false},
+        };
+        tbb::task_arena arena(2); // the paths' choices depend on the thread count
+        arena.execute([&] {
+            for (const Case& c : cases) {
+                const Tensor X = randomTensor(c.x), W = randomTensor(c.w, 0.3f), B = randomTensor({c.w[0]});
+                Shape outputShape = {c.x[0], c.w[0]};
+                for (size_t d = 2; d < c.x.size(); ++d)
+                    outputShape.push_back((c.x[d] - c.w[d]) / c.strides[d - 2] + 1);
+                const Tensor addend = randomTensor(outputShape);
+                std::vector<Attribute> attributes = {intAttr("group", c.group), intsAttr("strides", c.strides)};
+                Node node;
+                node.name = "n";
+                node.opType = "Conv";
+                node.inputs = {"x", "w", "b"};
+                node.outputs = {"y"};
+                node.attributes = attributes;
+                const Tensor* inputs[] = {&X, &W, &B};
+                for (bool withNaN : {false, true}) {
+                    Tensor x = X;
+                    if (withNaN) {
+                        x = Tensor::fromVector(DType::F32, X.shape(),
+                                               std::vector<float>(X.values<float>().begin(), X.values<float>().end()));
+                        x.mutableValues<float>()[size_t(X.numel() / 2)] = NAN;
+                        inputs[0] = &x;
+                    }
+                    std::vector<Tensor> out(1);
+                    KernelContext ctx(node, 0, 17, inputs, out, nullptr);
+                    if (c.activation)
+                        ctx.setFusedActivation(&*c.activation);
+                    if (c.residual)
+                        ctx.setFusedAddend(&addend);
+                    OutputExtremes extremes;
+                    ctx.setOutputExtremes(&extremes);
+                    ops::conv(ctx);
+                    QVERIFY2(!ctx.fusionDeclined(), c.path);
+                    // The same output without gathering.
+                    std::vector<Tensor> plain(1);
+                    KernelContext plainCtx(node, 0, 17, inputs, plain, nullptr);
+                    if (c.activation)
+                        plainCtx.setFusedActivation(&*c.activation);
+                    if (c.residual)
+                        plainCtx.setFusedAddend(&addend);
+                    ops::conv(plainCtx);
+                    const auto y = out[0].values<float>(), expected = plain[0].values<float>();
+                    QVERIFY2(std::equal(y.begin(), y.end(), expected.begin(), expected.end(),
+                                        [](float a, float b) { return a == b || (std::isnan(a) && std::isnan(b)); }),
+                             c.path);
+                    const std::optional<Range> range = extremes.of(out[0].numel());
+                    // Not finite: no answer, the reader reads the tensor and names the NaN.
+                    // (A folded Relu or Clip may have clamped it away.)
+                    if (std::any_of(y.begin(), y.end(), [](float v) { return std::isnan(v); })) {
+                        QVERIFY2(!range, c.path);
+                        ++nanCases;
+                        continue;
+                    }
+                    QVERIFY2(range, c.path);
+                    const auto [lo, hi] = std::minmax_element(y.begin(), y.end());
+                    QVERIFY2(range->min == *lo && range->max == *hi, c.path);
+                    // Counted: one element short or over is no answer.
+                    QVERIFY2(!extremes.of(out[0].numel() - 1) && !extremes.of(out[0].numel() + 1), c.path);
+                }
+            }
+        });
+        QVERIFY(nanCases >= 4); // the cases without a clamping activation keep their NaN
     }
 
     void convIntegerSubtractsZeroPointsBeforePadding()

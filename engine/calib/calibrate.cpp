@@ -75,9 +75,9 @@ bool calibrationSymmetric(const CalibrationMethod& m, const CalibrationTarget& t
     return m.resolveSymmetric(target.symmetric);
 }
 
-std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
-                                   const CalibrationTarget& target, std::string_view tensorName,
-                                   CalibrationReport* report)
+namespace {
+
+void checkCalibratable(const CalibrationMethod& m, const CalibrationTarget& target, std::string_view tensorName)
 {
     if (hasOwnBlockScales(target.qtype))
         throw Error("tensor '" + std::string(tensorName) + "': " + std::string(qtypeName(target.qtype)) +
@@ -86,6 +86,40 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
     if (target.histogramBins < 1)
         throw Error("tensor '" + std::string(tensorName) + "': histogram bins must be at least 1, got " +
                     std::to_string(target.histogramBins));
+}
+
+// absmax and minmax: the range of a group from its extremes.
+Range rangeOfExtremes(const CalibrationMethod& m, float min, float max)
+{
+    const double s = m.factor;
+    if (m.kind == CalibrationKind::AbsMax)
+        return symmetricRange(s * double(std::max(-min, max)));
+    return {float(s * double(min)), float(s * double(max))};
+}
+
+} // namespace
+
+bool calibratesFromExtremes(const CalibrationMethod& m)
+{
+    return m.kind == CalibrationKind::AbsMax || m.kind == CalibrationKind::MinMax;
+}
+
+Range calibrateRangeOfExtremes(float min, float max, const CalibrationMethod& m, const CalibrationTarget& target,
+                               std::string_view tensorName)
+{
+    if (!calibratesFromExtremes(m))
+        throw Error("tensor '" + std::string(tensorName) + "': calibration method '" + m.toString() +
+                    "' needs the data, not only its extremes");
+    checkCalibratable(m, target, tensorName);
+    checkUnsignedSymmetric(target.qtype, calibrationSymmetric(m, target), m, min, tensorName);
+    return rangeOfExtremes(m, min, max);
+}
+
+std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& layout, const CalibrationMethod& m,
+                                   const CalibrationTarget& target, std::string_view tensorName,
+                                   CalibrationReport* report)
+{
+    checkCalibratable(m, target, tensorName);
     const bool symmetric = calibrationSymmetric(m, target);
     const GroupStatistics st = groupStatistics(x, layout, tensorName, m.kind == CalibrationKind::Rms);
     const size_t groups = st.count.size();
@@ -99,12 +133,9 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
     const double s = m.factor;
     switch (m.kind) {
     case CalibrationKind::AbsMax:
-        for (size_t g = 0; g < groups; ++g)
-            ranges[g] = symmetricRange(s * double(st.absMax(g)));
-        return ranges;
     case CalibrationKind::MinMax:
         for (size_t g = 0; g < groups; ++g)
-            ranges[g] = {float(s * double(st.min[g])), float(s * double(st.max[g]))};
+            ranges[g] = rangeOfExtremes(m, st.min[g], st.max[g]);
         return ranges;
     case CalibrationKind::Rms:
         for (size_t g = 0; g < groups; ++g)

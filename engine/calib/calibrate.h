@@ -55,6 +55,17 @@ std::vector<Range> calibrateRanges(std::span<const float> x, const BlockLayout& 
                                    const CalibrationTarget& target, std::string_view tensorName,
                                    CalibrationReport* report = nullptr);
 
+// Whether a method's per-tensor range follows from the tensor's extremes alone
+// (absmax, minmax): calibrateRangeOfExtremes gives it without reading the data.
+bool calibratesFromExtremes(const CalibrationMethod& m);
+
+// The range calibrateRanges gives a per-tensor layout over data whose smallest
+// and largest values are `min` and `max` (finite; the data not empty), for a
+// method calibratesFromExtremes accepts, with the same checks: what a run uses
+// when the kernel that wrote the tensor gathered its extremes.
+Range calibrateRangeOfExtremes(float min, float max, const CalibrationMethod& m, const CalibrationTarget& target,
+                               std::string_view tensorName);
+
 // An unsigned integer type under a symmetric method quantizes [0, absmax]: every
 // negative value would become 0. Throws Error naming the tensor, the qtype, the
 // method and the most negative value, and saying what to set, when `symmetric`,

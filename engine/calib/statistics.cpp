@@ -291,6 +291,72 @@ void accumulateRows(const float* x, const GroupRuns& runs, int64_t r0, int64_t r
 
 } // namespace
 
+// Lanes kept across the rows (a kernel's piece of output is often many short
+// rows: 9 positions of each of hundreds of channels): 64 of them while a row
+// has 64 elements left (four vectors, so that no lane waits on the last
+// comparison of its own), then 16, then one at a time; rows that follow each
+// other in memory are one run.
+QS_VECTOR_CLONES Extremes extremesOf(const float* p, int64_t rows, int64_t n, int64_t ld)
+{
+    if (ld == n) {
+        n *= rows;
+        rows = 1;
+    }
+    constexpr int64_t W = 64, w = 16;
+    float mn[W], mx[W], probe[W], mn16[w], mx16[w], probe16[w];
+    for (int64_t k = 0; k < W; ++k) {
+        mn[k] = kInf;
+        mx[k] = -kInf;
+        probe[k] = 0;
+    }
+    for (int64_t k = 0; k < w; ++k) {
+        mn16[k] = kInf;
+        mx16[k] = -kInf;
+        probe16[k] = 0;
+    }
+    float lo = kInf, hi = -kInf, rest = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* __restrict row = p + r * ld;
+        int64_t i = 0;
+        for (; i + W <= n; i += W) {
+            const float* __restrict v = row + i;
+            for (int64_t k = 0; k < W; ++k) {
+                mn[k] = v[k] < mn[k] ? v[k] : mn[k];
+                mx[k] = v[k] > mx[k] ? v[k] : mx[k];
+                probe[k] += v[k] * 0.0f;
+            }
+        }
+        for (; i + w <= n; i += w) {
+            const float* __restrict v = row + i;
+#pragma GCC unroll 1 // left to the vectoriser, as in summarizeLanes
+            for (int64_t k = 0; k < w; ++k) {
+                mn16[k] = v[k] < mn16[k] ? v[k] : mn16[k];
+                mx16[k] = v[k] > mx16[k] ? v[k] : mx16[k];
+                probe16[k] += v[k] * 0.0f;
+            }
+        }
+        for (; i < n; ++i) {
+            const float v = row[i];
+            lo = v < lo ? v : lo;
+            hi = v > hi ? v : hi;
+            rest += v * 0.0f;
+        }
+    }
+    // Folded vector-wise into the 16 lanes first: called a few hundred times a
+    // run on pieces of a few hundred values, the fold is not negligible.
+    for (int64_t k = 0; k < w; ++k) {
+        mn16[k] = std::min(std::min(mn16[k], mn[k]), std::min(std::min(mn[k + w], mn[k + 2 * w]), mn[k + 3 * w]));
+        mx16[k] = std::max(std::max(mx16[k], mx[k]), std::max(std::max(mx[k + w], mx[k + 2 * w]), mx[k + 3 * w]));
+        probe16[k] += (probe[k] + probe[k + w]) + (probe[k + 2 * w] + probe[k + 3 * w]);
+    }
+    for (int64_t k = 0; k < w; ++k) {
+        lo = std::min(lo, mn16[k]);
+        hi = std::max(hi, mx16[k]);
+        rest += probe16[k];
+    }
+    return {lo, hi, !std::isnan(rest)};
+}
+
 float GroupStatistics::rms(size_t g) const
 {
     return count[g] == 0 ? 0.0f : float(std::sqrt(sumSquares[g] / double(count[g])));

@@ -29,6 +29,16 @@ struct GroupStatistics {
 GroupStatistics groupStatistics(std::span<const float> x, const BlockLayout& layout, std::string_view tensorName,
                                 bool withSumSquares);
 
+// The smallest and largest of `rows` rows of n values, row r at p + r * ld
+// (none: +inf and −inf), and whether all were finite (min and max say nothing
+// otherwise). Serial: for a task's own piece of a tensor.
+struct Extremes {
+    float min;
+    float max;
+    bool finite;
+};
+Extremes extremesOf(const float* p, int64_t rows, int64_t n, int64_t ld);
+
 // Throws Error naming the tensor, the first non-finite value's flat index and
 // its multi-index when x holds a NaN or an Inf; does nothing otherwise.
 void checkFinite(std::span<const float> x, const Shape& shape, std::string_view tensorName);

@@ -373,6 +373,9 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     std::vector<Tensor> outputs;
     std::vector<Tensor> observed;
     std::vector<char> owned;
+    // Extremes of the values whose writers gathered them (observer runs only).
+    std::vector<std::optional<Range>> extremes(options.observer ? values.size() : 0);
+    std::vector<const Range*> inputExtremes;
     std::vector<char> runAnyway(plan_.size(), 0);
     for (size_t n = 0; n < plan_.size(); ++n) {
         options.cancel.check();
@@ -392,9 +395,12 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         if (options.observer) {
             observed.assign(p.inputs.size(), Tensor());
             owned.assign(p.inputs.size(), 0);
+            inputExtremes.assign(p.inputs.size(), nullptr);
             for (size_t i = 0; i < p.inputs.size(); ++i) {
                 if (!inputPtrs[i])
                     continue;
+                if (const std::optional<Range>& e = extremes[size_t(p.inputs[i])])
+                    inputExtremes[i] = &*e;
                 // A value this node reads last, once, whose storage nothing
                 // else holds (a graph input's caller, an outer scope, a view)
                 // is handed to the observer, which may then fake-quantize it
@@ -416,6 +422,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             event.opset = p.opset;
             event.inputs = std::span(observed).first(node.inputs.size()); // not the outer-scope values
             event.ownedInputs = std::span<const char>(owned).first(node.inputs.size());
+            event.inputExtremes = std::span<const Range* const>(inputExtremes).first(node.inputs.size());
             event.liveValues = live;
             options.observer->beforeNode(event);
             for (size_t i = 0; i < p.inputs.size(); ++i)
@@ -433,6 +440,13 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             ctx.setFusedActivation(&*p.fused);
         if (folding && p.addend >= 0)
             ctx.setFusedAddend(&values[size_t(p.addend)]);
+        // The value the kernel writes first, if an observer reads its extremes later.
+        std::optional<OutputExtremes> gathered;
+        int gatheredId = -1;
+        if (options.observer && p.kernel->gathersExtremes && !p.outputs.empty())
+            gatheredId = folding ? p.fusedOutput : p.outputs[0];
+        if (gatheredId >= 0 && options.observer->wantsExtremesOf(valueNames_[size_t(gatheredId)]))
+            ctx.setOutputExtremes(&gathered.emplace());
         p.kernel->kernel(ctx);
         // A Conv that could not take the folded nodes (an Add that broadcasts)
         // ran alone; they run after it as the model states them.
@@ -453,6 +467,9 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             held[size_t(id)] = true;
             values[size_t(id)] = outputs[o];
         }
+        // Declined, the fusion wrote the Conv's own output, not the value asked about.
+        if (gathered && folded == folding && outputs[0].dtype() == DType::F32)
+            extremes[size_t(gatheredId)] = gathered->of(outputs[0].numel());
         if (options.observer) {
             event.outputs = outputs;
             event.liveValues = live;
@@ -461,8 +478,10 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             // without a bias adds it here): the run continues with the replacement.
             for (size_t o = 0; o < p.outputs.size(); ++o) {
                 const int id = folded ? p.fusedOutput : p.outputs[o];
-                if (id >= 0 && outputs[o].rawData() != values[size_t(id)].rawData())
+                if (id >= 0 && outputs[o].rawData() != values[size_t(id)].rawData()) {
                     values[size_t(id)] = outputs[o];
+                    extremes[size_t(id)].reset();
+                }
             }
         }
         release(p);

@@ -11,10 +11,12 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/cancellation.h"
 #include "core/tensor.h"
+#include "quant/scale.h"
 #include "graph/model.h"
 #include "runtime/op_registry.h"
 
@@ -39,6 +41,11 @@ struct NodeEvent {
     // the value itself over): the observer may then overwrite its elements in
     // place instead of allocating a replacement. Empty when there are none.
     std::span<const char> ownedInputs;
+    // beforeNode only, one per input: the input value's smallest and largest
+    // element, where the observer asked for them (wantsExtremesOf) and the
+    // kernel that wrote the value gathered them; nullptr elsewhere (then the
+    // observer reads the tensor). Only ever set for finite float32 values.
+    std::span<const Range* const> inputExtremes;
     // afterNode only: what the kernel wrote (empty slots for unused outputs).
     std::span<Tensor> outputs;
     // Values held by the run at this moment, initializers not counted (a
@@ -63,6 +70,16 @@ public:
     // Loop and Scan bodies, every iteration), with NodeEvent::scope set. One
     // that returns false (the default) sees the main graph's nodes only.
     virtual bool seesSubgraphs() const { return false; }
+    // Whether a later beforeNode wants the extremes of value `value`
+    // (NodeEvent::inputExtremes). Asked before the kernel that writes it runs
+    // (for the value it writes as its first output); the kernel then gathers
+    // them while its outputs are in cache, which costs far less than a pass
+    // of the observer's own over the tensor.
+    virtual bool wantsExtremesOf(std::string_view value) const
+    {
+        (void)value;
+        return false;
+    }
 };
 
 struct RunOptions {

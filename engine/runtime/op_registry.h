@@ -24,6 +24,7 @@
 #include "core/tensor.h"
 #include "graph/model.h"
 #include "runtime/ops/activation.h"
+#include "runtime/output_extremes.h"
 
 namespace qs {
 
@@ -131,6 +132,12 @@ public:
     void setFusedAddend(const Tensor* addend) { addend_ = addend; }
     void declineFusion() { declined_ = true; }
     bool fusionDeclined() const { return declined_; }
+    // Where the kernel adds the elements of output 0 as its tasks write them
+    // (OutputExtremes::addRows, after any folded activation), or nullptr: a
+    // reader of that value wants its extremes. A kernel that does not add them
+    // (or adds only some) leaves the reader to compute them itself.
+    OutputExtremes* outputExtremes() const { return extremes_; }
+    void setOutputExtremes(OutputExtremes* extremes) { extremes_ = extremes; }
     // The node's memo across runs, or nullptr (then the kernel derives afresh).
     KernelMemo* memo() const { return memo_; }
     void setMemo(KernelMemo* memo) { memo_ = memo; }
@@ -170,6 +177,7 @@ private:
     const Tensor* addend_ = nullptr;
     bool declined_ = false;
     KernelMemo* memo_ = nullptr;
+    OutputExtremes* extremes_ = nullptr;
     const NodeSubgraphs* subgraphs_ = nullptr;
     NodeObserver* subgraphObserver_ = nullptr;
 };
@@ -187,6 +195,9 @@ struct OpKernelEntry {
     int sinceOpset;
     int untilOpset;
     Kernel kernel;
+    // Whether the kernel adds what it writes to KernelContext::outputExtremes:
+    // the run asks the observer about its output only then.
+    bool gathersExtremes = false;
 };
 
 // Every line of the table.

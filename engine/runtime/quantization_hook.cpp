@@ -45,7 +45,7 @@ Tensor plusChannelBias(const Tensor& y, const Tensor& bias, int axis)
 } // namespace
 
 Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
-                              const StaticActivation* staticActivation, bool inPlace)
+                              const StaticActivation* staticActivation, bool inPlace, const Range* extremes)
 {
     const bool kernelDType = x.dtype() == DType::F32 || x.dtype() == DType::F16 || x.dtype() == DType::BF16;
     const Tensor input = kernelDType ? x : x.toFloat32();
@@ -56,6 +56,12 @@ Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
         params.layout = BlockLayout::perTensor(input.shape());
     } else if (isMicroscaling(a.target.qtype)) {
         params = microscalingParams(input, a.target.qtype, a.blockAxis, a.value);
+    } else if (extremes && calibratesFromExtremes(a.method)) {
+        const BlockLayout layout = BlockLayout::perTensor(input.shape());
+        const std::vector<Range> ranges{
+            calibrateRangeOfExtremes(extremes->min, extremes->max, a.method, a.target, a.value)};
+        params = quantParamsFromRanges(a.target.qtype, layout, ranges, calibrationSymmetric(a.method, a.target),
+                                       a.target.options, a.value);
     } else {
         const Tensor xf = input.toFloat32();
         const BlockLayout layout = BlockLayout::perTensor(xf.shape());
@@ -66,7 +72,8 @@ Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
     // Overwritten where the caller owns x: an activation's pass without
     // allocating and first touching a second tensor of its size. Only when its
     // range was calibrated on it (not static), which found any NaN or Inf as an
-    // Error naming the element: overwritten, that element would be gone.
+    // Error naming the element (or its writer found none: `extremes`):
+    // overwritten, that element would be gone.
     if (inPlace && !staticActivation && x.dtype() == DType::F32 && a.rounding == Rounding::Nearest &&
         !isGgufBlock(params.qtype) && !isLut(params.qtype)) {
         Tensor out = x;
@@ -81,9 +88,19 @@ QuantizationHook::QuantizationHook(const Model& model, const QuantizationPlan& p
                                    const std::map<size_t, StaticActivation>& staticActivations)
     : model_(model), plan_(plan), weightCache_(weights), static_(staticActivations)
 {
-    for (const LayerQuantization& lq : plan_.layers())
+    for (const LayerQuantization& lq : plan_.layers()) {
         if (lq.biasCorrection && lq.problem.empty() && !hasBiasInput(model_, model_.layers.at(lq.layer)))
             addsAfterNode_ = true;
+        if (const std::optional<ActivationQuantization>& a = lq.activation;
+            a && lq.problem.empty() && !a->staticScale && !isMicroscaling(a->target.qtype) &&
+            calibratesFromExtremes(a->method))
+            rangedFromExtremes_.insert(a->value);
+    }
+}
+
+bool QuantizationHook::wantsExtremesOf(std::string_view value) const
+{
+    return (activations_ && rangedFromExtremes_.contains(value)) || (next_ && next_->wantsExtremesOf(value));
 }
 
 void QuantizationHook::setEnabledLayers(std::optional<std::vector<bool>> enabledByModelLayer)
@@ -154,7 +171,8 @@ void QuantizationHook::beforeNode(NodeEvent& event)
                     s = &it->second;
                 }
                 const bool owned = a.input < event.ownedInputs.size() && event.ownedInputs[a.input];
-                slot = fakeQuantizeActivation(slot, a, s, owned);
+                const Range* extremes = a.input < event.inputExtremes.size() ? event.inputExtremes[a.input] : nullptr;
+                slot = fakeQuantizeActivation(slot, a, s, owned, extremes);
             }
         }
     }

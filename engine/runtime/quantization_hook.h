@@ -18,6 +18,9 @@
 #include <cstddef>
 #include <map>
 #include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "graph/model.h"
@@ -35,9 +38,13 @@ namespace qs {
 // scales along a.blockAxis). What the hook does to a data input. With
 // `inPlace` (the caller owns x's storage: NodeEvent::ownedInputs), a float32 x
 // whose range is calibrated on it and rounded to nearest on an element grid
-// is overwritten and returned; other cases still make a copy.
+// is overwritten and returned; other cases still make a copy. `extremes`, when
+// given, are x's smallest and largest elements, all of x finite
+// (NodeEvent::inputExtremes): a range by absmax or minmax then comes from them
+// without reading x.
 Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
-                              const StaticActivation* staticActivation, bool inPlace = false);
+                              const StaticActivation* staticActivation, bool inPlace = false,
+                              const Range* extremes = nullptr);
 
 class QuantizationHook : public NodeObserver {
 public:
@@ -73,6 +80,9 @@ public:
     // weight once, the same at every iteration); the next observer is shown
     // subgraph nodes only if it sees subgraphs itself.
     bool seesSubgraphs() const override { return true; }
+    // The activations quantized with a dynamic range by absmax or minmax: their
+    // writers gather the extremes that range needs.
+    bool wantsExtremesOf(std::string_view value) const override;
 
 private:
     const Model& model_;
@@ -85,6 +95,12 @@ private:
     bool activations_ = true;
     NodeObserver* next_ = nullptr;
     bool addsAfterNode_ = false; // some bias_correction layer has no bias input
+    // Values, as wantsExtremesOf answers (asked for every node of every run: hashed).
+    struct NameHash {
+        using is_transparent = void;
+        size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_set<std::string, NameHash, std::equal_to<>> rangedFromExtremes_;
 };
 
 } // namespace qs

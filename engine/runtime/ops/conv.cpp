@@ -126,6 +126,7 @@ void conv(KernelContext& ctx)
         activation = nullptr;
     }
     const float* addend = residual ? residual->values<float>().data() : nullptr;
+    OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     // Depthwise convs: a Relu or Clip clamps the sums as they are stored (an
     // epilogue without bias or addend).
     const std::optional<gemm::Epilogue> clamp =
@@ -149,6 +150,8 @@ void conv(KernelContext& ctx)
             if (activation && !clamp)
                 for (int64_t c = 0; c < channels; ++c)
                     activation->apply(yc + c * P + oh0 * OW, (oh1 - oh0) * OW);
+            if (extremes)
+                extremes->addRows(yc + oh0 * OW, channels, (oh1 - oh0) * OW, P);
         });
         ctx.setOutput(0, std::move(Y));
         return;
@@ -161,6 +164,8 @@ void conv(KernelContext& ctx)
                         clamp ? &*clamp : nullptr);
             if (activation && !clamp)
                 activation->apply(y + ng * P, P);
+            if (extremes)
+                extremes->add(y + ng * P, P);
         });
         ctx.setOutput(0, std::move(Y));
         return;
@@ -299,6 +304,8 @@ void conv(KernelContext& ctx)
                     std::copy(sums.get() + m * width + n * P, sums.get() + m * width + n * P + P, yn + (m - r0) * P);
                 finishRows(yn, r1 - r0, P, P, bias ? bias + r0 : nullptr, addend ? addend + (yn - y) : nullptr,
                            activation);
+                if (extremes)
+                    extremes->addRows(yn, r1 - r0, P, P);
             }
         });
         ctx.setOutput(0, std::move(Y));
@@ -350,6 +357,8 @@ void conv(KernelContext& ctx)
                                        stored ? &*stored : nullptr);
                 if (!stored)
                     finishRows(yr, r1 - r0, p1 - p0, P, rowBias, rowAddend, activation);
+                if (extremes)
+                    extremes->addRows(yr, r1 - r0, p1 - p0, P);
             });
             ctx.setOutput(0, std::move(Y));
             return;
@@ -376,6 +385,8 @@ void conv(KernelContext& ctx)
             packed->multiplyPacked(gi, buffer.data(), p1 - p0, yg.data(), P, 0, -1, stored ? &*stored : nullptr);
             if (!stored)
                 epilogue(gi, yg, p1 - p0);
+            if (extremes)
+                extremes->addRows(yg.data(), Mg, p1 - p0, P);
             return;
         }
         const float* col = xg + p0;
@@ -392,13 +403,15 @@ void conv(KernelContext& ctx)
         if (packed) {
             const auto stored = groupEpilogue(gi, yg);
             packed->multiply(gi, col, ldcol, 1, p1 - p0, yg.data(), P, 0, -1, stored ? &*stored : nullptr);
-            if (stored)
-                return;
+            if (!stored)
+                epilogue(gi, yg, p1 - p0);
         } else {
             yg.noalias() =
                 wg * Eigen::Map<const RowMatrix, 0, Eigen::OuterStride<>>(col, K, p1 - p0, Eigen::OuterStride<>(ldcol));
+            epilogue(gi, yg, p1 - p0);
         }
-        epilogue(gi, yg, p1 - p0);
+        if (extremes)
+            extremes->addRows(yg.data(), Mg, p1 - p0, P);
     });
     ctx.setOutput(0, std::move(Y));
 }

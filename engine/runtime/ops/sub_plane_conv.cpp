@@ -206,6 +206,7 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
                       int64_t Mg, const WindowGeometry& g, float* y)
 {
     const int64_t OH = g.output[0], OW = g.output[1];
+    OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     const SubPlanes s(g);
     const int64_t WS = s.WS, plane = s.plane;
     const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
@@ -247,6 +248,8 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
                 const float* src = sums.data() + (m - r0) * chunk + (oh0 * WS + ow0 - q0);
                 finishPlane(src, WS, dst, OW, oh1 - oh0, ow1 - ow0, bias ? bias + channel : nullptr,
                             addend ? addend + (dst - y) : nullptr, activation);
+                if (extremes)
+                    extremes->addRows(dst, oh1 - oh0, ow1 - ow0, OW);
             }
         };
         // The chunk's output rows [a, b): a first and a last that it may hold
@@ -319,6 +322,7 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
 {
     const int64_t P = g.output[0] * g.output[1], K = C * shapeElementCount(g.kernel), width = N * P,
                   inSpatial = shapeElementCount(g.input);
+    OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     // The column matrix [K, N * P], image after image, in pieces of channels
     // (every element written), then packed as the product's rows.
     // (One image through a 1 x 1 window at unit strides without pads: the
@@ -357,6 +361,8 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
             transposeRows(sums.get() + n * P * M + j0, P, j1 - j0, M, dst, P);
             finishRows(dst, j1 - j0, P, P, bias ? bias + j0 : nullptr, addend ? addend + (dst - y) : nullptr,
                        activation);
+            if (extremes)
+                extremes->addRows(dst, j1 - j0, P, P);
         }
     });
 }
@@ -440,6 +446,7 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
     const int64_t mrMax = avx512 ? 12 : 6;
     const SubPlanes planes(g);
     const int64_t OW = g.output[1], P = g.output[0] * OW, K = weights.depth(), nr = weights.nr(), width = N * P;
+    OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     // (Left unwritten at allocation: fill() writes every element.)
     const std::unique_ptr<float[]> padded(new float[size_t(N * C * planes.plane)]);
     planes.fill(x, N * C, g, padded.get());
@@ -500,6 +507,8 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
             transposeRows(rows + (i - i0) * nr, end - i, channels, nr, dst, P);
             finishRows(dst, channels, end - i, P, bias ? bias + m0 : nullptr, addend ? addend + (dst - y) : nullptr,
                        activation);
+            if (extremes)
+                extremes->addRows(dst, channels, end - i, P);
             i = end;
         }
     });
