@@ -887,6 +887,46 @@ private slots:
         }
     }
 
+    void observersAreShownOnlyTheNodesTheyWatch()
+    {
+        // An observer that watches one node gets events for it alone; the
+        // others run as without an observer (the outputs are the float run's).
+        const Interpreter interpreter(demo_);
+        struct One : NodeObserver {
+            size_t watched = 0;
+            std::map<size_t, int> before, after;
+            bool observesNode(size_t scope, size_t node) const override { return scope == 0 && node == watched; }
+            void beforeNode(NodeEvent& e) override { ++before[e.nodeIndex]; }
+            void afterNode(NodeEvent& e) override { ++after[e.nodeIndex]; }
+        };
+        One one;
+        one.watched = 1;
+        QVERIFY(sameValues(runOutput(interpreter, evalInput_, &one), runOutput(interpreter, evalInput_)));
+        QCOMPARE(one.before, (std::map<size_t, int>{{1, 1}}));
+        QCOMPARE(one.after, (std::map<size_t, int>{{1, 1}}));
+
+        // The hook watches its plan's layers, and whatever the next observer watches.
+        const QuantizationPlan plan = QuantizationPlan::build(demo_, rules(R"([{"act_qtype": "int8"}])"));
+        WeightQuantizer noWeights;
+        noWeights.update(demo_, plan);
+        const std::map<size_t, StaticActivation> none;
+        QuantizationHook hook(demo_, plan, noWeights, none);
+        size_t layers = 0, other = 0;
+        for (size_t n = 0; n < demo_.nodes.size(); ++n) {
+            QCOMPARE(hook.observesNode(0, n), plan.forNode(n) != nullptr);
+            layers += plan.forNode(n) != nullptr;
+            other = plan.forNode(n) ? other : n;
+        }
+        QVERIFY(layers > 0 && layers < demo_.nodes.size());
+        one.watched = other;
+        hook.setNext(&one);
+        QVERIFY(hook.observesNode(0, other));
+        Recorder recorder;
+        hook.setNext(&recorder);
+        runOutput(interpreter, evalInput_, &hook);
+        QCOMPARE(recorder.inputs.size(), demo_.nodes.size()); // a Recorder watches every node
+    }
+
     void runNodeEqualsTheNodeInAFullRun()
     {
         const Interpreter interpreter(demo_);

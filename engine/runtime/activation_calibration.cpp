@@ -20,6 +20,7 @@ public:
     void watch(size_t scope, size_t node, size_t input, Observer* observer)
     {
         watches_.push_back({scope, node, input, observer});
+        markWatched(scope, node);
     }
     // The feeder reads only the inputs of quantized layers (Conv, Gemm, MatMul,
     // ...), which folding an activation into a Conv leaves as they are.
@@ -30,6 +31,11 @@ public:
     void watchHessian(const QuantizableLayer& layer, const Node& node, size_t input, InputHessian* hessian)
     {
         hessianWatches_.push_back({&layer, &node, input, hessian});
+        markWatched(layer.scope, *layer.node);
+    }
+    bool observesNode(size_t scope, size_t nodeIndex) const override
+    {
+        return scope < watched_.size() && nodeIndex < watched_[scope].size() && watched_[scope][nodeIndex];
     }
 
     void beforeNode(NodeEvent& event) override
@@ -55,8 +61,18 @@ private:
         size_t input;
         InputHessian* hessian;
     };
+    void markWatched(size_t scope, size_t node)
+    {
+        if (watched_.size() <= scope)
+            watched_.resize(scope + 1);
+        if (watched_[scope].size() <= node)
+            watched_[scope].resize(node + 1, false);
+        watched_[scope][node] = true;
+    }
+
     std::vector<Watch> watches_;
     std::vector<HessianWatch> hessianWatches_;
+    std::vector<std::vector<bool>> watched_; // [scope][node]: what observesNode answers
 };
 
 const Observer* ActivationStatistics::find(const std::string& value) const

@@ -392,7 +392,9 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         outputs.assign(p.outputs.size(), Tensor());
 
         NodeEvent event;
-        if (options.observer) {
+        // Nodes the observer does not watch run as without one (no copies of their inputs).
+        const bool shown = options.observer && options.observer->observesNode(scope_, n);
+        if (shown) {
             observed.assign(p.inputs.size(), Tensor());
             owned.assign(p.inputs.size(), 0);
             inputExtremes.assign(p.inputs.size(), nullptr);
@@ -470,7 +472,7 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
         // Declined, the fusion wrote the Conv's own output, not the value asked about.
         if (gathered && folded == folding && outputs[0].dtype() == DType::F32)
             extremes[size_t(gatheredId)] = gathered->of(outputs[0].numel());
-        if (options.observer) {
+        if (shown) {
             event.outputs = outputs;
             event.liveValues = live;
             options.observer->afterNode(event);

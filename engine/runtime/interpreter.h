@@ -16,8 +16,8 @@
 
 #include "core/cancellation.h"
 #include "core/tensor.h"
-#include "quant/scale.h"
 #include "graph/model.h"
+#include "quant/scale.h"
 #include "runtime/op_registry.h"
 
 namespace qs {
@@ -70,6 +70,15 @@ public:
     // Loop and Scan bodies, every iteration), with NodeEvent::scope set. One
     // that returns false (the default) sees the main graph's nodes only.
     virtual bool seesSubgraphs() const { return false; }
+    // Whether the observer is shown this node (beforeNode and afterNode): one
+    // that watches a few nodes (a plan's layers) answers false for the rest,
+    // which then run as without an observer, their inputs not copied into an
+    // event. Asked once per node per run; `scope` as NodeEvent::scope.
+    virtual bool observesNode(size_t scope, size_t nodeIndex) const
+    {
+        (void)scope, (void)nodeIndex;
+        return true;
+    }
     // Whether a later beforeNode wants the extremes of value `value`
     // (NodeEvent::inputExtremes). Asked before the kernel that writes it runs
     // (for the value it writes as its first output); the kernel then gathers

@@ -98,6 +98,12 @@ QuantizationHook::QuantizationHook(const Model& model, const QuantizationPlan& p
     }
 }
 
+bool QuantizationHook::observesNode(size_t scope, size_t nodeIndex) const
+{
+    return plan_.forNode(scope, nodeIndex) ||
+           (next_ && (scope == 0 || next_->seesSubgraphs()) && next_->observesNode(scope, nodeIndex));
+}
+
 bool QuantizationHook::wantsExtremesOf(std::string_view value) const
 {
     return (activations_ && rangedFromExtremes_.contains(value)) || (next_ && next_->wantsExtremesOf(value));

@@ -80,6 +80,8 @@ public:
     // weight once, the same at every iteration); the next observer is shown
     // subgraph nodes only if it sees subgraphs itself.
     bool seesSubgraphs() const override { return true; }
+    // Plan layers' nodes, and the nodes the next observer watches.
+    bool observesNode(size_t scope, size_t nodeIndex) const override;
     // The activations quantized with a dynamic range by absmax or minmax: their
     // writers gather the extremes that range needs.
     bool wantsExtremesOf(std::string_view value) const override;

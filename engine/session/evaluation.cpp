@@ -51,6 +51,10 @@ struct FloatRecorder : NodeObserver {
         for (size_t i = 0; i < tracked.size(); ++i)
             slotOfNode_[tracked[i].node] = int(i);
     }
+    bool observesNode(size_t scope, size_t node) const override
+    {
+        return scope == 0 && node < slotOfNode_.size() && slotOfNode_[node] >= 0;
+    }
     void afterNode(NodeEvent& event) override
     {
         const int slot = slotOfNode_[event.nodeIndex];
@@ -84,6 +88,10 @@ public:
     {
         for (size_t i = 0; i < tracked.size(); ++i)
             slotOfNode_[tracked[i].node] = int(i);
+    }
+    bool observesNode(size_t scope, size_t node) const override
+    {
+        return scope == 0 && node < slotOfNode_.size() && slotOfNode_[node] >= 0;
     }
     void afterNode(NodeEvent& event) override
     {
