@@ -147,6 +147,18 @@ struct ReferenceInt8Activations : NodeObserver {
     }
 };
 
+// An ONNX graph built here: float input "input", output "logits", opset 17.
+Model handBuiltModel(std::vector<Node> nodes)
+{
+    Model m;
+    m.format = "onnx";
+    m.opsetImports[""] = 17;
+    m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
+    m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
+    m.nodes = std::move(nodes);
+    return m;
+}
+
 Tensor runOutput(const Interpreter& interpreter, const Tensor& input, NodeObserver* observer = nullptr)
 {
     RunOptions options;
@@ -731,13 +743,9 @@ private slots:
         // stay float for the Add. y = m + r is read last by the second MatMul,
         // which may overwrite it. Both runs equal a reference that copies.
         using test::graphNode;
-        Model m;
-        m.format = "onnx";
-        m.opsetImports[""] = 17;
-        m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
-        m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
-        m.nodes = {graphNode("relu", "Relu", {"input"}, "r"), graphNode("first", "MatMul", {"r", "w1"}, "m"),
-                   graphNode("add", "Add", {"m", "r"}, "y"), graphNode("second", "MatMul", {"y", "w2"}, "logits")};
+        Model m = handBuiltModel(
+            {graphNode("relu", "Relu", {"input"}, "r"), graphNode("first", "MatMul", {"r", "w1"}, "m"),
+             graphNode("add", "Add", {"m", "r"}, "y"), graphNode("second", "MatMul", {"y", "w2"}, "logits")});
         std::mt19937 rng(3);
         std::normal_distribution<float> normal;
         for (const char* w : {"w1", "w2"}) {
@@ -800,19 +808,11 @@ private slots:
         // equal a run whose observer asks for no extremes, bit for bit, and
         // the scalar reference (absmax); a NaN is still an Error naming it.
         using test::graphNode;
-        Model m;
-        m.format = "onnx";
-        m.opsetImports[""] = 17;
-        m.inputs.push_back(ValueInfo{"input", DType::F32, "float32", std::nullopt});
-        m.outputs.push_back(ValueInfo{"logits", DType::F32, "float32", std::nullopt});
-        Node clip = graphNode("clip", "Clip", {"b", "lo", "hi"}, "x2");
-        m.nodes = {graphNode("a", "Conv", {"input", "wa", "ba"}, "x1"),
-                   graphNode("b", "Conv", {"x1", "wb"}, "b"),
-                   clip,
-                   graphNode("c", "Conv", {"x2", "wc"}, "c"),
-                   graphNode("add", "Add", {"c", "shift"}, "s"),
-                   graphNode("relu", "Relu", {"s"}, "x3"),
-                   graphNode("d", "Conv", {"x3", "wd"}, "logits")};
+        Model m = handBuiltModel(
+            {graphNode("a", "Conv", {"input", "wa", "ba"}, "x1"), graphNode("b", "Conv", {"x1", "wb"}, "b"),
+             graphNode("clip", "Clip", {"b", "lo", "hi"}, "x2"), graphNode("c", "Conv", {"x2", "wc"}, "c"),
+             graphNode("add", "Add", {"c", "shift"}, "s"), graphNode("relu", "Relu", {"s"}, "x3"),
+             graphNode("d", "Conv", {"x3", "wd"}, "logits")});
         Attribute pads, group;
         pads.name = "pads";
         pads.kind = Attribute::Kind::Ints;
