@@ -56,16 +56,14 @@ Tensor fakeQuantizeActivation(const Tensor& x, const ActivationQuantization& a,
         params.layout = BlockLayout::perTensor(input.shape());
     } else if (isMicroscaling(a.target.qtype)) {
         params = microscalingParams(input, a.target.qtype, a.blockAxis, a.value);
-    } else if (extremes && calibratesFromExtremes(a.method)) {
-        const BlockLayout layout = BlockLayout::perTensor(input.shape());
-        const std::vector<Range> ranges{
-            calibrateRangeOfExtremes(extremes->min, extremes->max, a.method, a.target, a.value)};
-        params = quantParamsFromRanges(a.target.qtype, layout, ranges, calibrationSymmetric(a.method, a.target),
-                                       a.target.options, a.value);
     } else {
-        const Tensor xf = input.toFloat32();
-        const BlockLayout layout = BlockLayout::perTensor(xf.shape());
-        const std::vector<Range> ranges = calibrateRanges(xf.values<float>(), layout, a.method, a.target, a.value);
+        // The range from the extremes its writer gathered, else from the tensor itself.
+        const BlockLayout layout = BlockLayout::perTensor(input.shape());
+        const std::vector<Range> ranges =
+            extremes && calibratesFromExtremes(a.method)
+                ? std::vector<Range>{calibrateRangeOfExtremes(extremes->min, extremes->max, a.method, a.target,
+                                                              a.value)}
+                : calibrateRanges(input.toFloat32().values<float>(), layout, a.method, a.target, a.value);
         params = quantParamsFromRanges(a.target.qtype, layout, ranges, calibrationSymmetric(a.method, a.target),
                                        a.target.options, a.value);
     }
