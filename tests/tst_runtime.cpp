@@ -157,6 +157,23 @@ private:
     bool allowFusion_;
 };
 
+// Sees every node and reads no tensor (as a timer): where each node's output 0 lies.
+class OutputLocator : public NodeObserver {
+public:
+    struct Place {
+        const float* data = nullptr;
+        int64_t numel = 0;
+    };
+    std::map<std::string, Place> written; // by node name
+    bool needsEveryNode() const override { return false; }
+    bool readsInputs() const override { return false; }
+    bool readsOutputs() const override { return false; }
+    void afterNode(NodeEvent& e) override
+    {
+        written[e.node->name] = {static_cast<const float*>(e.outputs[0].rawData()), e.outputs[0].numel()};
+    }
+};
+
 bool sameBits(const Tensor& x, const Tensor& y)
 {
     return x.shape() == y.shape() && x.dtype() == y.dtype() && std::memcmp(x.rawData(), y.rawData(), x.nbytes()) == 0;
@@ -719,6 +736,93 @@ private slots:
                 QVERIFY2(sameBits(runs.folded, runs.stated), name.constData());
                 QVERIFY2(runs.foldedRan == std::vector<std::string>{"Conv"}, name.constData());
             }
+    }
+
+    void convsWriteStraightIntoTheConcatThatReadsThem()
+    {
+        // A fire module (squeeze, then 1 x 1 and 3 x 3 expands concatenated)
+        // and variations. A Conv (with its folded Relu) that is the only
+        // reader's only producer of a Concat input along the images or the
+        // channels writes its slice of the Concat's output itself; the
+        // Concat copies the rest. Every run gives the bits of the run that
+        // states every node; where each Conv wrote tells whether it was placed.
+        std::mt19937 rng(31);
+        const int64_t N = 3, C = 6, S = 4, M1 = 5, M3 = 7, H = 6, W = 5;
+        auto axisAttr = [](int64_t axis) { return Attribute{"axis", Attribute::Kind::Int, axis, 0, {}, {}, {}, {}, {}}; };
+        const std::vector<Node> fire{
+            node("squeeze", "Conv", {"x", "ws", "bs"}, {"s"}),
+            node("squeeze_relu", "Relu", {"s"}, {"sr"}),
+            node("e1", "Conv", {"sr", "w1", "b1"}, {"a"}),
+            node("e1_relu", "Relu", {"a"}, {"ar"}),
+            node("e3", "Conv", {"sr", "w3", "b3"}, {"b"}, {intsAttr("pads", {1, 1, 1, 1})}),
+            node("e3_relu", "Relu", {"b"}, {"br"}),
+        };
+        struct Case {
+            const char* name;
+            std::vector<Node> after;
+            std::vector<std::string> outputs;
+            std::map<std::string, int64_t> placed; // conv -> its offset in the Concat's output (values)
+            std::vector<std::string> notPlaced;
+        };
+        const int64_t plane = H * W;
+        const std::vector<Case> cases{
+            {"channels", {node("cat", "Concat", {"ar", "br"}, {"y"}, {axisAttr(1)})}, {"y"},
+             {{"e1", 0}, {"e3", M1 * plane}}, {}},
+            {"channels, counted from the end", {node("cat", "Concat", {"br", "ar"}, {"y"}, {axisAttr(-3)})}, {"y"},
+             {{"e3", 0}, {"e1", M3 * plane}}, {}},
+            {"images", {node("cat", "Concat", {"ar", "br2"}, {"y"}, {axisAttr(0)})}, {"y"},
+             {{"e1", 0}, {"e3", N * M1 * plane}}, {}},
+            {"a graph input between", {node("cat", "Concat", {"ar", "z", "br"}, {"y"}, {axisAttr(1)})}, {"y"},
+             {{"e1", 0}, {"e3", (M1 + 2) * plane}}, {}},
+            {"a branch computed after the first",
+             {node("e3b", "Conv", {"br", "w33"}, {"c"}), node("cat", "Concat", {"ar", "c"}, {"y"}, {axisAttr(1)})},
+             {"y"}, {{"e3b", M1 * plane}}, {"e1"}},
+            {"read twice", {node("cat", "Concat", {"ar", "br"}, {"y"}, {axisAttr(1)})}, {"y", "ar"},
+             {{"e3", M1 * plane}}, {"e1"}},
+            {"along a spatial axis", {node("cat", "Concat", {"ar", "br3"}, {"y"}, {axisAttr(2)})}, {"y"}, {},
+             {"e1", "e3"}},
+        };
+        for (const Case& c : cases) {
+            std::vector<Node> nodes = fire;
+            const std::string name = c.name;
+            if (name == "images" || name == "along a spatial axis") {
+                // M1 output channels: shapes that concatenate along that axis.
+                nodes[4].inputs = {"sr", "w3b", "b3b"};
+                nodes[5].outputs = {name == "images" ? "br2" : "br3"};
+            }
+            nodes.insert(nodes.end(), c.after.begin(), c.after.end());
+            Model m = modelOf(nodes, {"x", "z"}, c.outputs);
+            m.addInitializer("ws", randomTensor({S, C, 1, 1}, rng));
+            m.addInitializer("bs", randomTensor({S}, rng));
+            m.addInitializer("w1", adversarialTensor({M1, S, 1, 1}, rng));
+            m.addInitializer("b1", randomTensor({M1}, rng));
+            m.addInitializer("w3", adversarialTensor({M3, S, 3, 3}, rng));
+            m.addInitializer("w3b", adversarialTensor({M1, S, 3, 3}, rng));
+            m.addInitializer("b3", randomTensor({M3}, rng));
+            m.addInitializer("b3b", randomTensor({M1}, rng));
+            m.addInitializer("w33", randomTensor({4, M3, 1, 1}, rng));
+            const Interpreter interpreter(m);
+            const std::map<std::string, Tensor> inputs{{"x", adversarialTensor({N, C, H, W}, rng)},
+                                                       {"z", randomTensor({N, 2, H, W}, rng)}};
+            NodeLister stated(false);
+            RunOptions asStated, located;
+            asStated.observer = &stated;
+            OutputLocator locator;
+            located.observer = &locator;
+            const auto expected = interpreter.run(inputs, asStated);
+            const auto plain = interpreter.run(inputs), seen = interpreter.run(inputs, located);
+            for (const auto& [name, value] : expected) {
+                QVERIFY2(sameBits(plain.at(name), value), c.name);
+                QVERIFY2(sameBits(seen.at(name), value), c.name);
+            }
+            const OutputLocator::Place cat = locator.written.at("cat");
+            for (const auto& [conv, offset] : c.placed)
+                QVERIFY2(locator.written.at(conv).data == cat.data + offset, (name + ": " + conv).c_str());
+            for (const std::string& conv : c.notPlaced) {
+                const float* data = locator.written.at(conv).data;
+                QVERIFY2(data < cat.data || data >= cat.data + cat.numel, (name + ": " + conv).c_str());
+            }
+        }
     }
 
     void packedWeightsFollowTheWeightTensor()

@@ -179,6 +179,57 @@ struct MaxPoolCase {
     }
 };
 
+// One Conv per path the kernel takes (under a 2-thread arena: the
+// choices depend on the thread count), with folded nodes, and how to run it.
+struct ConvPathCase {
+    const char* path;
+    Shape x, w;
+    int64_t group;
+    std::vector<int64_t> strides;
+    std::optional<FusedActivation> activation;
+    bool residual;
+
+    Shape outputShape() const
+    {
+        Shape shape = {x[0], w[0]};
+        for (size_t d = 2; d < x.size(); ++d)
+            shape.push_back((x[d] - w[d]) / strides[d - 2] + 1);
+        return shape;
+    }
+    Node node() const
+    {
+        Node n;
+        n.name = "n";
+        n.opType = "Conv";
+        n.inputs = {"x", "w", "b"};
+        n.outputs = {"y"};
+        n.attributes = {intAttr("group", group), intsAttr("strides", strides)};
+        return n;
+    }
+};
+std::vector<ConvPathCase> convPathCases()
+{
+    const FusedActivation relu{FusedActivation::Kind::Relu}, clip{FusedActivation::Kind::Clip, 0.0f, 0.5f},
+        hardSwish{FusedActivation::Kind::HardSwish, 1.0f / 6, 0.5f};
+    return {
+        {"depthwise, 16 channels a task", {2, 24, 10, 10}, {24, 1, 3, 3}, 24, {1, 1}, clip, false},
+        {"depthwise, 16 channels a task, not clamping", {1, 40, 9, 7}, {40, 1, 3, 3}, 40, {2, 2}, hardSwish, false},
+        {"depthwise, plane by plane", {1, 4, 20, 20}, {4, 1, 3, 3}, 4, {1, 1}, relu, false},
+        {"positions as rows", {2, 16, 9, 9}, {32, 16, 3, 3}, 1, {1, 1}, relu, true},
+        {"implicit GEMM", {1, 8, 12, 12}, {8, 4, 3, 3}, 2, {1, 1}, std::nullopt, true},
+        {"implicit GEMM, weights in row blocks", {1, 256, 5, 6}, {256, 128, 3, 3}, 2, {1, 1}, relu, false},
+        {"few output positions", {1, 256, 3, 3}, {512, 256, 1, 1}, 1, {1, 1}, relu, true},
+        {"few output positions, two images", {2, 256, 6, 6}, {1024, 256, 1, 1}, 1, {2, 2}, clip, false},
+        {"pointwise over the batch", {4, 32, 4, 4}, {48, 32, 1, 1}, 1, {1, 1}, clip, true},
+        {"pointwise, output channels split", {1, 64, 8, 8}, {256, 64, 1, 1}, 1, {1, 1}, relu, true},
+        {"pointwise, channel blocks", {1, 16, 16, 16}, {96, 16, 1, 1}, 1, {1, 1}, relu, false},
+        {"pointwise, column chunks", {1, 8, 64, 64}, {16, 8, 1, 1}, 1, {1, 1}, std::nullopt, true},
+        {"strided 1 x 1 on its column matrix", {2, 8, 16, 16}, {16, 8, 1, 1}, 1, {2, 2}, relu, false},
+        {"one spatial axis", {2, 4, 50}, {6, 4, 3}, 1, {1}, relu, false},
+        {"three spatial axes", {1, 3, 6, 5, 4}, {5, 3, 2, 2, 2}, 1, {1, 1, 1}, std::nullopt, false},
+    };
+}
+
 class TestRuntimeKernels : public QObject {
     Q_OBJECT
 
@@ -689,47 +740,13 @@ private slots:
         // dynamic ranges) has every path's tasks add what they wrote: exactly
         // every element once, after the folded Add and activation, so that
         // the gathered {min, max} is the output's. One case per path.
-        struct Case {
-            const char* path;
-            Shape x, w;
-            int64_t group;
-            std::vector<int64_t> strides;
-            std::optional<FusedActivation> activation;
-            bool residual;
-        };
-        const FusedActivation relu{FusedActivation::Kind::Relu}, clip{FusedActivation::Kind::Clip, 0.0f, 0.5f},
-            hardSwish{FusedActivation::Kind::HardSwish, 1.0f / 6, 0.5f};
         int nanCases = 0;
-        const Case cases[] = {
-            {"depthwise, 16 channels a task", {2, 24, 10, 10}, {24, 1, 3, 3}, 24, {1, 1}, clip, false},
-            {"depthwise, 16 channels a task, not clamping", {1, 40, 9, 7}, {40, 1, 3, 3}, 40, {2, 2}, hardSwish, false},
-            {"depthwise, plane by plane", {1, 4, 20, 20}, {4, 1, 3, 3}, 4, {1, 1}, relu, false},
-            {"positions as rows", {2, 16, 9, 9}, {32, 16, 3, 3}, 1, {1, 1}, relu, true},
-            {"implicit GEMM", {1, 8, 12, 12}, {8, 4, 3, 3}, 2, {1, 1}, std::nullopt, true},
-            {"implicit GEMM, weights in row blocks", {1, 256, 5, 6}, {256, 128, 3, 3}, 2, {1, 1}, relu, false},
-            {"few output positions", {1, 256, 3, 3}, {512, 256, 1, 1}, 1, {1, 1}, relu, true},
-            {"pointwise over the batch", {4, 32, 4, 4}, {48, 32, 1, 1}, 1, {1, 1}, clip, true},
-            {"pointwise, output channels split", {1, 64, 8, 8}, {256, 64, 1, 1}, 1, {1, 1}, relu, true},
-            {"pointwise, channel blocks", {1, 16, 16, 16}, {96, 16, 1, 1}, 1, {1, 1}, relu, false},
-            {"pointwise, column chunks", {1, 8, 64, 64}, {16, 8, 1, 1}, 1, {1, 1}, std::nullopt, true},
-            {"strided 1 x 1 on its column matrix", {2, 8, 16, 16}, {16, 8, 1, 1}, 1, {2, 2}, relu, false},
-            {"one spatial axis", {2, 4, 50}, {6, 4, 3}, 1, {1}, relu, false},
-            {"three spatial axes", {1, 3, 6, 5, 4}, {5, 3, 2, 2, 2}, 1, {1, 1, 1}, std::nullopt, false},
-        };
         tbb::task_arena arena(2); // the paths' choices depend on the thread count
         arena.execute([&] {
-            for (const Case& c : cases) {
+            for (const ConvPathCase& c : convPathCases()) {
                 const Tensor X = randomTensor(c.x), W = randomTensor(c.w, 0.3f), B = randomTensor({c.w[0]});
-                Shape outputShape = {c.x[0], c.w[0]};
-                for (size_t d = 2; d < c.x.size(); ++d)
-                    outputShape.push_back((c.x[d] - c.w[d]) / c.strides[d - 2] + 1);
-                const Tensor addend = randomTensor(outputShape);
-                Node node;
-                node.name = "n";
-                node.opType = "Conv";
-                node.inputs = {"x", "w", "b"};
-                node.outputs = {"y"};
-                node.attributes = {intAttr("group", c.group), intsAttr("strides", c.strides)};
+                const Tensor addend = randomTensor(c.outputShape());
+                const Node node = c.node();
                 const Tensor* inputs[] = {&X, &W, &B};
                 // The Conv with the case's folded nodes, gathering into `extremes` when given.
                 auto run = [&](OutputExtremes* extremes) {
@@ -772,6 +789,82 @@ private slots:
             }
         });
         QVERIFY(nanCases >= 4); // the cases without a clamping activation keep their NaN
+    }
+
+    void convPathsWriteIntoTheirSliceOfAConcatsOutput()
+    {
+        // Given a placement (its slice of a later Concat's output, along the
+        // channels), every path writes there what it would have written into
+        // a tensor of its own, bit for bit, image by image at the
+        // placement's stride, and nothing outside the slice. With a residual
+        // Add folded in, or a placement of another shape, it writes a tensor
+        // of its own and leaves the buffer alone.
+        // Each case also with one image more, so that every path writes
+        // images at the placement's stride.
+        std::vector<ConvPathCase> cases = convPathCases();
+        for (ConvPathCase c : convPathCases()) {
+            ++c.x[0];
+            cases.push_back(c);
+        }
+        tbb::task_arena arena(2);
+        arena.execute([&] {
+            for (const ConvPathCase& c : cases) {
+                const Tensor X = randomTensor(c.x), W = randomTensor(c.w, 0.3f), B = randomTensor({c.w[0]});
+                const Shape shape = c.outputShape();
+                const Tensor addend = randomTensor(shape);
+                const Node node = c.node();
+                const Tensor* inputs[] = {&X, &W, &B};
+                const int64_t images = shape[0], image = shapeElementCount(shape) / images;
+                // Channels before and after the slice: 3 and 5 planes' worth.
+                const int64_t plane = image / shape[1], before = 3 * plane, after = 5 * plane;
+                const int64_t stride = before + image + after;
+                const float sentinel = -12345.0f;
+                for (bool residual : {false, true}) {
+                    if (residual && !c.residual)
+                        continue;
+                    for (bool otherShape : {false, true}) {
+                        Tensor buffer(DType::F32, {images * stride});
+                        std::fill(buffer.mutableValues<float>().begin(), buffer.mutableValues<float>().end(),
+                                  sentinel);
+                        OutputPlacement placement{shape, buffer.mutableValues<float>().data() + before, stride,
+                                                  buffer.storage()};
+                        if (otherShape)
+                            ++placement.shape[1];
+                        auto run = [&](const OutputPlacement* into, bool* placed) {
+                            std::vector<Tensor> out(1);
+                            KernelContext ctx(node, 0, 17, inputs, out, nullptr);
+                            if (c.activation)
+                                ctx.setFusedActivation(&*c.activation);
+                            if (residual)
+                                ctx.setFusedAddend(&addend);
+                            ctx.setOutputPlacement(into);
+                            ops::conv(ctx);
+                            *placed = ctx.wrotePlacedOutput();
+                            return out[0];
+                        };
+                        bool placed = false, plainPlaced = false;
+                        const Tensor written = run(&placement, &placed), plain = run(nullptr, &plainPlaced);
+                        QVERIFY2(!plainPlaced && placed == (!residual && !otherShape), c.path);
+                        QVERIFY2(written.shape() == shape, c.path);
+                        const auto out = buffer.values<float>(), expected = plain.values<float>();
+                        for (int64_t n = 0; n < images; ++n) {
+                            const float* slice = out.data() + n * stride;
+                            QVERIFY2(std::all_of(slice, slice + before, [&](float v) { return v == sentinel; }),
+                                     c.path);
+                            QVERIFY2(std::all_of(slice + before + image, slice + stride,
+                                                 [&](float v) { return v == sentinel; }),
+                                     c.path);
+                            const float* mine = placed ? slice + before : written.values<float>().data() + n * image;
+                            QVERIFY2(std::equal(mine, mine + image, expected.data() + n * image), c.path);
+                            if (!placed)
+                                QVERIFY2(std::all_of(slice + before, slice + before + image,
+                                                     [&](float v) { return v == sentinel; }),
+                                         c.path);
+                        }
+                    }
+                }
+            }
+        });
     }
 
     void convIntegerSubtractsZeroPointsBeforePadding()

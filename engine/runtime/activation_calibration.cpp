@@ -25,6 +25,7 @@ public:
     // The feeder reads only the inputs of quantized layers (Conv, Gemm, MatMul,
     // ...), which folding an activation into a Conv leaves as they are.
     bool needsEveryNode() const override { return false; }
+    bool readsOutputs() const override { return false; }
     bool seesSubgraphs() const override { return true; }
 
     // The data input of a layer whose algorithm needs its Hessian.

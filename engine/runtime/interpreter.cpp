@@ -158,6 +158,7 @@ void Interpreter::build(size_t& nextScope)
         if (lastUse[id] >= 0)
             plan_[size_t(lastUse[id])].freeAfter.push_back(int(id));
     planFusion();
+    planPlacement();
     memos_ = std::make_unique<KernelMemo[]>(plan_.size());
 }
 
@@ -296,6 +297,52 @@ void Interpreter::planFusion()
     }
 }
 
+void Interpreter::planPlacement()
+{
+    std::vector<int> readers(valueNames_.size(), 0);
+    for (const PlannedNode& p : plan_)
+        for (int id : p.inputs)
+            if (id >= 0)
+                ++readers[size_t(id)];
+    for (int id : graphOutputIds_)
+        ++readers[size_t(id)]; // a graph output is read by the caller
+    // The node whose (folded) run ends in each value, where its kernel can
+    // write into a placement and no residual Add is folded into it.
+    std::vector<int> writer(valueNames_.size(), -1);
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        const PlannedNode& p = plan_[n];
+        if (p.foldedAway || !p.kernel->placedOutputShape || p.addend >= 0 || p.outputs.empty())
+            continue;
+        const int v = p.absorbed.empty() ? p.outputs[0] : p.fusedOutput;
+        if (v >= 0)
+            writer[size_t(v)] = int(n);
+    }
+    for (size_t n = 0; n < plan_.size(); ++n) {
+        const Node& node = model_.nodes[n];
+        PlannedNode& p = plan_[n];
+        if (node.opType != "Concat" || !(node.domain.empty() || node.domain == "ai.onnx"))
+            continue;
+        Assembly a{n, std::vector<int>(p.inputs.size(), -1)};
+        bool any = false;
+        for (size_t i = 0; i < p.inputs.size(); ++i) {
+            const int v = p.inputs[i];
+            if (v >= 0 && readers[size_t(v)] == 1 && writer[size_t(v)] >= 0) {
+                a.writers[i] = writer[size_t(v)];
+                any = true;
+            }
+        }
+        if (!any)
+            continue;
+        p.assembles = int(assemblies_.size());
+        for (size_t i = 0; i < a.writers.size(); ++i)
+            if (a.writers[i] >= 0) {
+                plan_[size_t(a.writers[i])].placedIn = p.assembles;
+                plan_[size_t(a.writers[i])].placedSlot = i;
+            }
+        assemblies_.push_back(std::move(a));
+    }
+}
+
 std::vector<std::vector<std::string>> Interpreter::freedAfterEachNode() const
 {
     std::vector<std::vector<std::string>> out(plan_.size());
@@ -377,6 +424,100 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
     std::vector<std::optional<Range>> extremes(options.observer ? values.size() : 0);
     std::vector<const Range*> inputExtremes;
     std::vector<char> runAnyway(plan_.size(), 0);
+
+    // The Concats whose producers write into their outputs (planPlacement),
+    // each set up when the first of those producers runs that knows every
+    // input's shape.
+    struct Assembled {
+        enum class State { Undecided, Ready, Off } state = State::Undecided;
+        Tensor output;
+        std::vector<OutputPlacement> slots;
+        std::vector<char> inPlace;
+    };
+    std::vector<Assembled> assembled(fuse ? assemblies_.size() : 0);
+    // (Node `current`, about to run, reads its inputs through `currentInputs`:
+    // a value it reads last may have been handed to the observer.)
+    auto assemble = [&](size_t index, size_t current,
+                        std::span<const Tensor* const> currentInputs) -> const Assembled& {
+        Assembled& s = assembled[index];
+        if (s.state != Assembled::State::Undecided)
+            return s;
+        const Assembly& a = assemblies_[index];
+        const PlannedNode& cp = plan_[a.concat];
+        s.state = Assembled::State::Off;
+        if (options.observer && options.observer->observesNode(scope_, a.concat) && options.observer->readsInputs())
+            return s; // the observer reads the Concat's inputs as tensors of their own
+        // Every input's shape: the values present, and what each producer yet
+        // to run will write (not yet known: a later producer asks again).
+        std::vector<Shape> shapes(cp.inputs.size());
+        std::vector<const Tensor*> producerInputs;
+        for (size_t i = 0; i < cp.inputs.size(); ++i) {
+            const int id = cp.inputs[i];
+            if (id < 0)
+                return s;
+            if (held[size_t(id)]) {
+                if (values[size_t(id)].dtype() != DType::F32)
+                    return s;
+                shapes[i] = values[size_t(id)].shape();
+                continue;
+            }
+            const int q = a.writers[i];
+            if (q < 0) { // computed later by a node that writes a tensor of its own
+                s.state = Assembled::State::Undecided;
+                return s;
+            }
+            const PlannedNode& qp = plan_[size_t(q)];
+            producerInputs.assign(qp.inputs.size(), nullptr);
+            for (size_t k = 0; k < qp.inputs.size(); ++k) {
+                const int in = qp.inputs[k];
+                if (in >= 0 && !held[size_t(in)]) {
+                    s.state = Assembled::State::Undecided;
+                    return s;
+                }
+                if (in >= 0)
+                    producerInputs[k] = size_t(q) == current ? currentInputs[k] : &values[size_t(in)];
+            }
+            const KernelContext predicted(model_.nodes[size_t(q)], size_t(q), qp.opset, producerInputs, {}, nullptr);
+            try {
+                shapes[i] = qp.kernel->placedOutputShape(predicted);
+            } catch (const Error&) {
+                return s; // the producer's own run reports it
+            }
+        }
+        // Concatenated along the images (axis 0) or the channels (axis 1);
+        // shapes that do not fit are left to the Concat kernel to report.
+        const Attribute* axisAttribute = model_.nodes[a.concat].attribute("axis");
+        if (!axisAttribute || axisAttribute->kind != Attribute::Kind::Int || shapes[0].empty())
+            return s;
+        const int64_t rank = int64_t(shapes[0].size());
+        const int64_t axis = axisAttribute->i < 0 ? axisAttribute->i + rank : axisAttribute->i;
+        if (axis != 0 && axis != 1)
+            return s;
+        Shape out = shapes[0];
+        out[size_t(axis)] = 0;
+        for (const Shape& shape : shapes) {
+            if (shape.size() != out.size())
+                return s;
+            for (size_t d = 0; d < shape.size(); ++d)
+                if (int64_t(d) != axis && shape[d] != out[d])
+                    return s;
+            out[size_t(axis)] += shape[size_t(axis)];
+        }
+        int64_t inner = 1;
+        for (size_t d = size_t(axis) + 1; d < out.size(); ++d)
+            inner *= out[d];
+        if (shapeElementCount(out) == 0)
+            return s;
+        s.output = Tensor::uninitialized(DType::F32, out);
+        float* data = s.output.mutableValues<float>().data();
+        const int64_t imageStride = axis == 0 ? inner : out[1] * inner;
+        s.slots.resize(shapes.size());
+        for (size_t i = 0, offset = 0; i < shapes.size(); offset += size_t(shapes[i][size_t(axis)] * inner), ++i)
+            s.slots[i] = {shapes[i], data + offset, imageStride, s.output.storage()};
+        s.inPlace.assign(shapes.size(), 0);
+        s.state = Assembled::State::Ready;
+        return s;
+    };
     for (size_t n = 0; n < plan_.size(); ++n) {
         options.cancel.check();
         const PlannedNode& p = plan_[n];
@@ -449,7 +590,20 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
             gatheredId = folding ? p.fusedOutput : p.outputs[0];
         if (gatheredId >= 0 && options.observer->wantsExtremesOf(valueNames_[size_t(gatheredId)]))
             ctx.setOutputExtremes(&gathered.emplace());
+        // Its output straight into a later Concat's, or that Concat's output with them in it.
+        if (p.placedIn >= 0 && !assembled.empty() && (!shown || !options.observer->readsOutputs()))
+            if (const Assembled& a = assemble(size_t(p.placedIn), n, inputPtrs); a.state == Assembled::State::Ready)
+                ctx.setOutputPlacement(&a.slots[p.placedSlot]);
+        if (p.assembles >= 0 && !assembled.empty() &&
+            assembled[size_t(p.assembles)].state == Assembled::State::Ready)
+            ctx.setAssembledOutput(&assembled[size_t(p.assembles)].output, assembled[size_t(p.assembles)].inPlace);
         p.kernel->kernel(ctx);
+        if (ctx.wrotePlacedOutput())
+            assembled[size_t(p.placedIn)].inPlace[p.placedSlot] = 1;
+        if (p.assembles >= 0 && !assembled.empty()) { // its output is the Concat's own now (ownership as usual)
+            assembled[size_t(p.assembles)] = Assembled{};
+            assembled[size_t(p.assembles)].state = Assembled::State::Off;
+        }
         // A Conv that could not take the folded nodes (an Add that broadcasts)
         // ran alone; they run after it as the model states them.
         const bool folded = folding && !ctx.fusionDeclined();

@@ -79,6 +79,16 @@ public:
         (void)scope, (void)nodeIndex;
         return true;
     }
+    // Whether beforeNode reads or replaces the tensors of NodeEvent::inputs,
+    // and whether afterNode reads or replaces those of NodeEvent::outputs.
+    // An observer that does neither for a node it is shown (a timer; the
+    // fake-quant hook, which rewrites inputs only, for outputs) lets that node
+    // run as without it: a Conv may still write its output straight into a
+    // later Concat's output, and the Concat find it there. Such an event's
+    // tensors are then views the observer must not read: the right shape,
+    // their elements strided through the Concat's output.
+    virtual bool readsInputs() const { return true; }
+    virtual bool readsOutputs() const { return true; }
     // Whether a later beforeNode wants the extremes of value `value`
     // (NodeEvent::inputExtremes). Asked before the kernel that writes it runs
     // (for the value it writes as its first output); the kernel then gathers
@@ -145,12 +155,33 @@ private:
         std::vector<size_t> absorbed;
         bool foldedAway = false;
         const NodeSubgraphs* subgraphs = nullptr; // If, Loop, Scan
+        // Placement (runs that fold): this node writes its (folded) output as
+        // input `placedSlot` of assembly `placedIn`'s Concat; a Concat with
+        // `assembles` >= 0 finds those inputs already in its output.
+        int placedIn = -1;
+        size_t placedSlot = 0;
+        int assembles = -1;
+    };
+    // A Concat some of whose inputs their producers can write straight into
+    // its output: the Concat's node, and per input the producer that can (-1: none).
+    struct Assembly {
+        size_t concat = 0;
+        std::vector<int> writers;
     };
 
     // Folds into a Conv whose output has no other reader: an Add of that output
     // and a value computed before the Conv, then a Relu, LeakyRelu, Clip
     // (constant bounds), HardSigmoid or HardSwish.
     void planFusion();
+    // Lets a Conv write its output straight into the output of the Concat
+    // that is its only reader, as the slice the Concat would copy it to
+    // (squeezenet's fire modules, inception branches, dense blocks), in runs
+    // that fold and for nodes no observer reads the tensors of. The Concat's
+    // output is allocated when the first producer runs at which every input's
+    // shape is known: from the values present and, for producers yet to run,
+    // from their inputs (placedOutputShape). Producers that run before that
+    // write tensors of their own, which the Concat copies as usual.
+    void planPlacement();
     // The constructors' work: takes scope number `nextScope` (then increments it).
     void build(size_t& nextScope);
 
@@ -158,6 +189,7 @@ private:
     size_t scope_ = 0;
     std::vector<std::string> valueNames_;
     std::vector<PlannedNode> plan_;
+    std::vector<Assembly> assemblies_;
     std::vector<int> initializerIds_;
     // The initializers as the nodes read them: the model's tensors (sharing
     // their storage), half-precision ones that a node reads other than as a

@@ -29,6 +29,14 @@ void KernelContext::setOutput(size_t i, Tensor tensor)
     outputs_[i] = std::move(tensor);
 }
 
+void KernelContext::setPlacedOutput()
+{
+    if (!placement_ || outputs_.empty())
+        fail("wrote a placed output without a placement");
+    outputs_[0] = Tensor::borrow(DType::F32, placement_->shape, placement_->data, placement_->storage);
+    placedOutput_ = true;
+}
+
 const Attribute* KernelContext::typedAttribute(std::string_view name, Attribute::Kind kind, const char* kindName) const
 {
     const Attribute* a = node_.attribute(name);

@@ -75,6 +75,17 @@ private:
     size_t next_ = 0;
 };
 
+// Where a kernel may write output 0 instead of into a tensor of its own: its
+// slice of a later Concat's output, which the interpreter allocated before
+// the kernel ran. Image n (index n of axis 0) of an output of `shape` goes at
+// data + n * imageStride, each image's elements contiguous and in order.
+struct OutputPlacement {
+    Shape shape;
+    float* data = nullptr;
+    int64_t imageStride = 0;
+    std::shared_ptr<const void> storage; // what keeps `data` alive
+};
+
 // What a kernel sees of one node while it runs.
 class KernelContext {
 public:
@@ -138,6 +149,27 @@ public:
     // (or adds only some) leaves the reader to compute them itself.
     OutputExtremes* outputExtremes() const { return extremes_; }
     void setOutputExtremes(OutputExtremes* extremes) { extremes_ = extremes; }
+    // Where the kernel may write output 0 (OutputPlacement), or nullptr. A
+    // kernel that writes there (only when its output has exactly the
+    // placement's shape) calls setPlacedOutput() instead of setOutput(0, ...).
+    const OutputPlacement* outputPlacement() const { return placement_; }
+    void setOutputPlacement(const OutputPlacement* placement) { placement_ = placement; }
+    // Output 0 is what the kernel wrote at the placement: a tensor of its
+    // shape borrowed at its data. Its elements are strided when imageStride
+    // is more than an image: only the Concat that owns the buffer reads it,
+    // knowing it is already in place.
+    void setPlacedOutput();
+    bool wrotePlacedOutput() const { return placedOutput_; }
+    // Concat: its output, allocated by the interpreter, and per input whether
+    // that input's producer already wrote it there (nonzero); the kernel
+    // copies the others. nullptr: the kernel allocates its output.
+    Tensor* assembledOutput() const { return assembled_; }
+    std::span<const char> inputsInPlace() const { return inPlace_; }
+    void setAssembledOutput(Tensor* output, std::span<const char> inPlace)
+    {
+        assembled_ = output;
+        inPlace_ = inPlace;
+    }
     // The node's memo across runs, or nullptr (then the kernel derives afresh).
     KernelMemo* memo() const { return memo_; }
     void setMemo(KernelMemo* memo) { memo_ = memo; }
@@ -178,6 +210,10 @@ private:
     bool declined_ = false;
     KernelMemo* memo_ = nullptr;
     OutputExtremes* extremes_ = nullptr;
+    const OutputPlacement* placement_ = nullptr;
+    bool placedOutput_ = false;
+    Tensor* assembled_ = nullptr;
+    std::span<const char> inPlace_;
     const NodeSubgraphs* subgraphs_ = nullptr;
     NodeObserver* subgraphObserver_ = nullptr;
 };
@@ -198,6 +234,10 @@ struct OpKernelEntry {
     // Whether the kernel adds what it writes to KernelContext::outputExtremes:
     // the run asks the observer about its output only then.
     bool gathersExtremes = false;
+    // For kernels that can write output 0 into an OutputPlacement: output 0's
+    // shape from the node's inputs (an Error where they do not fit). The run
+    // then lets the kernel write straight into a later Concat's output.
+    Shape (*placedOutputShape)(const KernelContext& ctx) = nullptr;
 };
 
 // Every line of the table.

@@ -156,7 +156,7 @@ constexpr OpKernelEntry kTable[] = {
     {"", "Resize", 10, L, ops::resize},
     {"", "Upsample", 7, 9, ops::upsample},
     // ops/conv.cpp
-    {"", "Conv", 1, L, ops::conv, true},
+    {"", "Conv", 1, L, ops::conv, true, ops::convOutputShape},
     // ops/conv_integer.cpp
     {"", "ConvInteger", 10, L, ops::convInteger},
     {"", "QLinearConv", 10, L, ops::qLinearConv},

@@ -76,6 +76,8 @@ public:
     // A bias-corrected layer without a bias gets its correction added to its output
     // after it runs, which fusion would hide: then every node.
     bool needsEveryNode() const override { return addsAfterNode_ || (next_ && next_->needsEveryNode()); }
+    // Outputs: only a bias correction's (afterNode), and what the next observer reads.
+    bool readsOutputs() const override { return addsAfterNode_ || (next_ && next_->readsOutputs()); }
     // Layers inside If/Loop/Scan bodies are quantized as any other (a Loop's
     // weight once, the same at every iteration); the next observer is shown
     // subgraph nodes only if it sees subgraphs itself.

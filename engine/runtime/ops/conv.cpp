@@ -94,6 +94,11 @@ ConvPlan planConv(const KernelContext& ctx, const Tensor& X, const Tensor& Wt)
     return plan;
 }
 
+Shape convOutputShape(const KernelContext& ctx)
+{
+    return planConv(ctx, ctx.floatInput(0), ctx.floatInput(1)).outputShape;
+}
+
 void conv(KernelContext& ctx)
 {
     const Tensor& X = ctx.floatInput(0);
@@ -105,11 +110,9 @@ void conv(KernelContext& ctx)
     const WindowGeometry& g = plan.g;
     if (B && (B->dtype() != DType::F32 || B->numel() != M))
         ctx.fail("B must be float32 with " + std::to_string(M) + " values");
-    Tensor Y = Tensor::uninitialized(DType::F32, plan.outputShape);
     const float* x = X.values<float>().data();
     const float* w = Wt.values<float>().data();
     const float* bias = B ? B->values<float>().data() : nullptr;
-    float* y = Y.mutableValues<float>().data();
 
     const int64_t inSpatial = shapeElementCount(g.input), P = shapeElementCount(g.output),
                   kernelSize = shapeElementCount(kernel);
@@ -126,6 +129,20 @@ void conv(KernelContext& ctx)
         activation = nullptr;
     }
     const float* addend = residual ? residual->values<float>().data() : nullptr;
+    // The output: a tensor of its own, or the slice of a later Concat's
+    // output the run placed it in (never with a residual Add folded in).
+    const OutputPlacement* placement = ctx.outputPlacement();
+    if (placement && (ctx.fusedAddend() || placement->shape != plan.outputShape))
+        placement = nullptr;
+    Tensor Y = placement ? Tensor() : Tensor::uninitialized(DType::F32, plan.outputShape);
+    const ConvOutput y = placement ? ConvOutput{placement->data, placement->imageStride}
+                                   : ConvOutput{Y.mutableValues<float>().data(), M * P};
+    auto setOutput = [&] {
+        if (placement)
+            ctx.setPlacedOutput();
+        else
+            ctx.setOutput(0, std::move(Y));
+    };
     OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     // Depthwise convs: a Relu or Clip clamps the sums as they are stored (an
     // epilogue without bias or addend).
@@ -144,7 +161,7 @@ void conv(KernelContext& ctx)
             ctx.memo() ? ctx.memo()->get<DepthwiseBlockTaps>(Wt, interleave) : interleave();
         const int64_t OW = g.output[1];
         forEachChannelBlockPart(N, group, g, [&](int64_t n, int64_t c0, int64_t channels, int64_t oh0, int64_t oh1) {
-            float* yc = y + (n * M + c0) * P;
+            float* yc = y.image(n) + c0 * P;
             depthwiseBlock(x + (n * C + c0) * inSpatial, channels, taps->block(c0 / kChannelBlock),
                            bias ? bias + c0 : nullptr, g, oh0, oh1, yc, clamp ? &*clamp : nullptr);
             if (activation && !clamp)
@@ -153,21 +170,22 @@ void conv(KernelContext& ctx)
             if (extremes)
                 extremes->addRows(yc + oh0 * OW, channels, (oh1 - oh0) * OW, P);
         });
-        ctx.setOutput(0, std::move(Y));
+        setOutput();
         return;
     }
     if (Cg == 1 && Mg == 1 && kernel.size() == 2) {
         const DepthwisePlanes planes(g);
         tbb::parallel_for(int64_t(0), N * group, [&](int64_t ng) {
             const int64_t c = ng % group;
-            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, y + ng * P,
+            float* yc = y.image(ng / group) + c * P;
+            depthwise2d(x + ng * inSpatial, w + c * kernelSize, bias ? bias[c] : 0.0f, planes, yc,
                         clamp ? &*clamp : nullptr);
             if (activation && !clamp)
-                activation->apply(y + ng * P, P);
+                activation->apply(yc, P);
             if (extremes)
-                extremes->add(y + ng * P, P);
+                extremes->add(yc, P);
         });
-        ctx.setOutput(0, std::move(Y));
+        setOutput();
         return;
     }
 
@@ -207,8 +225,8 @@ void conv(KernelContext& ctx)
         };
         const std::shared_ptr<const gemm::PackedColumnMatrix> weights =
             ctx.memo() ? ctx.memo()->get<gemm::PackedColumnMatrix>(Wt, pack) : pack();
-        positionRowsConv(ctx, *weights, x, bias, addend, activation, N, C, M, g, y);
-        ctx.setOutput(0, std::move(Y));
+        positionRowsConv(ctx, *weights, x, bias, addend, activation, N, C, g, y);
+        setOutput();
         return;
     }
     // 1 x 1 windows with at least 16 output channels per output position of
@@ -239,7 +257,7 @@ void conv(KernelContext& ctx)
         const std::shared_ptr<const gemm::PackedColumnMatrix> weights =
             ctx.memo() ? ctx.memo()->get<gemm::PackedColumnMatrix>(Wt, pack) : pack();
         fewPositionsConv(ctx, *weights, x, bias, addend, activation, N, C, M, g, y);
-        ctx.setOutput(0, std::move(Y));
+        setOutput();
         return;
     }
     // Packed once per weight tensor and kept in the node's memo across runs.
@@ -255,17 +273,17 @@ void conv(KernelContext& ctx)
     // input to read a quarter of it, so it stays on the column matrix.
     if (packed && kernel.size() == 2 && kernelSize > 1) {
         implicitGemmConv(ctx, *packed, x, bias, addend, activation, N, C, group, Mg, g, y);
-        ctx.setOutput(0, std::move(Y));
+        setOutput();
         return;
     }
     // Bias and fused activation on a chunk's outputs while they are still in cache.
     // The same while the product stores its tiles, where the activation is one it applies.
     auto groupEpilogue = [&](int64_t gi, const StridedMatrixMap& yg) {
-        return storeEpilogue(bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y) : nullptr,
+        return storeEpilogue(bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y.data) : nullptr,
                              activation);
     };
     auto epilogue = [&](int64_t gi, StridedMatrixMap& yg, int64_t width) {
-        finishRows(yg.data(), Mg, width, P, bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y) : nullptr,
+        finishRows(yg.data(), Mg, width, P, bias ? bias + gi * Mg : nullptr, addend ? addend + (yg.data() - y.data) : nullptr,
                    activation);
     };
     // Pointwise on planes narrower than a micro-kernel strip, several images:
@@ -299,16 +317,16 @@ void conv(KernelContext& ctx)
             const int64_t r0 = block * rowBlock, r1 = std::min(M, r0 + rowBlock);
             packed->multiplyPacked(0, columns.get(), width, sums.get() + r0 * width, width, r0, r1);
             for (int64_t n = 0; n < N; ++n) {
-                float* yn = y + (n * M + r0) * P;
+                float* yn = y.image(n) + r0 * P;
                 for (int64_t m = r0; m < r1; ++m)
                     std::copy(sums.get() + m * width + n * P, sums.get() + m * width + n * P + P, yn + (m - r0) * P);
-                finishRows(yn, r1 - r0, P, P, bias ? bias + r0 : nullptr, addend ? addend + (yn - y) : nullptr,
+                finishRows(yn, r1 - r0, P, P, bias ? bias + r0 : nullptr, addend ? addend + (yn - y.data) : nullptr,
                            activation);
                 if (extremes)
                     extremes->addRows(yn, r1 - r0, P, P);
             }
         });
-        ctx.setOutput(0, std::move(Y));
+        setOutput();
         return;
     }
     // A pointwise product with fewer (batch, group, chunk) tasks than the
@@ -349,9 +367,9 @@ void conv(KernelContext& ctx)
                 ctx.checkCancelled();
                 const int64_t pair = task / rowBlocks, r0 = task % rowBlocks * rowBlock, r1 = std::min(Mg, r0 + rowBlock);
                 const auto [n, gi, p0, p1] = pairOf(pair);
-                float* yr = y + (n * M + gi * Mg + r0) * P + p0;
+                float* yr = y.image(n) + (gi * Mg + r0) * P + p0;
                 const float* rowBias = bias ? bias + gi * Mg + r0 : nullptr;
-                const float* rowAddend = addend ? addend + (yr - y) : nullptr;
+                const float* rowAddend = addend ? addend + (yr - y.data) : nullptr;
                 const auto stored = storeEpilogue(rowBias, rowAddend, activation);
                 packed->multiplyPacked(gi, columns.get() + pair * pairSize, p1 - p0, yr, P, r0, r1,
                                        stored ? &*stored : nullptr);
@@ -360,7 +378,7 @@ void conv(KernelContext& ctx)
                 if (extremes)
                     extremes->addRows(yr, r1 - r0, p1 - p0, P);
             });
-            ctx.setOutput(0, std::move(Y));
+            setOutput();
             return;
         }
     }
@@ -370,7 +388,7 @@ void conv(KernelContext& ctx)
         const int64_t n = ng / group, gi = ng % group;
         const float* xg = x + (n * C + gi * Cg) * inSpatial;
         ConstMatrixMap wg(w + gi * Mg * K, Mg, K);
-        StridedMatrixMap yg(y + (n * M + gi * Mg) * P + p0, Mg, p1 - p0, Eigen::OuterStride<>(P));
+        StridedMatrixMap yg(y.image(n) + gi * Mg * P + p0, Mg, p1 - p0, Eigen::OuterStride<>(P));
         // The column matrix [K, p1 - p0] (row stride `ldcol`): the input itself for a pointwise conv.
         thread_local std::vector<float> buffer;
         if (packed && !pointwise && kernel.size() == 2) {
@@ -413,7 +431,7 @@ void conv(KernelContext& ctx)
         if (extremes)
             extremes->addRows(yg.data(), Mg, p1 - p0, P);
     });
-    ctx.setOutput(0, std::move(Y));
+    setOutput();
 }
 
 } // namespace qs::ops

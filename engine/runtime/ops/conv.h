@@ -9,5 +9,9 @@
 namespace qs::ops {
 
 void conv(KernelContext& ctx);
+// Conv's output shape from its inputs X and W (OpKernelEntry::placedOutputShape):
+// the kernel writes into an OutputPlacement of that shape, when given one and
+// no residual Add is folded into it.
+Shape convOutputShape(const KernelContext& ctx);
 
 } // namespace qs::ops

@@ -23,6 +23,17 @@ struct ConvPlan {
     Shape outputShape;
 };
 
+// Where a convolution writes its output: image n's [M, spatial...] values at
+// image(n), contiguous. imageStride is M x the spatial size for an output
+// of its own, more when the conv writes its slice of a Concat's output along
+// channels (OutputPlacement). A residual Add's addend is never placed: an
+// output offset (dst - data) is its offset in the addend.
+struct ConvOutput {
+    float* data = nullptr;
+    int64_t imageStride = 0;
+    float* image(int64_t n) const { return data + n * imageStride; }
+};
+
 // Checks X [N, C, spatial...] and W [M, C/group, kernel...] of a Conv or
 // ConvInteger node against each other and the node's attributes; errors name
 // the node and what does not fit.

@@ -272,8 +272,15 @@ void concat(KernelContext& ctx)
                      shapeToString(first.shape()) + " outside axis " + std::to_string(axis));
         out[size_t(axis)] += t.dim(int(axis));
     }
+    // The output the run allocated when producers of some inputs wrote
+    // their slices of it already (Interpreter); their copies are skipped.
     // (Left unwritten at allocation: the inputs' rows cover every element.)
-    Tensor result = Tensor::uninitialized(first.dtype(), out);
+    Tensor* assembled = ctx.assembledOutput();
+    const std::span<const char> inPlace = ctx.inputsInPlace();
+    if (assembled && (assembled->shape() != out || assembled->dtype() != first.dtype()))
+        ctx.fail("the output allocated for it, " + shapeToString(assembled->shape()) +
+                 ", is not the concatenation's " + shapeToString(out));
+    Tensor result = assembled ? *assembled : Tensor::uninitialized(first.dtype(), out);
     const size_t elem = dtypeSize(first.dtype());
     int64_t outer = 1;
     for (int64_t a = 0; a < axis; ++a)
@@ -294,6 +301,10 @@ void concat(KernelContext& ctx)
     for (size_t i = 0; i < ctx.inputCount(); ++i) {
         const Tensor& t = ctx.input(i);
         const int64_t row = outer == 0 ? 0 : t.numel() / outer;
+        if (assembled && i < inPlace.size() && inPlace[i]) {
+            column += row;
+            continue;
+        }
         const auto* src = static_cast<const std::byte*>(t.rawData());
         for (int64_t o = 0; o < outer && row > 0; ++o) {
             std::byte* to = dst + size_t(o * outRow + column) * elem;

@@ -203,13 +203,13 @@ std::vector<int64_t> SubPlanes::rowOffsets(int64_t channels, const WindowGeometr
 // rows are computed and dropped.
 void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
                       const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
-                      int64_t Mg, const WindowGeometry& g, float* y)
+                      int64_t Mg, const WindowGeometry& g, const ConvOutput& y)
 {
     const int64_t OH = g.output[0], OW = g.output[1];
     OutputExtremes* extremes = ctx.outputExtremes(); // each task adds what it wrote
     const SubPlanes s(g);
     const int64_t WS = s.WS, plane = s.plane;
-    const int64_t Cg = C / group, M = Mg * group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
+    const int64_t Cg = C / group, P = OH * OW, Q = (OH - 1) * WS + OW, nr = packed.nr();
 
     // Weights that outgrow L2 (late layers: 512 x 4608 floats, 9 MiB) split
     // into row blocks of about 1 MiB; a task keeps one block in cache for all
@@ -244,10 +244,10 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
                 return;
             for (int64_t m = r0; m < r1; ++m) {
                 const int64_t channel = gi * Mg + m;
-                float* dst = y + (n * M + channel) * P + oh0 * OW + ow0;
+                float* dst = y.image(n) + channel * P + oh0 * OW + ow0;
                 const float* src = sums.data() + (m - r0) * chunk + (oh0 * WS + ow0 - q0);
                 finishPlane(src, WS, dst, OW, oh1 - oh0, ow1 - ow0, bias ? bias + channel : nullptr,
-                            addend ? addend + (dst - y) : nullptr, activation);
+                            addend ? addend + (dst - y.data) : nullptr, activation);
                 if (extremes)
                     extremes->addRows(dst, oh1 - oh0, ow1 - ow0, OW);
             }
@@ -318,7 +318,7 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
 
 void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
-                      int64_t M, const WindowGeometry& g, float* y)
+                      int64_t M, const WindowGeometry& g, const ConvOutput& y)
 {
     const int64_t P = g.output[0] * g.output[1], K = C * shapeElementCount(g.kernel), width = N * P,
                   inSpatial = shapeElementCount(g.input);
@@ -357,9 +357,9 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         // Channels [j0, j1) of each image: transposed into y, then finished in one pass.
         const int64_t j0 = s0 * nr, j1 = std::min(M, s1 * nr);
         for (int64_t n = 0; n < N; ++n) {
-            float* dst = y + (n * M + j0) * P;
+            float* dst = y.image(n) + j0 * P;
             transposeRows(sums.get() + n * P * M + j0, P, j1 - j0, M, dst, P);
-            finishRows(dst, j1 - j0, P, P, bias ? bias + j0 : nullptr, addend ? addend + (dst - y) : nullptr,
+            finishRows(dst, j1 - j0, P, P, bias ? bias + j0 : nullptr, addend ? addend + (dst - y.data) : nullptr,
                        activation);
             if (extremes)
                 extremes->addRows(dst, j1 - j0, P, P);
@@ -437,7 +437,7 @@ template <int W, int... MR>
 
 void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
-                      int64_t M, const WindowGeometry& g, float* y)
+                      const WindowGeometry& g, const ConvOutput& y)
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     const bool avx512 = gemm::simdLevel() == gemm::SimdLevel::Avx512;
@@ -503,9 +503,9 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         const int64_t m0 = s * nr;
         for (int64_t i = i0; i < i1;) { // one image's outputs at a time
             const int64_t image = i / P, end = std::min(i1, (image + 1) * P);
-            float* dst = y + (image * M + m0) * P + i % P;
+            float* dst = y.image(image) + m0 * P + i % P;
             transposeRows(rows + (i - i0) * nr, end - i, channels, nr, dst, P);
-            finishRows(dst, channels, end - i, P, bias ? bias + m0 : nullptr, addend ? addend + (dst - y) : nullptr,
+            finishRows(dst, channels, end - i, P, bias ? bias + m0 : nullptr, addend ? addend + (dst - y.data) : nullptr,
                        activation);
             if (extremes)
                 extremes->addRows(dst, channels, end - i, P);
@@ -513,7 +513,7 @@ void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
         }
     });
 #else
-    (void)ctx, (void)weights, (void)x, (void)bias, (void)addend, (void)activation, (void)N, (void)C, (void)M, (void)g,
+    (void)ctx, (void)weights, (void)x, (void)bias, (void)addend, (void)activation, (void)N, (void)C, (void)g,
         (void)y;
     throw Error("positionRowsConv needs x86-64 vector instructions");
 #endif

@@ -12,6 +12,7 @@
 
 #include "gemm/sgemm.h"
 #include "runtime/op_registry.h"
+#include "runtime/ops/conv_plan.h"
 #include "runtime/ops/window_geometry.h"
 
 namespace qs::ops {
@@ -67,7 +68,7 @@ struct SubPlanes {
 // rows are computed and dropped.
 void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed, const float* x, const float* bias,
                       const float* addend, const FusedActivation* activation, int64_t N, int64_t C, int64_t group,
-                      int64_t Mg, const WindowGeometry& g, float* y);
+                      int64_t Mg, const WindowGeometry& g, const ConvOutput& y);
 
 // 2-D Conv (group 1; Conv sends it 1 x 1 windows only) with few output
 // positions in the whole batch (a late stage's 3 x 3 planes at batch 1) and
@@ -80,7 +81,7 @@ void implicitGemmConv(const KernelContext& ctx, const gemm::PackedMatrix& packed
 // lanes. Each output is the same k-ordered sum as theirs (the same bits).
 void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
-                      int64_t M, const WindowGeometry& g, float* y);
+                      int64_t M, const WindowGeometry& g, const ConvOutput& y);
 
 // 2-D Conv (group 1) with the output positions as the product's rows and the
 // output channels as its vectors, for planes too small for a vector of
@@ -94,6 +95,6 @@ void fewPositionsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& 
 // depth block, as the other paths' (the same bits).
 void positionRowsConv(const KernelContext& ctx, const gemm::PackedColumnMatrix& weights, const float* x,
                       const float* bias, const float* addend, const FusedActivation* activation, int64_t N, int64_t C,
-                      int64_t M, const WindowGeometry& g, float* y);
+                      const WindowGeometry& g, const ConvOutput& y);
 
 } // namespace qs::ops
