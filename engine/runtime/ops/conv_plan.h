@@ -3,8 +3,11 @@
 // sub_plane_conv.cpp) share: the checked shapes of a Conv-like node.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "gemm/sgemm.h"
+#include "runtime/ops/activation.h"
 #include "runtime/ops/window_geometry.h"
 
 namespace qs::ops {
@@ -33,6 +36,12 @@ struct ConvOutput {
     int64_t imageStride = 0;
     float* image(int64_t n) const { return data + n * imageStride; }
 };
+
+// A conv's bias, folded residual and activation as the product's store
+// epilogue (finishOutputs' steps, the same bits), when the activation is one
+// the micro-kernels apply (Relu, Clip) or none; else nullopt.
+std::optional<gemm::Epilogue> storeEpilogue(const float* bias, const float* addend,
+                                            const FusedActivation* activation);
 
 // Checks X [N, C, spatial...] and W [M, C/group, kernel...] of a Conv or
 // ConvInteger node against each other and the node's attributes; errors name
