@@ -644,23 +644,41 @@ private slots:
 
     void foldedNodesGiveTheUnfusedBitsOnSmallPlaneConvs()
     {
-        // A conv with many output channels on small planes shares one column
-        // matrix across the batch; the residual Add and the activation still
-        // run on its outputs as the separate nodes would (7 x 7 and 2 x 2
-        // planes: whole strips and a few columns along the rows).
+        // Convs with many output channels on small planes put the positions
+        // in the product's rows (3 x 3 windows) or transpose a product over
+        // few positions (1 x 1); their outputs are finished as they are
+        // transposed (bias and Relu or Clip) or in a pass after (a residual
+        // Add, HardSwish), as the separate nodes would round them: 7 x 7 and
+        // 2 x 2 planes, 40 channels (two strips of 16 and 8 more), 3 x 3 planes.
         std::mt19937 rng(33);
-        for (int64_t side : {7, 2}) {
-            Model m = modelOf({node("c", "Conv", {"x", "w", "b"}, {"c"}, {intsAttr("pads", {1, 1, 1, 1})}),
-                               node("add", "Add", {"c", "x"}, {"s"}), node("act", "HardSwish", {"s"}, {"y"})},
-                              {"x"}, {"y"});
-            m.addInitializer("w", adversarialTensor({64, 64, 3, 3}, rng));
-            m.addInitializer("b", adversarialTensor({64}, rng));
-            const StatedAndFolded runs =
-                runStatedAndFolded(Interpreter(m), {{"x", adversarialTensor({2, 64, side, side}, rng)}}, "y");
-            QCOMPARE(runs.statedRan, (std::vector<std::string>{"Conv", "Add", "HardSwish"}));
-            QVERIFY(sameBits(runs.folded, runs.stated));
-            QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});
-        }
+        struct Case {
+            int64_t channels, outputs, window, side;
+        };
+        for (const Case& c : {Case{64, 64, 3, 7}, Case{64, 40, 3, 7}, Case{64, 64, 3, 2}, Case{256, 520, 1, 3}})
+            for (const char* act : {"Relu", "Clip", "HardSwish"})
+                for (bool residual : {false, true}) {
+                    const int64_t pad = c.window / 2;
+                    std::vector<Node> nodes{node("c", "Conv", {"x", "w", "b"}, {"c"},
+                                                 {intsAttr("pads", {pad, pad, pad, pad})})};
+                    if (residual)
+                        nodes.push_back(node("add", "Add", {"c", "r"}, {"s"}));
+                    const std::string in = residual ? "s" : "c";
+                    nodes.push_back(std::string(act) == "Clip" ? node("act", "Clip", {in, "lo", "hi"}, {"y"})
+                                                               : node("act", act, {in}, {"y"}));
+                    Model m = modelOf(nodes, {"x", "r"}, {"y"});
+                    m.addInitializer("w", adversarialTensor({c.outputs, c.channels, c.window, c.window}, rng));
+                    m.addInitializer("b", adversarialTensor({c.outputs}, rng));
+                    m.addInitializer("lo", Tensor::fromVector(DType::F32, {}, std::vector<float>{-0.5f}));
+                    m.addInitializer("hi", Tensor::fromVector(DType::F32, {}, std::vector<float>{0.75f}));
+                    const StatedAndFolded runs = runStatedAndFolded(
+                        Interpreter(m),
+                        {{"x", adversarialTensor({c.window == 1 ? 1 : 2, c.channels, c.side, c.side}, rng)},
+                         {"r", adversarialTensor({c.window == 1 ? 1 : 2, c.outputs, c.side, c.side}, rng)}},
+                        "y");
+                    QCOMPARE(runs.statedRan.size(), nodes.size());
+                    QVERIFY2(sameBits(runs.folded, runs.stated), act);
+                    QCOMPARE(runs.foldedRan, std::vector<std::string>{"Conv"});
+                }
     }
 
     void foldedNodesGiveTheUnfusedBitsOnImplicitGemmChunks()
