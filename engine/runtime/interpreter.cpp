@@ -503,11 +503,15 @@ std::map<std::string, Tensor> Interpreter::run(std::map<std::string, Tensor> inp
                     return s;
             out[size_t(axis)] += shape[size_t(axis)];
         }
+        try {
+            if (shapeElementCount(out) == 0)
+                return s;
+        } catch (const Error&) {
+            return s; // too large: the Concat kernel reports it
+        }
         int64_t inner = 1;
         for (size_t d = size_t(axis) + 1; d < out.size(); ++d)
             inner *= out[d];
-        if (shapeElementCount(out) == 0)
-            return s;
         s.output = Tensor::uninitialized(DType::F32, out);
         float* data = s.output.mutableValues<float>().data();
         const int64_t imageStride = axis == 0 ? inner : out[1] * inner;
