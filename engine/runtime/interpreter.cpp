@@ -53,6 +53,11 @@ std::unordered_set<std::string> halfInitializersToWiden(const Model& model)
     return widened;
 }
 
+bool isDefaultDomain(const Node& node)
+{
+    return node.domain.empty() || node.domain == "ai.onnx";
+}
+
 } // namespace
 
 Interpreter::Interpreter(Model model) : model_(std::move(model))
@@ -165,22 +170,30 @@ void Interpreter::build(size_t& nextScope)
 Interpreter::Interpreter(Interpreter&&) noexcept = default;
 Interpreter::~Interpreter() = default;
 
+std::vector<int> Interpreter::readerCounts() const
+{
+    std::vector<int> readers(valueNames_.size(), 0);
+    for (const PlannedNode& p : plan_)
+        for (int id : p.inputs)
+            if (id >= 0)
+                ++readers[size_t(id)];
+    for (int id : graphOutputIds_)
+        ++readers[size_t(id)]; // a graph output is read by the caller
+    return readers;
+}
+
 void Interpreter::planFusion()
 {
-    std::vector<int> producer(valueNames_.size(), -1), readers(valueNames_.size(), 0),
-        lastReader(valueNames_.size(), -1);
+    const std::vector<int> readers = readerCounts();
+    std::vector<int> producer(valueNames_.size(), -1), lastReader(valueNames_.size(), -1);
     for (size_t n = 0; n < plan_.size(); ++n) {
         for (int id : plan_[n].inputs)
-            if (id >= 0) {
-                ++readers[size_t(id)];
+            if (id >= 0)
                 lastReader[size_t(id)] = int(n);
-            }
         for (int id : plan_[n].outputs)
             if (id >= 0)
                 producer[size_t(id)] = int(n);
     }
-    for (int id : graphOutputIds_)
-        ++readers[size_t(id)]; // a graph output is read by the caller
     std::vector<const Tensor*> initializer(valueNames_.size(), nullptr);
     for (size_t i = 0; i < initializerIds_.size(); ++i)
         initializer[size_t(initializerIds_[i])] = &initializerValues_[i];
@@ -188,7 +201,6 @@ void Interpreter::planFusion()
         initializer[size_t(id)] = nullptr; // a graph input overrides an initializer
 
     // endsAt[v]: the Conv whose (possibly folded) run ends in value v.
-    auto isDefaultDomain = [](const Node& node) { return node.domain.empty() || node.domain == "ai.onnx"; };
     std::vector<int> endsAt(valueNames_.size(), -1);
     for (size_t n = 0; n < plan_.size(); ++n)
         if (model_.nodes[n].opType == "Conv" && isDefaultDomain(model_.nodes[n]) && plan_[n].outputs.size() == 1 &&
@@ -299,13 +311,7 @@ void Interpreter::planFusion()
 
 void Interpreter::planPlacement()
 {
-    std::vector<int> readers(valueNames_.size(), 0);
-    for (const PlannedNode& p : plan_)
-        for (int id : p.inputs)
-            if (id >= 0)
-                ++readers[size_t(id)];
-    for (int id : graphOutputIds_)
-        ++readers[size_t(id)]; // a graph output is read by the caller
+    const std::vector<int> readers = readerCounts();
     // The node whose (folded) run ends in each value, where its kernel can
     // write into a placement and no residual Add is folded into it.
     std::vector<int> writer(valueNames_.size(), -1);
@@ -320,7 +326,7 @@ void Interpreter::planPlacement()
     for (size_t n = 0; n < plan_.size(); ++n) {
         const Node& node = model_.nodes[n];
         PlannedNode& p = plan_[n];
-        if (node.opType != "Concat" || !(node.domain.empty() || node.domain == "ai.onnx"))
+        if (node.opType != "Concat" || !isDefaultDomain(node))
             continue;
         Assembly a{n, std::vector<int>(p.inputs.size(), -1)};
         bool any = false;

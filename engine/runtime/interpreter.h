@@ -182,6 +182,9 @@ private:
     // from their inputs (placedOutputShape). Producers that run before that
     // write tensors of their own, which the Concat copies as usual.
     void planPlacement();
+    // How many times each value is read: once per node input that names it,
+    // once more for a graph output (the caller reads it).
+    std::vector<int> readerCounts() const;
     // The constructors' work: takes scope number `nextScope` (then increments it).
     void build(size_t& nextScope);
 

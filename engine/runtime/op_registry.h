@@ -163,9 +163,9 @@ public:
     // Concat: its output, allocated by the interpreter, and per input whether
     // that input's producer already wrote it there (nonzero); the kernel
     // copies the others. nullptr: the kernel allocates its output.
-    Tensor* assembledOutput() const { return assembled_; }
+    const Tensor* assembledOutput() const { return assembled_; }
     std::span<const char> inputsInPlace() const { return inPlace_; }
-    void setAssembledOutput(Tensor* output, std::span<const char> inPlace)
+    void setAssembledOutput(const Tensor* output, std::span<const char> inPlace)
     {
         assembled_ = output;
         inPlace_ = inPlace;
@@ -212,7 +212,7 @@ private:
     OutputExtremes* extremes_ = nullptr;
     const OutputPlacement* placement_ = nullptr;
     bool placedOutput_ = false;
-    Tensor* assembled_ = nullptr;
+    const Tensor* assembled_ = nullptr;
     std::span<const char> inPlace_;
     const NodeSubgraphs* subgraphs_ = nullptr;
     NodeObserver* subgraphObserver_ = nullptr;

@@ -275,7 +275,7 @@ void concat(KernelContext& ctx)
     // The output the run allocated when producers of some inputs wrote
     // their slices of it already (Interpreter); their copies are skipped.
     // (Left unwritten at allocation: the inputs' rows cover every element.)
-    Tensor* assembled = ctx.assembledOutput();
+    const Tensor* assembled = ctx.assembledOutput();
     const std::span<const char> inPlace = ctx.inputsInPlace();
     if (assembled && (assembled->shape() != out || assembled->dtype() != first.dtype()))
         ctx.fail("the output allocated for it, " + shapeToString(assembled->shape()) +
