@@ -7,9 +7,11 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
+#include <sys/resource.h>
 
 #include "core/allocator.h"
 #include "core/block_layout.h"
@@ -41,6 +43,59 @@ private slots:
 #else
         QSKIP("keepFreedMemoryForReuse() tunes glibc's allocator only");
 #endif
+    }
+
+    void largeTensorBlocksAreKeptForTheNextRun()
+    {
+        // A block past glibc's largest mapping threshold is mapped on each
+        // allocation and unmapped on each free: every run of a model would
+        // fault in (and the kernel zero) its largest activations again.
+        keepFreedMemoryForReuse();
+        const size_t keptBefore = keptTensorBlockBytes();
+        const Shape shape{int64_t(kKeptBlockMinBytes / sizeof(float)) / 4 * 5};
+        auto minorFaults = [] {
+            rusage usage{};
+            getrusage(RUSAGE_SELF, &usage);
+            return usage.ru_minflt;
+        };
+        auto touchedRun = [&](const void** data) {
+            const long before = minorFaults();
+            Tensor t = Tensor::uninitialized(DType::F32, shape);
+            auto v = t.mutableValues<float>();
+            std::fill(v.begin(), v.end(), 1.0f);
+            *data = t.rawData();
+            return minorFaults() - before;
+        };
+        const void* first = nullptr;
+        const void* second = nullptr;
+        const long firstFaults = touchedRun(&first);
+        QCOMPARE(reinterpret_cast<uintptr_t>(first) % 64, uintptr_t(0));
+        QCOMPARE(keptTensorBlockBytes(), keptBefore + shape[0] * sizeof(float));
+        const long secondFaults = touchedRun(&second);
+        QCOMPARE(second, first);
+        QVERIFY2(secondFaults * 10 < firstFaults,
+                 qPrintable(QString("faults: first run %1, second %2").arg(firstFaults).arg(secondFaults)));
+
+        // A tenth smaller fits the kept block (at most an eighth of the
+        // tensor's size to spare); a fifth smaller does not.
+        const Shape slightlySmaller{shape[0] - shape[0] / 10};
+        QCOMPARE(Tensor::uninitialized(DType::F32, slightlySmaller).rawData(), first);
+        const Shape muchSmaller{shape[0] - shape[0] / 5};
+        QVERIFY(Tensor::uninitialized(DType::F32, muchSmaller).rawData() != first);
+
+        // Blocks below the threshold are the system allocator's.
+        const size_t kept = keptTensorBlockBytes();
+        { Tensor small = Tensor::uninitialized(DType::F32, Shape{1 << 20}); }
+        QCOMPARE(keptTensorBlockBytes(), kept);
+
+        // At most kKeptBlocksMaxBytes are kept, the most recently freed.
+        {
+            std::vector<Tensor> many;
+            for (size_t i = 0; i * kKeptBlockMinBytes <= kKeptBlocksMaxBytes; ++i)
+                many.push_back(Tensor::uninitialized(DType::F32, shape));
+        }
+        QVERIFY(keptTensorBlockBytes() <= kKeptBlocksMaxBytes);
+        QVERIFY(keptTensorBlockBytes() + shape[0] * sizeof(float) > kKeptBlocksMaxBytes);
     }
 
     void fp16RoundTripsEveryCode()

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <limits>
 
+#include "core/allocator.h"
 #include "core/half.h"
 
 namespace qs {
@@ -50,11 +51,9 @@ Tensor Tensor::uninitialized(DType dtype, Shape shape)
     t.dtype_ = dtype;
     t.shape_ = std::move(shape);
     t.numel_ = shapeElementCount(t.shape_);
-    const size_t bytes = t.nbytes();
-    // 64-byte alignment keeps vector loads aligned and rows off shared cache lines.
-    void* p = ::operator new[](bytes == 0 ? 1 : bytes, std::align_val_t(64));
-    t.owner_ = std::shared_ptr<void>(p, [](void* q) { ::operator delete[](q, std::align_val_t(64)); });
-    t.data_ = p;
+    std::shared_ptr<void> storage = allocateTensorStorage(t.nbytes());
+    t.data_ = storage.get();
+    t.owner_ = std::move(storage);
     return t;
 }
 
