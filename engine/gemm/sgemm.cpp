@@ -327,15 +327,13 @@ void PackedMatrix::multiply(int64_t group, const float* b, int64_t bk, int64_t b
             const int64_t kc = std::min(kDepthBlock, depth_ - p0);
             packColumns(b + p0 * bk + j0 * bj, bk, bj, kc, nc, nr_, packedB.data());
             const bool last = p0 + kc == depth_;
-            for (int64_t s = 0; s * nr_ < nc; ++s) {
+            forEachTile(kc, nc, r0, r1, [&](int64_t s, int64_t r) {
                 const float* bs = packedB.data() + s * nr_ * kc;
                 const int64_t nr = std::min(nr_, nc - s * nr_);
-                for (int64_t r = r0; r < r1; r += mr_) {
-                    const Epilogue tile = epilogue && last ? epilogue->at(r - r0, j0 + s * nr_, ldc) : Epilogue{};
-                    run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + j0 + s * nr_, ldc,
-                        std::min(mr_, r1 - r), nr, p0 > 0, epilogue && last ? &tile : nullptr);
-                }
-            }
+                const Epilogue finished = epilogue && last ? epilogue->at(r - r0, j0 + s * nr_, ldc) : Epilogue{};
+                run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + j0 + s * nr_, ldc,
+                    std::min(mr_, r1 - r), nr, p0 > 0, epilogue && last ? &finished : nullptr);
+            });
         }
     }
 }
@@ -368,15 +366,13 @@ void PackedMatrix::multiplyPacked(int64_t group, const float* packedB, int64_t n
         const int64_t kc = std::min(kDepthBlock, depth_ - p0);
         const float* block = packedB + p0 * paddedWidth;
         const bool last = p0 + kc == depth_;
-        for (int64_t s = 0; s * nr_ < wide; ++s) {
+        forEachTile(kc, wide, r0, r1, [&](int64_t s, int64_t r) {
             const float* bs = block + s * nr_ * kc;
             const int64_t nr = std::min(nr_, wide - s * nr_);
-            for (int64_t r = r0; r < r1; r += mr_) {
-                const Epilogue tile = epilogue && last ? epilogue->at(r - r0, s * nr_, ldc) : Epilogue{};
-                run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r),
-                    nr, p0 > 0, epilogue && last ? &tile : nullptr);
-            }
-        }
+            const Epilogue finished = epilogue && last ? epilogue->at(r - r0, s * nr_, ldc) : Epilogue{};
+            run(kc, ag + p0 * paddedRows_ + r * kc, bs, c + (r - r0) * ldc + s * nr_, ldc, std::min(mr_, r1 - r), nr,
+                p0 > 0, epilogue && last ? &finished : nullptr);
+        });
         if (tail == 0)
             continue;
         const float* bt = block + wide * kc; // the last strip: row k at bt + k * nr_
