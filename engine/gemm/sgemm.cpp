@@ -248,21 +248,33 @@ void finishTile(float* c, int64_t ldc, int64_t rows, int64_t cols, const Epilogu
 }
 
 // B[kc, nc] (element (k, j) at b[k * bk + j * bj]) into strips of nr columns,
-// k-major, the last strip zero-padded.
+// k-major, the last strip zero-padded. Rows of B that lie in memory are read
+// one after the other, each in one run: strip by strip, a pointwise conv's
+// 144 input planes were 144 streams of loads at once, more than the
+// prefetchers follow (144 -> 24 at batch 8 on 56 x 56 in mobilenet_v2 at
+// 224 x 224: 2.03, 2.05 -> 1.75, 1.67 ms).
 void packColumns(const float* b, int64_t bk, int64_t bj, int64_t kc, int64_t nc, int64_t nr, float* out)
 {
+    if (bj == 1) {
+        for (int64_t k = 0; k < kc; ++k)
+            for (int64_t s = 0; s * nr < nc; ++s) {
+                const int64_t j0 = s * nr, width = std::min(nr, nc - j0);
+                float* dst = out + s * nr * kc + k * nr;
+                copyStripRow(dst, b + k * bk + j0, width);
+                if (width < nr) // the last strip's padding (whole strips: no call)
+                    std::fill(dst + width, dst + nr, 0.0f);
+            }
+        return;
+    }
     for (int64_t s = 0; s * nr < nc; ++s) {
         const int64_t j0 = s * nr, width = std::min(nr, nc - j0);
         float* strip = out + s * nr * kc;
         for (int64_t k = 0; k < kc; ++k) {
             const float* row = b + k * bk + j0 * bj;
             float* dst = strip + k * nr;
-            if (bj == 1)
-                copyStripRow(dst, row, width);
-            else
-                for (int64_t j = 0; j < width; ++j)
-                    dst[j] = row[j * bj];
-            if (width < nr) // the last strip's padding (whole strips: no call)
+            for (int64_t j = 0; j < width; ++j)
+                dst[j] = row[j * bj];
+            if (width < nr)
                 std::fill(dst + width, dst + nr, 0.0f);
         }
     }
