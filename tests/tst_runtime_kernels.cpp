@@ -609,6 +609,52 @@ private slots:
                 QCOMPARE(part[size_t((r - 12) * 3 + j)], reference[size_t(r * wide + j)]);
     }
 
+    void productsSumEachElementInDepthOrderWhateverTheirTileOrder()
+    {
+        // Shallow products (one depth block of at most 64) run A-strip by
+        // A-strip, deeper ones strip by strip of B; B's rows in memory are
+        // packed row by row, a transposed B column by column. Whichever, each
+        // C element is its dot product as fused multiply-adds in depth order
+        // within each depth block (256), the blocks' sums added in order, then
+        // the epilogue: the bits of that sum written out here. Rows: a
+        // partial last strip and a row range; columns: past one column block
+        // (1024), a partial last strip.
+        if (gemm::simdLevel() == gemm::SimdLevel::None)
+            QSKIP("no packed products without AVX2");
+        const int64_t rows = 29, n = 1100, r0 = 12;
+        for (const int64_t depth : {5, 40, 64, 65, 300}) {
+            const Tensor A = randomTensor({rows * depth}), B = randomTensor({depth * n}), bias = randomTensor({rows});
+            std::vector<float> transposedB(size_t(depth * n));
+            for (int64_t k = 0; k < depth; ++k)
+                for (int64_t j = 0; j < n; ++j)
+                    transposedB[size_t(j * depth + k)] = B.values<float>()[size_t(k * n + j)];
+            const float* a = A.values<float>().data();
+            const gemm::PackedMatrix packed(gemm::simdLevel(), a, 1, rows, depth, 0, depth, 1);
+            gemm::Epilogue clip;
+            clip.bias = bias.values<float>().data() + r0;
+            clip.clamp = gemm::Epilogue::Clamp::Clip;
+            clip.lo = -0.5f, clip.hi = 0.75f;
+            std::vector<float> c(size_t((rows - r0) * n), std::nanf("")), ct = c;
+            packed.multiply(0, B.values<float>().data(), n, 1, n, c.data(), n, r0, rows, &clip);
+            packed.multiply(0, transposedB.data(), 1, depth, n, ct.data(), n, r0, rows, &clip);
+            for (int64_t r = r0; r < rows; ++r)
+                for (int64_t j = 0; j < n; ++j) {
+                    float sum = 0.0f;
+                    for (int64_t k0 = 0; k0 < depth; k0 += gemm::kDepthBlock) {
+                        float block = 0.0f;
+                        for (int64_t k = k0; k < std::min(depth, k0 + gemm::kDepthBlock); ++k)
+                            block = std::fma(a[r * depth + k], B.values<float>()[size_t(k * n + j)], block);
+                        sum = k0 == 0 ? block : sum + block;
+                    }
+                    const float expected = clip.finish(sum, r - r0, j, n);
+                    const size_t at = size_t((r - r0) * n + j);
+                    if (c[at] != expected || ct[at] != expected)
+                        QFAIL(qPrintable(QString("depth %1, C[%2, %3]: %4 (B transposed %5), expected %6")
+                                             .arg(depth).arg(r).arg(j).arg(c[at]).arg(ct[at]).arg(expected)));
+                }
+        }
+    }
+
     void depthwiseAndPointwiseConvMatchTheReference()
     {
         // Depthwise (group = channels) takes its own path; 1x1 stride-1 reads the input in place.
