@@ -13,6 +13,7 @@
 #include "core/half.h"
 
 #include <array>
+#include <bit>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -29,6 +30,7 @@
 #include "runtime/ops/conv.h"
 #include "runtime/ops/conv_integer.h"
 #include "runtime/ops/conv_transpose.h"
+#include "runtime/ops/depthwise_conv.h"
 #include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/pooling.h"
 
@@ -655,6 +657,51 @@ private slots:
         }
     }
 
+    void depthwiseRowsGiveTheSubPlanesBits()
+    {
+        // Unit-stride depthwise convs on large planes run row by row from a
+        // ring of padded input rows instead of through a padded copy of the
+        // plane and a grid: the same sums in the same order, so the same
+        // bits, with and without a clamp, for every shape of window and pad.
+        struct Plane {
+            int64_t h, w, k, dilation, padTop, padLeft, padBottom, padRight;
+        };
+        gemm::Epilogue relu6;
+        relu6.clamp = gemm::Epilogue::Clamp::Clip;
+        relu6.lo = 0.0f, relu6.hi = 0.3f;
+        for (const Plane& p : {Plane{112, 112, 3, 1, 1, 1, 1, 1}, Plane{97, 70, 5, 2, 4, 3, 0, 5},
+                               Plane{90, 128, 7, 1, 0, 0, 0, 0}, Plane{60, 200, 3, 3, 0, 2, 3, 1},
+                               Plane{100, 65, 1, 1, 0, 0, 0, 0}}) {
+            const int64_t extent = (p.k - 1) * p.dilation + 1;
+            const ops::WindowGeometry g{{p.h, p.w},
+                                        {p.k, p.k},
+                                        {1, 1},
+                                        {p.dilation, p.dilation},
+                                        {p.padTop, p.padLeft},
+                                        {p.padBottom, p.padRight},
+                                        {p.h + p.padTop + p.padBottom - extent + 1,
+                                         p.w + p.padLeft + p.padRight - extent + 1}};
+            ops::DepthwisePlanes planes(g);
+            QVERIFY2(planes.byRows, qPrintable(QString("%1 x %2 runs row by row").arg(p.h).arg(p.w)));
+            const Tensor X = randomTensor({p.h * p.w}), W = randomTensor({p.k * p.k});
+            const int64_t outputs = g.output[0] * g.output[1];
+            for (const gemm::Epilogue* clamp : std::array<const gemm::Epilogue*, 2>{nullptr, &relu6}) {
+                std::vector<float> rows(size_t(outputs), std::nanf("")), subPlanes = rows;
+                planes.byRows = true;
+                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes, rows.data(),
+                                 clamp);
+                planes.byRows = false;
+                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes,
+                                 subPlanes.data(), clamp);
+                for (int64_t i = 0; i < outputs; ++i)
+                    if (std::bit_cast<uint32_t>(rows[size_t(i)]) != std::bit_cast<uint32_t>(subPlanes[size_t(i)]))
+                        QFAIL(qPrintable(QString("%1 x %2, kernel %3: output %4 is %5 by rows, %6 by sub-planes")
+                                             .arg(p.h).arg(p.w).arg(p.k).arg(i).arg(rows[size_t(i)])
+                                             .arg(subPlanes[size_t(i)])));
+            }
+        }
+    }
+
     void depthwiseAndPointwiseConvMatchTheReference()
     {
         // Depthwise (group = channels) takes its own path; 1x1 stride-1 reads the input in place.
@@ -687,7 +734,12 @@ private slots:
               // whose last one runs into the slack: unit strides over 256
               // outputs, strided ones over 4096; uneven pads, dilations.
               Depthwise{12, 30, 29, 3, 1, 1, 1, 1, 1, 1}, Depthwise{9, 23, 27, 5, 1, 2, 4, 3, 4, 4},
-              Depthwise{8, 140, 130, 3, 2, 1, 1, 1, 0, 1}})
+              Depthwise{8, 140, 130, 3, 2, 1, 1, 1, 0, 1},
+              // Unit strides on planes whose sub-plane outgrows L1 run row by
+              // row: a last block of outputs shorter than 64, dilations,
+              // uneven pads, a window wider than the padding, none.
+              Depthwise{3, 100, 113, 3, 1, 1, 1, 1, 1, 1}, Depthwise{2, 97, 70, 5, 1, 2, 4, 3, 0, 5},
+              Depthwise{2, 90, 128, 7, 1, 1, 0, 0, 0, 0}})
             for (bool withBias : {true, false})
                 d.expectMatchesReference(2, withBias);
         const Tensor Wp = randomTensor({5, 8, 1, 1});

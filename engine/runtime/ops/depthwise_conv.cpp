@@ -15,6 +15,9 @@ namespace {
 
 // Outputs depthwise2d computes at once (four vectors of sixteen).
 constexpr int64_t kDepthwiseBlock = 64;
+// Floats of sub-plane and grid from which a unit-stride depthwise conv runs
+// row by row (depthwise2dRowsBody): past about 3/4 of a 48 KiB L1.
+constexpr int64_t kDepthwiseRowsFrom = 9216;
 
 // Depthwise 2-D convolution (one input and one output channel per group).
 // Depthwise layers are small (7 to 112 columns), where per-row loops would
@@ -116,7 +119,90 @@ constexpr int64_t kDepthwiseBlock = 64;
         copyRow(z + oh * WS, y + oh * OW, OW);
 }
 
+// The same for unit strides on planes whose sub-plane outgrows L1
+// (DepthwisePlanes::byRows): output row by output row, the taps read from the
+// input rows its windows cover, each copied once, zero-padded, into a ring of
+// (KH - 1) * dh + 1 rows, and the sums stored straight into y. The same
+// operations in the same order as depthwise2dBody (bias, then every tap row by
+// row, padding included as zeros), so the same bits. (The whole padded plane,
+// then the grid, then the copy out: three passes over 52 KiB per channel of
+// 112 x 112, through L2.)
+[[gnu::always_inline]] inline void depthwise2dRowsBody(const float* x, const float* w, float bias,
+                                                       const DepthwisePlanes& d, float* y,
+                                                       const gemm::Epilogue* clamp)
+{
+    const WindowGeometry& g = d.g;
+    const int64_t H = g.input[0], W = g.input[1], OH = g.output[0], OW = g.output[1];
+    const int64_t KH = g.kernel[0], KW = g.kernel[1], dh = g.dilations[0], dw = g.dilations[1];
+    const int64_t ph = g.padBegin[0], pw = g.padBegin[1];
+    const int64_t span = (KH - 1) * dh + 1, rowFloats = d.rowFloats;
+    // Ring slot ih % span holds padded input row ih (or the zeros of a row
+    // outside the input); `held` says which row each slot holds.
+    thread_local std::vector<float> ring, tail;
+    thread_local std::vector<int64_t> held;
+    growScratch(ring, size_t(span * rowFloats));
+    growScratch(tail, size_t(kDepthwiseBlock));
+    held.assign(size_t(span), std::numeric_limits<int64_t>::min());
+    auto paddedRow = [&](int64_t ih) -> const float* {
+        float* row = ring.data() + (ih % span + span) % span * rowFloats;
+        if (held[size_t((ih % span + span) % span)] == ih)
+            return row;
+        held[size_t((ih % span + span) % span)] = ih;
+        if (ih < 0 || ih >= H) {
+            std::fill(row, row + rowFloats, 0.0f);
+            return row;
+        }
+        std::fill(row, row + pw, 0.0f);
+        copyRow(x + ih * W, row + pw, W);
+        std::fill(row + pw + W, row + rowFloats, 0.0f);
+        return row;
+    };
+    using Lanes = float __attribute__((vector_size(16 * sizeof(float)), aligned(sizeof(float))));
+    const float* rows[16]; // KH <= 16 (DepthwisePlanes::byRows)
+    for (int64_t oh = 0; oh < OH; ++oh) {
+        for (int64_t kh = 0; kh < KH; ++kh)
+            rows[kh] = paddedRow(oh - ph + kh * dh);
+        float* yr = y + oh * OW;
+        for (int64_t i = 0; i < OW; i += kDepthwiseBlock) {
+            Lanes a0 = bias - Lanes{}, a1 = a0, a2 = a0, a3 = a0; // every lane the bias
+            for (int64_t kh = 0; kh < KH; ++kh)
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                    const Lanes* f = reinterpret_cast<const Lanes*>(rows[kh] + i + kw * dw);
+                    const float wt = w[kh * KW + kw];
+                    a0 += wt * f[0];
+                    a1 += wt * f[1];
+                    a2 += wt * f[2];
+                    a3 += wt * f[3];
+                }
+            if (clamp) {
+                const Lanes* none = nullptr; // (no addend)
+                clamp->finishInPlace(a0, 0, none);
+                clamp->finishInPlace(a1, 0, none);
+                clamp->finishInPlace(a2, 0, none);
+                clamp->finishInPlace(a3, 0, none);
+            }
+            // A whole block straight into the row; the row's last part through `tail`.
+            Lanes* out = reinterpret_cast<Lanes*>(i + kDepthwiseBlock <= OW ? yr + i : tail.data());
+            out[0] = a0, out[1] = a1, out[2] = a2, out[3] = a3;
+            if (i + kDepthwiseBlock > OW)
+                std::copy(tail.data(), tail.data() + (OW - i), yr + i);
+        }
+    }
+}
+
 #if defined(__x86_64__) && defined(__GNUC__)
+[[gnu::target("avx512f")]] void depthwise2dRowsAvx512(const float* x, const float* w, float bias,
+                                                      const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
+{
+    depthwise2dRowsBody(x, w, bias, d, y, clamp);
+}
+
+[[gnu::target("avx2,fma")]] void depthwise2dRowsAvx2(const float* x, const float* w, float bias,
+                                                     const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
+{
+    depthwise2dRowsBody(x, w, bias, d, y, clamp);
+}
+
 [[gnu::target("avx512f")]] void depthwise2dAvx512(const float* x, const float* w, float bias,
                                                   const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
 {
@@ -143,6 +229,11 @@ DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry)
     // reads up to kDepthwiseBlock - 1 past where the outputs end.)
     planesSize = sub.plane + kDepthwiseBlock;
     gridSize = std::max(OH * sub.WS, (span + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock);
+    // Rows: the padded row the last block of outputs reads up to, whole blocks.
+    rowFloats = (OW + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock + (g.kernel[1] - 1) * g.dilations[1];
+    rowFloats = std::max(rowFloats, g.input[1] + g.padBegin[1]);
+    byRows = g.strides[0] == 1 && g.strides[1] == 1 && g.kernel[0] <= 16 &&
+             planesSize + gridSize > kDepthwiseRowsFrom;
 }
 
 void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y,
@@ -150,10 +241,14 @@ void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlan
 {
 #if defined(__x86_64__) && defined(__GNUC__)
     if (gemm::simdLevel() == gemm::SimdLevel::Avx512)
-        return depthwise2dAvx512(x, w, bias, planes, y, clamp);
+        return planes.byRows ? depthwise2dRowsAvx512(x, w, bias, planes, y, clamp)
+                             : depthwise2dAvx512(x, w, bias, planes, y, clamp);
     if (gemm::simdLevel() == gemm::SimdLevel::Avx2)
-        return depthwise2dAvx2(x, w, bias, planes, y, clamp);
+        return planes.byRows ? depthwise2dRowsAvx2(x, w, bias, planes, y, clamp)
+                             : depthwise2dAvx2(x, w, bias, planes, y, clamp);
 #endif
+    if (planes.byRows)
+        return depthwise2dRowsBody(x, w, bias, planes, y, clamp);
     depthwise2dBody(x, w, bias, planes, y, clamp);
 }
 

@@ -58,6 +58,11 @@ struct DepthwisePlanes {
     int64_t planesSize = 0;    // the sub-planes' floats, with slack for the last block of outputs
     int64_t gridSize = 0;      // the computed outputs' floats, rounded up to whole blocks
     uint64_t id = 0;           // tells a thread whether its zeroed buffer already has this layout
+    // Unit strides on a plane whose sub-plane and grid would outgrow L1:
+    // output row by output row from a ring of padded input rows of rowFloats
+    // each, the sums stored straight into the output (the same bits).
+    bool byRows = false;
+    int64_t rowFloats = 0;
 };
 
 // One channel: x (H x W) against its taps w (KH x KW) plus bias into y (OH x
