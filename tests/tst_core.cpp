@@ -85,7 +85,9 @@ private slots:
 
         // Blocks below the threshold are the system allocator's.
         const size_t kept = keptTensorBlockBytes();
-        { Tensor small = Tensor::uninitialized(DType::F32, Shape{1 << 20}); }
+        {
+            Tensor small = Tensor::uninitialized(DType::F32, Shape{1 << 20});
+        }
         QCOMPARE(keptTensorBlockBytes(), kept);
 
         // At most kKeptBlocksMaxBytes are kept, the most recently freed.

@@ -22,17 +22,17 @@
 #include <tbb/global_control.h>
 
 #include "gemm/gram.h"
-#include "quantization/inverse_hessian.h"
 #include "gemm/sgemm.h"
 #include "kernel_support.h"
+#include "quantization/inverse_hessian.h"
 #include "runtime/op_registry.h"
-#include "runtime/output_extremes.h"
 #include "runtime/ops/conv.h"
 #include "runtime/ops/conv_integer.h"
 #include "runtime/ops/conv_transpose.h"
 #include "runtime/ops/depthwise_conv.h"
 #include "runtime/ops/gemm_matmul.h"
 #include "runtime/ops/pooling.h"
+#include "runtime/output_extremes.h"
 
 using namespace qs;
 using namespace qs::test;
@@ -613,8 +613,8 @@ private slots:
 
     void productsSumEachElementInDepthOrderWhateverTheirTileOrder()
     {
-        // Shallow products (one depth block of at most 64) run A-strip by
-        // A-strip, deeper ones strip by strip of B; B's rows in memory are
+        // Products of one depth block (256 at most) run A-strip by A-strip,
+        // deeper ones strip by strip of B; B's rows in memory are
         // packed row by row, a transposed B column by column. Whichever, each
         // C element is its dot product as fused multiply-adds in depth order
         // within each depth block (256), the blocks' sums added in order, then
@@ -624,7 +624,7 @@ private slots:
         if (gemm::simdLevel() == gemm::SimdLevel::None)
             QSKIP("no packed products without AVX2");
         const int64_t rows = 29, n = 1100, r0 = 12;
-        for (const int64_t depth : {5, 40, 64, 65, 300}) {
+        for (const int64_t depth : {5, 64, 256, 257, 300}) {
             const Tensor A = randomTensor({rows * depth}), B = randomTensor({depth * n}), bias = randomTensor({rows});
             std::vector<float> transposedB(size_t(depth * n));
             for (int64_t k = 0; k < depth; ++k)
@@ -652,7 +652,12 @@ private slots:
                     const size_t at = size_t((r - r0) * n + j);
                     if (c[at] != expected || ct[at] != expected)
                         QFAIL(qPrintable(QString("depth %1, C[%2, %3]: %4 (B transposed %5), expected %6")
-                                             .arg(depth).arg(r).arg(j).arg(c[at]).arg(ct[at]).arg(expected)));
+                                             .arg(depth)
+                                             .arg(r)
+                                             .arg(j)
+                                             .arg(c[at])
+                                             .arg(ct[at])
+                                             .arg(expected)));
                 }
         }
     }
@@ -669,18 +674,18 @@ private slots:
         gemm::Epilogue relu6;
         relu6.clamp = gemm::Epilogue::Clamp::Clip;
         relu6.lo = 0.0f, relu6.hi = 0.3f;
-        for (const Plane& p : {Plane{112, 112, 3, 1, 1, 1, 1, 1}, Plane{97, 70, 5, 2, 4, 3, 0, 5},
-                               Plane{90, 128, 7, 1, 0, 0, 0, 0}, Plane{60, 200, 3, 3, 0, 2, 3, 1},
-                               Plane{100, 65, 1, 1, 0, 0, 0, 0}}) {
+        for (const Plane& p :
+             {Plane{112, 112, 3, 1, 1, 1, 1, 1}, Plane{97, 70, 5, 2, 4, 3, 0, 5}, Plane{90, 128, 7, 1, 0, 0, 0, 0},
+              Plane{60, 200, 3, 3, 0, 2, 3, 1}, Plane{100, 65, 1, 1, 0, 0, 0, 0}}) {
             const int64_t extent = (p.k - 1) * p.dilation + 1;
-            const ops::WindowGeometry g{{p.h, p.w},
-                                        {p.k, p.k},
-                                        {1, 1},
-                                        {p.dilation, p.dilation},
-                                        {p.padTop, p.padLeft},
-                                        {p.padBottom, p.padRight},
-                                        {p.h + p.padTop + p.padBottom - extent + 1,
-                                         p.w + p.padLeft + p.padRight - extent + 1}};
+            const ops::WindowGeometry g{
+                {p.h, p.w},
+                {p.k, p.k},
+                {1, 1},
+                {p.dilation, p.dilation},
+                {p.padTop, p.padLeft},
+                {p.padBottom, p.padRight},
+                {p.h + p.padTop + p.padBottom - extent + 1, p.w + p.padLeft + p.padRight - extent + 1}};
             ops::DepthwisePlanes planes(g);
             QVERIFY2(planes.byRows, qPrintable(QString("%1 x %2 runs row by row").arg(p.h).arg(p.w)));
             const Tensor X = randomTensor({p.h * p.w}), W = randomTensor({p.k * p.k});
@@ -688,15 +693,18 @@ private slots:
             for (const gemm::Epilogue* clamp : std::array<const gemm::Epilogue*, 2>{nullptr, &relu6}) {
                 std::vector<float> rows(size_t(outputs), std::nanf("")), subPlanes = rows;
                 planes.byRows = true;
-                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes, rows.data(),
-                                 clamp);
+                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes, rows.data(), clamp);
                 planes.byRows = false;
-                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes,
-                                 subPlanes.data(), clamp);
+                ops::depthwise2d(X.values<float>().data(), W.values<float>().data(), 0.25f, planes, subPlanes.data(),
+                                 clamp);
                 for (int64_t i = 0; i < outputs; ++i)
                     if (std::bit_cast<uint32_t>(rows[size_t(i)]) != std::bit_cast<uint32_t>(subPlanes[size_t(i)]))
                         QFAIL(qPrintable(QString("%1 x %2, kernel %3: output %4 is %5 by rows, %6 by sub-planes")
-                                             .arg(p.h).arg(p.w).arg(p.k).arg(i).arg(rows[size_t(i)])
+                                             .arg(p.h)
+                                             .arg(p.w)
+                                             .arg(p.k)
+                                             .arg(i)
+                                             .arg(rows[size_t(i)])
                                              .arg(subPlanes[size_t(i)])));
             }
         }

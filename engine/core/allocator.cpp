@@ -29,7 +29,8 @@ public:
         const std::lock_guard lock(mutex_);
         auto best = blocks_.end();
         for (auto it = blocks_.begin(); it != blocks_.end(); ++it)
-            if (it->bytes >= bytes && it->bytes - bytes <= bytes / 8 && (best == blocks_.end() || it->bytes < best->bytes))
+            if (it->bytes >= bytes && it->bytes - bytes <= bytes / 8 &&
+                (best == blocks_.end() || it->bytes < best->bytes))
                 best = it;
         if (best == blocks_.end())
             return {nullptr, 0};

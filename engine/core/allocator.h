@@ -25,9 +25,8 @@ void keepFreedMemoryForReuse();
 // map on each allocation and unmap on each free, whatever it is told — is kept
 // (up to kKeptBlocksMaxBytes in all, the least recently freed let go first)
 // and handed to the next tensor it holds with at most an eighth of that
-// tensor's size to spare. (mobilenet_v2 at
-// 224 x 224, batch 8: its 38.5 MB activation took 9400 page faults, about 10
-// ms, on every run.)
+// tensor's size to spare. (mobilenet_v2 at 224 x 224, batch 8: its 38.5 MB
+// activation took 9400 page faults, about 10 ms, on every run.)
 std::shared_ptr<void> allocateTensorStorage(size_t bytes);
 inline constexpr size_t kKeptBlockMinBytes = size_t(32) << 20;
 inline constexpr size_t kKeptBlocksMaxBytes = size_t(512) << 20;

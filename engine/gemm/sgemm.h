@@ -127,20 +127,20 @@ public:
 private:
     // f(s, r) for every micro-tile of one depth block of kc rows and n columns:
     // B's strip s against the A-strip from row r, rows [r0, r1). When that
-    // block is all of a shallow product's depth (kStoreBoundDepth at most: a
-    // tile's stores then cost as much as its multiply-adds), A-strip by
+    // block is all of the product's depth (kDepthBlock at most), A-strip by
     // A-strip: each of C's rows is written in one run along the n columns, mr
     // rows at a time, where strip by strip every row of C advances by nr
     // columns at once, more streams of stores than the caches follow (a
     // pointwise conv 16 -> 96 at batch 8 on 112 x 112 planes, C 37 MiB: 5.6-5.9
-    // -> 2.3-2.8 ms in mobilenet_v2 at 224 x 224). Deeper products keep B's
-    // strip in L1 while A streams past it, strip by strip (A-strip by A-strip,
-    // every tile would read its B strip from L2). Every C element is the same
-    // dot product either way.
-    static constexpr int64_t kStoreBoundDepth = 64;
+    // -> 2.3-2.8 ms in mobilenet_v2 at 224 x 224). Deeper products, which
+    // store each C element after two or more blocks, keep B's strip in L1
+    // while A streams past it, strip by strip. (Only up to a depth of 64, the
+    // products of depth 128 in the encoders and up to 256 in mobilenet_v2,
+    // mnasnet and efficientnet_b0 at batch 8 measured the same or slower, not
+    // faster.) Every C element is the same dot product either way.
     template <class F> void forEachTile(int64_t kc, int64_t n, int64_t r0, int64_t r1, F&& f) const
     {
-        if (kc == depth_ && kc <= kStoreBoundDepth)
+        if (kc == depth_)
             for (int64_t r = r0; r < r1; r += mr_)
                 for (int64_t s = 0; s * nr_ < n; ++s)
                     f(s, r);

@@ -128,8 +128,7 @@ constexpr int64_t kDepthwiseRowsFrom = 9216;
 // then the grid, then the copy out: three passes over 52 KiB per channel of
 // 112 x 112, through L2.)
 [[gnu::always_inline]] inline void depthwise2dRowsBody(const float* x, const float* w, float bias,
-                                                       const DepthwisePlanes& d, float* y,
-                                                       const gemm::Epilogue* clamp)
+                                                       const DepthwisePlanes& d, float* y, const gemm::Epilogue* clamp)
 {
     const WindowGeometry& g = d.g;
     const int64_t H = g.input[0], W = g.input[1], OH = g.output[0], OW = g.output[1];
@@ -144,10 +143,11 @@ constexpr int64_t kDepthwiseRowsFrom = 9216;
     growScratch(tail, size_t(kDepthwiseBlock));
     held.assign(size_t(span), std::numeric_limits<int64_t>::min());
     auto paddedRow = [&](int64_t ih) -> const float* {
-        float* row = ring.data() + (ih % span + span) % span * rowFloats;
-        if (held[size_t((ih % span + span) % span)] == ih)
+        const int64_t slot = (ih % span + span) % span; // ih < 0 in the top padding
+        float* row = ring.data() + slot * rowFloats;
+        if (held[size_t(slot)] == ih)
             return row;
-        held[size_t((ih % span + span) % span)] = ih;
+        held[size_t(slot)] = ih;
         if (ih < 0 || ih >= H) {
             std::fill(row, row + rowFloats, 0.0f);
             return row;
@@ -232,8 +232,7 @@ DepthwisePlanes::DepthwisePlanes(const WindowGeometry& geometry)
     // Rows: the padded row the last block of outputs reads up to, whole blocks.
     rowFloats = (OW + kDepthwiseBlock - 1) / kDepthwiseBlock * kDepthwiseBlock + (g.kernel[1] - 1) * g.dilations[1];
     rowFloats = std::max(rowFloats, g.input[1] + g.padBegin[1]);
-    byRows = g.strides[0] == 1 && g.strides[1] == 1 && g.kernel[0] <= 16 &&
-             planesSize + gridSize > kDepthwiseRowsFrom;
+    byRows = g.strides[0] == 1 && g.strides[1] == 1 && g.kernel[0] <= 16 && planesSize + gridSize > kDepthwiseRowsFrom;
 }
 
 void depthwise2d(const float* x, const float* w, float bias, const DepthwisePlanes& planes, float* y,
